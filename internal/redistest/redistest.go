@@ -1,0 +1,232 @@
+// Package redistest gives each test a clean Redis: a real redis-server
+// whenever one can be had, so tests exercise the real server's semantics
+// (Lua, TTLs, pub/sub, Cluster slots), and can inject real faults (kill,
+// SIGSTOP, restart).
+//
+// Order of preference for New:
+//  1. CHATD_TEST_REDIS=host:port — an existing server (never flushed);
+//  2. a private redis-server from PATH on a free loopback port, started once
+//     per test binary and shared by its tests;
+//  3. embedded miniredis, with a t.Log notice (not in strict mode).
+//
+// Every test gets its own key prefix (Prefix), so tests run in parallel on one
+// server and never FLUSHDB. CHATD_TEST_STRICT=1 turns every "skip" or
+// "fallback" into a failure: CI runs strict, so no test silently runs on less
+// than it claims.
+//
+// Started processes die with the test binary (Pdeathsig), even when it crashes.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/embedded"
+)
+
+// Kind says what kind of server a Redis is.
+type Kind string
+
+// The kinds of server New may return.
+const (
+	External Kind = "external" // CHATD_TEST_REDIS
+	Private  Kind = "private"  // redis-server started by this package
+	Embedded Kind = "embedded" // in-process miniredis
+	Clusters Kind = "cluster"  // 3-master Redis Cluster
+)
+
+// Redis is the Redis a test got: a client, the address, and a key prefix of
+// its own.
+type Redis struct {
+	// Client is a client of the server, closed when the test ends.
+	Client redis.UniversalClient
+	// Addrs are the server addresses (three for a cluster).
+	Addrs []string
+	// Prefix is a key prefix unique to the test.
+	Prefix string
+	// Kind says which server this is.
+	Kind Kind
+	// Server is the private server when Kind is Private and the test asked
+	// for one of its own (Own); nil otherwise. Faults go through it.
+	Server *Server
+}
+
+// NewClient returns another independent client of the same server or
+// cluster, closed when the test ends: each simulated chatd node uses its own.
+func (r *Redis) NewClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	c := newClient(r.Kind, r.Addrs)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// URL returns the --redis flag value that reaches this server.
+func (r *Redis) URL() string {
+	if r.Kind == Clusters {
+		return strings.Join(r.Addrs, ",")
+	}
+	return "redis://" + r.Addrs[0] + "/0"
+}
+
+func newClient(kind Kind, addrs []string) redis.UniversalClient {
+	if kind == Clusters {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	}
+	return redis.NewClient(&redis.Options{Addr: addrs[0]})
+}
+
+// Strict reports whether CHATD_TEST_STRICT=1: tests that would skip or fall
+// back to the embedded server fail instead.
+func Strict() bool { return os.Getenv("CHATD_TEST_STRICT") == "1" }
+
+// Prefix returns a key prefix unique to this test run and test.
+func Prefix(tb testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(tb.Name())
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return "t." + name + "." + hex.EncodeToString(b[:])
+}
+
+// New returns a Redis for the test, in the order of preference of the
+// package doc.
+func New(tb testing.TB) *Redis {
+	tb.Helper()
+	if addr := os.Getenv("CHATD_TEST_REDIS"); addr != "" {
+		return wrap(tb, External, []string{addr}, nil)
+	}
+	if Available() {
+		s, err := shared.get()
+		if err != nil {
+			tb.Fatalf("redistest: shared server: %v", err)
+		}
+		return wrap(tb, Private, []string{s.Addr}, nil)
+	}
+	if Strict() {
+		tb.Fatalf("redistest: CHATD_TEST_STRICT=1 but redis-server is not on PATH and CHATD_TEST_REDIS is unset")
+	}
+	tb.Log("redistest: redis-server not found; using embedded miniredis (install redis-server for real-server tests)")
+	e, err := embedded.Start()
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(e.Close)
+	return wrap(tb, Embedded, []string{e.Addr()}, nil)
+}
+
+// Real returns a real redis-server (external or private), or skips the test
+// when there is none — and fails instead when Strict.
+func Real(tb testing.TB) *Redis {
+	tb.Helper()
+	if os.Getenv("CHATD_TEST_REDIS") == "" && !Available() {
+		needReal(tb, "redis-server is not on PATH")
+	}
+	return New(tb)
+}
+
+// Own starts a private redis-server for this test alone, so the test can
+// kill, pause or restart it. It skips (fails when Strict) without redis-server.
+func Own(tb testing.TB, opts Options) *Redis {
+	tb.Helper()
+	if !Available() {
+		needReal(tb, "redis-server is not on PATH")
+	}
+	s := StartServer(tb, opts)
+	return wrap(tb, Private, []string{s.Addr}, s)
+}
+
+// Cluster returns the 3-master Redis Cluster shared by this test binary,
+// started on first use. It skips (fails when Strict) without redis-server.
+func Cluster(tb testing.TB) *Redis {
+	tb.Helper()
+	if !Available() {
+		needReal(tb, "redis-server and redis-cli are needed for a cluster")
+	}
+	addrs, err := sharedCluster.get()
+	if err != nil {
+		tb.Fatalf("redistest: cluster: %v", err)
+	}
+	return wrap(tb, Clusters, addrs, nil)
+}
+
+func needReal(tb testing.TB, why string) {
+	tb.Helper()
+	if Strict() {
+		tb.Fatalf("redistest: CHATD_TEST_STRICT=1 and %s", why)
+	}
+	tb.Skipf("redistest: %s", why)
+}
+
+func wrap(tb testing.TB, kind Kind, addrs []string, s *Server) *Redis {
+	tb.Helper()
+	r := &Redis{Addrs: addrs, Prefix: Prefix(tb), Kind: kind, Server: s}
+	r.Client = r.NewClient(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Client.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("redistest: %s redis at %v: %v", kind, addrs, err)
+	}
+	return r
+}
+
+// lazy starts a resource once per test binary.
+type lazy[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+	fn   func() (T, error)
+}
+
+func (l *lazy[T]) get() (T, error) {
+	l.once.Do(func() { l.v, l.err = l.fn() })
+	return l.v, l.err
+}
+
+var shared = &lazy[*Server]{fn: func() (*Server, error) { return startServer(Options{}) }}
+
+var sharedCluster = &lazy[[]string]{fn: startCluster}
+
+// startCluster starts three cluster-enabled servers and joins them into a
+// 3-master cluster with redis-cli --cluster create.
+func startCluster() ([]string, error) {
+	var addrs []string
+	for i := 0; i < 3; i++ {
+		s, err := startServer(Options{Cluster: true})
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range addrs {
+		for {
+			out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", a[strings.LastIndexByte(a, ':')+1:], "cluster", "info").Output()
+			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("cluster node %s not ok after 20s: %s", a, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return addrs, nil
+}
