@@ -1,0 +1,49 @@
+// Package ratelimit limits how many messages a user may send per second
+// across all nodes: one token bucket per user, kept in Redis.
+//
+// # What it owns
+//
+// One key per active user, prefix:{user:U}:rate, a [HASH] {tokens, ts}
+// (tokens left, a float; ts, the time of the last refill in ms) with a TTL.
+// It lives in the user's unit {user:U}, so a Redis Cluster spreads buckets
+// over every shard by user and a check never crosses slots.
+//
+// # The Redis pattern
+//
+// A token bucket checked and updated by one Lua script ([EVALSHA]): [HMGET]
+// the bucket, refill it for the time elapsed at the current rate, take a
+// token if there is one, [HSET] it back and [PEXPIRE] the key for as long as
+// it takes to fill up again (a full bucket and no bucket mean the same, so
+// idle users cost no memory). The rate is read from a live function on every
+// check, so a change of the rate.messages_per_second setting applies to the
+// next message; the burst is max(1, rate), as PROTOCOL.md says, so a rate
+// below one still lets one message through and then one per 1/rate seconds.
+//
+// # Why the naive versions fail
+//
+// A per-node in-memory limiter lets a user send N times the rate by
+// spreading connections over N nodes. A GET, compute, SET from the client
+// races: two nodes read the same token count and both take the "last" token.
+// INCR on a per-second window key is atomic but lets 2×rate through across a
+// window boundary and cannot express fractional rates. The script does the
+// read, the arithmetic and the write in one atomic step on the server.
+//
+// # Clocks
+//
+// The caller's clock (Config.Now, in ms) is passed in ARGV rather than read
+// with Redis [TIME] inside the script. That makes the limiter testable with
+// an injected clock and keeps the script deterministic, at a price: nodes
+// with skewed clocks disagree about "now". The script never moves ts
+// backwards, so a node whose clock lags refills nothing until its clock
+// passes ts, and a node whose clock runs ahead by d grants at most d×rate
+// tokens early (never more than the burst). With NTP-synced nodes (ms of
+// skew) the error is a fraction of one token; reading TIME would remove it
+// but tie the limiter to the server's clock in tests.
+//
+// [HASH]: https://redis.io/docs/latest/develop/data-types/hashes/
+// [EVALSHA]: https://redis.io/commands/evalsha/
+// [HMGET]: https://redis.io/commands/hmget/
+// [HSET]: https://redis.io/commands/hset/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
+// [TIME]: https://redis.io/commands/time/
+package ratelimit

@@ -1,0 +1,11 @@
+package ratelimit
+
+import "github.com/chatd/chatd/internal/keyspace"
+
+// keys builds the keys of this package from the configured prefix.
+type keys struct {
+	space keyspace.Space
+}
+
+// bucket is user's token bucket: HASH {tokens: float, ts: ms}, with a TTL.
+func (k keys) bucket(user string) string { return k.space.Key("user", user, "rate") } // HASH

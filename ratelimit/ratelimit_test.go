@@ -1,0 +1,267 @@
+package ratelimit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/names"
+)
+
+// clock is an injected clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func rateOf(r float64) func() float64 { return func() float64 { return r } }
+
+// drain calls Allow until it refuses and returns how many were allowed.
+func drain(t *testing.T, l *Limiter, user string) int {
+	t.Helper()
+	for n := 0; n < 100000; n++ {
+		ok, _, err := l.Allow(context.Background(), user)
+		require.NoError(t, err)
+		if !ok {
+			return n
+		}
+	}
+	t.Fatal("never refused")
+	return 0
+}
+
+func TestAllow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := redistest.New(t)
+
+	t.Run("burst then refusal then refill", func(t *testing.T) {
+		clk := newClock()
+		reg := prometheus.NewRegistry()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(10), Now: clk.Now, Registerer: reg})
+
+		assert.Equal(t, 10, drain(t, l, "alice"))
+		ok, retry, err := l.Allow(ctx, "alice")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, 100*time.Millisecond, retry)
+
+		clk.Add(99 * time.Millisecond)
+		ok, _, err = l.Allow(ctx, "alice")
+		require.NoError(t, err)
+		assert.False(t, ok, "a token is not back before 1/rate")
+
+		clk.Add(time.Millisecond)
+		ok, _, err = l.Allow(ctx, "alice")
+		require.NoError(t, err)
+		assert.True(t, ok, "one token back after 1/rate")
+
+		clk.Add(time.Hour)
+		assert.Equal(t, 10, drain(t, l, "alice"), "refill stops at the burst")
+
+		assert.Equal(t, 21.0, counter(t, l.checks.WithLabelValues("allowed")))
+		assert.GreaterOrEqual(t, counter(t, l.checks.WithLabelValues("limited")), 3.0)
+	})
+
+	t.Run("users have separate buckets", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(3), Now: clk.Now})
+		assert.Equal(t, 3, drain(t, l, "u1"))
+		assert.Equal(t, 3, drain(t, l, "u2"))
+	})
+
+	t.Run("fractional rate has a burst of one and refills slowly", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(0.5), Now: clk.Now})
+		assert.Equal(t, 1, drain(t, l, "half"))
+		_, retry, err := l.Allow(ctx, "half")
+		require.NoError(t, err)
+		assert.Equal(t, 2*time.Second, retry)
+
+		clk.Add(1999 * time.Millisecond)
+		ok, _, err := l.Allow(ctx, "half")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		clk.Add(time.Millisecond)
+		ok, _, err = l.Allow(ctx, "half")
+		require.NoError(t, err)
+		assert.True(t, ok)
+	})
+
+	t.Run("fractional rate above one has a fractional burst", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(2.5), Now: clk.Now})
+		assert.Equal(t, 2, drain(t, l, "twohalf"), "burst 2.5 holds two whole tokens")
+		clk.Add(200 * time.Millisecond) // +0.5 token: 0.5+0.5 = 1
+		ok, _, err := l.Allow(ctx, "twohalf")
+		require.NoError(t, err)
+		assert.True(t, ok)
+	})
+
+	t.Run("a live rate change applies to the next check", func(t *testing.T) {
+		clk := newClock()
+		var rate atomic.Value
+		rate.Store(2.0)
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: func() float64 { return rate.Load().(float64) }, Now: clk.Now})
+		assert.Equal(t, 2, drain(t, l, "live"))
+		rate.Store(100.0)
+		clk.Add(10 * time.Millisecond) // one token at 100/s
+		ok, _, err := l.Allow(ctx, "live")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		rate.Store(1.0)
+		clk.Add(time.Hour)
+		assert.Equal(t, 1, drain(t, l, "live"), "a lowered burst caps a full bucket")
+	})
+
+	t.Run("a clock behind the bucket refills nothing", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(1), Now: clk.Now})
+		assert.Equal(t, 1, drain(t, l, "skew"))
+		clk.Add(-time.Hour)
+		ok, retry, err := l.Allow(ctx, "skew")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, time.Second, retry)
+	})
+
+	t.Run("bad rate falls back to the default", func(t *testing.T) {
+		for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+			l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(bad)})
+			rate, burst := l.Rate()
+			assert.Equal(t, float64(DefaultRate), rate)
+			assert.Equal(t, float64(DefaultRate), burst)
+		}
+		rate, _ := New(r.Client, Config{}).Rate()
+		assert.Equal(t, float64(DefaultRate), rate)
+	})
+
+	t.Run("bad user name is refused before Redis", func(t *testing.T) {
+		l := New(r.Client, Config{Prefix: r.Prefix})
+		ok, _, err := l.Allow(ctx, "a}{b")
+		assert.False(t, ok)
+		assert.ErrorIs(t, err, names.ErrBadName)
+	})
+
+	t.Run("bucket key expires once it would be full", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(10), Now: clk.Now})
+		ok, _, err := l.Allow(ctx, "ttl")
+		require.NoError(t, err)
+		require.True(t, ok)
+		ttl, err := r.Client.PTTL(ctx, l.keys.bucket("ttl")).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, slack)
+		assert.LessOrEqual(t, ttl, slack+100*time.Millisecond)
+	})
+}
+
+func TestAllowRedisDown(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	l := New(r.Client, Config{Prefix: r.Prefix, Registerer: prometheus.NewRegistry()})
+	r.Server.Kill(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ok, _, err := l.Allow(ctx, "alice")
+	assert.False(t, ok)
+	assert.Error(t, err)
+	assert.Equal(t, 1.0, counter(t, l.checks.WithLabelValues("error")))
+}
+
+// TestSharedBucket: three limiters, each with its own client (three nodes),
+// draw from one bucket per user.
+func TestSharedBucket(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		get  func(testing.TB) *redistest.Redis
+	}{
+		{"single server", redistest.Real},
+		{"cluster", redistest.Cluster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := tc.get(t)
+			clk := newClock()
+			var ls []*Limiter
+			for i := 0; i < 3; i++ {
+				ls = append(ls, New(r.NewClient(t), Config{Prefix: r.Prefix, Rate: rateOf(5), Now: clk.Now}))
+			}
+			allowed := 0
+			for i := 0; i < 30; i++ {
+				ok, _, err := ls[i%3].Allow(context.Background(), "shared")
+				require.NoError(t, err)
+				if ok {
+					allowed++
+				}
+			}
+			assert.Equal(t, 5, allowed, "the three nodes share one burst")
+
+			clk.Add(time.Second)
+			assert.Equal(t, 5, drain(t, ls[2], "shared"), "refilled once for all nodes")
+		})
+	}
+}
+
+// TestConcurrentNeverExceedsBurst: many goroutines over several clients race
+// for one bucket whose clock stands still; exactly burst are allowed.
+func TestConcurrentNeverExceedsBurst(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	clk := newClock()
+	var ls []*Limiter
+	for i := 0; i < 3; i++ {
+		ls = append(ls, New(r.NewClient(t), Config{Prefix: r.Prefix, Rate: rateOf(25), Now: clk.Now}))
+	}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 30; g++ {
+		wg.Add(1)
+		go func(l *Limiter) {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				ok, _, err := l.Allow(context.Background(), "crowd")
+				if !assert.NoError(t, err) {
+					return
+				}
+				if ok {
+					allowed.Add(1)
+				}
+			}
+		}(ls[g%3])
+	}
+	wg.Wait()
+	assert.Equal(t, int64(25), allowed.Load())
+}
+
+// counter reads a counter's value.
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
