@@ -1,0 +1,53 @@
+package shop
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/item_buy.lua
+var itemBuySrc string
+
+var itemBuyScript = redis.NewScript(itemBuySrc)
+
+// BuyLua is Buy done by one Lua script (lua/item_buy.lua) instead of a
+// WATCH/MULTI/EXEC transaction: same keys, checks, writes, counter,
+// idempotency and errors, one round trip and never a retry, at the price of
+// blocking the shard for the script's run. chatd serves purchases with Buy;
+// BuyLua exists for the comparison in the benchmarks (see the package doc).
+func (s *Shop) BuyLua(ctx context.Context, user, item string, qty int64, idemKey string) (Wallet, error) {
+	if err := checkBuy(user, item, qty, idemKey); err != nil {
+		return Wallet{}, err
+	}
+	k := s.keys
+	keys := []string{k.item(item), k.balance(user), k.inventory(user), k.purchases()}
+	if idemKey != "" {
+		keys = append(keys, k.idem(user, idemKey))
+	}
+	var rec record
+	fresh := false
+	res, err := itemBuyScript.Run(ctx, s.rdb, keys, item, strconv.FormatInt(qty, 10), s.cfg.IdempotencyTTL.Milliseconds()).Slice()
+	if err == nil {
+		err = decodeScriptReply(res, &rec, &fresh)
+	}
+	return s.finish(ctx, "lua", user, item, qty, rec, fresh, err)
+}
+
+// decodeScriptReply reads item_buy's {fresh, record} reply.
+func decodeScriptReply(res []any, rec *record, fresh *bool) error {
+	if len(res) != 2 {
+		return errors.New("item_buy: reply is not {fresh, record}")
+	}
+	f, ok1 := res[0].(int64)
+	raw, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return errors.New("item_buy: reply is not {fresh, record}")
+	}
+	*fresh = f == 1
+	return json.Unmarshal([]byte(raw), rec)
+}
