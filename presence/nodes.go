@@ -1,0 +1,75 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one chatd node in the registry.
+type Node struct {
+	ID            string    `json:"id"`
+	Addr          string    `json:"addr"`
+	Connections   int       `json:"connections"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+}
+
+// Heartbeat registers n as alive for TTL, with LastHeartbeat set to now
+// (n.LastHeartbeat is ignored). A node calls it every TTL/3; one that stops
+// drops out of Nodes after TTL. It returns an error wrapping ErrBadNode for a
+// bad id.
+func (p *Presence) Heartbeat(ctx context.Context, n Node) error {
+	if err := checkNode(n.ID); err != nil {
+		return fmt.Errorf("presence: heartbeat: %w", err)
+	}
+	now := p.now()
+	n.LastHeartbeat = now.UTC().Truncate(time.Millisecond)
+	b, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
+	}
+	err = heartbeatScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo()},
+		n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b)).Err()
+	if err != nil {
+		return fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// Nodes returns the live nodes, by id, and drops the dead ones from the
+// registry: one round trip.
+func (p *Presence) Nodes(ctx context.Context) ([]Node, error) {
+	raw, err := nodesScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo()}, ms(p.now())).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("presence: nodes: %w", err)
+	}
+	out := make([]Node, 0, len(raw))
+	for _, s := range raw {
+		var n Node
+		if err := json.Unmarshal([]byte(s), &n); err != nil {
+			return nil, fmt.Errorf("presence: nodes: bad entry %q: %w", s, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Leave removes node id from the registry at once (a clean shutdown). It
+// returns an error wrapping ErrBadNode for a bad id.
+func (p *Presence) Leave(ctx context.Context, id string) error {
+	if err := checkNode(id); err != nil {
+		return fmt.Errorf("presence: leave: %w", err)
+	}
+	_, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZRem(ctx, p.k.nodeBeats(), id)
+		pipe.HDel(ctx, p.k.nodeInfo(), id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("presence: leave %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
+)
+
+// Config configures a Presence.
+type Config struct {
+	// Prefix is the key prefix; "" = keyspace.DefaultPrefix.
+	Prefix string
+	// TTL is how long a user stays online, and a node registered, after its
+	// last Touch or Heartbeat; 0 = 30s. Touch and Heartbeat every TTL/3.
+	TTL time.Duration
+	// Retention is how long last_seen is kept after a user's last Touch or
+	// Offline; 0 = 30 days.
+	Retention time.Duration
+	// Now is the clock; nil = time.Now. Online-ness is judged by it, while
+	// the keys also carry real TTLs so that nothing outlives a dead cluster.
+	Now func() time.Time
+	// Registerer registers the presence metrics; nil = none.
+	Registerer prometheus.Registerer
+}
+
+// Presence records who is online on which node and in which rooms, and the
+// registry of live nodes. It is safe for concurrent use.
+type Presence struct {
+	rdb     redis.UniversalClient
+	k       keys
+	ttl     time.Duration
+	keep    time.Duration
+	now     func() time.Time
+	metrics metrics
+}
+
+// New returns a Presence over rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Presence {
+	p := &Presence{
+		rdb:     rdb,
+		k:       keys{ks: keyspace.New(cfg.Prefix)},
+		ttl:     cfg.TTL,
+		keep:    cfg.Retention,
+		now:     cfg.Now,
+		metrics: newMetrics(cfg.Registerer),
+	}
+	if p.ttl <= 0 {
+		p.ttl = 30 * time.Second
+	}
+	if p.keep <= 0 {
+		p.keep = 30 * 24 * time.Hour
+	}
+	if p.keep < p.ttl {
+		p.keep = p.ttl
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	return p
+}
+
+// TTL returns the configured TTL: call Touch and Heartbeat well within it
+// (every TTL/3 survives one lost tick).
+func (p *Presence) TTL() time.Duration { return p.ttl }
+
+// UserState is one user connected to a node, and the rooms it is in there.
+type UserState struct {
+	User  string
+	Rooms []string
+}
+
+// Status is what Get knows about a user.
+type Status struct {
+	User     string    `json:"user"`
+	Online   bool      `json:"online"`
+	Node     string    `json:"node"`      // the node that renewed the user last; "" when offline
+	Rooms    []string  `json:"rooms"`     // sorted, over all the user's live nodes; empty when offline
+	LastSeen time.Time `json:"last_seen"` // last Touch or clean Offline; zero for an unknown user
+}
+
+// Touch renews every user connected to node in ONE pipelined round trip: each
+// is online, on node, in the given rooms, seen now, for TTL. A node calls it
+// every tick with all its users; a user it stops touching goes offline by
+// itself after TTL. It returns an error wrapping names.ErrBadName for an
+// invalid user name and ErrBadNode for a bad node id, before writing anything.
+func (p *Presence) Touch(ctx context.Context, node string, users []UserState) error {
+	if err := checkNode(node); err != nil {
+		return fmt.Errorf("presence: touch: %w", err)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	roomsJSON := make([]string, len(users))
+	for i, u := range users {
+		if err := names.User(u.User); err != nil {
+			return fmt.Errorf("presence: touch: %w", err)
+		}
+		rooms := u.Rooms
+		if rooms == nil {
+			rooms = []string{}
+		}
+		b, err := json.Marshal(rooms)
+		if err != nil {
+			return fmt.Errorf("presence: touch %s: %w", u.User, err)
+		}
+		roomsJSON[i] = string(b)
+	}
+	start := time.Now()
+	now := p.now()
+	nowMS, expMS := ms(now), ms(now.Add(p.ttl))
+	ttlMS, keepMS := p.ttl.Milliseconds(), p.keep.Milliseconds()
+	err := pipelined(ctx, p.rdb, func(pipe redis.Pipeliner) {
+		members := make([]redis.Z, len(users))
+		for i, u := range users {
+			touchScript.EvalSha(ctx, pipe, []string{p.k.userNodes(u.User), p.k.userInfo(u.User)},
+				node, nowMS, expMS, ttlMS, keepMS, roomsJSON[i])
+			members[i] = redis.Z{Score: float64(expMS), Member: u.User}
+		}
+		pipe.ZAdd(ctx, p.k.online(), members...)
+	}, touchScript)
+	p.metrics.touchSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return fmt.Errorf("presence: touch %d users on %s: %w", len(users), node, err)
+	}
+	p.metrics.touched.Add(float64(len(users)))
+	return nil
+}
+
+// Offline records a clean disconnect of user from node: when node still
+// holds the user it is dropped at once and last_seen becomes now; when the
+// user is on no other node it leaves the online count. A node that no longer
+// holds the user changes nothing. It returns an error wrapping
+// names.ErrBadName or ErrBadNode for bad input.
+func (p *Presence) Offline(ctx context.Context, user, node string) error {
+	if err := names.User(user); err != nil {
+		return fmt.Errorf("presence: offline: %w", err)
+	}
+	if err := checkNode(node); err != nil {
+		return fmt.Errorf("presence: offline: %w", err)
+	}
+	now := ms(p.now())
+	res, err := offlineScript.Run(ctx, p.rdb, []string{p.k.userNodes(user), p.k.userInfo(user)},
+		node, now, p.keep.Milliseconds()).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("presence: offline %s on %s: %w", user, node, err)
+	}
+	if len(res) == 2 && res[0] == 1 && res[1] == 0 {
+		// A Touch from another node landing between the script and this ZREM
+		// is undone here until that node's next tick: the count lags by one
+		// tick at most, Get is never wrong.
+		if err := p.rdb.ZRem(ctx, p.k.online(), user).Err(); err != nil {
+			return fmt.Errorf("presence: offline %s: %w", user, err)
+		}
+	}
+	return nil
+}
+
+// Get returns the presence of user, in one round trip. An unknown user is
+// offline with a zero LastSeen, not an error. It returns an error wrapping
+// names.ErrBadName for an invalid name.
+func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
+	if err := names.User(user); err != nil {
+		return Status{}, fmt.Errorf("presence: get: %w", err)
+	}
+	now := ms(p.now())
+	var nodes *redis.ZSliceCmd
+	var info *redis.MapStringStringCmd
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		nodes = pipe.ZRangeByScoreWithScores(ctx, p.k.userNodes(user), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now, 10), Max: "+inf"})
+		info = pipe.HGetAll(ctx, p.k.userInfo(user))
+		return nil
+	})
+	if err != nil {
+		return Status{}, fmt.Errorf("presence: get %s: %w", user, err)
+	}
+	st := Status{User: user, Rooms: []string{}}
+	fields := info.Val()
+	if v, ok := fields["last_seen"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			st.LastSeen = time.UnixMilli(n).UTC()
+		}
+	}
+	live := nodes.Val() // ascending expiry: the last renewed is last
+	if len(live) == 0 {
+		return st, nil
+	}
+	st.Online = true
+	st.Node, _ = live[len(live)-1].Member.(string)
+	for _, z := range live {
+		n, _ := z.Member.(string)
+		var rooms []string
+		if err := json.Unmarshal([]byte(fields["rooms:"+n]), &rooms); err == nil {
+			st.Rooms = append(st.Rooms, rooms...)
+		}
+	}
+	slices.Sort(st.Rooms)
+	st.Rooms = slices.Compact(st.Rooms)
+	return st, nil
+}
+
+// Online returns how many users are online on any node, trimming the users
+// whose TTL ran out: one round trip.
+func (p *Presence) Online(ctx context.Context) (int64, error) {
+	now := strconv.FormatInt(ms(p.now()), 10)
+	var count *redis.IntCmd
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZRemRangeByScore(ctx, p.k.online(), "-inf", now)
+		count = pipe.ZCount(ctx, p.k.online(), "("+now, "+inf")
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("presence: online count: %w", err)
+	}
+	return count.Val(), nil
+}
+
+func checkNode(node string) error {
+	if node == "" || len(node) > 128 || strings.ContainsAny(node, "{}\x00") {
+		return fmt.Errorf("%w %q", ErrBadNode, node)
+	}
+	return nil
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// pipelined runs fn in a pipeline; when a script of scripts was missing from
+// the server's cache (a restart, SCRIPT FLUSH, a new cluster master) it loads
+// them and runs the pipeline once more. fn must be idempotent.
+func pipelined(ctx context.Context, rdb redis.UniversalClient, fn func(redis.Pipeliner), scripts ...*redis.Script) error {
+	run := func() error {
+		_, err := rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error { fn(pipe); return nil })
+		return err
+	}
+	err := run()
+	if !isNoScript(err) {
+		return err
+	}
+	for _, s := range scripts {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return err
+		}
+	}
+	return run()
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}

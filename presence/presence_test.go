@@ -1,0 +1,281 @@
+package presence
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/names"
+)
+
+// clock is an injected clock the test moves by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// cluster3 is three nodes: three Presences, each on its own client, sharing
+// one clock.
+func cluster3(t *testing.T, r *redistest.Redis, cfg Config) [3]*Presence {
+	t.Helper()
+	cfg.Prefix = r.Prefix
+	var ps [3]*Presence
+	for i := range ps {
+		ps[i] = New(r.NewClient(t), cfg)
+	}
+	return ps
+}
+
+func TestPresenceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		r    func(testing.TB) *redistest.Redis
+	}{
+		{"single server", redistest.New},
+		{"cluster", redistest.Cluster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testPresenceFlows(t, tc.r(t))
+		})
+	}
+}
+
+func testPresenceFlows(t *testing.T, r *redistest.Redis) {
+	ctx := context.Background()
+	clk := newClock()
+	reg := prometheus.NewRegistry()
+	cfg := Config{TTL: 30 * time.Second, Now: clk.Now}
+	n := cluster3(t, r, cfg)
+	n[0] = New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Registerer: reg})
+
+	t.Run("a user touched on one node is online, with its node and rooms, on every node", func(t *testing.T) {
+		require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{
+			{User: "alice", Rooms: []string{"general-2", "general-1"}},
+			{User: "bob"},
+		}))
+		for _, p := range n {
+			st, err := p.Get(ctx, "alice")
+			require.NoError(t, err)
+			assert.Equal(t, Status{User: "alice", Online: true, Node: "node-a", Rooms: []string{"general-1", "general-2"}, LastSeen: clk.Now()}, st)
+		}
+		st, err := n[2].Get(ctx, "bob")
+		require.NoError(t, err)
+		assert.True(t, st.Online)
+		assert.Equal(t, []string{}, st.Rooms)
+		count, err := n[1].Online(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), count)
+		assert.Equal(t, 2.0, gathered(t, reg, "chatd_presence_touched_users_total"))
+	})
+
+	t.Run("a user on two nodes stays online when one of them disconnects it", func(t *testing.T) {
+		clk.Add(time.Second)
+		require.NoError(t, n[1].Touch(ctx, "node-b", []UserState{{User: "alice", Rooms: []string{"arena-1"}}}))
+		st, err := n[2].Get(ctx, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, "node-b", st.Node, "the node that renewed last")
+		assert.Equal(t, []string{"arena-1", "general-1", "general-2"}, st.Rooms, "rooms of both nodes")
+
+		require.NoError(t, n[0].Offline(ctx, "alice", "node-a"))
+		st, err = n[2].Get(ctx, "alice")
+		require.NoError(t, err)
+		assert.True(t, st.Online)
+		assert.Equal(t, "node-b", st.Node)
+		assert.Equal(t, []string{"arena-1"}, st.Rooms)
+		count, err := n[2].Online(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), count)
+	})
+
+	t.Run("an offline from a node that does not hold the user changes nothing", func(t *testing.T) {
+		before, err := n[0].Get(ctx, "alice")
+		require.NoError(t, err)
+		clk.Add(time.Second)
+		require.NoError(t, n[2].Offline(ctx, "alice", "node-c"))
+		after, err := n[0].Get(ctx, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, before, after)
+	})
+
+	t.Run("a clean disconnect from the last node is offline at once and keeps last seen", func(t *testing.T) {
+		clk.Add(time.Second)
+		require.NoError(t, n[1].Offline(ctx, "alice", "node-b"))
+		st, err := n[0].Get(ctx, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, Status{User: "alice", Rooms: []string{}, LastSeen: clk.Now()}, st)
+		count, err := n[0].Online(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), count, "bob only")
+	})
+
+	t.Run("a dead node's users go offline after the TTL, last seen kept", func(t *testing.T) {
+		seen := clk.Now()
+		require.NoError(t, n[2].Touch(ctx, "node-c", []UserState{{User: "carol", Rooms: []string{"general-1"}}}))
+		clk.Add(29 * time.Second)
+		st, err := n[0].Get(ctx, "carol")
+		require.NoError(t, err)
+		assert.True(t, st.Online, "within the TTL")
+		clk.Add(2 * time.Second)
+		st, err = n[0].Get(ctx, "carol")
+		require.NoError(t, err)
+		assert.Equal(t, Status{User: "carol", Rooms: []string{}, LastSeen: seen}, st)
+		count, err := n[1].Online(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(0), count, "bob's node died too")
+	})
+
+	t.Run("a node's next touch drops the rooms another dead node left", func(t *testing.T) {
+		require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{{User: "carol", Rooms: []string{"x-1"}}}))
+		fields, err := r.Client.HKeys(ctx, n[0].k.userInfo("carol")).Result()
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"last_seen", "rooms:node-a"}, fields)
+	})
+
+	t.Run("an unknown user is offline with no last seen", func(t *testing.T) {
+		st, err := n[1].Get(ctx, "nobody")
+		require.NoError(t, err)
+		assert.Equal(t, Status{User: "nobody", Rooms: []string{}}, st)
+	})
+
+	t.Run("nodes register, drop out after the TTL, and leave", func(t *testing.T) {
+		for i, id := range []string{"node-c", "node-a", "node-b"} {
+			require.NoError(t, n[i].Heartbeat(ctx, Node{ID: id, Addr: "10.0.0.1:808" + id[5:], Connections: i}))
+		}
+		nodes, err := n[0].Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 3)
+		assert.Equal(t, []string{"node-a", "node-b", "node-c"}, []string{nodes[0].ID, nodes[1].ID, nodes[2].ID})
+		assert.Equal(t, Node{ID: "node-a", Addr: "10.0.0.1:808a", Connections: 1, LastHeartbeat: clk.Now()}, nodes[0])
+
+		clk.Add(20 * time.Second)
+		require.NoError(t, n[1].Heartbeat(ctx, Node{ID: "node-a", Connections: 5}))
+		require.NoError(t, n[2].Heartbeat(ctx, Node{ID: "node-b"}))
+		clk.Add(11 * time.Second) // node-c last beat 31s ago
+		nodes, err = n[2].Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 2)
+		assert.Equal(t, "node-a", nodes[0].ID)
+		assert.Equal(t, 5, nodes[0].Connections)
+		assert.Equal(t, "node-b", nodes[1].ID)
+
+		require.NoError(t, n[2].Leave(ctx, "node-b"))
+		nodes, err = n[0].Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 1)
+		assert.Equal(t, "node-a", nodes[0].ID)
+	})
+}
+
+func TestRealTTLs(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	n := cluster3(t, r, Config{TTL: 300 * time.Millisecond, Retention: time.Hour})
+
+	require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{{User: "dave", Rooms: []string{"general-1"}}}))
+	require.NoError(t, n[1].Heartbeat(ctx, Node{ID: "node-b"}))
+	st, err := n[2].Get(ctx, "dave")
+	require.NoError(t, err)
+	require.True(t, st.Online)
+	seen := st.LastSeen
+
+	t.Run("a user nobody renews is offline by itself, with last seen kept", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			st, err := n[2].Get(ctx, "dave")
+			return err == nil && !st.Online
+		}, 5*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool {
+			return r.Client.Exists(ctx, n[0].k.userNodes("dave")).Val() == 0
+		}, 5*time.Second, 20*time.Millisecond, "the nodes set expires in Redis too")
+		st, err := n[1].Get(ctx, "dave")
+		require.NoError(t, err)
+		assert.Equal(t, seen, st.LastSeen)
+		ttl := r.Client.PTTL(ctx, n[0].k.userInfo("dave")).Val()
+		assert.Greater(t, ttl, 30*time.Minute, "last seen outlives the TTL")
+	})
+
+	t.Run("a node that stops beating drops out and its keys expire", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			nodes, err := n[0].Nodes(ctx)
+			return err == nil && len(nodes) == 0
+		}, 5*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool {
+			return r.Client.Exists(ctx, n[0].k.nodeBeats(), n[0].k.nodeInfo()).Val() == 0
+		}, 5*time.Second, 20*time.Millisecond)
+	})
+}
+
+func TestScriptsReloadAfterFlush(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	p := New(r.Client, Config{Prefix: r.Prefix})
+	require.NoError(t, p.Touch(ctx, "node-a", []UserState{{User: "erin"}}))
+	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
+	require.NoError(t, p.Touch(ctx, "node-a", []UserState{{User: "erin"}, {User: "frank"}}), "the pipeline reloads its script")
+	st, err := p.Get(ctx, "frank")
+	require.NoError(t, err)
+	assert.True(t, st.Online)
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	p := New(r.Client, Config{Prefix: r.Prefix})
+	t.Run("bad user names are refused before any write", func(t *testing.T) {
+		err := p.Touch(ctx, "node-a", []UserState{{User: "ok"}, {User: "a}{b"}})
+		assert.ErrorIs(t, err, names.ErrBadName)
+		st, err := p.Get(ctx, "ok")
+		require.NoError(t, err)
+		assert.False(t, st.Online)
+		_, err = p.Get(ctx, "")
+		assert.ErrorIs(t, err, names.ErrBadName)
+		assert.ErrorIs(t, p.Offline(ctx, "*", "node-a"), names.ErrBadName)
+	})
+	t.Run("bad node ids are refused", func(t *testing.T) {
+		assert.ErrorIs(t, p.Touch(ctx, "", []UserState{{User: "ok"}}), ErrBadNode)
+		assert.ErrorIs(t, p.Offline(ctx, "ok", ""), ErrBadNode)
+		assert.ErrorIs(t, p.Heartbeat(ctx, Node{ID: "{x}"}), ErrBadNode)
+		assert.ErrorIs(t, p.Leave(ctx, ""), ErrBadNode)
+	})
+}
+
+func TestJSONShapes(t *testing.T) {
+	st := Status{User: "a", Online: true, Node: "n", Rooms: []string{"r-1"}, LastSeen: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"user":"a","online":true,"node":"n","rooms":["r-1"],"last_seen":"2026-01-02T03:04:05Z"}`, string(b))
+	b, err = json.Marshal(Node{ID: "n", Addr: "h:1", Connections: 3, LastHeartbeat: st.LastSeen})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"n","addr":"h:1","connections":3,"last_heartbeat":"2026-01-02T03:04:05Z"}`, string(b))
+}
+
+// gathered returns the value of the counter name in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
