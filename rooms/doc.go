@@ -1,0 +1,95 @@
+// Package rooms seats users in the numbered rooms of lobbies and carries
+// their messages: a lobby ("general") is served by rooms "general-1",
+// "general-2", … of room.capacity seats each, shared by every chatd node.
+//
+// # What it owns
+//
+// Everything of one lobby, in the {lobby:L} hash-tag unit: the index of its
+// rooms, the room records, each room's seats (a ZSET user → lease expiry),
+// the user → room map, the set of rooms that may have a free seat, the
+// rooms' next-expiry index, the room counter, each room's message history (a
+// Stream) and — kept there by the lock package — the lobby lock's fence.
+// Outside it: a global index of lobbies for the sweeper, and the global
+// message and room counters.
+//
+// # The pattern: atomic seat claims, a lock only for creation, leases
+//
+// A join is one Lua script ([EVALSHA]): if the user already holds a live
+// seat, extend it and answer the same room; else reap the rooms whose
+// leases are due, walk the rooms that may have a free seat lowest number
+// first ([ZRANGE]), and take the first seat with [ZCARD] < capacity
+// ([ZADD]). Capacity therefore holds with no lock at all: two nodes can never
+// both take a room's last seat.
+//
+// Only when every room is full does a node take the lobby's lock (package
+// lock, [SET] NX PX plus a fence [INCR]) and run the creation script, which
+// checks the fence ([GET] fence == mine), looks for a free seat once more,
+// and only then creates room seq = [INCR], writes its record ([HSET]) and
+// seats the user — all in one script, so a join never leaves a half-created
+// room, even when Redis goes away mid-call.
+//
+// Why not check-then-create? A node that reads "every room is full" and then
+// creates a room races every other node that read the same: under a join
+// storm each node creates its own room, and a lobby that needs one new room
+// gets three half-empty ones. The lock makes one node the creator; the
+// others back off and retry the seat claim, which finds the new room. The
+// fence covers the holder that paused (GC, SIGSTOP, a slow network) past the
+// lock's TTL while another node took the lock: its fence is no longer the
+// latest, so its creation is refused and it retries from the seat claim.
+// Because the creation script re-checks for a free seat atomically, even a
+// stale holder could not overfill a room; the fence makes it fail loudly
+// instead of acting on a lock it no longer holds.
+//
+// What the lease adds that the lock does not: the lock only orders room
+// creation. A node that dies (kill -9, a partition) never sends the leaves of
+// its users, so their seats would stay taken forever. Each seat is therefore
+// a lease (score = expiry): the node holding the user's connection renews
+// all its seats in one pipelined round trip per tick (Renew); a seat not
+// renewed expires and is reaped by the next join that meets it or by the
+// sweeper (Sweep, RunSweeper), which publishes "left" for it. A clean Leave
+// frees the seat at once. Lowering the capacity evicts nobody; later joins
+// respect it. Holes left by leavers are filled first: a freed room goes back
+// into the open set, which is walked lowest number first.
+//
+// Messages: one script checks the sender's seat, appends to the room's
+// history ([XADD] MAXLEN ~ HistoryMax) and [PUBLISH]es the event on the
+// room's channel, so ids on the channel come in history order and a
+// message is never published without being stored (or the reverse). The
+// message id is the stream id, zero-padded so ids sort as strings. History
+// reads with [XRANGE] from the resume id itself, inclusive: when that id is
+// gone (trimmed, or Redis lost its data), ErrResumeGap says so instead of
+// silently skipping messages. Seat, leave and reap scripts publish
+// "presence" events on the same channel; every event is JSON exactly as the
+// WebSocket frame, so a node forwards it verbatim.
+//
+// # Scale: a lobby lives on one shard
+//
+// All keys of a lobby share the {lobby:L} hash tag, so on Redis Cluster a
+// lobby — its seats, rooms and every room's history and sends — is served by
+// one master. That is what makes the seat claim and the send atomic; it also
+// means one lobby's traffic cannot be spread over shards: a very busy lobby
+// is bounded by one Redis core (tens of thousands of script calls a second),
+// while many lobbies spread evenly. Split a hot lobby into several lobbies
+// rather than expecting the cluster to split it. The scripts that choose a
+// room at run time get their key prefix in KEYS (the BullMQ way) and append
+// the room number: the keys they build carry the same hash tag, so Cluster
+// serves them from the declared slot. Pub/sub channels are cluster-wide.
+//
+// Failure: with Redis down or out of memory every call returns the Redis
+// error (web answers 503); the scripts write nothing before their first
+// write succeeds, and Redis runs each to the end. If Redis loses its data,
+// rooms are numbered from 1 again as users rejoin, and a History resume
+// from an id that is gone returns ErrResumeGap.
+//
+// [EVALSHA]: https://redis.io/commands/evalsha/
+// [ZRANGE]: https://redis.io/commands/zrange/
+// [ZCARD]: https://redis.io/commands/zcard/
+// [ZADD]: https://redis.io/commands/zadd/
+// [SET]: https://redis.io/commands/set/
+// [INCR]: https://redis.io/commands/incr/
+// [GET]: https://redis.io/commands/get/
+// [HSET]: https://redis.io/commands/hset/
+// [XADD]: https://redis.io/commands/xadd/
+// [XRANGE]: https://redis.io/commands/xrange/
+// [PUBLISH]: https://redis.io/commands/publish/
+package rooms

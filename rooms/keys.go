@@ -1,0 +1,79 @@
+package rooms
+
+import (
+	"strconv"
+
+	"github.com/chatd/chatd/internal/keyspace"
+)
+
+// Everything of one lobby lives in the {lobby:L} hash-tag unit, so every
+// seat, room and message script runs on one Redis Cluster slot. Only the
+// sweep index and the global counters live outside it, and no script touches
+// them.
+
+// roomsKey lists every room of the lobby: room number → room number.
+func roomsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "rooms") } // ZSET
+
+// openKey holds the rooms that may have a free seat (a superset: a room with
+// fewer live seats than openCapKey's capacity is always in it), room number →
+// room number, so the lowest comes first.
+func openKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "open") } // ZSET
+
+// openCapKey is the capacity openKey was last made complete for; a higher
+// capacity puts every room back into openKey.
+func openCapKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "opencap") } // STRING int
+
+// dueKey maps a room number to a lower bound of its earliest seat-lease
+// expiry (unix ms): a room scored at or before now may hold expired seats.
+func dueKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "due") } // ZSET
+
+// usersKey maps each seated user of the lobby to their room number.
+func usersKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "users") } // HASH
+
+// seqKey is the last room number handed out.
+func seqKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "seq") } // STRING INCR
+
+// seatsPrefix is the prefix of seatsKey, passed in KEYS to scripts that
+// choose a room at run time and append its number.
+func seatsPrefix(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "seats") + ":" } // prefix
+
+// seatsKey holds a room's seats: user → lease expiry (unix ms).
+func seatsKey(ks keyspace.Space, lobby string, seq int) string {
+	return seatsPrefix(ks, lobby) + strconv.Itoa(seq) // ZSET
+}
+
+// recordPrefix is the prefix of recordKey, passed in KEYS to room_create.lua.
+func recordPrefix(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "room") + ":" } // prefix
+
+// recordKey is a room's record: id, lobby, seq, created (unix ms), fence.
+func recordKey(ks keyspace.Space, lobby string, seq int) string {
+	return recordPrefix(ks, lobby) + strconv.Itoa(seq) // HASH
+}
+
+// historyKey is a room's message history, capped near Config.HistoryMax.
+func historyKey(ks keyspace.Space, lobby string, seq int) string {
+	return ks.Key("lobby", lobby, "history", strconv.Itoa(seq)) // STREAM from, text, ts
+}
+
+// channelPrefix is the prefix of channel, passed in ARGV to scripts that
+// publish on a room chosen at run time.
+func channelPrefix(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "events") + ":" } // prefix
+
+// channel is a room's pub/sub channel: JSON events, see Event.
+func channel(ks keyspace.Space, lobby string, seq int) string {
+	return channelPrefix(ks, lobby) + strconv.Itoa(seq) // CHANNEL
+}
+
+// lobbiesKey maps every lobby that has rooms to the time (unix ms) the
+// sweeper should next look at it, a lower bound of its earliest lease expiry.
+func lobbiesKey(ks keyspace.Space) string { return ks.Global("rooms", "lobbies") } // ZSET
+
+// messagesTotalKey counts messages sent, all rooms of all lobbies.
+func messagesTotalKey(ks keyspace.Space) string { return ks.Global("stats", "messages") } // STRING INCR
+
+// roomsTotalKey counts rooms created, all lobbies.
+func roomsTotalKey(ks keyspace.Space) string { return ks.Global("stats", "rooms") } // STRING INCR
+
+// lockName is the lock.Client name guarding room creation in a lobby: its
+// lock and fence keys share the lobby's hash tag.
+func lockName(lobby string) string { return "lobby:" + lobby }

@@ -1,0 +1,306 @@
+package rooms
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/names"
+)
+
+// Message is a chat message, as PROTOCOL.md shows it. Its JSON form has
+// "ts" in RFC 3339 with milliseconds, UTC.
+type Message struct {
+	// ID is the message's stream id, zero-padded ("1700000000000-000003"
+	// style: 13 digits of ms, 6 of sequence), so the ids of one room sort
+	// in send order as strings.
+	ID   string    `json:"id"`
+	Room string    `json:"room"`
+	From string    `json:"from"`
+	Text string    `json:"text"`
+	TS   time.Time `json:"ts"`
+}
+
+// tsLayout is RFC 3339 with exactly three fraction digits.
+const tsLayout = "2006-01-02T15:04:05.000Z07:00"
+
+type messageJSON struct {
+	ID   string `json:"id"`
+	Room string `json:"room"`
+	From string `json:"from"`
+	Text string `json:"text"`
+	TS   string `json:"ts"`
+}
+
+// MarshalJSON encodes m with its time as RFC 3339 with milliseconds, UTC.
+func (m Message) MarshalJSON() ([]byte, error) {
+	return json.Marshal(messageJSON{ID: m.ID, Room: m.Room, From: m.From, Text: m.Text, TS: m.TS.UTC().Format(tsLayout)})
+}
+
+// UnmarshalJSON decodes a message; "ts" must be RFC 3339.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var j messageJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	ts, err := time.Parse(time.RFC3339Nano, j.TS)
+	if err != nil {
+		return fmt.Errorf("message ts: %w", err)
+	}
+	*m = Message{ID: j.ID, Room: j.Room, From: j.From, Text: j.Text, TS: ts}
+	return nil
+}
+
+// formatID is the exposed, zero-padded form of stream id ms-seq.
+func formatID(ms, seq uint64) string { return fmt.Sprintf("%013d-%06d", ms, seq) }
+
+// parseID parses a message id, padded or as Redis writes it ("ms-seq",
+// decimal digits only), into its stream id parts.
+func parseID(s string) (ms, seq uint64, err error) {
+	i := bytes.IndexByte([]byte(s), '-')
+	if i <= 0 || i == len(s)-1 || len(s) > 64 {
+		return 0, 0, fmt.Errorf("%w %q", ErrBadID, clip(s))
+	}
+	for _, part := range []string{s[:i], s[i+1:]} {
+		for j := 0; j < len(part); j++ {
+			if part[j] < '0' || part[j] > '9' {
+				return 0, 0, fmt.Errorf("%w %q", ErrBadID, clip(s))
+			}
+		}
+	}
+	if ms, err = strconv.ParseUint(s[:i], 10, 64); err == nil {
+		seq, err = strconv.ParseUint(s[i+1:], 10, 64)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w %q", ErrBadID, clip(s))
+	}
+	return ms, seq, nil
+}
+
+// padID turns a stream id into a message id.
+func padID(raw string) (string, error) {
+	ms, seq, err := parseID(raw)
+	if err != nil {
+		return "", err
+	}
+	return formatID(ms, seq), nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Send appends a message from user to the room's history and publishes it
+// on the room's channel as an Event, in one script: it checks that the user
+// holds a live seat, XADDs (MAXLEN ~ HistoryMax) and PUBLISHes, so the ids
+// on the channel come in history order. The global message counter is
+// INCRed in the same round trip. Send returns ErrNotSeated, ErrUnknownRoom,
+// ErrBadText, names.ErrBadName, and Redis errors (then nothing was sent).
+// Length and rate limits are the caller's.
+func (s *Service) Send(ctx context.Context, roomID, user, text string) (Message, error) {
+	m, err := s.send(ctx, roomID, user, text)
+	if err != nil {
+		return Message{}, fmt.Errorf("rooms: send to %s as %s: %w", roomID, user, err)
+	}
+	s.m.sent.Inc()
+	return m, nil
+}
+
+func (s *Service) send(ctx context.Context, roomID, user, text string) (Message, error) {
+	lobby, seq, err := ParseRoom(roomID)
+	if err != nil {
+		return Message{}, err
+	}
+	if err := names.User(user); err != nil {
+		return Message{}, err
+	}
+	if text == "" || !utf8.ValidString(text) {
+		return Message{}, ErrBadText
+	}
+	now := s.now().Truncate(time.Millisecond)
+	m := Message{Room: roomID, From: user, Text: text, TS: now}
+	pre, post, err := splitEvent(m)
+	if err != nil {
+		return Message{}, err
+	}
+	keys := []string{roomsKey(s.ks, lobby), seatsKey(s.ks, lobby, seq), historyKey(s.ks, lobby, seq)}
+	args := []any{seq, user, now.UnixMilli(), s.historyMax, text, channel(s.ks, lobby, seq), pre, post}
+
+	pipe := s.rdb.Pipeline()
+	cmd := messageSendScript.EvalSha(ctx, pipe, keys, args...)
+	incr := pipe.Incr(ctx, messagesTotalKey(s.ks))
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	if isNoScript(cmd.Err()) {
+		cmd = messageSendScript.Run(ctx, s.rdb, keys, args...)
+	}
+	v, err := cmd.Result()
+	if err == nil {
+		if id, ok := v.(string); ok {
+			if incr.Err() != nil {
+				s.m.counterErrors.Inc()
+			}
+			m.ID, err = padID(id)
+			return m, err
+		}
+		switch v {
+		case int64(0):
+			err = ErrNotSeated
+		case int64(-1):
+			err = ErrUnknownRoom
+		default:
+			err = fmt.Errorf("unexpected script reply %v", v)
+		}
+	}
+	if incr.Err() == nil { // counted a message that was not sent
+		if derr := s.rdb.Decr(ctx, messagesTotalKey(s.ks)).Err(); derr != nil {
+			s.m.counterErrors.Inc()
+		}
+	}
+	return Message{}, err
+}
+
+// splitEvent encodes the message Event of m with an empty id and returns
+// the bytes before and after the id, for message_send.lua to put the id in.
+func splitEvent(m Message) (pre, post string, err error) {
+	m.ID = ""
+	b, err := json.Marshal(Event{Type: EventMessage, Message: &m})
+	if err != nil {
+		return "", "", err
+	}
+	// The message's id is the first "id" field of the event:
+	// {"type":"message","message":{"id":"", ...
+	const field = `"id":"`
+	i := bytes.Index(b, []byte(field))
+	if i < 0 {
+		return "", "", fmt.Errorf("rooms: event without id field: %s", b)
+	}
+	i += len(field)
+	return string(b[:i]), string(b[i:]), nil
+}
+
+// Limits of History.
+const (
+	DefaultHistoryLimit = 100
+	MaxHistoryLimit     = 1000
+)
+
+// History returns up to limit messages of the room, oldest first: the
+// latest ones when after is "", else the ones sent after the message with
+// id after (padded or as Redis writes it). limit <= 0 means
+// DefaultHistoryLimit; it is capped at MaxHistoryLimit.
+//
+// It is one round trip: XRANGE from after itself, inclusive, so the reply
+// proves after is still in the stream. It returns ErrResumeGap when it is
+// not (trimmed, or Redis lost its data): messages may have been missed.
+// It also returns ErrUnknownRoom, ErrBadID, names.ErrBadName, and Redis
+// errors.
+func (s *Service) History(ctx context.Context, roomID, after string, limit int) ([]Message, error) {
+	msgs, err := s.history(ctx, roomID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("rooms: history of %s after %q: %w", roomID, clip(after), err)
+	}
+	return msgs, nil
+}
+
+func (s *Service) history(ctx context.Context, roomID, after string, limit int) ([]Message, error) {
+	lobby, seq, err := ParseRoom(roomID)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = DefaultHistoryLimit
+	}
+	limit = min(limit, MaxHistoryLimit)
+	key := historyKey(s.ks, lobby, seq)
+	var raw string
+	if after != "" {
+		ms, sq, err := parseID(after)
+		if err != nil {
+			return nil, err
+		}
+		raw = strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(sq, 10)
+	}
+	pipe := s.rdb.Pipeline()
+	exists := pipe.ZScore(ctx, roomsKey(s.ks, lobby), strconv.Itoa(seq))
+	var rng *redis.XMessageSliceCmd
+	if raw == "" {
+		rng = pipe.XRevRangeN(ctx, key, "+", "-", int64(limit))
+	} else {
+		rng = pipe.XRangeN(ctx, key, raw, "+", int64(limit)+1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	if errors.Is(exists.Err(), redis.Nil) {
+		return nil, ErrUnknownRoom
+	}
+	entries := rng.Val()
+	if raw == "" {
+		slices.Reverse(entries)
+	} else {
+		if len(entries) == 0 || entries[0].ID != raw {
+			return nil, ErrResumeGap
+		}
+		entries = entries[1:]
+	}
+	out := make([]Message, 0, len(entries))
+	for _, e := range entries {
+		m, err := s.decodeEntry(roomID, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (s *Service) decodeEntry(roomID string, e redis.XMessage) (Message, error) {
+	id, err := padID(e.ID)
+	if err != nil {
+		return Message{}, err
+	}
+	from, _ := e.Values["from"].(string)
+	text, _ := e.Values["text"].(string)
+	tsStr, _ := e.Values["ts"].(string)
+	ts, err := strconv.ParseInt(tsStr, 10, 64)
+	if err != nil {
+		return Message{}, fmt.Errorf("history entry %s: ts %q: %w", e.ID, tsStr, err)
+	}
+	return Message{ID: id, Room: roomID, From: from, Text: text, TS: time.UnixMilli(ts).UTC()}, nil
+}
+
+// Counters returns the global counts of messages sent and rooms created,
+// all lobbies, all nodes (0 before the first). It returns Redis errors.
+func (s *Service) Counters(ctx context.Context) (messages, rooms int64, err error) {
+	pipe := s.rdb.Pipeline()
+	m := pipe.Get(ctx, messagesTotalKey(s.ks))
+	r := pipe.Get(ctx, roomsTotalKey(s.ks))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, fmt.Errorf("rooms: counters: %w", err)
+	}
+	count := func(c *redis.StringCmd) (int64, error) {
+		n, err := c.Int64()
+		if errors.Is(err, redis.Nil) {
+			return 0, nil
+		}
+		return n, err
+	}
+	if messages, err = count(m); err == nil {
+		rooms, err = count(r)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("rooms: counters: %w", err)
+	}
+	return messages, rooms, nil
+}

@@ -1,0 +1,48 @@
+package rooms
+
+import (
+	_ "embed" // Lua sources
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/lock"
+)
+
+// The seat scripts share lua/lobby_lib.lua, prepended to each; room_create
+// also gets the lock package's fence guard.
+var (
+	//go:embed lua/lobby_lib.lua
+	lobbyLib string
+	//go:embed lua/seat_claim.lua
+	seatClaimSrc string
+	//go:embed lua/room_create.lua
+	roomCreateSrc string
+	//go:embed lua/seat_release.lua
+	seatReleaseSrc string
+	//go:embed lua/seat_renew.lua
+	seatRenewSrc string
+	//go:embed lua/lobby_sweep.lua
+	lobbySweepSrc string
+	//go:embed lua/lobby_rooms.lua
+	lobbyRoomsSrc string
+	//go:embed lua/message_send.lua
+	messageSendSrc string
+)
+
+var (
+	seatClaimScript   = redis.NewScript(lobbyLib + seatClaimSrc)
+	roomCreateScript  = redis.NewScript(lock.FenceCheckLua + lobbyLib + roomCreateSrc)
+	seatReleaseScript = redis.NewScript(lobbyLib + seatReleaseSrc)
+	seatRenewScript   = redis.NewScript(lobbyLib + seatRenewSrc)
+	lobbySweepScript  = redis.NewScript(lobbyLib + lobbySweepSrc)
+	lobbyRoomsScript  = redis.NewScript(lobbyRoomsSrc)
+	messageSendScript = redis.NewScript(messageSendSrc)
+)
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply to an EVALSHA of
+// a script it does not hold (after a restart or SCRIPT FLUSH): the caller
+// runs the script again with Script.Run, which falls back to EVAL.
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
