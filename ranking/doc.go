@@ -1,0 +1,87 @@
+// Package ranking owns chatd's leaderboards: scores posted by game clients
+// from any node, read back as top N, a player's rank, the players around one,
+// a score range, and the ranks of many players at once.
+//
+// # The Redis pattern: a sorted set ordered by its members
+//
+// A board is a [sorted set] whose members all have score 0. Redis orders
+// members of equal score by their bytes, so the member itself is the sort key:
+//
+//	<rev:19 digits>:<seq:15 digits>:<player>
+//	0999999999999987500:000000000000042:alice     (alice, 12.5, the 42nd change)
+//
+// rev is 1e15 minus the score, in thousandths, zero-padded (a higher score
+// sorts first); seq is the board's change counter, taken by [INCR] inside the
+// post script when the player reached that score (of equal scores the earlier
+// sorts first). A [hash] maps each player to its member's rev:seq, so a player
+// can be found by name. Rank 0 is the best.
+//
+// Commands: the post script (lua/board_post.lua) does [HGET], [INCR], [ZREM],
+// [ZADD], [HSET], [EXPIREAT] and [ZRANK] atomically; Top is [ZRANGE]; Get and
+// Ranks run one script of [HMGET] and [ZRANK] per player; Around one script of
+// [HGET], [ZRANK] and [ZRANGE]; Range is [ZLEXCOUNT] and [ZRANGEBYLEX] in one
+// MULTI. Each is one round trip and O(log N) per entry read.
+//
+// # Why the naive version fails
+//
+// The obvious board is ZADD board GT score player. It breaks ties by member
+// name, so of two players on 100 points "aaron" ranks above "zoe" even when zoe
+// got there first; games need "first to reach it ranks higher". Folding time
+// into the double score (score + 1/time) does not work either: a double holds
+// 53 bits, and a score of up to 1e15 with three decimals already needs 60
+// (1e18 thousandths), before any time is added. The naive version also
+// computes "best" or "incr" on the node (read, compare, write), which loses
+// updates when three nodes post for one player at once; here the compare or
+// the addition happens inside the script, in two base-1e9 limbs because Lua
+// numbers are doubles too.
+//
+// A post that leaves the score as it was (a lower best, an equal set, an incr
+// by 0) writes nothing and so keeps the player's seq: its time.
+//
+// Ranks are never cached on a node. A rank moves whenever any player on the
+// board posts, from any of the nodes, so a node-local copy is stale as soon as
+// another node writes; the sorted set answers a rank in O(log N) in one round
+// trip, which is cheaper than any invalidation protocol could be.
+//
+// # Scores
+//
+// A Score is an exact integer count of thousandths: -1e15..1e15 with at most
+// three decimals. ParseScore reads the text of a JSON number exactly (no
+// float64 on the way), and Score writes itself back as a JSON number; NaN,
+// ±Inf, more decimals and larger magnitudes are refused with ErrBadScore, as
+// is an incr whose sum would leave the domain.
+//
+// # Periodic boards
+//
+// A board named "name@daily" or "name@weekly" maps to one unit per UTC day or
+// ISO week (Monday 00:00 UTC): {lb:name@daily:2026-11-30},
+// {lb:name@weekly:2026-W49}. Each post sets EXPIREAT to the end of the
+// period plus Config.Grace, a time every node computes alike from the period;
+// all-time boards have no TTL. Reads always use the current period.
+//
+// # Unit and scale
+//
+// Every key of a board (or period) shares the hash tag {lb:<id>}: the ZSET, the
+// player hash and the seq counter live on one Cluster slot, so a board lives on
+// one shard. A million players take about 150 MB there; more boards spread
+// across shards, one hot board does not.
+//
+// # Polling
+//
+// Config.OnChange is called after each post that changed a board; the poll
+// layer uses it to set the "leaderboards" dirty bit of the board's pollers.
+//
+// [sorted set]: https://redis.io/docs/latest/develop/data-types/sorted-sets/
+// [hash]: https://redis.io/docs/latest/develop/data-types/hashes/
+// [INCR]: https://redis.io/commands/incr/
+// [HGET]: https://redis.io/commands/hget/
+// [HMGET]: https://redis.io/commands/hmget/
+// [HSET]: https://redis.io/commands/hset/
+// [ZADD]: https://redis.io/commands/zadd/
+// [ZREM]: https://redis.io/commands/zrem/
+// [ZRANK]: https://redis.io/commands/zrank/
+// [ZRANGE]: https://redis.io/commands/zrange/
+// [ZRANGEBYLEX]: https://redis.io/commands/zrangebylex/
+// [ZLEXCOUNT]: https://redis.io/commands/zlexcount/
+// [EXPIREAT]: https://redis.io/commands/expireat/
+package ranking
