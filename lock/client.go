@@ -1,0 +1,314 @@
+package lock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/keyspace"
+)
+
+// Config configures a Client. The zero value is ready to use.
+type Config struct {
+	// Prefix is the key prefix; "" means keyspace.DefaultPrefix ("chatd").
+	Prefix string
+	// Registerer receives the metrics (wait-time histogram, contention and
+	// expiry counters); nil registers none. Clients may share a registry.
+	Registerer prometheus.Registerer
+}
+
+// Client acquires locks on one Redis or Redis Cluster. It is safe for
+// concurrent use; make one per process and share it.
+type Client struct {
+	rdb   redis.UniversalClient
+	space keyspace.Space
+	m     *metrics
+}
+
+// New returns a Client that keeps its locks in rdb.
+//
+// Every call is bounded by its context: when Redis does not answer (a
+// SIGSTOPped or hung server), the call returns ErrNoAnswer as soon as the
+// context ends, whatever rdb's timeouts are. The abandoned command keeps one
+// of rdb's connections until rdb gives up on it, so give rdb a finite
+// ReadTimeout (go-redis's default is 5s per try, with MaxRetries tries), and
+// consider ContextTimeoutEnabled, which lets go-redis drop it at the
+// context's deadline.
+func New(rdb redis.UniversalClient, cfg Config) *Client {
+	return &Client{
+		rdb:   rdb,
+		space: keyspace.New(cfg.Prefix),
+		m:     newMetrics(cfg.Registerer),
+	}
+}
+
+// Keys returns the two keys of the lock name ("kind:id", e.g.
+// "lobby:general"): the lock key (STRING, the owner's token, PX ttl) and the
+// fence key (STRING, the INCR counter of fences issued, no TTL). Both carry
+// the hash tag {kind:id}, as must every key a caller's script checks with
+// FenceCheckLua. Keys does not validate name; Acquire and FencedHSet do.
+func (c *Client) Keys(name string) (lockKey, fenceKey string) {
+	kind, id, _ := splitName(name)
+	return c.lockKey(kind, id), c.fenceKey(kind, id)
+}
+
+func (c *Client) lockKey(kind, id string) string  { return lockKey(c.space, kind, id) }
+func (c *Client) fenceKey(kind, id string) string { return fenceKey(c.space, kind, id) }
+
+// Options tune one Acquire or Do. A nil *Options means the zero value.
+type Options struct {
+	// Wait is how long Acquire keeps trying; 0 means until the context ends.
+	Wait time.Duration
+	// MinBackoff is the first pause between tries; 0 means 5ms. Pauses
+	// double up to MaxBackoff and are jittered (a random half to whole of
+	// the current pause), so waiters on many nodes do not retry in step.
+	MinBackoff time.Duration
+	// MaxBackoff caps the pause between tries; 0 means 200ms.
+	MaxBackoff time.Duration
+	// Watchdog refreshes the lock to its full ttl every ttl/3 until Release,
+	// so a holder that runs longer than ttl keeps it while its process lives
+	// and can reach Redis. See Lock.Lost.
+	Watchdog bool
+}
+
+const (
+	defaultMinBackoff = 5 * time.Millisecond
+	defaultMaxBackoff = 200 * time.Millisecond
+	// maxReleaseTimeout bounds the Release that Do runs after fn, and the
+	// clean-up of a try that was abandoned but succeeded later.
+	maxReleaseTimeout = 5 * time.Second
+)
+
+// Acquire takes the lock name ("kind:id") for ttl (at least 1ms), trying
+// again with jittered exponential backoff while another owner holds it.
+//
+// Each try is one round trip: a script that does SET NX PX and, when that
+// succeeds, INCRs the name's fence, so every acquisition gets a fence greater
+// than all before it. Acquire returns ErrNotObtained when opts.Wait passed,
+// the context's error when ctx ended, ErrNoAnswer (with the context's error)
+// when Redis did not answer in time, names.ErrBadName for a malformed name,
+// and other Redis errors as they come, all wrapped with the name. Waiters are
+// not served in order.
+func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts *Options) (*Lock, error) {
+	return c.acquire(ctx, name, ttl, opts, true)
+}
+
+// TryAcquire is Acquire with a single try: it returns ErrNotObtained at once
+// when another owner holds the lock.
+func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	return c.acquire(ctx, name, ttl, nil, false)
+}
+
+func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, opts *Options, wait bool) (*Lock, error) {
+	kind, id, err := checkName(name)
+	if err != nil {
+		return nil, fmt.Errorf("lock: acquire: %w", err)
+	}
+	if ttl < time.Millisecond {
+		return nil, fmt.Errorf("lock: acquire %s: ttl %v is below 1ms", name, ttl)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = defaultMinBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = defaultMaxBackoff
+	}
+	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
+
+	l := &Lock{
+		c:        c,
+		name:     name,
+		key:      c.lockKey(kind, id),
+		fenceKey: c.fenceKey(kind, id),
+		token:    newToken(),
+		ttl:      ttl,
+		lost:     make(chan struct{}),
+	}
+	keys := []string{l.key, l.fenceKey}
+	ttlMS := ttl.Milliseconds()
+
+	start := time.Now()
+	wctx := ctx
+	if wait && o.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, o.Wait)
+		defer cancel()
+	}
+	// An abandoned try that Redis runs after all must not keep the lock.
+	late := func(r reply) {
+		if r.err == nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, maxReleaseTimeout))
+			defer cancel()
+			_, _ = c.call(rctx, releaseScript, nil, keys[:1], l.token)
+		}
+	}
+	var timer *time.Timer
+	for try := 0; ; try++ {
+		sent := time.Now()
+		v, err := c.call(wctx, acquireScript, late, keys, l.token, ttlMS)
+		switch {
+		case err == nil:
+			l.fence = v.(int64)
+			c.m.obtained.Observe(time.Since(start).Seconds())
+			if o.Watchdog {
+				l.startWatchdog(ctx, sent)
+			}
+			return l, nil
+		case errors.Is(err, redis.Nil):
+			if try == 0 {
+				c.m.contended.Inc()
+			}
+		case errors.Is(err, errAbandoned):
+			c.m.failed.Observe(time.Since(start).Seconds())
+			return nil, fmt.Errorf("lock: acquire %s: %w %s: %w", name, ErrNoAnswer, c.bound(ctx, o.Wait), wctx.Err())
+		case wctx.Err() != nil:
+			return nil, c.stopped(ctx, name, o.Wait, start)
+		default:
+			c.m.failed.Observe(time.Since(start).Seconds())
+			return nil, fmt.Errorf("lock: acquire %s: %w", name, err)
+		}
+		if !wait {
+			c.m.notObtained.Observe(time.Since(start).Seconds())
+			return nil, fmt.Errorf("lock: acquire %s: %w", name, ErrNotObtained)
+		}
+
+		pause := o.MinBackoff << min(try, 30)
+		if pause <= 0 || pause > o.MaxBackoff {
+			pause = o.MaxBackoff
+		}
+		pause = pause/2 + rand.N(pause/2+1)
+		if timer == nil {
+			timer = time.NewTimer(pause)
+			defer timer.Stop()
+		} else {
+			timer.Reset(pause)
+		}
+		select {
+		case <-timer.C:
+		case <-wctx.Done():
+			return nil, c.stopped(ctx, name, o.Wait, start)
+		}
+	}
+}
+
+// stopped returns Acquire's error once its wait context ended: the caller's
+// context error, or ErrNotObtained when Options.Wait passed.
+func (c *Client) stopped(ctx context.Context, name string, wait time.Duration, start time.Time) error {
+	if err := ctx.Err(); err != nil {
+		c.m.canceled.Observe(time.Since(start).Seconds())
+		return fmt.Errorf("lock: acquire %s: %w", name, err)
+	}
+	c.m.notObtained.Observe(time.Since(start).Seconds())
+	return fmt.Errorf("lock: acquire %s: %w after waiting %v", name, ErrNotObtained, wait)
+}
+
+// bound says which bound ended an unanswered try.
+func (c *Client) bound(ctx context.Context, wait time.Duration) string {
+	if ctx.Err() == nil {
+		return fmt.Sprintf("within the wait of %v", wait)
+	}
+	return "before the context ended"
+}
+
+// Do acquires the lock name as Acquire does, runs fn while holding it and
+// releases it, even when fn panics. fn's context is ctx, canceled with cause
+// ErrNotHeld if the watchdog (opts.Watchdog) finds the lock lost.
+//
+// Do returns Acquire's error without calling fn; otherwise fn's error joined
+// with Release's, which is ErrNotHeld when the lock expired before fn
+// returned (fn then ran, at least at its end, without exclusion; a fenced
+// write such as FencedHSet refuses what it wrote too late). The release runs
+// even when ctx has ended, bounded by the ttl (at most 5s).
+func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, opts *Options, fn func(ctx context.Context, l *Lock) error) (err error) {
+	l, err := c.Acquire(ctx, name, ttl, opts)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if opts != nil && opts.Watchdog {
+		go func() {
+			select {
+			case <-l.lost:
+				cancel(fmt.Errorf("lock: %s: %w", name, ErrNotHeld))
+			case <-fctx.Done():
+			}
+		}()
+	}
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, maxReleaseTimeout))
+		defer rcancel()
+		err = errors.Join(err, l.Release(rctx))
+	}()
+	return fn(fctx, l)
+}
+
+// newToken returns 128 random bits in hex: an owner token no other
+// acquisition anywhere will ever hold.
+func newToken() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// errAbandoned is returned by call when ctx ended before Redis answered.
+var errAbandoned = errors.New("abandoned")
+
+type reply struct {
+	v   any
+	err error
+}
+
+// call runs script s and returns its result, or errAbandoned as soon as ctx
+// ends without an answer (ctx's error when it had ended before). go-redis does not watch a context's cancellation
+// while it waits for a reply, and watches its deadline only with
+// ContextTimeoutEnabled; so unless ctx can never end, the command runs on a
+// goroutine of its own. When call abandons it and an answer arrives later,
+// late (if not nil) gets it, on that goroutine.
+func (c *Client) call(ctx context.Context, s *redis.Script, late func(reply), keys []string, args ...any) (any, error) {
+	if ctx.Done() == nil {
+		return s.Run(ctx, c.rdb, keys, args...).Result()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	const (
+		waiting = iota
+		answered
+		abandoned
+	)
+	var state atomic.Int32
+	ch := make(chan reply, 1)
+	go func() {
+		v, err := s.Run(ctx, c.rdb, keys, args...).Result()
+		if state.CompareAndSwap(waiting, answered) {
+			ch <- reply{v, err}
+			return
+		}
+		if late != nil {
+			late(reply{v, err})
+		}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		if state.CompareAndSwap(waiting, abandoned) {
+			return nil, errAbandoned
+		}
+		r := <-ch // answered just now
+		return r.v, r.err
+	}
+}

@@ -1,0 +1,66 @@
+package lock
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the lock's Prometheus collectors. They always exist, so the
+// hot path needs no nil checks; they are registered only on
+// Config.Registerer.
+type metrics struct {
+	obtained, notObtained, canceled, failed prometheus.Observer
+	contended                               prometheus.Counter
+	expired                                 prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	wait := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "chatd",
+		Subsystem: "lock",
+		Name:      "wait_seconds",
+		Help:      "Time Acquire and TryAcquire took, waiting included, by result (obtained, not_obtained, canceled, error).",
+		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms .. 4s
+	}, []string{"result"})
+	contended := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "chatd",
+		Subsystem: "lock",
+		Name:      "contended_total",
+		Help:      "Acquire and TryAcquire calls whose first try found the lock held by another owner.",
+	})
+	expired := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "chatd",
+		Subsystem: "lock",
+		Name:      "expired_total",
+		Help:      "Locks whose holder found them gone (expired, then maybe taken by another) on Refresh, Release, TTL or by the watchdog.",
+	})
+	if reg != nil {
+		wait = register(reg, wait)
+		contended = register(reg, contended)
+		expired = register(reg, expired)
+	}
+	return &metrics{
+		obtained:    wait.WithLabelValues("obtained"),
+		notObtained: wait.WithLabelValues("not_obtained"),
+		canceled:    wait.WithLabelValues("canceled"),
+		failed:      wait.WithLabelValues("error"),
+		contended:   contended,
+		expired:     expired,
+	}
+}
+
+// register registers c, or returns the collector already registered under
+// its name, so that several Clients may share one registry.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("lock: register metrics: " + err.Error())
+	}
+	return c
+}
