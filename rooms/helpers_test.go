@@ -2,14 +2,18 @@ package rooms
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
 )
 
@@ -67,4 +71,53 @@ func nextEvent(t *testing.T, c <-chan *redis.Message) Event {
 		t.Fatal("no event within 5s")
 		return Event{}
 	}
+}
+
+// checkLobby verifies the lobby's invariants straight from Redis: every
+// room has a record, no room holds more than capacity seats (capacity > 0),
+// and the user map and the seats agree, one seat per user. It returns the
+// number of rooms and of seats.
+func checkLobby(t testing.TB, r *redistest.Redis, lobby string, capacity int) (rooms, seats int) {
+	t.Helper()
+	ctx := context.Background()
+	ks := keyspace.New(r.Prefix)
+	seqs, err := r.Client.ZRange(ctx, roomsKey(ks, lobby), 0, -1).Result()
+	require.NoError(t, err)
+	users, err := r.Client.HGetAll(ctx, usersKey(ks, lobby)).Result()
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for i, seq := range seqs {
+		assert.Equal(t, strconv.Itoa(i+1), seq, "rooms are numbered from 1 without gaps")
+		n, err := strconv.Atoi(seq)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, r.Client.Exists(ctx, recordKey(ks, lobby, n)).Val(), "room %s has a record", seq)
+		members, err := r.Client.ZRange(ctx, seatsKey(ks, lobby, n), 0, -1).Result()
+		require.NoError(t, err)
+		if capacity > 0 {
+			assert.LessOrEqual(t, len(members), capacity, "room %s within capacity", seq)
+		}
+		for _, m := range members {
+			if prev, ok := seen[m]; ok {
+				t.Errorf("user %s holds seats in rooms %s and %s", m, prev, seq)
+			}
+			seen[m] = seq
+			assert.Equal(t, seq, users[m], "user map of %s", m)
+		}
+		seats += len(members)
+	}
+	for u, seq := range users {
+		assert.Equal(t, seq, seen[u], "mapped user %s holds a seat", u)
+	}
+	return len(seqs), seats
+}
+
+// value reads a counter's or gauge's current value.
+func value(t testing.TB, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
 }

@@ -35,7 +35,9 @@ func seqKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lob
 
 // seatsPrefix is the prefix of seatsKey, passed in KEYS to scripts that
 // choose a room at run time and append its number.
-func seatsPrefix(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "seats") + ":" } // prefix
+func seatsPrefix(ks keyspace.Space, lobby string) string {
+	return ks.Key("lobby", lobby, "seats") + ":" // key prefix
+}
 
 // seatsKey holds a room's seats: user → lease expiry (unix ms).
 func seatsKey(ks keyspace.Space, lobby string, seq int) string {
@@ -43,7 +45,9 @@ func seatsKey(ks keyspace.Space, lobby string, seq int) string {
 }
 
 // recordPrefix is the prefix of recordKey, passed in KEYS to room_create.lua.
-func recordPrefix(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "room") + ":" } // prefix
+func recordPrefix(ks keyspace.Space, lobby string) string {
+	return ks.Key("lobby", lobby, "room") + ":" // key prefix
+}
 
 // recordKey is a room's record: id, lobby, seq, created (unix ms), fence.
 func recordKey(ks keyspace.Space, lobby string, seq int) string {
@@ -57,7 +61,9 @@ func historyKey(ks keyspace.Space, lobby string, seq int) string {
 
 // channelPrefix is the prefix of channel, passed in ARGV to scripts that
 // publish on a room chosen at run time.
-func channelPrefix(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "events") + ":" } // prefix
+func channelPrefix(ks keyspace.Space, lobby string) string {
+	return ks.Key("lobby", lobby, "events") + ":" // key prefix
+}
 
 // channel is a room's pub/sub channel: JSON events, see Event.
 func channel(ks keyspace.Space, lobby string, seq int) string {

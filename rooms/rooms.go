@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +71,10 @@ type Service struct {
 	log        *slog.Logger
 	m          *metrics
 
+	qmu      sync.Mutex
+	queues   map[string]*joinQueue // lobby → joins waiting for this node's drain
+	maxBatch int                   // most joins per seat script call
+
 	// beforeCreate, when set (tests), runs between taking the lobby's lock
 	// and running the room-creation script.
 	beforeCreate func(ctx context.Context, l *lock.Lock)
@@ -91,6 +94,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 		now:        cfg.Now,
 		log:        cfg.Logger,
 		m:          newMetrics(cfg.Registerer),
+		queues:     map[string]*joinQueue{},
+		maxBatch:   maxBatch,
 	}
 	if s.lock == nil {
 		s.lock = lock.New(rdb, lock.Config{Prefix: cfg.Prefix, Registerer: cfg.Registerer})
@@ -173,199 +178,6 @@ func makeRoomID(lobby string, seq int) string { return lobby + "-" + strconv.Ito
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
-// Join seats user in lobby: in the lowest-numbered room with a free seat,
-// or in a new room when every room is full. A user who already holds a live
-// seat in the lobby gets the same room back (a reconnect, a second tab, a
-// retry), with the lease extended.
-//
-// The seat claim is one script that checks the count against the live
-// capacity and adds the seat, so no room ever goes over capacity. Only when
-// every room is full does Join take the lobby's lock (lock.TryAcquire; on
-// contention it backs off and tries the seat claim again), and run the
-// creation script, which checks the lock's fence, looks for a free seat once
-// more and only then creates room seq = INCR and seats the user, all at once.
-//
-// Join returns an error wrapping names.ErrBadName for a bad lobby or user
-// name, ErrBusy when no room could be created within twice the lock TTL,
-// and Redis errors (Redis down or full) as they come: nothing is then half
-// created.
-func (s *Service) Join(ctx context.Context, lobby, user string) (Room, error) {
-	start := time.Now()
-	r, how, err := s.join(ctx, lobby, user)
-	if err != nil {
-		s.m.failed.Inc()
-		return Room{}, fmt.Errorf("rooms: join %s as %s: %w", lobby, user, err)
-	}
-	how.Inc()
-	s.m.joinSeconds.Observe(time.Since(start).Seconds())
-	return r, nil
-}
-
-func (s *Service) join(ctx context.Context, lobby, user string) (Room, prometheus.Counter, error) {
-	if err := names.Lobby(lobby); err != nil {
-		return Room{}, nil, err
-	}
-	if err := names.User(user); err != nil {
-		return Room{}, nil, err
-	}
-	deadline := time.Now().Add(2 * s.lockTTL)
-	pause := time.Millisecond
-	for {
-		res, err := s.claim(ctx, lobby, user, "")
-		if err != nil {
-			return Room{}, nil, err
-		}
-		switch res.status {
-		case 2:
-			return s.room(lobby, res), s.m.rejoined, nil
-		case 1:
-			return s.room(lobby, res), s.m.seated, nil
-		}
-		res, err = s.create(ctx, lobby, user)
-		switch {
-		case err == nil && res.status == 3:
-			return s.room(lobby, res), s.m.created, nil
-		case err == nil && res.status == 2:
-			return s.room(lobby, res), s.m.rejoined, nil
-		case err == nil:
-			return s.room(lobby, res), s.m.seated, nil
-		case errors.Is(err, lock.ErrFenceStale):
-			s.m.fenceRejected.Inc()
-		case !errors.Is(err, lock.ErrNotObtained):
-			return Room{}, nil, err
-		}
-		// Another node is creating a room (or just did): try the seat
-		// claim again after a short jittered pause.
-		if time.Now().After(deadline) {
-			return Room{}, nil, ErrBusy
-		}
-		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return Room{}, nil, ctx.Err()
-		case <-t.C:
-		}
-		pause = min(2*pause, 50*time.Millisecond)
-	}
-}
-
-// seatResult is a seat script's reply.
-type seatResult struct {
-	status  int64
-	seq     int
-	members []string
-}
-
-func parseSeat(v any) (seatResult, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) == 0 {
-		return seatResult{}, fmt.Errorf("unexpected script reply %v", v)
-	}
-	var r seatResult
-	if r.status, ok = a[0].(int64); !ok {
-		return seatResult{}, fmt.Errorf("unexpected script reply %v", v)
-	}
-	if len(a) > 1 {
-		str, _ := a[1].(string)
-		n, err := strconv.Atoi(str)
-		if err != nil {
-			return seatResult{}, fmt.Errorf("unexpected room number in script reply %v", v)
-		}
-		r.seq = n
-	}
-	for _, m := range a[min(2, len(a)):] {
-		str, _ := m.(string)
-		r.members = append(r.members, str)
-	}
-	return r, nil
-}
-
-func (s *Service) room(lobby string, r seatResult) Room {
-	members := r.members
-	if members == nil {
-		members = []string{}
-	}
-	slices.Sort(members)
-	return Room{ID: makeRoomID(lobby, r.seq), Lobby: lobby, Seq: r.seq, Capacity: s.capNow(), Members: members}
-}
-
-// seatKeys are KEYS[1..6] of seat_claim.lua and room_create.lua.
-func (s *Service) seatKeys(lobby string) []string {
-	return []string{
-		usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby),
-		openCapKey(s.ks, lobby), dueKey(s.ks, lobby), seatsPrefix(s.ks, lobby),
-	}
-}
-
-// seatArgs are ARGV[1..6] of seat_claim.lua and room_create.lua.
-func (s *Service) seatArgs(lobby, user string) []any {
-	now := s.now()
-	return []any{user, ms(now), ms(now.Add(s.leaseDur())), s.capNow(), lobby, channelPrefix(s.ks, lobby)}
-}
-
-// claim runs seat_claim.lua: target "" for the lowest room with a free seat.
-func (s *Service) claim(ctx context.Context, lobby, user, target string) (seatResult, error) {
-	v, err := seatClaimScript.Run(ctx, s.rdb, s.seatKeys(lobby), append(s.seatArgs(lobby, user), target)...).Result()
-	if err != nil {
-		return seatResult{}, err
-	}
-	return parseSeat(v)
-}
-
-// create takes the lobby's lock and runs room_create.lua with its fence. It
-// returns lock.ErrNotObtained when another node holds the lock and
-// lock.ErrFenceStale when the fence had moved on by the time the script ran.
-func (s *Service) create(ctx context.Context, lobby, user string) (seatResult, error) {
-	l, err := s.lock.TryAcquire(ctx, lockName(lobby), s.lockTTL)
-	if err != nil {
-		return seatResult{}, err
-	}
-	held := time.Now()
-	defer func() {
-		// Release even when ctx ended: otherwise the lobby waits out the TTL.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = l.Release(rctx) // a lock lost meanwhile is what the fence is for
-		s.m.lockHold.Observe(time.Since(held).Seconds())
-	}()
-	if s.beforeCreate != nil {
-		s.beforeCreate(ctx, l)
-	}
-	keys := append(s.seatKeys(lobby), s.fenceKey(lobby), seqKey(s.ks, lobby), recordPrefix(s.ks, lobby))
-	args := append(s.seatArgs(lobby, user), strconv.FormatInt(l.Fence(), 10))
-
-	pipe := s.rdb.Pipeline()
-	cmd := roomCreateScript.EvalSha(ctx, pipe, keys, args...)
-	// Registering the lobby for the sweeper costs nothing in the same round
-	// trip; score now, so the next sweep sets its real due time.
-	reg := pipe.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(s.now().UnixMilli()), Member: lobby})
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	if isNoScript(cmd.Err()) {
-		cmd = roomCreateScript.Run(ctx, s.rdb, keys, args...)
-	}
-	v, err := cmd.Result()
-	if err != nil {
-		return seatResult{}, err
-	}
-	r, err := parseSeat(v)
-	if err != nil {
-		return seatResult{}, err
-	}
-	if r.status == -3 {
-		return seatResult{}, fmt.Errorf("create a room in %s with fence %d: %w", lobby, l.Fence(), lock.ErrFenceStale)
-	}
-	if r.status == 3 {
-		if err := s.rdb.Incr(ctx, roomsTotalKey(s.ks)).Err(); err != nil {
-			s.m.counterErrors.Inc()
-		}
-	}
-	if reg.Err() != nil {
-		s.m.counterErrors.Inc() // the next Renew in this lobby registers it
-	}
-	return r, nil
-}
-
 // Reclaim seats user in one given room: the resume path, which takes a
 // user's seat back after the lease ran out. A live seat there is kept (lease
 // extended). It returns ErrUnknownRoom, ErrRoomFull when the room has no
@@ -379,17 +191,17 @@ func (s *Service) Reclaim(ctx context.Context, roomID, user string) (Room, error
 	if err != nil {
 		return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
 	}
-	res, err := s.claim(ctx, lobby, user, strconv.Itoa(seq))
+	res, err := s.claim(ctx, lobby, strconv.Itoa(seq), []string{user})
 	switch {
 	case err != nil:
-	case res.status == -1:
+	case res.codes[0] == -1:
 		err = ErrUnknownRoom
-	case res.status == -2:
-		err = fmt.Errorf("%w (%s)", ErrSeatedElsewhere, makeRoomID(lobby, res.seq))
-	case res.status == 0:
+	case res.codes[0] == -2:
+		err = fmt.Errorf("%w (%s)", ErrSeatedElsewhere, makeRoomID(lobby, res.seqs[0]))
+	case res.codes[0] == 0:
 		err = ErrRoomFull
 	default:
-		return s.room(lobby, res), nil
+		return s.room(lobby, res.seqs[0], res.members[res.seqs[0]]), nil
 	}
 	return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
 }
@@ -435,7 +247,7 @@ func (s *Service) Room(ctx context.Context, roomID string) (Room, error) {
 	if exists.Err() != nil {
 		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, ErrUnknownRoom)
 	}
-	return s.room(lobby, seatResult{seq: seq, members: members.Val()}), nil
+	return s.room(lobby, seq, members.Val()), nil
 }
 
 // Rooms returns every room of the lobby, lowest number first, with its live
@@ -462,7 +274,7 @@ func (s *Service) Rooms(ctx context.Context, lobby string) ([]Room, error) {
 			str, _ := m.(string)
 			members = append(members, str)
 		}
-		out = append(out, s.room(lobby, seatResult{seq: seq, members: members}))
+		out = append(out, s.room(lobby, seq, members))
 	}
 	return out, nil
 }

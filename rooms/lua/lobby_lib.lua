@@ -125,12 +125,10 @@ local function lobby_claim(L, seq)
   return true
 end
 
--- lobby_find seats L.user in the lowest-numbered room with a free seat,
--- after reaping up to 64 rooms with expired seats. Returns the room number,
--- or nil when every room is full. Each full room met leaves L.open, so the
--- loop ends.
+-- lobby_find seats L.user in the lowest-numbered room with a free seat.
+-- Returns the room number, or nil when every room is full. Each full room
+-- met leaves L.open, so the loop ends.
 local function lobby_find(L)
-  lobby_reap_due(L, 64)
   while true do
     local page = redis.call('ZRANGE', L.open, 0, 15)
     if #page == 0 then
@@ -144,23 +142,28 @@ local function lobby_find(L)
   end
 end
 
--- lobby_result is a seat script's reply: {status, room number, live members...}.
-local function lobby_result(L, status, seq)
-  local r = {status, seq}
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', L.seats .. seq, '(' .. L.now_s, '+inf')) do
-    r[#r + 1] = m
+-- lobby_reply is a seat script's reply: {codes, room numbers, rooms}, the
+-- first two with one entry per user ("" for no room), the third
+-- {room number, {live members}, ...} for each room in the second.
+local function lobby_reply(L, codes, seqs)
+  local rooms, seen = {}, {}
+  for _, seq in ipairs(seqs) do
+    if seq ~= '' and not seen[seq] then
+      seen[seq] = true
+      rooms[#rooms + 1] = seq
+      rooms[#rooms + 1] = redis.call('ZRANGEBYSCORE', L.seats .. seq, '(' .. L.now_s, '+inf')
+    end
   end
-  return r
+  return {codes, seqs, rooms}
 end
 
 -- lobby_args fills L from the argument layout shared by seat_claim.lua and
--- room_create.lua.
+-- room_create.lua; L.user is set per user.
 local function lobby_args(users, open, due, seats, argv)
   return {
     users = users, open = open, due = due, seats = seats,
-    user = argv[1], now_s = argv[2], now = tonumber(argv[2]),
-    exp_s = argv[3], exp = tonumber(argv[3]), cap = tonumber(argv[4]),
-    lobby = argv[5], chan = argv[6],
+    now_s = argv[1], now = tonumber(argv[1]),
+    exp_s = argv[2], exp = tonumber(argv[2]), cap = tonumber(argv[3]),
+    lobby = argv[4], chan = argv[5],
   }
 end
-

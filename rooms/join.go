@@ -1,0 +1,372 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/lock"
+	"github.com/chatd/chatd/names"
+)
+
+// maxBatch is the most joins one seat script call carries
+// (Service.maxBatch; tests lower it).
+const maxBatch = 256
+
+// Join seats user in lobby: in the lowest-numbered room with a free seat,
+// or in a new room when every room is full. A user who already holds a live
+// seat in the lobby gets the same room back (a reconnect, a second tab, a
+// retry), with the lease extended.
+//
+// The seat claim is one script that checks the count against the live
+// capacity and adds the seat, so no room ever goes over capacity. Only when
+// every room is full does the node take the lobby's lock (lock.TryAcquire;
+// on contention it backs off and tries the seat claim again) and run the
+// creation script, which checks the lock's fence, looks for a free seat once
+// more and only then creates room seq = INCR and seats the user, all at once.
+//
+// Joins to one lobby that arrive on one node while a seat script is running
+// are queued and seated together by the next call (group commit, in arrival
+// order), so a join storm costs a few script calls rather than one each,
+// and each node has at most one contender for the lobby's lock.
+//
+// Join returns an error wrapping names.ErrBadName for a bad lobby or user
+// name, ErrBusy when no room could be created within twice the lock TTL,
+// the context's error, and Redis errors (Redis down or full) as they come:
+// nothing is then half created. A join whose context ended may still have
+// been seated; its lease runs out unless renewed.
+func (s *Service) Join(ctx context.Context, lobby, user string) (Room, error) {
+	start := time.Now()
+	r, how, err := s.join(ctx, lobby, user)
+	if err != nil {
+		s.m.failed.Inc()
+		return Room{}, fmt.Errorf("rooms: join %s as %s: %w", lobby, user, err)
+	}
+	how.Inc()
+	s.m.joinSeconds.Observe(time.Since(start).Seconds())
+	return r, nil
+}
+
+// joinReq is one Join waiting in its lobby's queue.
+type joinReq struct {
+	user string
+	done chan joinRes // buffered: the drain never blocks on it
+	gone atomic.Bool  // the caller stopped waiting
+}
+
+type joinRes struct {
+	room Room
+	how  prometheus.Counter
+	err  error
+}
+
+// joinQueue holds a lobby's waiting joins on this node; running says a
+// drain goroutine is serving them.
+type joinQueue struct {
+	pending []*joinReq
+	running bool
+}
+
+func (s *Service) join(ctx context.Context, lobby, user string) (Room, prometheus.Counter, error) {
+	if err := names.Lobby(lobby); err != nil {
+		return Room{}, nil, err
+	}
+	if err := names.User(user); err != nil {
+		return Room{}, nil, err
+	}
+	req := &joinReq{user: user, done: make(chan joinRes, 1)}
+	s.qmu.Lock()
+	q := s.queues[lobby]
+	if q == nil {
+		q = &joinQueue{}
+		s.queues[lobby] = q
+	}
+	q.pending = append(q.pending, req)
+	if !q.running {
+		q.running = true
+		// The drain serves other callers too: it must outlive this one's
+		// cancellation; each batch has its own deadline.
+		go s.drain(context.WithoutCancel(ctx), lobby, q)
+	}
+	s.qmu.Unlock()
+	select {
+	case res := <-req.done:
+		return res.room, res.how, res.err
+	case <-ctx.Done():
+		req.gone.Store(true)
+		return Room{}, nil, ctx.Err()
+	}
+}
+
+// drain seats the lobby's queued joins, a batch at a time, until none wait.
+func (s *Service) drain(ctx context.Context, lobby string, q *joinQueue) {
+	for {
+		s.qmu.Lock()
+		var batch []*joinReq
+		n := 0
+		for _, r := range q.pending {
+			if !r.gone.Load() && len(batch) < s.maxBatch {
+				batch = append(batch, r)
+				n++
+				continue
+			}
+			if r.gone.Load() {
+				n++
+				continue
+			}
+			break
+		}
+		q.pending = q.pending[n:]
+		if len(batch) == 0 {
+			q.running = false
+			delete(s.queues, lobby)
+			s.qmu.Unlock()
+			return
+		}
+		s.qmu.Unlock()
+		s.seatBatch(ctx, lobby, batch)
+	}
+}
+
+// seatBatch seats a batch of joins: the seat claim for all, then, for those
+// that found every room full, room creation under the lobby's lock.
+func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq) {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.lockTTL+5*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(2 * s.lockTTL)
+	pause := time.Millisecond
+	fail := func(err error) {
+		for _, r := range batch {
+			r.done <- joinRes{err: err}
+		}
+	}
+	for {
+		res, err := s.claim(ctx, lobby, "", users(batch))
+		if err != nil {
+			fail(err)
+			return
+		}
+		batch = s.deliver(lobby, batch, res)
+		if len(batch) == 0 {
+			return
+		}
+		res, err = s.create(ctx, lobby, users(batch))
+		switch {
+		case err == nil:
+			s.deliver(lobby, batch, res)
+			return
+		case errors.Is(err, lock.ErrFenceStale):
+			s.m.fenceRejected.Inc()
+		case !errors.Is(err, lock.ErrNotObtained):
+			fail(err)
+			return
+		}
+		// Another node is creating a room (or just did): try the seat
+		// claim again after a short jittered pause.
+		if time.Now().After(deadline) {
+			fail(ErrBusy)
+			return
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			fail(ctx.Err())
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+		batch = slices.DeleteFunc(batch, func(r *joinReq) bool { return r.gone.Load() })
+		if len(batch) == 0 {
+			return
+		}
+	}
+}
+
+func users(batch []*joinReq) []string {
+	out := make([]string, len(batch))
+	for i, r := range batch {
+		out[i] = r.user
+	}
+	return out
+}
+
+// deliver answers the joins of batch that res seated and returns the others.
+func (s *Service) deliver(lobby string, batch []*joinReq, res batchResult) (rest []*joinReq) {
+	for i, r := range batch {
+		var how prometheus.Counter
+		switch res.codes[i] {
+		case 3:
+			how = s.m.created
+		case 2:
+			how = s.m.rejoined
+		case 1:
+			how = s.m.seated
+		default:
+			rest = append(rest, r)
+			continue
+		}
+		seq := res.seqs[i]
+		r.done <- joinRes{room: s.room(lobby, seq, slices.Clone(res.members[seq])), how: how}
+	}
+	return rest
+}
+
+// batchResult is a seat script's reply: a code and a room number (0 for
+// none) per user, and the live members of each of those rooms.
+type batchResult struct {
+	codes   []int64
+	seqs    []int
+	members map[int][]string
+}
+
+func parseBatch(v any, n int) (batchResult, error) {
+	bad := fmt.Errorf("unexpected seat script reply %v", v)
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return batchResult{}, bad
+	}
+	codes, _ := a[0].([]any)
+	seqs, _ := a[1].([]any)
+	rooms, _ := a[2].([]any)
+	if len(codes) != len(seqs) || (len(codes) != n && len(codes) != 1) {
+		return batchResult{}, bad
+	}
+	r := batchResult{codes: make([]int64, len(codes)), seqs: make([]int, len(codes)), members: map[int][]string{}}
+	for i := range codes {
+		if r.codes[i], ok = codes[i].(int64); !ok {
+			return batchResult{}, bad
+		}
+		if str, _ := seqs[i].(string); str != "" {
+			seq, err := strconv.Atoi(str)
+			if err != nil {
+				return batchResult{}, bad
+			}
+			r.seqs[i] = seq
+		}
+	}
+	for i := 0; i+1 < len(rooms); i += 2 {
+		str, _ := rooms[i].(string)
+		seq, err := strconv.Atoi(str)
+		if err != nil {
+			return batchResult{}, bad
+		}
+		list, _ := rooms[i+1].([]any)
+		members := make([]string, 0, len(list))
+		for _, m := range list {
+			str, _ := m.(string)
+			members = append(members, str)
+		}
+		slices.Sort(members)
+		r.members[seq] = members
+	}
+	return r, nil
+}
+
+func (s *Service) room(lobby string, seq int, members []string) Room {
+	if members == nil {
+		members = []string{}
+	}
+	slices.Sort(members)
+	return Room{ID: makeRoomID(lobby, seq), Lobby: lobby, Seq: seq, Capacity: s.capNow(), Members: members}
+}
+
+// seatKeys are KEYS[1..6] of seat_claim.lua and room_create.lua.
+func (s *Service) seatKeys(lobby string) []string {
+	return []string{
+		usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby),
+		openCapKey(s.ks, lobby), dueKey(s.ks, lobby), seatsPrefix(s.ks, lobby),
+	}
+}
+
+// seatArgs are ARGV[1..5] of seat_claim.lua and room_create.lua.
+func (s *Service) seatArgs(lobby string) []any {
+	now := s.now()
+	return []any{ms(now), ms(now.Add(s.leaseDur())), s.capNow(), lobby, channelPrefix(s.ks, lobby)}
+}
+
+func appendUsers(args []any, users []string) []any {
+	for _, u := range users {
+		args = append(args, u)
+	}
+	return args
+}
+
+// claim runs seat_claim.lua: target "" to seat each user in the lowest
+// room with a free seat, else the one user in room target.
+func (s *Service) claim(ctx context.Context, lobby, target string, users []string) (batchResult, error) {
+	args := appendUsers(append(s.seatArgs(lobby), target), users)
+	v, err := seatClaimScript.Run(ctx, s.rdb, s.seatKeys(lobby), args...).Result()
+	if err != nil {
+		return batchResult{}, err
+	}
+	return parseBatch(v, len(users))
+}
+
+// create takes the lobby's lock and runs room_create.lua with its fence,
+// seating every user. It returns lock.ErrNotObtained when another node
+// holds the lock and lock.ErrFenceStale when the fence had moved on by the
+// time the script ran.
+func (s *Service) create(ctx context.Context, lobby string, users []string) (batchResult, error) {
+	l, err := s.lock.TryAcquire(ctx, lockName(lobby), s.lockTTL)
+	if err != nil {
+		return batchResult{}, err
+	}
+	held := time.Now()
+	defer func() {
+		// Release even when ctx ended: otherwise the lobby waits out the TTL.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = l.Release(rctx) // a lock lost meanwhile is what the fence is for
+		s.m.lockHold.Observe(time.Since(held).Seconds())
+	}()
+	if s.beforeCreate != nil {
+		s.beforeCreate(ctx, l)
+	}
+	keys := append(s.seatKeys(lobby), s.fenceKey(lobby), seqKey(s.ks, lobby), recordPrefix(s.ks, lobby))
+	args := appendUsers(append(s.seatArgs(lobby), strconv.FormatInt(l.Fence(), 10)), users)
+
+	pipe := s.rdb.Pipeline()
+	cmd := roomCreateScript.EvalSha(ctx, pipe, keys, args...)
+	// Registering the lobby for the sweeper costs nothing in the same round
+	// trip; score now, so the next sweep sets its real due time.
+	reg := pipe.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(s.now().UnixMilli()), Member: lobby})
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	if isNoScript(cmd.Err()) {
+		cmd = roomCreateScript.Run(ctx, s.rdb, keys, args...)
+	}
+	v, err := cmd.Result()
+	if err != nil {
+		return batchResult{}, err
+	}
+	r, err := parseBatch(v, len(users))
+	if err != nil {
+		return batchResult{}, err
+	}
+	if r.codes[0] == -3 {
+		return batchResult{}, fmt.Errorf("create a room in %s with fence %d: %w", lobby, l.Fence(), lock.ErrFenceStale)
+	}
+	var created int64
+	for _, c := range r.codes {
+		if c == 3 {
+			created++
+		}
+	}
+	if created > 0 {
+		if err := s.rdb.IncrBy(ctx, roomsTotalKey(s.ks), created).Err(); err != nil {
+			s.m.counterErrors.Inc()
+		}
+	}
+	if reg.Err() != nil {
+		s.m.counterErrors.Inc() // the next Renew in this lobby registers it
+	}
+	return r, nil
+}
