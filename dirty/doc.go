@@ -1,0 +1,69 @@
+// Package dirty owns the per-session dirty bitmasks that make a REST game
+// client's poll cost one Redis command when nothing changed.
+//
+// # Pattern: dirty flags in a Redis bitmap, read-and-clear with GETDEL
+//
+// Each session (one token) has a bitmap, one bit per Section (the table is in
+// Section's doc). Producers set bits with [SETBIT] when something the session
+// cares about changes; a poll reads and clears the whole mask with one
+// [GETDEL], then fetches only the dirty sections. GETDEL is atomic: a mark
+// lands before it (and is returned) or after it (and stays for the next
+// poll); none is lost between a read and a clear, as it would be with GET
+// then DEL.
+//
+//	chatd:{session:S}:user      STRING  the session's user; its TTL is the session's
+//	chatd:{session:S}:mask      STRING  the dirty bitmap
+//	chatd:{session:S}:waiters   SET     wake channels of nodes where a long poll waits
+//	chatd:{session:S}:cursor    HASH    room -> last delivered message id
+//	chatd:{user:U}:dirty:sessions  ZSET session -> expiry, for MarkUsers
+//	chatd:dirty:sessions        ZSET    session -> expiry, for MarkAll
+//	chatd:{topic:T}:followers   SET     users to mark when topic (a board) changes
+//	chatd:dirty:wake:<node>     channel a node's long-poll wake-ups
+//
+// Marking is lua/session_mark.lua per session ([EXISTS], SETBIT, [PEXPIRE],
+// [SMEMBERS], [PUBLISH], [DEL]), pipelined: MarkUsers reads the users'
+// sessions ([ZRANGEBYSCORE]) in one round trip and marks them in one more;
+// MarkAll walks the live set with [ZSCAN] and marks it in pipelines of 500.
+//
+// Long poll: Wait runs lua/session_wait.lua, which GETDELs the mask and, when
+// clean, adds this node's wake channel to the session's waiters ([SADD]) in
+// the same atomic step, then sleeps on an in-process waiter. The mark script
+// publishes the session id to every registered channel (and forgets them:
+// one wake per registration), so the poll wakes within a pub/sub hop of the
+// mark on any node and takes again. Wake-ups lost while the Bus was
+// reconnecting are covered by waking every local waiter on Resubscribed.
+//
+// # Why bitmask dirty flags
+//
+// The naive poll queries every section — rooms, members, messages per room,
+// settings, wallet, notices, boards — on every poll of every client, changed
+// or not: 7+ commands per poll, most of them returning what the client
+// already has, so the cost grows with the number of sections and with the
+// data behind them. With dirty flags a clean poll is one GETDEL of a few
+// bytes, whatever the sections and however much changed for other sessions;
+// a dirty poll fetches exactly the dirty sections. The trade: writes pay.
+// A message marks every member of the room (one script per member session,
+// pipelined), a setting or notice marks every live session (N scripts in
+// batches), and a mark of a session nobody polls is work for nothing. That
+// is the right side of the trade for game clients that poll far more often
+// than anything changes for them.
+//
+// # Hash-tag unit and scale
+//
+// Everything about a session is one {session:S} unit, so the open, mark and
+// wait scripts are atomic on one Cluster slot and sessions spread evenly over
+// the shards; a MarkUsers pipeline fans out to every shard in parallel. The
+// two session indexes are per user ({user:U}) and global (one key on one
+// shard, written once per session per SessionTTL/4, read by MarkAll only).
+//
+// [SETBIT]: https://redis.io/commands/setbit/
+// [GETDEL]: https://redis.io/commands/getdel/
+// [EXISTS]: https://redis.io/commands/exists/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
+// [SMEMBERS]: https://redis.io/commands/smembers/
+// [SADD]: https://redis.io/commands/sadd/
+// [PUBLISH]: https://redis.io/commands/publish/
+// [DEL]: https://redis.io/commands/del/
+// [ZRANGEBYSCORE]: https://redis.io/commands/zrangebyscore/
+// [ZSCAN]: https://redis.io/commands/zscan/
+package dirty

@@ -1,0 +1,358 @@
+package dirty
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
+)
+
+// Config configures a Tracker.
+type Config struct {
+	// Prefix is the key and channel prefix; "" = keyspace.DefaultPrefix.
+	Prefix string
+	// Node names this node's wake channel; "" = random. Use the node id.
+	Node string
+	// SessionTTL is how long a session lives without an Open; 0 = 10m.
+	SessionTTL time.Duration
+	// FollowTTL is how long a Follow lasts without being repeated; 0 = 7 days.
+	FollowTTL time.Duration
+	// Batch is how many sessions one MarkAll/MarkSessions pipeline marks;
+	// 0 = 500.
+	Batch int
+	// Now is the clock of session expiry scores and of Open's renewal
+	// throttle; nil = time.Now. Redis TTLs run on the server's clock.
+	Now func() time.Time
+	// Logger receives wake-channel events; nil = slog.Default().
+	Logger *slog.Logger
+	// Registerer registers the dirty metrics; nil = none.
+	Registerer prometheus.Registerer
+}
+
+// Tracker keeps the per-session dirty bitmasks of REST pollers. It is safe
+// for concurrent use. Producers call the Mark methods; the poll handler calls
+// Open then Take or Wait.
+type Tracker struct {
+	rdb     redis.UniversalClient
+	k       keys
+	node    string
+	channel string
+	ttl     time.Duration
+	follow  time.Duration
+	batch   int
+	now     func() time.Time
+	log     *slog.Logger
+	metrics metrics
+
+	renewed renewals
+	waiters *waiterSet
+
+	startMu sync.Mutex
+	sub     *bus.Subscription
+	started atomic.Bool
+}
+
+// New returns a Tracker over rdb. Call Start before Wait.
+func New(rdb redis.UniversalClient, cfg Config) *Tracker {
+	if cfg.Node == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.Node = hex.EncodeToString(b[:])
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 10 * time.Minute
+	}
+	if cfg.FollowTTL <= 0 {
+		cfg.FollowTTL = 7 * 24 * time.Hour
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	k := keys{ks: keyspace.New(cfg.Prefix)}
+	t := &Tracker{
+		rdb:     rdb,
+		k:       k,
+		node:    cfg.Node,
+		channel: k.wakeChannel(cfg.Node),
+		ttl:     cfg.SessionTTL,
+		follow:  cfg.FollowTTL,
+		batch:   cfg.Batch,
+		now:     cfg.Now,
+		log:     cfg.Logger.With("component", "dirty", "node", cfg.Node),
+		metrics: newMetrics(cfg.Registerer),
+		renewed: renewals{every: cfg.SessionTTL / 12},
+		waiters: newWaiterSet(),
+	}
+	return t
+}
+
+// Open starts session for user, or renews it. A new session (never seen, or
+// expired) starts with every section dirty, so its first poll returns the
+// full state, and created is true. Call it on every poll, before Take or
+// Wait: a renewal costs one pipelined round trip, and this node sends it at
+// most once per SessionTTL/4 per session, so most polls pay nothing for it.
+// It returns an error wrapping ErrBadID or names.ErrBadName for bad input.
+func (t *Tracker) Open(ctx context.Context, session, user string) (created bool, err error) {
+	if err := checkID("session", session); err != nil {
+		return false, fmt.Errorf("dirty: open: %w", err)
+	}
+	if err := names.User(user); err != nil {
+		return false, fmt.Errorf("dirty: open: %w", err)
+	}
+	now := t.now()
+	if t.renewed.fresh(now, session, user) {
+		return false, nil
+	}
+	exp := float64(now.Add(t.ttl).UnixMilli())
+	var open *redis.Cmd
+	_, err = pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
+		args := append([]any{user, t.ttl.Milliseconds()}, AllSections.offsets()...)
+		open = openScript.EvalSha(ctx, pipe, []string{t.k.owner(session), t.k.mask(session), t.k.cursor(session)}, args...)
+		us := t.k.userSessions(user)
+		pipe.ZRemRangeByScore(ctx, us, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+		pipe.ZAdd(ctx, us, redis.Z{Score: exp, Member: session})
+		pipe.PExpire(ctx, us, t.ttl)
+		pipe.ZAdd(ctx, t.k.liveSessions(), redis.Z{Score: exp, Member: session})
+	}, openScript)
+	if err != nil {
+		return false, fmt.Errorf("dirty: open %s: %w", session, err)
+	}
+	t.renewed.put(now, session, user)
+	created = open.Val() == int64(1)
+	if created {
+		t.metrics.opened.Inc()
+	}
+	return created, nil
+}
+
+// Take reads and clears the session's dirty mask in ONE Redis command
+// ([GETDEL]): a mark that lands after it stays for the next Take, never lost.
+// An unknown or expired session is clean. It returns an error wrapping
+// ErrBadID for a bad id.
+//
+// [GETDEL]: https://redis.io/commands/getdel/
+func (t *Tracker) Take(ctx context.Context, session string) (Mask, error) {
+	if err := checkID("session", session); err != nil {
+		return 0, fmt.Errorf("dirty: take: %w", err)
+	}
+	b, err := t.rdb.GetDel(ctx, t.k.mask(session)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("dirty: take %s: %w", session, err)
+	}
+	m := parseBitmap(b)
+	t.metrics.take(m)
+	return m, nil
+}
+
+// MarkSessions makes bits dirty in each live session and wakes their long
+// polls, in pipelines of Config.Batch sessions (one round trip for up to a
+// batch). Sessions that are not live are skipped. It returns an error
+// wrapping ErrBadID for a bad id, before marking anything.
+func (t *Tracker) MarkSessions(ctx context.Context, sessions []string, bits Mask) error {
+	for _, s := range sessions {
+		if err := checkID("session", s); err != nil {
+			return fmt.Errorf("dirty: mark: %w", err)
+		}
+	}
+	if bits == 0 || len(sessions) == 0 {
+		return nil
+	}
+	if err := t.mark(ctx, sessions, bits); err != nil {
+		return fmt.Errorf("dirty: mark %d sessions %s: %w", len(sessions), bits, err)
+	}
+	return nil
+}
+
+// mark marks valid sessions in batched pipelines.
+func (t *Tracker) mark(ctx context.Context, sessions []string, bits Mask) error {
+	offsets := bits.offsets()
+	ttl := t.ttl.Milliseconds()
+	for len(sessions) > 0 {
+		n := min(len(sessions), t.batch)
+		batch := sessions[:n]
+		sessions = sessions[n:]
+		cmds, err := pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
+			for _, s := range batch {
+				args := append([]any{ttl, s}, offsets...)
+				markScript.EvalSha(ctx, pipe, []string{t.k.owner(s), t.k.mask(s), t.k.waiters(s)}, args...)
+			}
+		}, markScript)
+		if err != nil {
+			return err
+		}
+		for _, c := range cmds {
+			if c.(*redis.Cmd).Val() == int64(1) {
+				t.metrics.marked.Inc()
+			}
+		}
+	}
+	return nil
+}
+
+// MarkUsers makes bits dirty in every live session of users: one pipelined
+// round trip reads their sessions, one marks them (more for more than
+// Config.Batch sessions). It returns an error wrapping names.ErrBadName for a
+// bad user name, before marking anything.
+func (t *Tracker) MarkUsers(ctx context.Context, users []string, bits Mask) error {
+	for _, u := range users {
+		if err := names.User(u); err != nil {
+			return fmt.Errorf("dirty: mark users: %w", err)
+		}
+	}
+	if bits == 0 || len(users) == 0 {
+		return nil
+	}
+	sessions, err := t.sessionsOf(ctx, users)
+	if err != nil {
+		return fmt.Errorf("dirty: mark %d users %s: %w", len(users), bits, err)
+	}
+	if err := t.mark(ctx, sessions, bits); err != nil {
+		return fmt.Errorf("dirty: mark %d users %s: %w", len(users), bits, err)
+	}
+	return nil
+}
+
+// sessionsOf returns the live sessions of users, in one pipeline.
+func (t *Tracker) sessionsOf(ctx context.Context, users []string) ([]string, error) {
+	min := "(" + strconv.FormatInt(t.now().UnixMilli(), 10)
+	cmds, err := t.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, u := range users {
+			pipe.ZRangeByScore(ctx, t.k.userSessions(u), &redis.ZRangeBy{Min: min, Max: "+inf"})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var sessions []string
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		for _, s := range c.(*redis.StringSliceCmd).Val() {
+			if !seen[s] && checkID("session", s) == nil {
+				seen[s] = true
+				sessions = append(sessions, s)
+			}
+		}
+	}
+	return sessions, nil
+}
+
+// MarkAll makes bits dirty in every live session (a setting changed, a
+// notice was posted): it trims expired sessions, then walks the live set with
+// [ZSCAN] and marks each page in one pipeline of up to Config.Batch sessions.
+// A session opened during the walk may be missed; it starts all dirty anyway.
+//
+// [ZSCAN]: https://redis.io/commands/zscan/
+func (t *Tracker) MarkAll(ctx context.Context, bits Mask) error {
+	if bits == 0 {
+		return nil
+	}
+	key := t.k.liveSessions()
+	now := t.now().UnixMilli()
+	if err := t.rdb.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(now, 10)).Err(); err != nil {
+		return fmt.Errorf("dirty: mark all %s: %w", bits, err)
+	}
+	var cursor uint64
+	seen := map[string]bool{}
+	for {
+		page, next, err := t.rdb.ZScan(ctx, key, cursor, "", int64(t.batch)).Result()
+		if err != nil {
+			return fmt.Errorf("dirty: mark all %s: %w", bits, err)
+		}
+		var sessions []string
+		for i := 0; i+1 < len(page); i += 2 {
+			s := page[i]
+			exp, _ := strconv.ParseFloat(page[i+1], 64)
+			if int64(exp) > now && !seen[s] && checkID("session", s) == nil {
+				seen[s] = true
+				sessions = append(sessions, s)
+			}
+		}
+		if err := t.mark(ctx, sessions, bits); err != nil {
+			return fmt.Errorf("dirty: mark all %s: %w", bits, err)
+		}
+		cursor = next
+		if cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// checkID checks a session or topic id before it becomes part of a key.
+func checkID(kind, id string) error {
+	if id == "" || len(id) > 256 {
+		return fmt.Errorf("%w: %s id %q must be 1-256 bytes", ErrBadID, kind, clip(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' || c == '{' || c == '}' {
+			return fmt.Errorf("%w: %s id %q holds a space, brace or non-printable byte", ErrBadID, kind, clip(id))
+		}
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// renewals remembers which sessions this node renewed recently, in two
+// generations of at least every = SessionTTL/12 each: a session found in
+// either was renewed less than 3 × every = SessionTTL/4 ago, so Open may
+// skip Redis. Memory is bounded by the
+// sessions polled here in the last SessionTTL/4.
+type renewals struct {
+	every time.Duration
+
+	mu        sync.Mutex
+	cur, prev map[string]string // session → user
+	rotated   time.Time
+}
+
+func (r *renewals) rotate(now time.Time) {
+	switch age := now.Sub(r.rotated); {
+	case r.cur == nil || age >= 2*r.every || age < 0:
+		r.cur, r.prev, r.rotated = map[string]string{}, map[string]string{}, now
+	case age >= r.every:
+		r.prev, r.cur, r.rotated = r.cur, map[string]string{}, now
+	}
+}
+
+func (r *renewals) fresh(now time.Time, session, user string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rotate(now)
+	if u, ok := r.cur[session]; ok {
+		return u == user
+	}
+	u, ok := r.prev[session]
+	return ok && u == user
+}
+
+func (r *renewals) put(now time.Time, session, user string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rotate(now)
+	r.cur[session] = user
+}
