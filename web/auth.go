@@ -1,0 +1,131 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/names"
+)
+
+// Session tokens are JWTs signed with HMAC-SHA256 (HS256) by the secret all
+// nodes share, so any node accepts a token minted by any other — or by an
+// external login service that holds the secret. Claims:
+//
+//	sub  the user name (1–32 of [A-Za-z0-9_-])
+//	sid  the session id: one token is one session (its poll cursor and dirty mask)
+//	iss  "chatd"
+//	iat, exp  issued-at and expiry (Unix seconds)
+//
+// The signing method is pinned to HS256 when verifying, so a token that says
+// "alg": "none" or an RSA algorithm is refused.
+type tokens struct {
+	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
+}
+
+// claims are the token claims.
+type claims struct {
+	Session string `json:"sid"`
+	jwt.RegisteredClaims
+}
+
+// session is who a request acts as.
+type session struct {
+	User string
+	ID   string
+}
+
+func (t *tokens) mint(user string) (string, session, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", session{}, err
+	}
+	s := session{User: user, ID: hex.EncodeToString(b[:])}
+	now := t.now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
+		Session: s.ID,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   user,
+			Issuer:    "chatd",
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(t.ttl)),
+		},
+	})
+	signed, err := tok.SignedString(t.secret)
+	return signed, s, err
+}
+
+var errBadToken = errors.New("bad token")
+
+func (t *tokens) verify(raw string) (session, error) {
+	var c claims
+	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithIssuer("chatd"),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithTimeFunc(t.now),
+		jwt.WithLeeway(5*time.Second),
+	)
+	if err != nil {
+		return session{}, fmt.Errorf("%w: %v", errBadToken, err)
+	}
+	if err := names.User(c.Subject); err != nil {
+		return session{}, fmt.Errorf("%w: %v", errBadToken, err)
+	}
+	if c.Session == "" || len(c.Session) > 64 || names.User(c.Session) != nil {
+		return session{}, fmt.Errorf("%w: missing or bad session id", errBadToken)
+	}
+	return session{User: c.Subject, ID: c.Session}, nil
+}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(c *fiber.Ctx) string {
+	h := c.Get(fiber.HeaderAuthorization)
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+const localSession = "session"
+
+// requireUser admits requests with a valid session token.
+func (s *Server) requireUser(c *fiber.Ctx) error {
+	sess, err := s.tokens.verify(bearer(c))
+	if err != nil {
+		return errUnauthorized
+	}
+	c.Locals(localSession, sess)
+	return c.Next()
+}
+
+// requireAdmin admits requests whose bearer token is the admin token,
+// compared in constant time. A valid user token is 403, anything else 401.
+func (s *Server) requireAdmin(c *fiber.Ctx) error {
+	if s.cfg.AdminToken == "" {
+		return errNoAdmin
+	}
+	tok := bearer(c)
+	if tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1 {
+		return c.Next()
+	}
+	if _, err := s.tokens.verify(tok); err == nil {
+		return errAdminOnly
+	}
+	return errf(401, "bad_token", "send the admin token: Authorization: Bearer <admin token>")
+}
+
+func sessionOf(c *fiber.Ctx) session {
+	s, _ := c.Locals(localSession).(session)
+	return s
+}

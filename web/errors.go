@@ -1,0 +1,148 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/names"
+)
+
+// APIError is an error in the documented shape:
+// {"error": {"code": "snake_case_code", "message": "…"}} with an HTTP status.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+// errf builds an APIError.
+func errf(status int, code, format string, args ...any) *APIError {
+	return &APIError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Errors of the web layer itself.
+var (
+	errUnauthorized = errf(http.StatusUnauthorized, "bad_token", "send a valid session token: Authorization: Bearer <token> (get one from POST /api/v1/session)")
+	errAdminOnly    = errf(http.StatusForbidden, "forbidden", "this endpoint needs the admin token")
+	errNoAdmin      = errf(http.StatusForbidden, "forbidden", "admin endpoints are disabled: the server was started without --admin-token")
+)
+
+// mapping is one row of the domain error table: a sentinel, its status and code.
+type mapping struct {
+	err    error
+	status int
+	code   string
+}
+
+// errorTable maps domain sentinels to the documented status and code; the
+// error's own text becomes the message.
+var errorTable = []mapping{
+	{names.ErrBadName, http.StatusBadRequest, "bad_name"},
+}
+
+// toAPIError turns any error into the documented shape: domain sentinels by
+// errorTable, Redis outages to 503 redis_unavailable, the rest to 500.
+func toAPIError(err error) *APIError {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return fiberError(fe)
+	}
+	for _, m := range errorTable {
+		if errors.Is(err, m.err) {
+			return &APIError{Status: m.status, Code: m.code, Message: detail(err, m.err)}
+		}
+	}
+	if isRedisDown(err) {
+		return errf(http.StatusServiceUnavailable, "redis_unavailable", "the data store is unavailable; retry in a moment")
+	}
+	return errf(http.StatusInternalServerError, "internal", "internal error; it has been logged")
+}
+
+func fiberError(fe *fiber.Error) *APIError {
+	switch fe.Code {
+	case http.StatusNotFound:
+		return errf(fe.Code, "not_found", "no such endpoint; see the HTTP API in the README")
+	case http.StatusMethodNotAllowed:
+		return errf(fe.Code, "method_not_allowed", "this endpoint does not take that method")
+	case http.StatusRequestEntityTooLarge:
+		return errf(fe.Code, "too_large", "the request body is too large")
+	case http.StatusBadRequest:
+		return errf(fe.Code, "bad_request", "%s", sentence(fe.Message))
+	case http.StatusRequestTimeout:
+		return errf(fe.Code, "timeout", "the request took too long to arrive")
+	}
+	if fe.Code >= 500 {
+		return errf(http.StatusInternalServerError, "internal", "internal error; it has been logged")
+	}
+	return errf(fe.Code, "bad_request", "%s", sentence(fe.Message))
+}
+
+// isRedisDown reports whether err means Redis could not be reached or did
+// not answer in time, as opposed to Redis refusing a command.
+func isRedisDown(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	s := err.Error()
+	for _, m := range []string{"connection pool timeout", "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "connection refused", "i/o timeout"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// detail is the part of err's text after the sentinel's ("rooms: join x:
+// bad name: lobby name … may only hold …" → "Lobby name … may only hold …"),
+// or the sentinel's own text without its package prefix.
+func detail(err, sentinel error) string {
+	s, st := err.Error(), sentinel.Error()
+	if i := strings.Index(s, st+": "); i >= 0 {
+		return sentence(s[i+len(st)+2:])
+	}
+	if i := strings.LastIndex(st, ": "); i >= 0 {
+		st = st[i+2:]
+	}
+	return sentence(st)
+}
+
+// sentence strips the package prefixes Go errors carry ("rooms: join x: …")
+// down to the last, most specific part, capitalised.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "bad request"
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// writeError sends err in the documented shape.
+func writeError(c *fiber.Ctx, err error) error {
+	ae := toAPIError(err)
+	c.Set("Cache-Control", "no-store")
+	if ae.Status == http.StatusTooManyRequests && c.GetRespHeader("Retry-After") == "" {
+		c.Set("Retry-After", "1")
+	}
+	return c.Status(ae.Status).JSON(fiber.Map{"error": ae})
+}

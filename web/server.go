@@ -1,0 +1,269 @@
+// Package web is chatd's transport: the Fiber app with the HTTP API, the
+// WebSocket gateway and the browser client, over the domain packages.
+//
+// A Server is one chatd node. It owns the node's pub/sub Bus, its Hub of
+// local WebSocket connections, and one instance of each domain service, all
+// on one Redis client; it keeps no state another node needs, so a load
+// balancer can send any request to any node. Handlers only decode, call the
+// domain and encode; one function (toAPIError) turns every error into the
+// documented shape.
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/names"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Redis is the client every service of the node uses. Required.
+	Redis redis.UniversalClient
+	// Node is this node's id; "" = hostname-pid.
+	Node string
+	// Addr is the address this node advertises in the node registry.
+	Addr string
+	// Prefix namespaces every Redis key and channel; "" = "chatd".
+	Prefix string
+	// Secret signs session tokens; all nodes share it. Empty = random (one
+	// node only).
+	Secret []byte
+	// TokenTTL is how long a session token is valid; 0 = 24h.
+	TokenTTL time.Duration
+	// AdminToken is the bearer token of the admin endpoints; "" = they
+	// answer 403.
+	AdminToken string
+	// AllowedOrigins are the Origins allowed to open a WebSocket, as
+	// scheme://host[:port]; empty = the request's own host only.
+	AllowedOrigins []string
+	// BodyLimit bounds request bodies in bytes; 0 = 1 MiB.
+	BodyLimit int
+	// RedisTimeout bounds the readiness PING; 0 = 500ms.
+	RedisTimeout time.Duration
+	// Logger receives the logs; nil = slog.Default().
+	Logger *slog.Logger
+	// Registry collects the node's metrics, served on /metrics; nil = a new one.
+	Registry *prometheus.Registry
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+}
+
+// Server is one chatd node.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	app    *fiber.App
+	rdb    redis.UniversalClient
+	bus    *bus.Bus
+	tokens *tokens
+	m      *httpMetrics
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+}
+
+// New builds a node; Start starts its background work.
+func New(cfg Config) (*Server, error) {
+	if cfg.Redis == nil {
+		return nil, errors.New("web: Config.Redis is required")
+	}
+	if cfg.Node == "" {
+		host, _ := os.Hostname()
+		cfg.Node = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if err := names.User(cfg.Node); err != nil && len(cfg.Node) > 64 {
+		return nil, fmt.Errorf("web: node id: %w", err)
+	}
+	if len(cfg.Secret) == 0 {
+		cfg.Secret = make([]byte, 32)
+		if _, err := rand.Read(cfg.Secret); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TokenTTL == 0 {
+		cfg.TokenTTL = 24 * time.Hour
+	}
+	if cfg.BodyLimit == 0 {
+		cfg.BodyLimit = 1 << 20
+	}
+	if cfg.RedisTimeout == 0 {
+		cfg.RedisTimeout = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:    cfg,
+		log:    cfg.Logger.With("node", cfg.Node),
+		rdb:    cfg.Redis,
+		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now},
+		m:      newHTTPMetrics(cfg.Registry),
+	}
+	s.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: s.log, Registerer: cfg.Registry})
+	s.app = fiber.New(fiber.Config{
+		AppName:               "chatd",
+		DisableStartupMessage: true,
+		ErrorHandler:          func(c *fiber.Ctx, err error) error { return s.handleError(c, err) },
+		BodyLimit:             cfg.BodyLimit,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
+		IdleTimeout:           75 * time.Second,
+		ReadBufferSize:        8192,
+	})
+	s.routes()
+	return s, nil
+}
+
+// App returns the Fiber app, for tests (app.Test) and embedding.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Node returns this node's id.
+func (s *Server) Node() string { return s.cfg.Node }
+
+// Start starts the node's background work: the pub/sub bus and what
+// follows it. It returns once the node can serve.
+func (s *Server) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.mu.Lock()
+	s.cancel = cancel
+	s.mu.Unlock()
+	s.goRun(func() { _ = s.bus.Run(ctx) })
+	return nil
+}
+
+func (s *Server) goRun(fn func()) {
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
+		fn()
+	}()
+}
+
+// Serve serves HTTP and WebSocket on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+
+// Shutdown stops accepting connections, drains the open ones, and stops the
+// background work, within ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.app.ShutdownWithContext(ctx)
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() { s.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+func (s *Server) routes() {
+	s.app.Use(s.recoverer, s.logRequests)
+	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node}) })
+	s.app.Get("/readyz", s.readyz)
+	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+
+	api := s.app.Group("/api/v1")
+	api.Post("/session", s.createSession)
+}
+
+// readyz is 200 only while Redis answers PING within RedisTimeout and this
+// node's pub/sub connection is receiving (its canary comes back).
+func (s *Server) readyz(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RedisTimeout)
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return errf(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer PING within %s", s.cfg.RedisTimeout)
+	}
+	if !s.bus.Ready() {
+		return errf(http.StatusServiceUnavailable, "redis_unavailable", "this node's pub/sub connection is not receiving yet")
+	}
+	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
+}
+
+func (s *Server) createSession(c *fiber.Ctx) error {
+	var req struct {
+		User string `json:"user"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if err := names.User(req.User); err != nil {
+		return err
+	}
+	tok, _, err := s.tokens.mint(req.User)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"token": tok, "user": req.User})
+}
+
+// handleError is Fiber's error handler: every error leaves in the documented
+// shape; 5xx are logged at warn with the request.
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	ae := toAPIError(err)
+	if ae.Status >= 500 {
+		s.log.Warn("request failed", "method", c.Method(), "path", c.Path(), "status", ae.Status, "code", ae.Code, "err", err)
+	} else {
+		s.log.Debug("request refused", "method", c.Method(), "path", c.Path(), "status", ae.Status, "code", ae.Code, "err", err)
+	}
+	return writeError(c, ae)
+}
+
+// recoverer turns a panic in a handler into a 500 in the documented shape
+// and a log line with the stack; the process keeps serving.
+func (s *Server) recoverer(c *fiber.Ctx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.m.panics.Inc()
+			s.log.Error("panic in handler", "method", c.Method(), "path", c.Path(), "panic", r, "stack", string(debug.Stack()))
+			err = errf(http.StatusInternalServerError, "internal", "internal error; it has been logged")
+		}
+	}()
+	return c.Next()
+}
+
+// logRequests logs one line per request at debug and counts it.
+func (s *Server) logRequests(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	status := c.Response().StatusCode()
+	if err != nil {
+		status = toAPIError(err).Status
+	}
+	route := c.Route().Path
+	s.m.observe(c.Method(), route, status, time.Since(start))
+	s.log.Debug("request", "method", c.Method(), "path", c.Path(), "status", status, "dur", time.Since(start))
+	return err
+}
