@@ -351,7 +351,7 @@ func (c *clock) Set(t time.Time) {
 
 func TestPeriodicBoards(t *testing.T) {
 	t.Parallel()
-	r := redistest.Real(t)
+	r := redistest.New(t) // the embedded server too: it is chatd's default
 	ctx := context.Background()
 	// Periods near the real time, so that EXPIREAT lands in the future on the
 	// real server: the end of today (UTC) and the end of this ISO week.

@@ -1,0 +1,274 @@
+package ranking
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// Benchmarks run on one board of a million players, built once per test
+// binary on the shared real server and removed by TestMain.
+//
+//	go test -run '^$' -bench . -benchtime 2s ./ranking/
+const bigPlayers = 1_000_000
+
+var bigBoard struct {
+	once   sync.Once
+	prefix string
+	err    error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bigBoard.prefix != "" && os.Getenv("CHATD_TEST_REDIS") != "" {
+		// An external server keeps its data: remove the big board.
+		c := redis.NewClient(&redis.Options{Addr: os.Getenv("CHATD_TEST_REDIS")})
+		sp := keyspace.New(bigBoard.prefix)
+		_ = c.Unlink(context.Background(), boardKey(sp, "big"), playersKey(sp, "big"), seqKey(sp, "big"), rawKey(sp)).Err()
+		_ = c.Close()
+	}
+	os.Exit(code)
+}
+
+func bigName(i int) string { return fmt.Sprintf("u%07d", i) }
+
+// rawKey is the baseline's plain sorted set: player -> score as a double.
+func rawKey(sp keyspace.Space) string { return sp.Key("lb", "raw", "z") } // ZSET
+
+// bigService returns a Service on the million-player board "big", building
+// the board (and the baselines' plain sorted set) on first use with
+// pipelined ZADD/HSET of pre-encoded members.
+func bigService(b *testing.B) (*Service, *redistest.Redis) {
+	b.Helper()
+	r := redistest.Real(b)
+	bigBoard.once.Do(func() {
+		start := time.Now()
+		bigBoard.prefix = r.Prefix
+		bigBoard.err = buildBig(r.Client, keyspace.New(r.Prefix))
+		mem, _ := r.Client.Info(context.Background(), "memory").Result()
+		for _, line := range strings.Split(mem, "\r\n") {
+			if strings.HasPrefix(line, "used_memory_human:") {
+				b.Logf("built a %d-player board in %v; server %s", bigPlayers, time.Since(start).Round(time.Millisecond), line)
+			}
+		}
+	})
+	if bigBoard.err != nil {
+		b.Fatalf("building the big board: %v", bigBoard.err)
+	}
+	return New(r.Client, Config{Prefix: bigBoard.prefix}), r
+}
+
+func buildBig(rdb redis.UniversalClient, sp keyspace.Space) error {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Members are inserted in their sorted order: a skiplist filled at its
+	// tail stays in the CPU cache, three times faster than random inserts.
+	members := make([]string, bigPlayers)
+	raw := make([]redis.Z, bigPlayers)
+	for i := range members {
+		// Scores 0..99999.9 with one decimal: plenty of ties.
+		members[i] = revOf(Score(rng.IntN(1_000_000)*100)) + ":" + fmt.Sprintf("%015d", i+1) + ":" + bigName(i)
+		raw[i] = redis.Z{Score: float64(rng.IntN(1_000_000)), Member: bigName(i)}
+	}
+	slices.Sort(members)
+	slices.SortFunc(raw, func(a, b redis.Z) int { return cmp.Compare(a.Score, b.Score) })
+	const chunk = 10_000
+	pipe := rdb.Pipeline()
+	for lo := 0; lo < bigPlayers; lo += chunk {
+		zs := make([]redis.Z, 0, chunk)
+		fields := make([]any, 0, 2*chunk)
+		for _, m := range members[lo : lo+chunk] {
+			zs = append(zs, redis.Z{Member: m})
+			fields = append(fields, m[memberSkip:], m[:prefixLen])
+		}
+		pipe.ZAdd(ctx, boardKey(sp, "big"), zs...)
+		pipe.HSet(ctx, playersKey(sp, "big"), fields...)
+		pipe.ZAdd(ctx, rawKey(sp), raw[lo:lo+chunk]...)
+		if pipe.Len() >= 30 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	pipe.Set(ctx, seqKey(sp, "big"), bigPlayers, 0)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// latencies collects per-call durations and reports their p99.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d []time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d...)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	b.ReportMetric(float64(l.d[len(l.d)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(l.d[len(l.d)/2].Microseconds()), "p50-µs")
+}
+
+// timed runs fn b.N times, recording each call's latency.
+func timed(b *testing.B, fn func(i int) error) {
+	b.Helper()
+	lat := &latencies{d: make([]time.Duration, 0, b.N)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := fn(i); err != nil {
+			b.Fatal(err)
+		}
+		lat.d = append(lat.d, time.Since(t0))
+	}
+	b.StopTimer()
+	lat.report(b)
+}
+
+func BenchmarkTop100(b *testing.B) {
+	s, _ := bigService(b)
+	ctx := context.Background()
+	timed(b, func(int) error {
+		es, err := s.Top(ctx, "big", 100)
+		if err == nil && len(es) != 100 {
+			err = fmt.Errorf("top has %d entries", len(es))
+		}
+		return err
+	})
+}
+
+// BenchmarkTop100RawZRANGE is the baseline: the bare ZRANGE 0 99 under Top.
+func BenchmarkTop100RawZRANGE(b *testing.B) {
+	s, r := bigService(b)
+	ctx := context.Background()
+	key := boardKey(s.sp, "big")
+	timed(b, func(int) error { return r.Client.ZRange(ctx, key, 0, 99).Err() })
+}
+
+func BenchmarkRank(b *testing.B) {
+	s, _ := bigService(b)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	timed(b, func(int) error {
+		_, err := s.Get(ctx, "big", bigName(rng.IntN(bigPlayers)))
+		return err
+	})
+}
+
+// BenchmarkRankRawZRANK is the baseline: one bare ZRANK of a known member
+// (what a board keyed by player name alone, with name-ordered ties, costs).
+func BenchmarkRankRawZRANK(b *testing.B) {
+	s, r := bigService(b)
+	ctx := context.Background()
+	key := boardKey(s.sp, "big")
+	members, err := r.Client.ZRange(ctx, key, 0, 999).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	timed(b, func(i int) error { return r.Client.ZRank(ctx, key, members[i%len(members)]).Err() })
+}
+
+func hundredPlayers(rng *rand.Rand) []string {
+	ps := make([]string, 100)
+	for i := range ps {
+		ps[i] = bigName(rng.IntN(bigPlayers))
+	}
+	return ps
+}
+
+// BenchmarkRanks100Batch asks 100 ranks in one Ranks call (one round trip).
+func BenchmarkRanks100Batch(b *testing.B) {
+	s, _ := bigService(b)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	timed(b, func(int) error {
+		_, err := s.Ranks(ctx, "big", hundredPlayers(rng))
+		return err
+	})
+}
+
+// BenchmarkRanks100Sequential asks the same 100 ranks with 100 Get calls.
+func BenchmarkRanks100Sequential(b *testing.B) {
+	s, _ := bigService(b)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	timed(b, func(int) error {
+		for _, p := range hundredPlayers(rng) {
+			if _, err := s.Get(ctx, "big", p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// parallelPosts runs post from 8×GOMAXPROCS goroutines and reports posts/s.
+func parallelPosts(b *testing.B, post func(ctx context.Context, rng *rand.Rand) error) {
+	b.Helper()
+	ctx := context.Background()
+	lat := &latencies{}
+	var seed sync.Mutex
+	n := uint64(0)
+	b.SetParallelism(8) // × GOMAXPROCS goroutines
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		seed.Lock()
+		n++
+		rng := rand.New(rand.NewPCG(n, 99))
+		seed.Unlock()
+		var d []time.Duration
+		for pb.Next() {
+			t0 := time.Now()
+			if err := post(ctx, rng); err != nil {
+				b.Error(err)
+				return
+			}
+			d = append(d, time.Since(t0))
+		}
+		lat.add(d)
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "posts/s")
+	lat.report(b)
+}
+
+// BenchmarkPost posts best/incr/set scores for random players of the big board.
+func BenchmarkPost(b *testing.B) {
+	s, _ := bigService(b)
+	modes := []Mode{Best, Incr, Set}
+	parallelPosts(b, func(ctx context.Context, rng *rand.Rand) error {
+		_, err := s.Post(ctx, "big", bigName(rng.IntN(bigPlayers)), Score(rng.IntN(1_000_000)*100), modes[rng.IntN(3)])
+		return err
+	})
+}
+
+// BenchmarkPostRawZADD is the baseline: a bare ZADD GT of a player's score to
+// a million-member sorted set of player -> score (no tie order, no modes,
+// no entry answered), built with the big board.
+func BenchmarkPostRawZADD(b *testing.B) {
+	s, r := bigService(b)
+	key := rawKey(s.sp)
+	parallelPosts(b, func(ctx context.Context, rng *rand.Rand) error {
+		return r.Client.ZAddGT(ctx, key, redis.Z{Score: float64(rng.IntN(1_000_000)), Member: bigName(rng.IntN(bigPlayers))}).Err()
+	})
+}
