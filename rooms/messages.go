@@ -128,7 +128,7 @@ func (s *Service) send(ctx context.Context, roomID, user, text string) (Message,
 	if text == "" || !utf8.ValidString(text) {
 		return Message{}, ErrBadText
 	}
-	now := s.now().Truncate(time.Millisecond)
+	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
 	m := Message{Room: roomID, From: user, Text: text, TS: now}
 	pre, post, err := splitEvent(m)
 	if err != nil {

@@ -1,0 +1,260 @@
+package rooms
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// counter counts the commands and pipelines a client sends.
+type counter struct {
+	cmds, pipes atomic.Int64
+}
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.pipes.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func seatsOf(room string, users ...string) []Seat {
+	out := make([]Seat, len(users))
+	for i, u := range users {
+		out[i] = Seat{Room: room, User: u}
+	}
+	return out
+}
+
+func names10(prefix string) []string {
+	out := make([]string, 10)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	const lease = 2 * time.Second
+	ss := nodes(t, r, 3, Config{Capacity: fixed(10), Now: clock.Now, Lease: func() time.Duration { return lease }})
+	a, b, c := ss[0], ss[1], ss[2]
+	for _, u := range names10("a") {
+		room, err := a.Join(ctx, "arena", u)
+		require.NoError(t, err)
+		require.Equal(t, "arena-1", room.ID)
+	}
+	for _, u := range names10("b")[:5] {
+		room, err := b.Join(ctx, "arena", u)
+		require.NoError(t, err)
+		require.Equal(t, "arena-2", room.ID)
+	}
+	events := subscribe(t, r.NewClient(t), a.Channel("arena-1"))
+
+	// b renews its seats, a does not; then a's leases run out.
+	clock.Advance(1500 * time.Millisecond)
+	lost, err := b.Renew(ctx, seatsOf("arena-2", names10("b")[:5]...))
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	clock.Advance(lease - 1500*time.Millisecond + time.Millisecond)
+
+	t.Run("one sweep after the lease removes the silent node's members", func(t *testing.T) {
+		n, err := c.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 10, n)
+		room, err := c.Room(ctx, "arena-1")
+		require.NoError(t, err)
+		assert.Empty(t, room.Members)
+		room, err = c.Room(ctx, "arena-2")
+		require.NoError(t, err)
+		assert.Len(t, room.Members, 5, "the renewing node keeps its seats")
+		for range 10 {
+			e := nextEvent(t, events)
+			assert.Equal(t, StateLeft, e.State)
+		}
+	})
+
+	t.Run("new joiners take the freed seats and no room is made", func(t *testing.T) {
+		for _, u := range names10("n") {
+			room, err := c.Join(ctx, "arena", u)
+			require.NoError(t, err)
+			assert.Equal(t, "arena-1", room.ID)
+		}
+		list, err := c.Rooms(ctx, "arena")
+		require.NoError(t, err)
+		assert.Len(t, list, 2)
+		checkLobby(t, r, "arena", 10)
+	})
+
+	t.Run("the silent node learns its seats are lost", func(t *testing.T) {
+		lost, err := a.Renew(ctx, seatsOf("arena-1", names10("a")...))
+		require.NoError(t, err)
+		assert.Len(t, lost, 10)
+	})
+
+	t.Run("a second sweep finds nothing", func(t *testing.T) {
+		n, err := c.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+	})
+}
+
+func TestJoinReapsExpiredSeatsWithoutASweep(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	ss := nodes(t, r, 2, Config{Capacity: fixed(3), Now: clock.Now, Lease: func() time.Duration { return 2 * time.Second }})
+	for _, u := range []string{"x", "y", "z"} {
+		_, err := ss[0].Join(ctx, "lobby", u)
+		require.NoError(t, err)
+	}
+	events := subscribe(t, r.NewClient(t), ss[0].Channel("lobby-1"))
+	clock.Advance(2 * time.Second) // a lease expiring now is over
+
+	room, err := ss[1].Join(ctx, "lobby", "w")
+	require.NoError(t, err)
+	assert.Equal(t, Room{ID: "lobby-1", Lobby: "lobby", Seq: 1, Capacity: 3, Members: []string{"w"}}, room)
+	var states []string
+	for range 4 {
+		states = append(states, nextEvent(t, events).State)
+	}
+	assert.Equal(t, []string{StateLeft, StateLeft, StateLeft, StateJoined}, states)
+
+	t.Run("an expired seat cannot send", func(t *testing.T) {
+		_, err := ss[0].Send(ctx, "lobby-1", "x", "hi")
+		assert.ErrorIs(t, err, ErrNotSeated)
+	})
+
+	t.Run("a rejoin after the lease ran out is a new seat", func(t *testing.T) {
+		room, err := ss[0].Join(ctx, "lobby", "x")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"w", "x"}, room.Members)
+	})
+}
+
+func TestRenew(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: clock.Now, Lease: func() time.Duration { return 10 * time.Second }})[0]
+	var seats []Seat
+	for _, lobby := range []string{"l1", "l2", "l3"} {
+		for i := range 20 {
+			u := fmt.Sprintf("u%d", i)
+			room, err := s.Join(ctx, lobby, u)
+			require.NoError(t, err)
+			seats = append(seats, Seat{Room: room.ID, User: u})
+		}
+	}
+	bogus := []Seat{{"l1-1", "nobody"}, {"l9-1", "u1"}, {"not a room", "u1"}, {"l2-1", ""}}
+	_, err := s.Renew(ctx, seats[:1]) // loads the script
+	require.NoError(t, err)
+	cnt := &counter{}
+	s.rdb.AddHook(cnt)
+
+	t.Run("all seats of all lobbies renew in one pipelined round trip", func(t *testing.T) {
+		clock.Advance(9 * time.Second)
+		lost, err := s.Renew(ctx, append(append([]Seat{}, seats...), bogus...))
+		require.NoError(t, err)
+		assert.ElementsMatch(t, bogus, lost, "only the seats that never existed are lost")
+		assert.EqualValues(t, 1, cnt.pipes.Load())
+		assert.Zero(t, cnt.cmds.Load())
+	})
+
+	t.Run("renewed seats outlive their first lease", func(t *testing.T) {
+		clock.Advance(5 * time.Second) // 14s after joining, 5s after renewing
+		n, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		ok, err := s.Seated(ctx, seats[0].Room, seats[0].User)
+		require.NoError(t, err)
+		assert.True(t, ok)
+	})
+
+	t.Run("a freed seat is lost", func(t *testing.T) {
+		require.NoError(t, s.Leave(ctx, seats[0].Room, seats[0].User))
+		lost, err := s.Renew(ctx, seats[:2])
+		require.NoError(t, err)
+		assert.Equal(t, seats[:1], lost)
+	})
+
+	t.Run("renewing nothing sends nothing", func(t *testing.T) {
+		before := cnt.cmds.Load() + cnt.pipes.Load()
+		lost, err := s.Renew(ctx, nil)
+		require.NoError(t, err)
+		assert.Empty(t, lost)
+		assert.Equal(t, before, cnt.cmds.Load()+cnt.pipes.Load())
+	})
+}
+
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, Lease: func() time.Duration { return 3 * time.Second }})[0]
+	for _, lobby := range []string{"s1", "s2", "s3"} {
+		for _, u := range []string{"a", "b", "c", "d", "e"} {
+			_, err := s.Join(ctx, lobby, u)
+			require.NoError(t, err)
+		}
+	}
+	_, err := s.Sweep(ctx)
+	require.NoError(t, err)
+
+	t.Run("a sweep with nothing due is one command", func(t *testing.T) {
+		cnt := &counter{}
+		s.rdb.AddHook(cnt)
+		n, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		assert.EqualValues(t, 1, cnt.cmds.Load()+cnt.pipes.Load())
+	})
+
+	t.Run("a sweep after the lease reaps every lobby", func(t *testing.T) {
+		clock.Advance(3 * time.Second)
+		n, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 15, n)
+		for _, lobby := range []string{"s1", "s2", "s3"} {
+			rooms, seats := checkLobby(t, r, lobby, 2)
+			assert.Equal(t, 3, rooms)
+			assert.Zero(t, seats)
+		}
+	})
+
+	t.Run("the sweeper loop reaps by itself", func(t *testing.T) {
+		_, err := s.Join(ctx, "s1", "late")
+		require.NoError(t, err)
+		clock.Advance(4 * time.Second)
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- s.RunSweeper(sctx, 5*time.Millisecond) }()
+		require.Eventually(t, func() bool {
+			ok, err := s.Seated(ctx, "s1-1", "late")
+			return err == nil && !ok && r.Client.ZCard(ctx, seatsKey(s.ks, "s1", 1)).Val() == 0
+		}, 5*time.Second, 10*time.Millisecond)
+		cancel()
+		assert.NoError(t, <-done)
+	})
+}
