@@ -28,25 +28,30 @@ type Config struct {
 // Client acquires locks on one Redis or Redis Cluster. It is safe for
 // concurrent use; make one per process and share it.
 type Client struct {
-	rdb   redis.UniversalClient
-	space keyspace.Space
-	m     *metrics
+	rdb          redis.UniversalClient
+	ctxDeadlines bool // rdb bounds commands by their context's deadline
+	space        keyspace.Space
+	m            *metrics
 }
 
 // New returns a Client that keeps its locks in rdb.
 //
-// Every call is bounded by its context: when Redis does not answer (a
-// SIGSTOPped or hung server), the call returns ErrNoAnswer as soon as the
-// context ends, whatever rdb's timeouts are. The abandoned command keeps one
-// of rdb's connections until rdb gives up on it, so give rdb a finite
-// ReadTimeout (go-redis's default is 5s per try, with MaxRetries tries), and
-// consider ContextTimeoutEnabled, which lets go-redis drop it at the
-// context's deadline.
+// Every call is bounded by its context's deadline (and Acquire by
+// Options.Wait): when Redis does not answer (a SIGSTOPped or hung server),
+// the call returns ErrNoAnswer at the deadline, whatever rdb's timeouts are.
+// Configure rdb with ContextTimeoutEnabled: true, so go-redis itself stops at
+// the deadline; without it, a call under a deadline runs on a goroutine of
+// its own (slower), which keeps one of rdb's connections until rdb's
+// ReadTimeout. A context without deadline is canceled promptly while
+// Acquire waits between tries, but a call already sent to a hung Redis ends
+// only at rdb's ReadTimeout (go-redis's default: 5s, retried MaxRetries
+// times). So give rdb a finite ReadTimeout too.
 func New(rdb redis.UniversalClient, cfg Config) *Client {
 	return &Client{
-		rdb:   rdb,
-		space: keyspace.New(cfg.Prefix),
-		m:     newMetrics(cfg.Registerer),
+		rdb:          rdb,
+		ctxDeadlines: honorsDeadlines(rdb),
+		space:        keyspace.New(cfg.Prefix),
+		m:            newMetrics(cfg.Registerer),
 	}
 }
 
@@ -82,9 +87,6 @@ type Options struct {
 const (
 	defaultMinBackoff = 5 * time.Millisecond
 	defaultMaxBackoff = 200 * time.Millisecond
-	// maxReleaseTimeout bounds the Release that Do runs after fn, and the
-	// clean-up of a try that was abandoned but succeeded later.
-	maxReleaseTimeout = 5 * time.Second
 )
 
 // Acquire takes the lock name ("kind:id") for ttl (at least 1ms), trying
@@ -149,9 +151,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, op
 	// An abandoned try that Redis runs after all must not keep the lock.
 	late := func(r reply) {
 		if r.err == nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, maxReleaseTimeout))
-			defer cancel()
-			_, _ = c.call(rctx, releaseScript, nil, keys[:1], l.token)
+			_, _ = c.call(context.WithoutCancel(ctx), releaseScript, nil, keys[:1], l.token)
 		}
 	}
 	var timer *time.Timer
@@ -230,7 +230,7 @@ func (c *Client) bound(ctx context.Context, wait time.Duration) string {
 // with Release's, which is ErrNotHeld when the lock expired before fn
 // returned (fn then ran, at least at its end, without exclusion; a fenced
 // write such as FencedHSet refuses what it wrote too late). The release runs
-// even when ctx has ended, bounded by the ttl (at most 5s).
+// even when ctx has ended, bounded by the Redis client's timeouts.
 func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, opts *Options, fn func(ctx context.Context, l *Lock) error) (err error) {
 	l, err := c.Acquire(ctx, name, ttl, opts)
 	if err != nil {
@@ -248,9 +248,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, opts *O
 		}()
 	}
 	defer func() {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, maxReleaseTimeout))
-		defer rcancel()
-		err = errors.Join(err, l.Release(rctx))
+		err = errors.Join(err, l.Release(context.WithoutCancel(ctx)))
 	}()
 	return fn(fctx, l)
 }
@@ -271,18 +269,40 @@ type reply struct {
 	err error
 }
 
-// call runs script s and returns its result, or errAbandoned as soon as ctx
-// ends without an answer (ctx's error when it had ended before). go-redis does not watch a context's cancellation
-// while it waits for a reply, and watches its deadline only with
-// ContextTimeoutEnabled; so unless ctx can never end, the command runs on a
-// goroutine of its own. When call abandons it and an answer arrives later,
-// late (if not nil) gets it, on that goroutine.
-func (c *Client) call(ctx context.Context, s *redis.Script, late func(reply), keys []string, args ...any) (any, error) {
-	if ctx.Done() == nil {
-		return s.Run(ctx, c.rdb, keys, args...).Result()
+// honorsDeadlines reports whether rdb bounds every command by its
+// context's deadline (go-redis ContextTimeoutEnabled).
+func honorsDeadlines(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
 	}
+	return false
+}
+
+// call runs script s and returns its result; errAbandoned when ctx ended
+// before Redis answered; ctx's error when it had ended before.
+//
+// A context deadline must bound the call even when Redis hangs, but go-redis
+// watches it only with ContextTimeoutEnabled; without it, a call under a
+// deadline runs on a goroutine of its own, which call abandons at the
+// deadline, handing a later answer to late (if not nil) on that goroutine.
+// Every other call runs directly (a goroutine hand-off costs more than the
+// round trip on a busy machine); one under a context without deadline ends
+// at the client's own timeouts when Redis hangs.
+func (c *Client) call(ctx context.Context, s *redis.Script, late func(reply), keys []string, args ...any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok || c.ctxDeadlines {
+		v, err := s.Run(ctx, c.rdb, keys, args...).Result()
+		if err != nil && ctx.Err() != nil && !isReply(err) {
+			return nil, errAbandoned
+		}
+		return v, err
 	}
 	const (
 		waiting = iota
@@ -311,4 +331,11 @@ func (c *Client) call(ctx context.Context, s *redis.Script, late func(reply), ke
 		r := <-ch // answered just now
 		return r.v, r.err
 	}
+}
+
+// isReply reports whether err is an answer from Redis (nil reply or error
+// reply) rather than a failure to get one.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.Is(err, redis.Nil) || errors.As(err, &re)
 }

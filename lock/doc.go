@@ -56,14 +56,15 @@
 //
 // # Failure behaviour
 //
-// Every call is bounded by its context: a hung or SIGSTOPped Redis makes
-// Acquire return ErrNoAnswer when ctx ends or Options.Wait passes, whatever
-// the go-redis client's timeouts (go-redis waits out its ReadTimeout, 5s by
-// default and retried MaxRetries times, without watching a context's
-// cancellation). Give the client a finite ReadTimeout anyway: the abandoned
-// command holds a pooled connection until then. A try that Redis runs after
-// it was abandoned is released when its answer arrives, or expires after its
-// ttl.
+// Every call is bounded by its context's deadline, and Acquire also by
+// Options.Wait: a hung or SIGSTOPped Redis makes Acquire return ErrNoAnswer
+// then, whatever the go-redis client's timeouts (go-redis waits out its
+// ReadTimeout, 5s by default and retried MaxRetries times, and watches a
+// context's deadline only with ContextTimeoutEnabled). Configure the client
+// with ContextTimeoutEnabled: true and a finite ReadTimeout: then go-redis
+// itself stops at the deadline; without it, calls under a deadline run on a
+// goroutine of their own, a slower path. A try that Redis runs after it was
+// abandoned is released when its answer arrives, or expires after its ttl.
 //
 // If Redis loses its data (a restart without persistence, a failover to a
 // replica that missed the last writes), locks vanish and fences restart from

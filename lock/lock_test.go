@@ -317,18 +317,34 @@ func TestAcquireStops(t *testing.T) {
 }
 
 // TestPausedRedis SIGSTOPs the server: calls must fail with ErrNoAnswer at
-// their bound instead of waiting out the client's timeouts.
+// their bound instead of waiting out the client's timeouts, both on a client
+// that ignores context deadlines (the calls run on goroutines the lock
+// abandons) and on one with ContextTimeoutEnabled (go-redis stops them).
 func TestPausedRedis(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
-	// A client that would wait a minute per try, retried: only the lock's
-	// own bound can end the calls within the test's time.
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addrs[0], ReadTimeout: time.Minute, WriteTimeout: time.Minute})
-	t.Cleanup(func() { _ = rdb.Close() })
-	c := newTestClient(r, rdb)
 	ctx := context.Background()
-	held, err := c.Acquire(ctx, "lobby:held", time.Minute, nil)
-	require.NoError(t, err)
+	type node struct {
+		name string
+		c    *Client
+		held *Lock
+	}
+	var nodes []*node
+	for _, cte := range []bool{false, true} {
+		// A minute per try, retried: only the lock's own bound can end the
+		// calls within the test's time.
+		rdb := redis.NewClient(&redis.Options{Addr: r.Addrs[0], ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: cte})
+		t.Cleanup(func() { _ = rdb.Close() })
+		n := &node{name: "client ignoring deadlines", c: newTestClient(r, rdb)}
+		if cte {
+			n.name = "client with ContextTimeoutEnabled"
+		}
+		require.Equal(t, cte, n.c.ctxDeadlines)
+		var err error
+		n.held, err = n.c.Acquire(ctx, "lobby:held-"+strconv.Itoa(len(nodes)), time.Minute, nil)
+		require.NoError(t, err)
+		nodes = append(nodes, n)
+	}
 
 	r.Server.Pause(t)
 
@@ -344,50 +360,59 @@ func TestPausedRedis(t *testing.T) {
 			return nil
 		}
 	}
-	t.Run("Acquire stops at the wait limit", func(t *testing.T) {
-		err := returns(t, "Acquire", func() error {
-			_, err := c.Acquire(ctx, "lobby:a", time.Minute, &Options{Wait: 200 * time.Millisecond})
-			return err
+	var tried []string
+	for i, n := range nodes {
+		t.Run(n.name, func(t *testing.T) {
+			a, b := "lobby:a"+strconv.Itoa(i), "lobby:b"+strconv.Itoa(i)
+			tried = append(tried, a, b)
+			t.Run("Acquire stops at the wait limit", func(t *testing.T) {
+				err := returns(t, "Acquire", func() error {
+					_, err := n.c.Acquire(ctx, a, 2*time.Second, &Options{Wait: 200 * time.Millisecond})
+					return err
+				})
+				assert.ErrorIs(t, err, ErrNoAnswer)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.ErrorContains(t, err, a)
+				assert.ErrorContains(t, err, "wait")
+			})
+			t.Run("TryAcquire stops at the context deadline", func(t *testing.T) {
+				dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+				err := returns(t, "TryAcquire", func() error {
+					_, err := n.c.TryAcquire(dctx, b, 2*time.Second)
+					return err
+				})
+				assert.ErrorIs(t, err, ErrNoAnswer)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			})
+			t.Run("Release stops at the context deadline", func(t *testing.T) {
+				dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+				err := returns(t, "Release", func() error { return n.held.Release(dctx) })
+				assert.ErrorIs(t, err, ErrNoAnswer)
+			})
 		})
-		assert.ErrorIs(t, err, ErrNoAnswer)
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.ErrorContains(t, err, "lobby:a")
-		assert.ErrorContains(t, err, "wait")
-	})
-	t.Run("TryAcquire stops at the context deadline", func(t *testing.T) {
-		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		defer cancel()
-		err := returns(t, "TryAcquire", func() error {
-			_, err := c.TryAcquire(dctx, "lobby:b", time.Minute)
-			return err
-		})
-		assert.ErrorIs(t, err, ErrNoAnswer)
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-	})
-	t.Run("Release stops at the context deadline", func(t *testing.T) {
-		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		defer cancel()
-		err := returns(t, "Release", func() error { return held.Release(dctx) })
-		assert.ErrorIs(t, err, ErrNoAnswer)
-	})
+	}
 
-	// The unanswered tries reach Redis when it resumes; the lock releases
-	// what they took, so the names are free again.
+	// The unanswered tries may reach Redis when it resumes: what they took
+	// is released when their answer arrives, or expires after its ttl (2s).
 	r.Server.Resume(t)
 	other := newTestClient(r, nil)
-	for _, name := range []string{"lobby:a", "lobby:b"} {
+	for _, name := range tried {
 		require.Eventually(t, func() bool {
 			l, err := other.TryAcquire(ctx, name, time.Minute)
 			return err == nil && l.Release(ctx) == nil
 		}, 10*time.Second, 10*time.Millisecond, name)
 	}
-	// Whether the unanswered release ran is unknown; releasing again either
-	// deletes the lock or finds it gone.
-	if err := held.Release(ctx); err != nil {
-		assert.ErrorIs(t, err, ErrNotHeld)
+	for _, n := range nodes {
+		// Whether the unanswered release ran is unknown; releasing again
+		// either deletes the lock or finds it gone.
+		if err := n.held.Release(ctx); err != nil {
+			assert.ErrorIs(t, err, ErrNotHeld)
+		}
+		heldKey, _ := n.c.Keys(n.held.Name())
+		assert.Zero(t, r.Client.Exists(ctx, heldKey).Val())
 	}
-	heldKey, _ := c.Keys("lobby:held")
-	assert.Zero(t, r.Client.Exists(ctx, heldKey).Val())
 }
 
 func TestWatchdog(t *testing.T) {
