@@ -33,12 +33,15 @@
 // take it again. SET with NX and PX sets value and expiry in one atomic
 // command.
 //
-// Takeover by timestamp (SETNX lock <now+timeout>; a waiter that sees an old
-// timestamp GETSETs its own and proceeds): it trusts every node's clock to
-// agree, and it does not stop two waiters from both seeing the same stale
-// value — both GETSET, both believe they won, and the second overwrote the
-// first's deadline. Two holders. Here only Redis decides expiry, by its own
-// clock, and only SET NX decides who holds the lock.
+// Takeover by timestamp (the old SETNX recipe: the value is an expiry time
+// by the acquiring node's clock; a waiter that reads a past time GETSETs its
+// own and has won if the value it got back was still past): it trusts every
+// node's clock. A node whose clock runs ahead sees a live lock as expired and
+// takes it over while the holder still works — two holders. The loser of a
+// GETSET race also overwrites the winner's expiry, and the value names no
+// owner, so a holder cannot tell whether its DEL removes its own lock. Here
+// only Redis decides expiry, by its own clock (PX), and the value is the
+// owner's random token.
 //
 // Unlock with a plain DEL: holder A stalls (GC pause, swapped out, slow
 // disk), its lock expires, B acquires; A wakes and DELs — B's lock. Now C

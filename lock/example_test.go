@@ -112,14 +112,22 @@ func ExampleClient_FencedHSet() {
 	room := prefix + ":{lobby:general}:room:1"
 
 	// A holds the lock for 50ms, then stalls (say, a long GC pause).
-	a, _ := locks.Acquire(ctx, "lobby:general", 50*time.Millisecond, nil)
+	a, err := locks.Acquire(ctx, "lobby:general", 50*time.Millisecond, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	// B waits until A's lock expires, takes it and writes.
-	b, _ := locks.Acquire(ctx, "lobby:general", 10*time.Second, &lock.Options{Wait: 5 * time.Second})
+	b, err := locks.Acquire(ctx, "lobby:general", 10*time.Second, &lock.Options{Wait: 5 * time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer b.Release(ctx)
 	fmt.Println(locks.FencedHSet(ctx, "lobby:general", b.Fence(), room, "creator", "B"))
 
 	// A resumes and writes: refused, B's write stands.
-	err := locks.FencedHSet(ctx, "lobby:general", a.Fence(), room, "creator", "A")
+	err = locks.FencedHSet(ctx, "lobby:general", a.Fence(), room, "creator", "A")
 	fmt.Println(errors.Is(err, lock.ErrFenceStale))
 	fmt.Println(errors.Is(a.Release(ctx), lock.ErrNotHeld))
 	fmt.Println(exampleRDB.HGet(ctx, room, "creator").Val())
@@ -142,15 +150,15 @@ func ExampleLock_Refresh() {
 	if err := l.Refresh(ctx, time.Minute); err != nil {
 		fmt.Println(err)
 	}
-	ttl, _ := l.TTL(ctx)
-	fmt.Println(ttl > time.Second)
+	ttl, err := l.TTL(ctx)
+	fmt.Println(ttl > time.Second, err)
 	fmt.Println(l.Release(ctx))
-	ttl, _ = l.TTL(ctx)
-	fmt.Println(ttl)
+	ttl, err = l.TTL(ctx) // 0 once no longer held
+	fmt.Println(ttl, err)
 	// Output:
-	// true
+	// true <nil>
 	// <nil>
-	// 0s
+	// 0s <nil>
 }
 
 // A script of your own checks the fence atomically with its writes: prepend

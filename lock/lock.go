@@ -80,8 +80,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // another owner holds it now (never a plain DEL, which would delete the new
 // owner's lock), and also on a second Release. It returns ErrNoAnswer when
 // Redis did not answer before ctx ended (the release may still run when
-// Redis wakes up; else the lock expires after its ttl; a retry then returns
-// ErrNotHeld), and other Redis errors wrapped with the name.
+// Redis wakes up, and a retry then returns ErrNotHeld; else the lock expires
+// after its ttl), and other Redis errors wrapped with the name.
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
