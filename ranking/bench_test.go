@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,12 +56,14 @@ func bigService(b *testing.B) (*Service, *redistest.Redis) {
 		start := time.Now()
 		bigBoard.prefix = r.Prefix
 		bigBoard.err = buildBig(r.Client, keyspace.New(r.Prefix))
-		mem, _ := r.Client.Info(context.Background(), "memory").Result()
-		for _, line := range strings.Split(mem, "\r\n") {
-			if strings.HasPrefix(line, "used_memory_human:") {
-				b.Logf("built a %d-player board in %v; server %s", bigPlayers, time.Since(start).Round(time.Millisecond), line)
-			}
+		sp := keyspace.New(r.Prefix)
+		var bytes int64
+		for _, key := range []string{boardKey(sp, "big"), playersKey(sp, "big")} {
+			n, _ := r.Client.MemoryUsage(context.Background(), key, 0).Result()
+			bytes += n
 		}
+		b.Logf("built a %d-player board in %v; it takes %d MB of Redis memory (ZSET + HASH)",
+			bigPlayers, time.Since(start).Round(time.Millisecond), bytes>>20)
 	})
 	if bigBoard.err != nil {
 		b.Fatalf("building the big board: %v", bigBoard.err)

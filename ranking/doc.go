@@ -63,7 +63,8 @@
 //
 // Every key of a board (or period) shares the hash tag {lb:<id>}: the ZSET, the
 // player hash and the seq counter live on one Cluster slot, so a board lives on
-// one shard. A million players take about 150 MB there; more boards spread
+// one shard. A million players take about 220 MB there (measured by the
+// benchmarks); more boards spread
 // across shards, one hot board does not.
 //
 // # Polling

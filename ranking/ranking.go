@@ -125,12 +125,14 @@ func (s *Service) Post(ctx context.Context, board, player string, score Score, m
 		player, string(mode), hi, lo, expire).Slice()
 	if err != nil {
 		s.m.post(mode, "error")
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "RANGE"):
-			err = fmt.Errorf("%w: %s %s would leave -1e15..1e15", ErrBadScore, mode, score)
-		case strings.Contains(msg, "FULL"):
-			err = ErrBoardFull
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			switch msg := rerr.Error(); {
+			case strings.HasPrefix(msg, "RANGE "):
+				err = fmt.Errorf("%w: %s %s would leave -1e15..1e15", ErrBadScore, mode, score)
+			case strings.HasPrefix(msg, "FULL "):
+				err = ErrBoardFull
+			}
 		}
 		return Entry{}, fmt.Errorf("ranking: post to %s for %s: %w", board, player, err)
 	}

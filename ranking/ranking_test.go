@@ -98,6 +98,14 @@ func TestModes(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []Entry{{"a", MaxScore, 0}, {"b", MinScore, 1}}, top)
 	})
+	t.Run("a board whose sequence ran out refuses changes but answers unchanged posts", func(t *testing.T) {
+		post(t, s, "full", "a", "5", Best)
+		require.NoError(t, r.Client.Set(ctx, seqKey(s.sp, "full"), maxSeq, 0).Err())
+		_, err := s.Post(ctx, "full", "a", sc(t, "6"), Best)
+		assert.ErrorIs(t, err, ErrBoardFull)
+		assert.False(t, IsBadInput(err))
+		assert.Equal(t, Entry{"a", sc(t, "5"), 0}, post(t, s, "full", "a", "4", Best))
+	})
 }
 
 func TestTies(t *testing.T) {
