@@ -193,14 +193,17 @@ func (spec redisSpec) client() redis.UniversalClient {
 	case spec.cluster != nil:
 		o := spec.cluster
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o)
 	case spec.failover != nil:
 		o := spec.failover
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
+		o.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(o)
 	default:
 		o := spec.single
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o)
 	}
 }

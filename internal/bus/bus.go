@@ -206,8 +206,8 @@ func (b *Bus) Run(ctx context.Context) error {
 	return nil
 }
 
-// Start runs Run in a goroutine and returns once the canary subscription is
-// confirmed (or ctx ends); the returned stop function ends Run and waits.
+// Start runs Run in a goroutine; the returned stop function ends Run and
+// waits for it to return.
 func (b *Bus) Start(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
