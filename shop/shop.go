@@ -41,9 +41,10 @@ type Config struct {
 	// is retried before ErrConflict; 0 = 20, negative = no retry.
 	MaxRetries int
 	// MinBackoff is the ceiling of the first retry's random wait, doubled per
-	// retry up to MaxBackoff ("full jitter"); 0 = 1ms.
+	// retry up to MaxBackoff ("full jitter"); 0 = 2ms.
 	MinBackoff time.Duration
-	// MaxBackoff caps a retry's random wait; 0 = 50ms.
+	// MaxBackoff caps a retry's random wait; 0 = 200ms. (BenchmarkRetryPolicy:
+	// shorter waits make hammering buyers collide again and lose more.)
 	MaxBackoff time.Duration
 	// IdempotencyTTL is how long the first answer to a purchase with an
 	// Idempotency-Key is kept; 0 = 24h.
@@ -81,10 +82,10 @@ func New(rdb redis.UniversalClient, cfg Config) *Shop {
 		cfg.MaxRetries = 0
 	}
 	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = time.Millisecond
+		cfg.MinBackoff = 2 * time.Millisecond
 	}
 	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 50 * time.Millisecond
+		cfg.MaxBackoff = 200 * time.Millisecond
 	}
 	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
 	if cfg.IdempotencyTTL <= 0 {
