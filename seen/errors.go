@@ -1,0 +1,24 @@
+package seen
+
+import "errors"
+
+// Limits of one call.
+const (
+	// MaxItems is the most items one Mark, Seen or Unseen call takes.
+	MaxItems = 1000
+	// MaxItemLen is the longest item id, in bytes.
+	MaxItemLen = 256
+)
+
+var (
+	// ErrTooManyItems is returned, wrapped, by a call given more than
+	// MaxItems items.
+	ErrTooManyItems = errors.New("seen: too many items in one call")
+	// ErrBadItem is returned, wrapped with the item's index, for an empty item
+	// or one longer than MaxItemLen bytes.
+	ErrBadItem = errors.New("seen: item is empty or too long")
+	// ErrResized is returned, wrapped, when the user's generations kept
+	// changing size (other nodes rotating them under changing settings) for
+	// every retry of one call. The call may be repeated.
+	ErrResized = errors.New("seen: filter changed size during the call")
+)
