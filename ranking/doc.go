@@ -67,6 +67,9 @@
 // benchmarks); more boards spread
 // across shards, one hot board does not.
 //
+// The three keys must stay together: run Redis with maxmemory-policy
+// noeviction, since an evicted player hash would leave orphan members behind.
+//
 // # Polling
 //
 // Config.OnChange is called after each post that changed a board; the poll
