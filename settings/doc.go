@@ -37,9 +37,11 @@
 //   - Lost messages. Redis pub/sub is fire-and-forget: a node whose
 //     connection drops misses everything published until it is back, and
 //     go-redis resubscribes silently. The bus reports the resubscription;
-//     the Store then re-reads the snapshot. A change that arrives with a
-//     version other than the next one (a gap) triggers the same reload, and
-//     a slow periodic resync (Config.Resync) catches what nothing signalled.
+//     the Store then re-reads the snapshot. A change that arrives past a hole
+//     in the versions is not applied but triggers the same reload, which
+//     brings it with what was missing (so a node never shows a version
+//     without every change before it); a slow periodic resync
+//     (Config.Resync) catches what nothing signalled.
 //   - The start-up race. Load-then-subscribe misses a change published
 //     between the two; subscribe-then-load cannot, since the change is
 //     either in the snapshot or on its way on the subscription. The version
