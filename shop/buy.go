@@ -73,7 +73,7 @@ func (s *Shop) Buy(ctx context.Context, user, item string, qty int64, idemKey st
 			return err
 		}
 		if prior != nil && prior.Err() == nil {
-			fresh = false
+			fresh, rec = false, record{} // no field left from an aborted attempt
 			return json.Unmarshal([]byte(prior.Val()), &rec)
 		}
 		wallet, err := walletOf(bal, inv)
