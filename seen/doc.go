@@ -45,7 +45,9 @@
 // stream-id-like ids at 1% (TestBytesPerUser): the filter takes 14,592 bytes
 // (a 13,779-byte bitmap allocated whole, and its 152-byte meta hash), a SET
 // of the same ids 756,768 bytes: 52 times more. After a rotation two
-// generations are kept, about 29 KB. It costs Redis CPU instead: a check
+// generations are kept, about 29 KB. A filter takes its full size from the
+// first mark on: below about 200 ids a user's SET would be smaller (some 76
+// bytes an id). It costs Redis CPU instead: a check
 // does k bit tests per item in Lua, several times the work of a SMISMEMBER
 // (see the benchmarks).
 //
