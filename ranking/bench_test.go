@@ -222,6 +222,32 @@ func BenchmarkRanks100Sequential(b *testing.B) {
 	})
 }
 
+// BenchmarkRanks100Speedup interleaves one batch and the same 100 sequential
+// calls per iteration, so both see the same machine load, and reports how
+// many times faster the batch is.
+func BenchmarkRanks100Speedup(b *testing.B) {
+	s, _ := bigService(b)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	var batch, seq time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ps := hundredPlayers(rng)
+		t0 := time.Now()
+		if _, err := s.Ranks(ctx, "big", ps); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		for _, p := range ps {
+			if _, err := s.Get(ctx, "big", p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		batch, seq = batch+t1.Sub(t0), seq+time.Since(t1)
+	}
+	b.ReportMetric(float64(seq)/float64(batch), "x-faster")
+}
+
 // parallelPosts runs post from 8×GOMAXPROCS goroutines and reports posts/s.
 func parallelPosts(b *testing.B, post func(ctx context.Context, rng *rand.Rand) error) {
 	b.Helper()
