@@ -33,10 +33,11 @@ const maxBatch = 256
 // creation script, which checks the lock's fence, looks for a free seat once
 // more and only then creates room seq = INCR and seats the user, all at once.
 //
-// Joins to one lobby that arrive on one node while a seat script is running
-// are queued and seated together by the next call (group commit, in arrival
-// order), so a join storm costs a few script calls rather than one each,
-// and each node has at most one contender for the lobby's lock.
+// A join with no other join of its lobby in progress on this node runs
+// inline. Joins that arrive while one is in progress are queued and seated
+// together by the next script call (group commit, in arrival order), so a
+// join storm costs a few script calls rather than one each, and each node
+// has at most one contender for the lobby's lock.
 //
 // Join returns an error wrapping names.ErrBadName for a bad lobby or user
 // name, ErrBusy when no room could be created within twice the lock TTL,
@@ -68,11 +69,11 @@ type joinRes struct {
 	err  error
 }
 
-// joinQueue holds a lobby's waiting joins on this node; running says a
-// drain goroutine is serving them.
+// joinQueue holds the joins waiting for a lobby on this node while another
+// join of it is being seated. It exists (in Service.queues) exactly while
+// some goroutine is seating joins of the lobby.
 type joinQueue struct {
 	pending []*joinReq
-	running bool
 }
 
 func (s *Service) join(ctx context.Context, lobby, user string) (Room, prometheus.Counter, error) {
@@ -86,16 +87,25 @@ func (s *Service) join(ctx context.Context, lobby, user string) (Room, prometheu
 	s.qmu.Lock()
 	q := s.queues[lobby]
 	if q == nil {
+		// Nobody on this node is seating in this lobby: seat this join
+		// inline, then hand whatever queued meanwhile to a drain.
 		q = &joinQueue{}
 		s.queues[lobby] = q
+		s.qmu.Unlock()
+		s.seatBatch(ctx, lobby, []*joinReq{req})
+		s.qmu.Lock()
+		if len(q.pending) == 0 {
+			delete(s.queues, lobby)
+		} else {
+			// The drain serves other callers: it must outlive this one's
+			// cancellation; each batch has its own deadline.
+			go s.drain(context.WithoutCancel(ctx), lobby, q)
+		}
+		s.qmu.Unlock()
+		res := <-req.done
+		return res.room, res.how, res.err
 	}
 	q.pending = append(q.pending, req)
-	if !q.running {
-		q.running = true
-		// The drain serves other callers too: it must outlive this one's
-		// cancellation; each batch has its own deadline.
-		go s.drain(context.WithoutCancel(ctx), lobby, q)
-	}
 	s.qmu.Unlock()
 	select {
 	case res := <-req.done:
@@ -113,20 +123,18 @@ func (s *Service) drain(ctx context.Context, lobby string, q *joinQueue) {
 		var batch []*joinReq
 		n := 0
 		for _, r := range q.pending {
-			if !r.gone.Load() && len(batch) < s.maxBatch {
-				batch = append(batch, r)
-				n++
-				continue
-			}
 			if r.gone.Load() {
 				n++
 				continue
 			}
-			break
+			if len(batch) == s.maxBatch {
+				break
+			}
+			batch = append(batch, r)
+			n++
 		}
 		q.pending = q.pending[n:]
 		if len(batch) == 0 {
-			q.running = false
 			delete(s.queues, lobby)
 			s.qmu.Unlock()
 			return
@@ -220,6 +228,8 @@ func (s *Service) deliver(lobby string, batch []*joinReq, res batchResult) (rest
 	return rest
 }
 
+var errUnexpectedReply = errors.New("rooms: unexpected seat script reply")
+
 // batchResult is a seat script's reply: a code and a room number (0 for
 // none) per user, and the live members of each of those rooms.
 type batchResult struct {
@@ -229,7 +239,7 @@ type batchResult struct {
 }
 
 func parseBatch(v any, n int) (batchResult, error) {
-	bad := fmt.Errorf("unexpected seat script reply %v", v)
+	bad := errUnexpectedReply
 	a, ok := v.([]any)
 	if !ok || len(a) != 3 {
 		return batchResult{}, bad

@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -257,4 +258,30 @@ func TestSweep(t *testing.T) {
 		cancel()
 		assert.NoError(t, <-done)
 	})
+}
+
+func TestRenewOfARoomWithMoreSeatsThanLuaUnpacks(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	s := nodes(t, r, 1, Config{Capacity: fixed(3000)})[0]
+	var seats []Seat
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 2500 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := fmt.Sprintf("u%d", i)
+			room, err := s.Join(ctx, "big", u)
+			assert.NoError(t, err)
+			mu.Lock()
+			seats = append(seats, Seat{room.ID, u})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	lost, err := s.Renew(ctx, append(seats, Seat{"big-1", "ghost"}))
+	require.NoError(t, err)
+	assert.Equal(t, []Seat{{"big-1", "ghost"}}, lost)
 }

@@ -46,13 +46,16 @@ if target ~= '' then
   end
   return lobby_reply(L, codes, seqs)
 end
-lobby_reap_due(L, 64)
-local full = false
+local full, reaped = false, false
 for i = 7, #ARGV do
   L.user = ARGV[i]
   local held = lobby_held(L)
   local seq = nil
   if not held and not full then
+    if not reaped then
+      lobby_reap_due(L, 64)
+      reaped = true
+    end
     seq = lobby_find(L)
     full = (seq == nil)
   end
