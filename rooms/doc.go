@@ -40,11 +40,18 @@
 // stale holder could not overfill a room; the fence makes it fail loudly
 // instead of acting on a lock it no longer holds.
 //
+// Joins to one lobby that reach one node while a seat script for it is
+// running queue up and are seated together by the next script call, in
+// arrival order (group commit). A join storm then costs a few script calls
+// instead of one (plus lock polling) per join, and each node has at most one
+// contender for a lobby's lock; an uncontended join runs inline.
+//
 // What the lease adds that the lock does not: the lock only orders room
 // creation. A node that dies (kill -9, a partition) never sends the leaves of
 // its users, so their seats would stay taken forever. Each seat is therefore
 // a lease (score = expiry): the node holding the user's connection renews
-// all its seats in one pipelined round trip per tick (Renew); a seat not
+// all its seats in one pipelined round trip per tick (Renew: one script per
+// lobby, one [ZADD] XX GT CH per room); a seat not
 // renewed expires and is reaped by the next join that meets it or by the
 // sweeper (Sweep, RunSweeper), which publishes "left" for it. A clean Leave
 // frees the seat at once. Lowering the capacity evicts nobody; later joins
@@ -60,7 +67,9 @@
 // gone (trimmed, or Redis lost its data), ErrResumeGap says so instead of
 // silently skipping messages. Seat, leave and reap scripts publish
 // "presence" events on the same channel; every event is JSON exactly as the
-// WebSocket frame, so a node forwards it verbatim.
+// WebSocket frame, so a node forwards it verbatim. Pub/sub delivers only to
+// whoever is subscribed and connected at that moment: the history, not the
+// channel, is the record a subscriber fills gaps from.
 //
 // # Scale: a lobby lives on one shard
 //

@@ -112,14 +112,21 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if _, fence := s.lock.Keys(lockName("x")); fence != s.fenceKey("x") {
-		return nil, fmt.Errorf("rooms: the lock keeps its fence in %q, not in the lobby's unit %q: give it prefix %q",
-			fence, usersKey(s.ks, "x"), s.ks.Prefix())
+	// room_create.lua checks the fence with the lobby's keys: same prefix,
+	// same hash tag.
+	if _, fence := s.lock.Keys(lockName("x")); !strings.HasPrefix(fence, s.ks.Key("lobby", "x")+":") {
+		return nil, fmt.Errorf("rooms: the lock keeps its fence in %q, outside the lobby's unit %q: give it prefix %q",
+			fence, s.ks.Key("lobby", "x"), s.ks.Prefix())
 	}
 	return s, nil
 }
 
-func (s *Service) fenceKey(lobby string) string { return s.ks.Key("lobby", lobby, "fence") }
+// fenceKey is the lobby lock's fence counter, kept by the lock package in
+// the lobby's hash-tag unit.
+func (s *Service) fenceKey(lobby string) string {
+	_, fence := s.lock.Keys(lockName(lobby))
+	return fence
+}
 
 func (s *Service) capNow() int {
 	if s.capacity != nil {
