@@ -60,8 +60,8 @@
 //
 // Messages: one script checks the sender's seat, appends to the room's
 // history ([XADD] MAXLEN ~ HistoryMax) and [PUBLISH]es the event on the
-// room's channel, so ids on the channel come in history order and a
-// message is never published without being stored (or the reverse). The
+// room's channel, so ids on the channel come in history order, and a
+// message is stored and published together or not at all. The
 // message id is the stream id, zero-padded so ids sort as strings. History
 // reads with [XRANGE] from the resume id itself, inclusive: when that id is
 // gone (trimmed, or Redis lost its data), ErrResumeGap says so instead of
