@@ -2,6 +2,7 @@ package rooms
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -157,4 +158,46 @@ func TestInterleavedJoinsAndLeaves(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, mid.ID, room.ID)
 	})
+}
+
+func TestConcurrentJoinsOfOneUserTakeOneSeat(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	ss := nodes(t, r, 3, Config{Capacity: fixed(1)})
+	_, err := ss[0].Join(ctx, "tabs", "first") // room 1 is full: the joins race to create room 2
+	require.NoError(t, err)
+	events := subscribe(t, r.NewClient(t), ss[0].Channel("tabs-2"))
+	got := make(chan string, 30)
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			room, err := ss[i%3].Join(ctx, "tabs", "alice")
+			assert.NoError(t, err)
+			got <- room.ID
+		}()
+	}
+	wg.Wait()
+	close(got)
+	for id := range got {
+		assert.Equal(t, "tabs-2", id)
+	}
+	rooms, seats := checkLobby(t, r, "tabs", 1)
+	assert.Equal(t, 2, rooms)
+	assert.Equal(t, 2, seats)
+	// Every join's script ran before this PUBLISH, and a subscriber gets a
+	// channel's messages in the server's order: all events precede the marker.
+	require.NoError(t, r.Client.Publish(ctx, ss[0].Channel("tabs-2"), "marker").Err())
+	var payloads []string
+	for m := range events {
+		if m.Payload == "marker" {
+			break
+		}
+		payloads = append(payloads, m.Payload)
+	}
+	want, err := json.Marshal(Event{Type: EventPresence, Room: "tabs-2", User: "alice", State: StateJoined})
+	require.NoError(t, err)
+	assert.Equal(t, []string{string(want)}, payloads, "one joined event, as json.Marshal writes it")
 }
