@@ -73,6 +73,17 @@ func (t *Tracker) Follow(ctx context.Context, topic, user string) error {
 	if err != nil {
 		return fmt.Errorf("dirty: follow %s: %w", topic, err)
 	}
+	// The user's own index of what it follows (Following), in the user's
+	// slot: a second transaction, since one can't span two slots.
+	follows := t.k.follows(user)
+	_, err = t.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZAdd(ctx, follows, redis.Z{Score: float64(t.now().Add(t.follow).UnixMilli()), Member: topic})
+		pipe.PExpire(ctx, follows, t.follow)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dirty: follow %s: %w", topic, err)
+	}
 	return nil
 }
 

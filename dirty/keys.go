@@ -30,5 +30,8 @@ func (k keys) liveSessions() string { return k.ks.Global("dirty", "sessions") } 
 // followers are the users who follow a topic (a board they posted to).
 func (k keys) followers(topic string) string { return k.ks.Key("topic", topic, "followers") } // SET
 
+// follows are the topics a user follows, scored by when the follow lapses (unix ms).
+func (k keys) follows(user string) string { return k.ks.Key("user", user, "dirty", "follows") } // ZSET
+
 // wakeChannel is the pub/sub channel of one node's long-poll waiters.
 func (k keys) wakeChannel(node string) string { return k.ks.Global("dirty", "wake", node) } // CHANNEL

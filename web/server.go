@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,8 +30,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/notices"
+	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/ratelimit"
+	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/seen"
+	"github.com/chatd/chatd/settings"
+	"github.com/chatd/chatd/shop"
 )
 
 // Config configures a Server.
@@ -62,6 +72,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry collects the node's metrics, served on /metrics; nil = a new one.
 	Registry *prometheus.Registry
+	// MaxConnsPerUser bounds one user's WebSocket connections on this
+	// node; 0 = 10, negative = no bound.
+	MaxConnsPerUser int
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
@@ -75,6 +88,20 @@ type Server struct {
 	bus    *bus.Bus
 	tokens *tokens
 	m      *httpMetrics
+	hub    *hub
+	conns  *conns
+
+	pollRenewals renewals
+
+	settings *settings.Store
+	rooms    *rooms.Service
+	limiter  *ratelimit.Limiter
+	presence *presence.Presence
+	dirty    *dirty.Tracker
+	notices  *notices.Board
+	seen     *seen.Filter
+	ranking  *ranking.Service
+	shop     *shop.Shop
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -118,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxConnsPerUser == 0 {
+		cfg.MaxConnsPerUser = 10
+	}
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger.With("node", cfg.Node),
@@ -126,6 +156,11 @@ func New(cfg Config) (*Server, error) {
 		m:      newHTTPMetrics(cfg.Registry),
 	}
 	s.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: s.log, Registerer: cfg.Registry})
+	if err := s.newServices(); err != nil {
+		return nil, err
+	}
+	s.hub = newHub(s)
+	s.conns = newConns()
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -154,6 +189,57 @@ func (s *Server) Start(ctx context.Context) error {
 	s.cancel = cancel
 	s.mu.Unlock()
 	s.goRun(func() { _ = s.bus.Run(ctx) })
+	if err := s.settings.Start(ctx, s.bus); err != nil {
+		cancel()
+		return fmt.Errorf("web: start settings: %w", err)
+	}
+	if err := s.dirty.Start(ctx, s.bus); err != nil {
+		cancel()
+		return fmt.Errorf("web: start dirty tracker: %w", err)
+	}
+	if _, err := s.bus.Subscribe(ctx, s.notices.Channel(), bus.HandlerFuncs{OnReceive: s.onNotice}); err != nil {
+		cancel()
+		return fmt.Errorf("web: subscribe notices: %w", err)
+	}
+	s.watchSettings()
+	s.startBackground(ctx)
+	return nil
+}
+
+// newServices builds the node's domain services on its Redis client, wired
+// to the live settings.
+func (s *Server) newServices() error {
+	cfg, rdb, reg := s.cfg, s.cfg.Redis, s.cfg.Registry
+	s.settings = settings.New(rdb, settings.Config{Prefix: cfg.Prefix, Logger: s.log, Registerer: reg})
+	var err error
+	s.rooms, err = rooms.New(rdb, rooms.Config{
+		Prefix:     cfg.Prefix,
+		Capacity:   func() int { return s.settings.Int(settings.RoomCapacity) },
+		Lease:      s.lease,
+		Now:        cfg.Now,
+		Logger:     s.log,
+		Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	s.limiter = ratelimit.New(rdb, ratelimit.Config{
+		Prefix:     cfg.Prefix,
+		Rate:       func() float64 { return s.settings.Float(settings.RateMessagesPerSecond) },
+		Now:        cfg.Now,
+		Registerer: reg,
+	})
+	s.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
+	s.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: cfg.Now, Logger: s.log, Registerer: reg})
+	s.notices = notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: cfg.Now})
+	s.seen = seen.New(rdb, seen.Config{
+		Prefix:     cfg.Prefix,
+		Capacity:   func() int { return s.settings.Int(settings.SeenCapacity) },
+		FPRate:     func() float64 { return s.settings.Float(settings.SeenFPRate) },
+		Registerer: reg,
+	})
+	s.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
+	s.shop = shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg})
 	return nil
 }
 
@@ -194,8 +280,16 @@ func (s *Server) routes() {
 	s.app.Get("/readyz", s.readyz)
 	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 
+	s.app.Get("/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   4096,
+		WriteBufferSize:  4096,
+		RecoverHandler:   s.recoverWS,
+	}))
+
 	api := s.app.Group("/api/v1")
 	api.Post("/session", s.createSession)
+	s.apiRoutes(api)
 }
 
 // readyz is 200 only while Redis answers PING within RedisTimeout and this
@@ -252,6 +346,16 @@ func (s *Server) recoverer(c *fiber.Ctx) (err error) {
 		}
 	}()
 	return c.Next()
+}
+
+// recoverWS logs a panic in a WebSocket handler and closes that connection
+// with 1011; the process keeps serving.
+func (s *Server) recoverWS(conn *websocket.Conn) {
+	if r := recover(); r != nil {
+		s.m.panics.Inc()
+		s.log.Error("panic in websocket handler", "panic", r, "stack", string(debug.Stack()))
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "internal error"), time.Now().Add(time.Second))
+	}
 }
 
 // logRequests logs one line per request at debug and counts it.

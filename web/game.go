@@ -1,0 +1,266 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/shop"
+)
+
+func (s *Server) gameRoutes(api fiber.Router, user, admin fiber.Handler) {
+	api.Get("/leaderboards/:board/top", user, s.boardTop)
+	api.Post("/leaderboards/:board/scores", user, s.postScore)
+	api.Get("/leaderboards/:board/players/:player", user, s.boardPlayer)
+	api.Get("/leaderboards/:board/around/:player", user, s.boardAround)
+	api.Get("/leaderboards/:board/range", user, s.boardRange)
+	api.Post("/leaderboards/:board/ranks", user, s.boardRanks)
+
+	api.Post("/seen", user, s.markSeen)
+	api.Post("/seen/filter", user, s.filterSeen)
+
+	api.Get("/shop/items", user, s.shopItems)
+	api.Post("/shop/items", admin, s.stockItem)
+	api.Post("/wallet/grant", admin, s.grant)
+	api.Get("/wallet", user, s.wallet)
+	api.Post("/shop/buy", user, s.buy)
+}
+
+// boardTopic is the dirty-tracking topic of a board: its followers are the
+// players who posted to it.
+func boardTopic(board string) string { return "lb:" + board }
+
+func entries(es []ranking.Entry) []ranking.Entry {
+	if es == nil {
+		return []ranking.Entry{}
+	}
+	return es
+}
+
+func (s *Server) boardTop(c *fiber.Ctx) error {
+	limit, err := intQuery(c, "limit", ranking.DefaultLimit, 1, ranking.MaxLimit)
+	if err != nil {
+		return err
+	}
+	es, err := s.ranking.Top(c.UserContext(), c.Params("board"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"entries": entries(es)})
+}
+
+func (s *Server) postScore(c *fiber.Ctx) error {
+	var req struct {
+		Player string          `json:"player"`
+		Score  json.RawMessage `json:"score"`
+		Mode   string          `json:"mode"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if len(req.Score) == 0 {
+		return errf(http.StatusBadRequest, "bad_request", `send {"player": "p", "score": 12.5}`)
+	}
+	score, err := ranking.ParseScore(string(req.Score))
+	if err != nil {
+		return err
+	}
+	board := c.Params("board")
+	e, err := s.ranking.Post(c.UserContext(), board, req.Player, score, ranking.Mode(req.Mode))
+	if err != nil {
+		return err
+	}
+	user := sessionOf(c).User
+	s.goRun(func() {
+		ctx, cancel := contextTimeout()
+		defer cancel()
+		// the poster follows the board; everyone who follows it is told
+		if err := s.dirty.Follow(ctx, boardTopic(board), user); err != nil {
+			s.log.Debug("follow board", "err", err)
+		}
+		if err := s.dirty.MarkFollowers(ctx, boardTopic(board), dirty.Of(dirty.Leaderboards)); err != nil {
+			s.log.Debug("mark board followers", "err", err)
+		}
+	})
+	return c.JSON(fiber.Map{"entry": e})
+}
+
+func (s *Server) boardPlayer(c *fiber.Ctx) error {
+	e, err := s.ranking.Get(c.UserContext(), c.Params("board"), c.Params("player"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"entry": e})
+}
+
+func (s *Server) boardAround(c *fiber.Ctx) error {
+	radius, err := intQuery(c, "radius", ranking.DefaultRadius, 0, ranking.MaxRadius)
+	if err != nil {
+		return err
+	}
+	es, err := s.ranking.Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"entries": entries(es)})
+}
+
+func (s *Server) boardRange(c *fiber.Ctx) error {
+	limit, err := intQuery(c, "limit", ranking.DefaultLimit, 1, ranking.MaxLimit)
+	if err != nil {
+		return err
+	}
+	var bounds [2]*ranking.Score
+	for i, name := range []string{"min", "max"} {
+		if raw := c.Query(name); raw != "" {
+			v, err := ranking.ParseScore(raw)
+			if err != nil {
+				return err
+			}
+			bounds[i] = &v
+		}
+	}
+	es, err := s.ranking.Range(c.UserContext(), c.Params("board"), bounds[0], bounds[1], limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"entries": entries(es)})
+}
+
+func (s *Server) boardRanks(c *fiber.Ctx) error {
+	var req struct {
+		Players []string `json:"players"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	es, err := s.ranking.Ranks(c.UserContext(), c.Params("board"), req.Players)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"entries": entries(es)})
+}
+
+type itemsReq struct {
+	Items []string `json:"items"`
+}
+
+func (s *Server) markSeen(c *fiber.Ctx) error {
+	var req itemsReq
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if err := s.seen.Mark(c.UserContext(), sessionOf(c).User, req.Items); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (s *Server) filterSeen(c *fiber.Ctx) error {
+	var req itemsReq
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	unseen, err := s.seen.Unseen(c.UserContext(), sessionOf(c).User, req.Items)
+	if err != nil {
+		return err
+	}
+	if unseen == nil {
+		unseen = []string{}
+	}
+	return c.JSON(fiber.Map{"unseen": unseen})
+}
+
+func (s *Server) shopItems(c *fiber.Ctx) error {
+	items, err := s.shop.Items(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []shop.Item{}
+	}
+	return c.JSON(fiber.Map{"items": items})
+}
+
+func (s *Server) stockItem(c *fiber.Ctx) error {
+	var req struct {
+		Item  string `json:"item"`
+		Stock *int64 `json:"stock"`
+		Price *int64 `json:"price"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.Stock == nil || req.Price == nil {
+		return errf(http.StatusBadRequest, "bad_request", `send {"item": "sword", "stock": 10, "price": 100}`)
+	}
+	if err := s.shop.Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (s *Server) grant(c *fiber.Ctx) error {
+	var req struct {
+		User   string `json:"user"`
+		Amount *int64 `json:"amount"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.Amount == nil {
+		return errf(http.StatusBadRequest, "bad_request", `send {"user": "alice", "amount": 500}`)
+	}
+	if err := names.User(req.User); err != nil {
+		return err
+	}
+	bal, err := s.shop.Grant(c.UserContext(), req.User, *req.Amount)
+	if err != nil {
+		return err
+	}
+	s.markWallet(req.User)
+	return c.JSON(fiber.Map{"balance": bal})
+}
+
+func (s *Server) wallet(c *fiber.Ctx) error {
+	w, err := s.shop.Wallet(c.UserContext(), sessionOf(c).User)
+	if err != nil {
+		return err
+	}
+	return c.JSON(w)
+}
+
+func (s *Server) buy(c *fiber.Ctx) error {
+	var req struct {
+		Item string `json:"item"`
+		Qty  *int64 `json:"qty"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	qty := int64(1)
+	if req.Qty != nil {
+		qty = *req.Qty
+	}
+	user := sessionOf(c).User
+	w, err := s.shop.Buy(c.UserContext(), user, req.Item, qty, c.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	s.markWallet(user)
+	return c.JSON(w)
+}
+
+func (s *Server) markWallet(user string) {
+	s.goRun(func() {
+		ctx, cancel := contextTimeout()
+		defer cancel()
+		if err := s.dirty.MarkUsers(ctx, []string{user}, dirty.Of(dirty.Wallet)); err != nil {
+			s.log.Debug("mark wallet dirty", "err", err)
+		}
+	})
+}

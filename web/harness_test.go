@@ -1,0 +1,260 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+const (
+	testSecret = "test-secret-0123456789abcdef0123"
+	testAdmin  = "admin-token"
+)
+
+// testNode is one chatd node running in the test process on its own Redis
+// client and loopback listener.
+type testNode struct {
+	t    testing.TB
+	srv  *Server
+	url  string // http://127.0.0.1:port
+	rdb  redis.UniversalClient
+	stop func()
+}
+
+// cluster is a set of nodes sharing one Redis and prefix.
+type cluster struct {
+	t     testing.TB
+	r     *redistest.Redis
+	nodes []*testNode
+	http  *http.Client
+}
+
+type nodeOpts struct {
+	configure func(*Config)
+}
+
+func newCluster(t testing.TB, r *redistest.Redis, n int, opts ...nodeOpts) *cluster {
+	t.Helper()
+	c := &cluster{t: t, r: r, http: &http.Client{Timeout: 40 * time.Second}}
+	for i := 0; i < n; i++ {
+		c.nodes = append(c.nodes, c.startNode(fmt.Sprintf("n%d", i+1), opts...))
+	}
+	return c
+}
+
+func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
+	t := c.t
+	t.Helper()
+	rdb := c.r.NewClient(t)
+	level := slog.LevelWarn
+	if os.Getenv("CHATD_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	cfg := Config{
+		Redis: rdb, Node: id, Prefix: c.r.Prefix, Secret: []byte(testSecret), AdminToken: testAdmin,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
+	}
+	for _, o := range opts {
+		if o.configure != nil {
+			o.configure(&cfg)
+		}
+	}
+	srv, err := New(cfg)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background()))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), rdb: rdb}
+	var once sync.Once
+	n.stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+			<-done
+		})
+	}
+	t.Cleanup(n.stop)
+	return n
+}
+
+// do sends an HTTP request and decodes the JSON answer into out (if not nil).
+func (c *cluster) do(n *testNode, method, path, token string, body any, out any) int {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		p, err := json.Marshal(b)
+		require.NoError(c.t, err)
+		rd = bytes.NewReader(p)
+	}
+	req, err := http.NewRequest(method, n.url+path, rd)
+	require.NoError(c.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	p, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	if out != nil && len(p) > 0 {
+		require.NoError(c.t, json.Unmarshal(p, out), "body: %s", p)
+	}
+	return resp.StatusCode
+}
+
+func (c *cluster) session(n *testNode, user string) string {
+	c.t.Helper()
+	var out struct{ Token string }
+	require.Equal(c.t, 200, c.do(n, "POST", "/api/v1/session", "", map[string]string{"user": user}, &out))
+	return out.Token
+}
+
+// wsClient is a test WebSocket client that collects frames in the background.
+type wsClient struct {
+	t      testing.TB
+	user   string
+	conn   *websocket.Conn
+	frames chan map[string]any
+	closed chan struct{}
+	code   int // close code received, if any
+	mu     sync.Mutex
+}
+
+func (c *cluster) dial(n *testNode, user string) *wsClient {
+	c.t.Helper()
+	tok := c.session(n, user)
+	return dialToken(c.t, n, user, tok)
+}
+
+func dialToken(t testing.TB, n *testNode, user, tok string) *wsClient {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(n.url, "http") + "/ws?token=" + tok
+	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	require.NoError(t, err)
+	w := &wsClient{t: t, user: user, conn: conn, frames: make(chan map[string]any, 10000), closed: make(chan struct{})}
+	go func() {
+		defer close(w.closed)
+		for {
+			_, p, err := conn.ReadMessage()
+			if err != nil {
+				var ce *websocket.CloseError
+				if ok := asClose(err, &ce); ok {
+					w.mu.Lock()
+					w.code = ce.Code
+					w.mu.Unlock()
+				}
+				return
+			}
+			var f map[string]any
+			if json.Unmarshal(p, &f) == nil {
+				w.frames <- f
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = conn.Close() })
+	hello := w.next("hello")
+	require.Equal(t, user, hello["user"])
+	return w
+}
+
+func asClose(err error, target **websocket.CloseError) bool {
+	ce, ok := err.(*websocket.CloseError)
+	if ok {
+		*target = ce
+	}
+	return ok
+}
+
+func (w *wsClient) send(v any) {
+	w.t.Helper()
+	require.NoError(w.t, w.conn.WriteJSON(v))
+}
+
+// next returns the next frame of type typ, skipping others; it fails after 10s.
+func (w *wsClient) next(typ string) map[string]any {
+	w.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case f := <-w.frames:
+			if f["type"] == typ {
+				return f
+			}
+		case <-deadline:
+			w.t.Fatalf("%s: no %q frame within 10s", w.user, typ)
+			return nil
+		}
+	}
+}
+
+// nextOf returns the next frame whose type is one of types.
+func (w *wsClient) nextOf(types ...string) map[string]any {
+	w.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case f := <-w.frames:
+			for _, typ := range types {
+				if f["type"] == typ {
+					return f
+				}
+			}
+		case <-deadline:
+			w.t.Fatalf("%s: no %v frame within 10s", w.user, types)
+			return nil
+		}
+	}
+}
+
+// join joins lobby and returns the room id, after the join history.
+func (w *wsClient) join(lobby string) string {
+	w.t.Helper()
+	w.send(map[string]string{"type": "join", "lobby": lobby})
+	f := w.next("joined")
+	room := f["room"].(map[string]any)
+	return room["id"].(string)
+}
+
+func (w *wsClient) closeCode() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.code
+}
+
+func msgOf(f map[string]any) (id, text string) {
+	m, _ := f["message"].(map[string]any)
+	id, _ = m["id"].(string)
+	text, _ = m["text"].(string)
+	return id, text
+}

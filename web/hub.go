@@ -1,0 +1,348 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/rooms"
+)
+
+// hub holds this node's WebSocket clients by room, behind sharded locks,
+// and bridges each room with a local member to its Redis channel.
+//
+// A room's channel is subscribed while the node has at least one local
+// member there. Every message that arrives goes through the room's
+// delivery lock, in channel order, to each member's bounded send queue; a
+// full queue disconnects that member only (client.enqueue). After the bus
+// reconnects, the room reads its stream after the last id it delivered and
+// delivers what it missed, holding live messages back meanwhile, so members
+// see every message once and in order.
+type hub struct {
+	s      *Server
+	shards [64]hubShard
+}
+
+type hubShard struct {
+	mu    sync.Mutex
+	rooms map[string]*hubRoom
+}
+
+// hubRoom is one room with local members.
+type hubRoom struct {
+	id string
+	h  *hub
+
+	ready chan struct{} // closed once subscribed (or failed: err set)
+	err   error
+	sub   *bus.Subscription
+
+	mu      sync.Mutex // orders deliveries; guards the fields below
+	members map[*client]struct{}
+	lastID  string   // last message id delivered on this node; "" = none yet
+	filling bool     // a gap fill is running: live messages wait in pending
+	pending [][]byte // live payloads held back during a gap fill
+	gone    bool     // removed from the hub; a new hubRoom takes over
+}
+
+func newHub(s *Server) *hub {
+	h := &hub{s: s}
+	for i := range h.shards {
+		h.shards[i].rooms = map[string]*hubRoom{}
+	}
+	return h
+}
+
+func (h *hub) shard(room string) *hubShard {
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(room))
+	return &h.shards[f.Sum32()%uint32(len(h.shards))]
+}
+
+// add makes c a local member of room, subscribing the room's channel first
+// if c is the node's first member there. When add returns nil, every
+// message published from now on reaches c.
+func (h *hub) add(ctx context.Context, room string, c *client) error {
+	for {
+		sh := h.shard(room)
+		sh.mu.Lock()
+		r := sh.rooms[room]
+		first := r == nil
+		if first {
+			r = &hubRoom{id: room, h: h, ready: make(chan struct{}), members: map[*client]struct{}{}}
+			sh.rooms[room] = r
+		}
+		r.mu.Lock()
+		r.members[c] = struct{}{}
+		r.mu.Unlock()
+		sh.mu.Unlock()
+
+		if first {
+			r.subscribe(ctx)
+		}
+		select {
+		case <-r.ready:
+		case <-ctx.Done():
+			h.remove(room, c)
+			return ctx.Err()
+		}
+		if r.err != nil {
+			h.remove(room, c)
+			return r.err
+		}
+		r.mu.Lock()
+		gone := r.gone
+		r.mu.Unlock()
+		if !gone {
+			return nil
+		}
+		// the room was torn down while we waited: join its successor
+	}
+}
+
+// subscribe subscribes the room's channel and learns the id of the newest
+// message, from which a gap fill would start.
+func (r *hubRoom) subscribe(ctx context.Context) {
+	defer close(r.ready)
+	s := r.h.s
+	sub, err := s.bus.Subscribe(ctx, s.rooms.Channel(r.id), bus.HandlerFuncs{
+		OnReceive:      func(_ string, p []byte) { r.receive(p) },
+		OnResubscribed: func() { go r.gapFill() },
+	})
+	if err != nil {
+		r.err = err
+		r.h.drop(r)
+		return
+	}
+	r.sub = sub
+	last, err := s.rooms.History(ctx, r.id, "", 1)
+	if err == nil && len(last) == 1 {
+		r.mu.Lock()
+		if r.lastID == "" {
+			r.lastID = last[0].ID
+		}
+		r.mu.Unlock()
+	}
+}
+
+// remove takes c out of room; the node unsubscribes with its last member.
+// It reports whether c's user has another local connection in the room.
+func (h *hub) remove(room string, c *client) (userStillHere bool) {
+	sh := h.shard(room)
+	sh.mu.Lock()
+	r := sh.rooms[room]
+	if r == nil {
+		sh.mu.Unlock()
+		return false
+	}
+	r.mu.Lock()
+	delete(r.members, c)
+	empty := len(r.members) == 0
+	for m := range r.members {
+		if m.user == c.user {
+			userStillHere = true
+			break
+		}
+	}
+	if empty {
+		r.gone = true
+		delete(sh.rooms, room)
+	}
+	r.mu.Unlock()
+	sh.mu.Unlock()
+	if empty {
+		go func() {
+			<-r.ready
+			if r.sub != nil {
+				_ = r.sub.Close(context.Background())
+			}
+		}()
+	}
+	return userStillHere
+}
+
+// drop removes a room whose subscription failed.
+func (h *hub) drop(r *hubRoom) {
+	sh := h.shard(r.id)
+	sh.mu.Lock()
+	if sh.rooms[r.id] == r {
+		delete(sh.rooms, r.id)
+	}
+	sh.mu.Unlock()
+	r.mu.Lock()
+	r.gone = true
+	r.mu.Unlock()
+}
+
+// frameHead is the part of a room event the hub reads.
+type frameHead struct {
+	Type    string `json:"type"`
+	Message struct {
+		ID string `json:"id"`
+	} `json:"message"`
+}
+
+// receive delivers one payload of the room's channel to the local members.
+func (r *hubRoom) receive(p []byte) {
+	var head frameHead
+	if err := json.Unmarshal(p, &head); err != nil || head.Type == "" {
+		r.h.s.m.badEvents.Inc()
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if head.Type == "message" {
+		if r.filling {
+			r.pending = append(r.pending, p)
+			return
+		}
+		if head.Message.ID <= r.lastID {
+			return // already delivered by a gap fill
+		}
+		r.lastID = head.Message.ID
+	}
+	r.broadcastLocked(head.Type, head.Message.ID, p)
+}
+
+func (r *hubRoom) broadcastLocked(typ, id string, p []byte) {
+	for c := range r.members {
+		c.deliver(r.id, typ, id, p)
+	}
+	r.h.s.m.delivered.Add(float64(len(r.members)))
+}
+
+// gapFill runs after the bus resubscribed the room's channel: it reads the
+// room's stream after the last delivered id and delivers what was missed,
+// then what arrived live meanwhile, each message once and in order.
+func (r *hubRoom) gapFill() {
+	r.mu.Lock()
+	if r.filling || r.gone {
+		r.mu.Unlock()
+		return
+	}
+	r.filling = true
+	after := r.lastID
+	r.mu.Unlock()
+
+	s := r.h.s
+	var missed []rooms.Message
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		missed, err = s.rooms.History(ctx, r.id, after, rooms.MaxHistoryLimit)
+		cancel()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, rooms.ErrResumeGap) {
+			// Redis lost the stream (a restart without persistence) or it was
+			// trimmed past us: deliver what there is now.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			missed, err = s.rooms.History(ctx, r.id, "", rooms.MaxHistoryLimit)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+		if attempt >= 50 {
+			s.log.Warn("gap fill gave up", "room", r.id, "err", err)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.m.gapFills.Inc()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range missed {
+		if m.ID <= r.lastID {
+			continue
+		}
+		p, err := json.Marshal(rooms.Event{Type: rooms.EventMessage, Message: &m})
+		if err != nil {
+			continue
+		}
+		r.lastID = m.ID
+		s.m.gapFilled.Inc()
+		r.broadcastLocked("message", m.ID, p)
+	}
+	r.filling = false
+	pending := r.pending
+	r.pending = nil
+	for _, p := range pending {
+		var head frameHead
+		_ = json.Unmarshal(p, &head)
+		if head.Message.ID <= r.lastID {
+			continue
+		}
+		r.lastID = head.Message.ID
+		r.broadcastLocked("message", head.Message.ID, p)
+	}
+}
+
+// each calls fn for every local client; fn must not call back into the hub.
+func (h *hub) clients() []*client {
+	seen := map[*client]struct{}{}
+	var out []*client
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.rooms {
+			r.mu.Lock()
+			for c := range r.members {
+				if _, ok := seen[c]; !ok {
+					seen[c] = struct{}{}
+					out = append(out, c)
+				}
+			}
+			r.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// seats returns the (room, user) seats held by this node's clients.
+func (h *hub) seats() []rooms.Seat {
+	seen := map[rooms.Seat]struct{}{}
+	var out []rooms.Seat
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.Lock()
+		for id, r := range sh.rooms {
+			r.mu.Lock()
+			for c := range r.members {
+				st := rooms.Seat{Room: id, User: c.user}
+				if _, ok := seen[st]; !ok {
+					seen[st] = struct{}{}
+					out = append(out, st)
+				}
+			}
+			r.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// members returns the local clients of room.
+func (h *hub) members(room string) []*client {
+	sh := h.shard(room)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	r := sh.rooms[room]
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*client, 0, len(r.members))
+	for c := range r.members {
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package web
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// putSetting sets a live setting through the admin API and waits until
+// every node of c applied it.
+func (c *cluster) putSetting(key string, value any) {
+	c.t.Helper()
+	var out struct{ Version int64 }
+	require.Equal(c.t, 200, c.do(c.nodes[0], "PUT", "/api/v1/settings/"+key, testAdmin, map[string]any{"value": value}, &out))
+	for _, n := range c.nodes {
+		require.Eventually(c.t, func() bool { return n.srv.settings.Version() >= out.Version }, 5*time.Second, 5*time.Millisecond)
+	}
+}
+
+// collect reads message frames from w until it has n of them.
+func (w *wsClient) collect(n int) []string {
+	w.t.Helper()
+	var ids []string
+	for len(ids) < n {
+		f := w.next("message")
+		id, _ := msgOf(f)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func TestFanOutAcrossThreeNodesOnceInOrder(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	c := newCluster(t, r, 3)
+	c.putSetting("rate.messages_per_second", 1000)
+
+	const members, each = 12, 20
+	var clients []*wsClient
+	room := ""
+	for i := 0; i < members; i++ {
+		w := c.dial(c.nodes[i%3], fmt.Sprintf("u%02d", i))
+		got := w.join("fanout")
+		if room == "" {
+			room = got
+		}
+		require.Equal(t, room, got, "12 members fit one 50-seat room")
+		clients = append(clients, w)
+	}
+	// everyone is subscribed before anyone speaks: each has its joined frame
+	var wg sync.WaitGroup
+	for i, w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < each; k++ {
+				w.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprintf("m %d %d", i, k), "ref": fmt.Sprint(k)})
+			}
+		}()
+	}
+	wg.Wait()
+
+	var first []string
+	for i, w := range clients {
+		ids := w.collect(members * each)
+		seen := map[string]bool{}
+		for _, id := range ids {
+			assert.False(t, seen[id], "member %d got %s twice", i, id)
+			seen[id] = true
+		}
+		if first == nil {
+			first = ids
+			continue
+		}
+		assert.Equal(t, first, ids, "member %d saw another order", i)
+	}
+	for i := 1; i < len(first); i++ {
+		assert.Less(t, first[i-1], first[i], "ids sort in send order as strings")
+	}
+}
+
+func TestAckEchoesRefAndErrorsKeepConnectionOpen(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	c := newCluster(t, r, 1)
+	w := c.dial(c.nodes[0], "alice")
+	room := w.join("general")
+
+	w.send(map[string]string{"type": "say", "room": room, "text": "hi", "ref": "c-1"})
+	ack := w.next("ack")
+	assert.Equal(t, "c-1", ack["ref"])
+	msg := w.next("message")
+	id, text := msgOf(msg)
+	assert.Equal(t, ack["id"], id)
+	assert.Equal(t, "hi", text)
+
+	w.send(map[string]string{"type": "say", "room": "general-99", "text": "x", "ref": "c-2"})
+	e := w.next("error")
+	assert.Equal(t, "c-2", e["ref"])
+	assert.Contains(t, []any{"not_seated", "unknown_room"}, e["code"])
+
+	w.send(map[string]string{"type": "dance"})
+	assert.Equal(t, "unknown_type", w.next("error")["code"])
+
+	w.send(map[string]string{"type": "ping"})
+	w.next("pong")
+}
+
+func TestResumeReplaysExactlyTheMissedMessages(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	c := newCluster(t, r, 2)
+	c.putSetting("rate.messages_per_second", 1000)
+	a := c.dial(c.nodes[0], "alice")
+	room := a.join("resume")
+	b := c.dial(c.nodes[1], "bob")
+	require.Equal(t, room, b.join("resume"))
+
+	for k := 0; k < 5; k++ {
+		a.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint("before ", k)})
+	}
+	ids := b.collect(5)
+	last := ids[len(ids)-1]
+	tok := c.session(c.nodes[1], "bob")
+	_ = b.conn.Close()
+
+	for k := 0; k < 7; k++ {
+		a.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint("missed ", k)})
+	}
+	a.collect(12)
+
+	// bob comes back on the other node and resumes
+	b2 := dialToken(t, c.nodes[0], "bob", tok)
+	b2.send(map[string]string{"type": "resume", "room": room, "after": last})
+	b2.next("joined")
+	var texts []string
+	for len(texts) < 7 {
+		_, text := msgOf(b2.next("message"))
+		texts = append(texts, text)
+	}
+	for k, text := range texts {
+		assert.Equal(t, fmt.Sprint("missed ", k), text)
+	}
+	a.send(map[string]string{"type": "say", "room": room, "text": "live"})
+	_, text := msgOf(b2.next("message"))
+	assert.Equal(t, "live", text, "then live, with nothing in between")
+}
