@@ -349,5 +349,3 @@ func mustJSON(v any) []byte {
 	}
 	return p
 }
-
-
