@@ -170,7 +170,21 @@ func testFlows(t *testing.T, r *redistest.Redis) {
 
 func TestManySessions(t *testing.T) {
 	t.Parallel()
-	r := redistest.New(t)
+	for _, tc := range []struct {
+		name string
+		r    func(testing.TB) *redistest.Redis
+	}{
+		{"single server", redistest.New},
+		{"cluster", redistest.Cluster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testManySessions(t, tc.r(t))
+		})
+	}
+}
+
+func testManySessions(t *testing.T, r *redistest.Redis) {
 	ctx := context.Background()
 	n := nodes(t, r, 3, Config{Batch: 250})
 	users, perUser := 1000, 3
@@ -291,11 +305,6 @@ func TestOpenRenewsAtMostEveryQuarterTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, float64(clk.Now().Add(12*time.Minute).UnixMilli()), score(), "renewed after TTL/4 at most")
 
-	t.Run("another user's open of the same session goes to Redis", func(t *testing.T) {
-		created, err := tr.Open(ctx, "s", "erin")
-		require.NoError(t, err)
-		assert.False(t, created, "the session lives; its owner does not change")
-	})
 }
 
 func TestBadInput(t *testing.T) {

@@ -48,7 +48,6 @@ type Config struct {
 type Tracker struct {
 	rdb     redis.UniversalClient
 	k       keys
-	node    string
 	channel string
 	ttl     time.Duration
 	follow  time.Duration
@@ -91,7 +90,6 @@ func New(rdb redis.UniversalClient, cfg Config) *Tracker {
 	t := &Tracker{
 		rdb:     rdb,
 		k:       k,
-		node:    cfg.Node,
 		channel: k.wakeChannel(cfg.Node),
 		ttl:     cfg.SessionTTL,
 		follow:  cfg.FollowTTL,
@@ -105,7 +103,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Tracker {
 	return t
 }
 
-// Open starts session for user, or renews it. A new session (never seen, or
+// Open starts session for user, or renews it. A session id belongs to one
+// user for its life: derive it from the signed token. A new session (never seen, or
 // expired) starts with every section dirty, so its first poll returns the
 // full state, and created is true. Call it on every poll, before Take or
 // Wait: a renewal costs one pipelined round trip, and this node sends it at

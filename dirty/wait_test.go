@@ -188,3 +188,18 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	got := within(t, res, 5*time.Second, "cancel ends the poll")
 	assert.ErrorIs(t, got.err, context.Canceled)
 }
+
+func TestWaitIsCutAtMaxWait(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	n := nodes(t, r, 1, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	res := goWait(ctx, n[0].Tracker, "s", time.Hour)
+	registered(t, r, n[0].k, "s")
+	ttl, err := r.Client.PTTL(context.Background(), n[0].k.waiters("s")).Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, ttl, MaxWait+waitMargin, "an hour is cut to MaxWait")
+	assert.Greater(t, ttl, MaxWait/2)
+	cancel()
+	within(t, res, 5*time.Second, "cancel ends the poll")
+}
