@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# cluster.sh — deploy/docker-compose.yml's topology without Docker, on
+# loopback: one redis-server, three chatd nodes and nginx (the same
+# deploy/nginx.conf, rendered for loopback ports), from Debian packages
+# (apt-get install redis-server nginx) and `go build ./cmd/chatd`.
+#
+#	deploy/cluster.sh up          build chatd, start everything, wait until ready
+#	deploy/cluster.sh status      one line per process; exit 0 only if all run
+#	deploy/cluster.sh down        stop everything by pid (TERM, then KILL)
+#	deploy/cluster.sh nginx-conf  print the rendered nginx config
+#
+# Then open http://127.0.0.1:8080. Everything lives in the run directory
+# (pids, logs, Redis data, nginx temp files); nothing is installed.
+#
+# Environment (defaults in brackets):
+#	CHATD_RUN_DIR      run directory [deploy/.run]
+#	CHATD_LB_PORT      nginx port [8080]
+#	CHATD_NODE_PORTS   the three node ports [8081 8082 8083]
+#	CHATD_REDIS_PORT   redis-server port [6390]
+#	CHATD_SECRET       token secret shared by the nodes [random, kept in the run dir]
+#	CHATD_ADMIN_TOKEN  admin bearer token [random, kept in the run dir]
+#	CHATD_BIN          a chatd binary to use instead of building one
+#	CHATD_NGINX        the nginx binary [nginx on PATH, else /usr/sbin/nginx]
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+run=${CHATD_RUN_DIR:-$here/.run}
+lb_port=${CHATD_LB_PORT:-8080}
+read -r -a node_ports <<<"${CHATD_NODE_PORTS:-8081 8082 8083}"
+redis_port=${CHATD_REDIS_PORT:-6390}
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+[ "${#node_ports[@]}" -eq 3 ] || die "CHATD_NODE_PORTS must name three ports, got '${node_ports[*]}'"
+
+nginx_bin() {
+  if [ -n "${CHATD_NGINX:-}" ]; then echo "$CHATD_NGINX"; return; fi
+  command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || die "nginx not found: apt-get install nginx"
+}
+
+# render_nginx prints deploy/nginx.conf for loopback: node N's upstream
+# becomes 127.0.0.1:<port N>, nginx listens on 127.0.0.1:<lb port>, and its
+# temp files go to the run directory.
+render_nginx() {
+  local tmp
+  tmp=$(printf '%s' "$run/nginx/tmp" | sed -e 's/[\\&|"]/\\&/g')
+  sed -e "s|server chatd1:8080|server 127.0.0.1:${node_ports[0]}|" \
+      -e "s|server chatd2:8080|server 127.0.0.1:${node_ports[1]}|" \
+      -e "s|server chatd3:8080|server 127.0.0.1:${node_ports[2]}|" \
+      -e "s|^\([[:space:]]*\)listen 8080;|\1listen 127.0.0.1:${lb_port};|" \
+      -e "s|^http {\$|http {\n    client_body_temp_path \"$tmp/body\";\n    proxy_temp_path \"$tmp/proxy\";\n    fastcgi_temp_path \"$tmp/fastcgi\";\n    uwsgi_temp_path \"$tmp/uwsgi\";\n    scgi_temp_path \"$tmp/scgi\";|" \
+      "$here/nginx.conf"
+}
+
+# secret NAME prints the run directory's value for NAME, making a random one
+# the first time, unless the environment sets it.
+secret() {
+  local name=$1 value=${!1:-}
+  if [ -n "$value" ]; then echo "$value"; return; fi
+  if [ ! -s "$run/$name" ]; then
+    (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$run/$name")
+  fi
+  cat "$run/$name"
+}
+
+# running PID: the process runs (a zombie has exited, only not yet been
+# reaped by its parent).
+running() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(sed -e 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# alive PIDFILE: the process in PIDFILE runs.
+alive() { [ -s "$1" ] && running "$(cat "$1")"; }
+
+# ask PORT REQUEST: send REQUEST to 127.0.0.1:PORT and print the first line
+# of the answer (bash's /dev/tcp, so neither curl nor redis-cli is needed).
+ask() {
+  local line=
+  { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+  printf '%b' "$2" >&3
+  IFS= read -r -t 2 line <&3 || true
+  exec 3<&- 3>&-
+  printf '%s\n' "${line%$'\r'}"
+}
+
+# http_ok PORT PATH: GET PATH answers 200.
+http_ok() {
+  [[ $(ask "$1" "GET $2 HTTP/1.0\r\nHost: 127.0.0.1:$1\r\n\r\n") == "HTTP/1."?" 200 "* ]]
+}
+
+# start NAME CMD... runs CMD in the background in its own session, logging
+# to NAME.log, its pid in NAME.pid.
+start() {
+  local name=$1; shift
+  if alive "$run/$name.pid"; then echo "$name already running (pid $(cat "$run/$name.pid"))"; return; fi
+  setsid "$@" >"$run/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/$name.pid"
+}
+
+# wait_http PORT PATH NAME waits up to 15 s for GET PATH on PORT to answer 200.
+wait_http() {
+  local port=$1 path=$2 name=$3 i
+  for i in $(seq 150); do
+    http_ok "$port" "$path" && return 0
+    alive "$run/$name.pid" || die "$name exited; see $run/$name.log: $(tail -n 3 "$run/$name.log" 2>/dev/null)"
+    sleep 0.1
+  done
+  die "$name did not answer GET $path on 127.0.0.1:$port within 15s; see $run/$name.log"
+}
+
+up() {
+  command -v redis-server >/dev/null || die "redis-server not found: apt-get install redis-server"
+  local nginx; nginx=$(nginx_bin)
+  mkdir -p "$run/redis" "$run/nginx/tmp"
+  local bin=${CHATD_BIN:-}
+  if [ -z "$bin" ]; then
+    bin=$run/chatd
+    echo "building chatd"
+    (cd "$root" && CGO_ENABLED=0 go build -o "$bin" ./cmd/chatd)
+  fi
+  local secret_v admin_v
+  secret_v=$(secret CHATD_SECRET)
+  admin_v=$(secret CHATD_ADMIN_TOKEN)
+
+  start redis redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$run/redis" \
+    --appendonly yes --save "" --daemonize no
+  local i
+  for i in $(seq 100); do
+    [[ $(ask "$redis_port" 'PING\r\n') == +PONG ]] && break
+    alive "$run/redis.pid" || die "redis-server exited; see $run/redis.log"
+    [ "$i" -lt 100 ] || die "redis-server did not answer PING on 127.0.0.1:$redis_port within 10s"
+    sleep 0.1
+  done
+
+  for i in 1 2 3; do
+    # Secrets through the environment, not flags, so ps does not show them.
+    start "chatd$i" env CHATD_SECRET="$secret_v" CHATD_ADMIN_TOKEN="$admin_v" \
+      "$bin" --addr "127.0.0.1:${node_ports[i-1]}" \
+      --redis "redis://127.0.0.1:$redis_port/0" --node-id "chatd$i" --prefix "${CHATD_PREFIX:-chatd}"
+  done
+  for i in 1 2 3; do wait_http "${node_ports[i-1]}" /readyz "chatd$i"; done
+
+  render_nginx >"$run/nginx/nginx.conf"
+  "$nginx" -t -q -p "$run/nginx/" -e "$run/nginx/error.log" -c "$run/nginx/nginx.conf" \
+    -g "pid \"$run/nginx/nginx.pid\";" || die "nginx -t failed on $run/nginx/nginx.conf"
+  start nginx "$nginx" -p "$run/nginx/" -e "$run/nginx/error.log" -c "$run/nginx/nginx.conf" \
+    -g "daemon off; pid \"$run/nginx/nginx.pid\";"
+  wait_http "$lb_port" /healthz nginx
+
+  echo "chatd is up: http://127.0.0.1:$lb_port (3 nodes, redis 127.0.0.1:$redis_port)"
+  echo "admin token: $admin_v (also in $run/CHATD_ADMIN_TOKEN)"
+}
+
+# stop NAME sends TERM to the pid in NAME.pid, waits up to 15 s, then KILLs.
+stop() {
+  local name=$1 pidfile=$run/$1.pid pid i
+  [ -s "$pidfile" ] || return 0
+  pid=$(cat "$pidfile")
+  if running "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 150); do running "$pid" || break; sleep 0.1; done
+    if running "$pid"; then
+      echo "$name (pid $pid) ignored TERM for 15s; killing"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    echo "stopped $name (pid $pid)"
+  fi
+  rm -f "$pidfile"
+}
+
+down() {
+  # The balancer first, so no client is sent to a stopping node; Redis last,
+  # so the nodes can release their seats while they drain.
+  stop nginx
+  stop chatd1 & stop chatd2 & stop chatd3 & wait
+  stop redis
+}
+
+status() {
+  local ok=0 name
+  for name in redis chatd1 chatd2 chatd3 nginx; do
+    if alive "$run/$name.pid"; then
+      echo "$name running (pid $(cat "$run/$name.pid"))"
+    else
+      echo "$name stopped"
+      ok=1
+    fi
+  done
+  return $ok
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  nginx-conf) render_nginx ;;
+  *) echo "usage: $0 up|down|status|nginx-conf" >&2; exit 2 ;;
+esac

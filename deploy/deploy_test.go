@@ -1,0 +1,357 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// Docker cannot run here, so the compose file and the Dockerfile are checked
+// as documents; the nginx config is checked by nginx itself (nginx -t) on
+// the loopback rendering that cluster.sh and the end-to-end tests run.
+
+// composeFile is the part of the Compose specification the file uses.
+type composeFile struct {
+	Name     string                    `yaml:"name"`
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+	// Extensions are the x- fields that hold the YAML anchors.
+	Extensions map[string]any `yaml:",inline"`
+}
+
+type composeService struct {
+	Image string `yaml:"image"`
+	Build struct {
+		Context    string `yaml:"context"`
+		Dockerfile string `yaml:"dockerfile"`
+	} `yaml:"build"`
+	Command     []string          `yaml:"command"`
+	Hostname    string            `yaml:"hostname"`
+	Environment map[string]string `yaml:"environment"`
+	Ports       []string          `yaml:"ports"`
+	Expose      []string          `yaml:"expose"`
+	Volumes     []string          `yaml:"volumes"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+	Healthcheck struct {
+		Test     []string `yaml:"test"`
+		Interval string   `yaml:"interval"`
+		Timeout  string   `yaml:"timeout"`
+		Retries  int      `yaml:"retries"`
+	} `yaml:"healthcheck"`
+	Restart         string `yaml:"restart"`
+	StopGracePeriod string `yaml:"stop_grace_period"`
+}
+
+var chatdServices = []string{"chatd1", "chatd2", "chatd3"}
+
+func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	p, err := os.ReadFile("docker-compose.yml")
+	require.NoError(t, err)
+	var f composeFile
+	dec := yaml.NewDecoder(bytes.NewReader(p))
+	dec.KnownFields(true) // a misspelt key is an error, not a silent default
+	require.NoError(t, dec.Decode(&f))
+	for key := range f.Extensions {
+		require.True(t, strings.HasPrefix(key, "x-"), "unknown top-level key %q", key)
+	}
+	return f
+}
+
+// composeDefault resolves "${VAR:-default}" the way Compose does with VAR
+// unset.
+func composeDefault(s string) string {
+	return regexp.MustCompile(`\$\{[A-Z_]+:-([^}]*)\}`).ReplaceAllString(s, "$1")
+}
+
+func TestComposeFile(t *testing.T) {
+	f := readCompose(t)
+
+	t.Run("has redis 7, three chatd nodes and nginx", func(t *testing.T) {
+		var names []string
+		for name := range f.Services {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		assert.Equal(t, []string{"chatd1", "chatd2", "chatd3", "nginx", "redis"}, names)
+		assert.Regexp(t, `^redis:7(\.|-|$)`, f.Services["redis"].Image)
+		assert.Equal(t, []string{"CMD", "redis-cli", "ping"}, f.Services["redis"].Healthcheck.Test)
+	})
+
+	t.Run("nodes share the secret and admin token and name themselves apart", func(t *testing.T) {
+		first := f.Services[chatdServices[0]].Environment
+		for _, name := range chatdServices {
+			s := f.Services[name]
+			env := s.Environment
+			assert.Equal(t, "redis://redis:6379/0", env["CHATD_REDIS"], name)
+			assert.Equal(t, first["CHATD_SECRET"], env["CHATD_SECRET"], name)
+			assert.Equal(t, first["CHATD_ADMIN_TOKEN"], env["CHATD_ADMIN_TOKEN"], name)
+			assert.Equal(t, name, env["CHATD_NODE_ID"], name)
+			assert.Equal(t, ":8080", env["CHATD_ADDR"], name)
+			assert.Equal(t, name, s.Hostname)
+			assert.Equal(t, []string{"8080"}, s.Expose, name)
+			assert.Empty(t, s.Ports, "%s: nodes are reached through nginx only", name)
+			assert.Equal(t, "service_healthy", s.DependsOn["redis"].Condition, name)
+			assert.Equal(t, "..", s.Build.Context, name)
+			assert.Equal(t, "deploy/Dockerfile", s.Build.Dockerfile, name)
+			assert.NotEmpty(t, s.Restart, name)
+		}
+		secret := composeDefault(first["CHATD_SECRET"])
+		assert.GreaterOrEqual(t, len(secret), 16, "chatd refuses secrets under 16 characters: %q", secret)
+		assert.Contains(t, first["CHATD_SECRET"], "${CHATD_SECRET", "the secret must be settable from the environment")
+		assert.NotEmpty(t, composeDefault(first["CHATD_ADMIN_TOKEN"]))
+	})
+
+	t.Run("nginx publishes 8080 with nginx.conf, after the nodes are healthy", func(t *testing.T) {
+		n := f.Services["nginx"]
+		assert.Regexp(t, `^nginx:`, n.Image)
+		assert.Equal(t, []string{"8080:8080"}, n.Ports)
+		assert.Contains(t, n.Volumes, "./nginx.conf:/etc/nginx/nginx.conf:ro")
+		for _, name := range chatdServices {
+			assert.Equal(t, "service_healthy", n.DependsOn[name].Condition, name)
+		}
+	})
+
+	t.Run("build context holds the Dockerfile and the module", func(t *testing.T) {
+		s := f.Services["chatd1"]
+		ctxDir := filepath.Join(".", s.Build.Context)
+		assert.FileExists(t, filepath.Join(ctxDir, s.Build.Dockerfile))
+		assert.FileExists(t, filepath.Join(ctxDir, "go.mod"))
+		assert.DirExists(t, filepath.Join(ctxDir, "cmd", "chatd"))
+	})
+
+	t.Run("nginx upstream lists exactly the chatd services", func(t *testing.T) {
+		conf, err := os.ReadFile("nginx.conf")
+		require.NoError(t, err)
+		var servers []string
+		for _, m := range regexp.MustCompile(`(?m)^\s*server\s+([^\s;{]+)`).FindAllStringSubmatch(string(conf), -1) {
+			servers = append(servers, m[1])
+		}
+		var want []string
+		for _, name := range chatdServices {
+			want = append(want, name+":8080")
+		}
+		assert.Equal(t, want, servers)
+	})
+}
+
+func TestDockerfile(t *testing.T) {
+	p, err := os.ReadFile("Dockerfile")
+	require.NoError(t, err)
+	lines := dockerInstructions(string(p))
+	var froms, users []string
+	var health, build string
+	for _, l := range lines {
+		word, rest, _ := strings.Cut(l, " ")
+		switch strings.ToUpper(word) {
+		case "FROM":
+			froms = append(froms, rest)
+		case "USER":
+			users = append(users, rest)
+		case "HEALTHCHECK":
+			health = rest
+		case "RUN":
+			if strings.Contains(rest, "go build") {
+				build = rest
+			}
+		}
+	}
+	t.Run("is multi-stage", func(t *testing.T) {
+		assert.GreaterOrEqual(t, len(froms), 2, "FROM lines: %v", froms)
+	})
+	t.Run("builds a static binary", func(t *testing.T) {
+		assert.Contains(t, build, "CGO_ENABLED=0")
+		assert.Contains(t, build, "./cmd/chatd")
+	})
+	t.Run("runs as a non-root user", func(t *testing.T) {
+		require.NotEmpty(t, users)
+		last := users[len(users)-1]
+		assert.NotRegexp(t, `^(root|0)(:|$)`, last)
+	})
+	t.Run("checks health on /healthz", func(t *testing.T) {
+		assert.Contains(t, health, "/healthz")
+	})
+}
+
+// dockerInstructions joins continuation lines and drops comments.
+func dockerInstructions(s string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
+			continue
+		}
+		if strings.HasSuffix(trimmed, "\\") {
+			cur.WriteString(strings.TrimSuffix(trimmed, "\\") + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		out = append(out, cur.String())
+		cur.Reset()
+	}
+	return out
+}
+
+func TestNginxConfig(t *testing.T) {
+	raw, err := os.ReadFile("nginx.conf")
+	require.NoError(t, err)
+	conf := string(raw)
+
+	t.Run("upgrades WebSockets", func(t *testing.T) {
+		assert.Contains(t, conf, "proxy_http_version 1.1;")
+		assert.Contains(t, conf, "proxy_set_header Upgrade $http_upgrade;")
+		assert.Contains(t, conf, "proxy_set_header Connection $connection_upgrade;")
+	})
+	t.Run("outwaits the 25 s ping interval", func(t *testing.T) {
+		m := regexp.MustCompile(`proxy_read_timeout\s+(\d+)s;`).FindStringSubmatch(conf)
+		require.NotNil(t, m)
+		secs, _ := strconv.Atoi(m[1])
+		assert.Greater(t, secs, 2*25, "proxy_read_timeout should outlast two ping intervals")
+	})
+	t.Run("marks failing nodes down and keeps no sticky sessions", func(t *testing.T) {
+		assert.Regexp(t, `server chatd1:8080 max_fails=\d+ fail_timeout=\d+s;`, conf)
+		directives := regexp.MustCompile(`(?m)#.*$`).ReplaceAllString(conf, "")
+		assert.NotRegexp(t, `(?m)^\s*(ip_hash|hash|sticky)\b`, directives)
+		assert.Contains(t, conf, "No sticky sessions", "say why in a comment")
+	})
+
+	t.Run("loopback rendering passes nginx -t", func(t *testing.T) {
+		nginx := nginxPath(t)
+		dir := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "nginx", "tmp"), 0o755))
+		out := string(renderNginx(t, dir, 18080, []string{"18081", "18082", "18083"}))
+		for _, want := range []string{
+			"server 127.0.0.1:18081 ", "server 127.0.0.1:18082 ", "server 127.0.0.1:18083 ",
+			"listen 127.0.0.1:18080;", "proxy_temp_path \"" + dir + "/nginx/tmp/proxy\";",
+		} {
+			assert.Contains(t, out, want)
+		}
+		assert.NotRegexp(t, `server chatd\d:8080`, out)
+		assert.Equal(t, strings.Count(conf, "\n")+5, strings.Count(out, "\n"), "only the temp paths are added")
+
+		path := filepath.Join(dir, "nginx", "nginx.conf")
+		require.NoError(t, os.WriteFile(path, []byte(out), 0o644))
+		cmd := exec.Command(nginx, "-t", "-p", filepath.Join(dir, "nginx")+"/", "-e", filepath.Join(dir, "nginx", "error.log"),
+			"-c", path, "-g", "pid "+filepath.Join(dir, "nginx", "nginx.pid")+";")
+		msg, err := cmd.CombinedOutput()
+		assert.NoError(t, err, "nginx -t:\n%s", msg)
+		assert.Contains(t, string(msg), "test is successful")
+	})
+}
+
+func TestClusterScript(t *testing.T) {
+	t.Parallel()
+	nginxPath(t)
+	if !redistest.Available() {
+		if redistest.Strict() {
+			t.Fatal("CHATD_TEST_STRICT=1 and redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	bin := buildChatd(t)
+	run := t.TempDir()
+	lb := freePort(t)
+	env := append(os.Environ(),
+		"CHATD_RUN_DIR="+run,
+		"CHATD_LB_PORT="+strconv.Itoa(lb),
+		"CHATD_NODE_PORTS="+strconv.Itoa(freePort(t))+" "+strconv.Itoa(freePort(t))+" "+strconv.Itoa(freePort(t)),
+		"CHATD_REDIS_PORT="+strconv.Itoa(freePort(t)),
+		"CHATD_BIN="+bin,
+		"CHATD_PREFIX=clustersh",
+	)
+	script := func(arg string) (string, error) {
+		cmd := exec.Command("bash", "cluster.sh", arg)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if out, err := script("down"); err != nil {
+			t.Logf("cluster.sh down: %v\n%s", err, out)
+		}
+	})
+
+	out, err := script("up")
+	require.NoError(t, err, out)
+
+	t.Run("status lists five running processes", func(t *testing.T) {
+		out, err := script("status")
+		assert.NoError(t, err, out)
+		assert.Equal(t, 5, strings.Count(out, " running (pid "), out)
+	})
+
+	t.Run("the balancer reaches all three nodes", func(t *testing.T) {
+		c := &cluster{t: t, lb: "127.0.0.1:" + strconv.Itoa(lb), client: &http.Client{Timeout: 5 * time.Second}}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		tok := c.session(ctx, "clustersh")
+		var got []string
+		assert.Eventually(t, func() bool {
+			var out struct {
+				Nodes []struct {
+					ID string `json:"id"`
+				} `json:"nodes"`
+			}
+			if _, err := c.do(ctx, c.lb, http.MethodGet, "/api/v1/nodes", tok, nil, &out); err != nil {
+				return false
+			}
+			got = got[:0]
+			for _, n := range out.Nodes {
+				got = append(got, n.ID)
+			}
+			sort.Strings(got)
+			return strings.Join(got, ",") == "chatd1,chatd2,chatd3"
+		}, 15*time.Second, 100*time.Millisecond, "nodes: %v", got)
+	})
+
+	t.Run("down stops every process by its pid", func(t *testing.T) {
+		var pids []int
+		for _, name := range []string{"redis", "chatd1", "chatd2", "chatd3", "nginx"} {
+			p, err := os.ReadFile(filepath.Join(run, name+".pid"))
+			require.NoError(t, err)
+			pid, err := strconv.Atoi(strings.TrimSpace(string(p)))
+			require.NoError(t, err)
+			pids = append(pids, pid)
+		}
+		out, err := script("down")
+		require.NoError(t, err, out)
+		for _, pid := range pids {
+			assert.False(t, processRuns(pid), "pid %d still runs", pid)
+		}
+		out, err = script("status")
+		assert.Error(t, err, "status must fail when nothing runs")
+		assert.Equal(t, 5, strings.Count(out, " stopped"), out)
+	})
+}
+
+// processRuns reports whether pid runs and is not a zombie.
+func processRuns(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}

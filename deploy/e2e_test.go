@@ -1,0 +1,261 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// End-to-end tests on real processes: three chatd nodes on a private
+// redis-server behind nginx (deploy/nginx.conf as cluster.sh renders it).
+// Clients speak only HTTP and WebSocket to nginx, as PROTOCOL.md describes;
+// the tests reach a node directly only to check that a setting arrived.
+
+const members = 6 // two per node under least_conn
+
+// joinAll connects n members through the balancer one after another, so
+// least_conn spreads them over the nodes, and seats them all in lobby.
+func joinAll(ctx context.Context, t *testing.T, c *cluster, prefix, lobby string, n int) ([]*member, roomInfo) {
+	t.Helper()
+	var ms []*member
+	var room roomInfo
+	for i := 0; i < n; i++ {
+		m := newMember(ctx, c, fmt.Sprintf("%s%d", prefix, i))
+		require.NoError(t, m.connect(ctx))
+		r, err := m.join(ctx, lobby)
+		require.NoError(t, err)
+		if i == 0 {
+			room = r
+		}
+		require.Equal(t, room.ID, r.ID, "%s was seated apart from the others", m.user)
+		ms = append(ms, m)
+	}
+	return ms, room
+}
+
+// byNode groups members by the node their connection landed on.
+func byNode(ms []*member) map[string][]*member {
+	out := map[string][]*member{}
+	for _, m := range ms {
+		out[m.node()] = append(out[m.node()], m)
+	}
+	return out
+}
+
+// allAcked is every id acked to any of ms.
+func allAcked(ms []*member) []string {
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.ackedIDs()...)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func totalAcks(ms []*member) int {
+	n := 0
+	for _, m := range ms {
+		n += m.ackCount()
+	}
+	return n
+}
+
+// chatAll runs chat for each member in its own goroutine; wait returns the
+// first error.
+func chatAll(ctx context.Context, ms []*member, room string, want int, stop <-chan struct{}) (wait func() error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ms))
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.chat(ctx, room, want, stop, 20*time.Millisecond); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	return func() error {
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+}
+
+// assertDelivered checks that every member received every acked id, none
+// twice, and ids in increasing order.
+func assertDelivered(t *testing.T, ms []*member, acked []string) {
+	t.Helper()
+	require.NotEmpty(t, acked)
+	assert.Eventually(t, func() bool {
+		for _, m := range ms {
+			if len(m.missing(acked)) > 0 {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 50*time.Millisecond, "some acked messages never arrived")
+	for _, m := range ms {
+		t.Log(m.summary())
+		assert.Empty(t, m.missing(acked), "%s misses acked messages", m.user)
+		assert.Empty(t, m.duplicates(), "%s got messages more than once", m.user)
+		assert.Empty(t, m.outOfOrder(), "%s got messages out of order", m.user)
+	}
+}
+
+func TestE2EChatThroughBalancer(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.setSetting(ctx, "rate.messages_per_second", 1000)
+
+	ms, room := joinAll(ctx, t, c, "bal", "balanced", members)
+	t.Run("clients land on every node", func(t *testing.T) {
+		spread := map[string]int{}
+		for node, group := range byNode(ms) {
+			spread[node] = len(group)
+		}
+		assert.Len(t, spread, 3, "members per node: %v", spread)
+	})
+
+	require.NoError(t, chatAll(ctx, ms, room.ID, 10, nil)())
+	acked := allAcked(ms)
+	require.Len(t, acked, members*10)
+
+	t.Run("every member gets every message once, in order", func(t *testing.T) {
+		assertDelivered(t, ms, acked)
+		for _, m := range ms {
+			assert.Equal(t, len(acked), m.received(), "%s got messages nobody sent", m.user)
+		}
+	})
+}
+
+func TestE2ENodeKilledMidChat(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Second)
+	defer cancel()
+	c.setSetting(ctx, "seat.lease_seconds", 3)
+	c.setSetting(ctx, "rate.messages_per_second", 1000)
+
+	ms, room := joinAll(ctx, t, c, "kill", "killed", members)
+	// The victim is a node with two members or more: one of them (the
+	// ghost) never comes back, so its seat must be freed by the lease; the
+	// others reconnect and resume.
+	var victim string
+	groups := byNode(ms)
+	for node, group := range groups {
+		if len(group) > len(groups[victim]) {
+			victim = node
+		}
+	}
+	require.GreaterOrEqual(t, len(groups[victim]), 2, "no node has two members: %v", groups)
+	ghost := groups[victim][0]
+	movers := groups[victim][1:]
+	var chatters []*member
+	for _, m := range ms {
+		if m != ghost {
+			chatters = append(chatters, m)
+		}
+	}
+
+	wait := chatAll(ctx, chatters, room.ID, 25, nil)
+	require.Eventually(t, func() bool { return totalAcks(chatters) >= 25 }, 20*time.Second, 10*time.Millisecond)
+	killed := time.Now()
+	c.node(victim).p.kill()
+	t.Logf("killed %s with -9 after %d acked messages; ghost %s, movers %d", victim, totalAcks(chatters), ghost.user, len(movers))
+	require.NoError(t, wait())
+
+	t.Run("its clients reconnect through the balancer to other nodes", func(t *testing.T) {
+		for _, m := range movers {
+			assert.NotEqual(t, victim, m.node(), "%s", m.summary())
+		}
+	})
+	t.Run("nothing acked is missing at any member", func(t *testing.T) {
+		assertDelivered(t, chatters, allAcked(chatters))
+	})
+	t.Run("its seats are freed after the lease", func(t *testing.T) {
+		want := make([]string, 0, len(chatters))
+		for _, m := range chatters {
+			want = append(want, m.user)
+		}
+		sort.Strings(want)
+		var got []string
+		assert.Eventually(t, func() bool {
+			r, err := c.room(ctx, chatters[0].token, room.ID)
+			if err != nil {
+				return false
+			}
+			got = append([]string(nil), r.Members...)
+			sort.Strings(got)
+			return fmt.Sprint(got) == fmt.Sprint(want)
+		}, 20*time.Second, 100*time.Millisecond, "members stayed %v, want %v", got, want)
+		t.Logf("the ghost's seat was freed %s after the kill (lease 3s)", time.Since(killed).Round(100*time.Millisecond))
+		assert.Eventually(t, func() bool {
+			for _, m := range chatters {
+				if m.sawPresence(room.ID, ghost.user, "left") {
+					return true
+				}
+			}
+			return false
+		}, 5*time.Second, 50*time.Millisecond, "no member was told that %s left", ghost.user)
+	})
+}
+
+func TestE2ERollingRestart(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	defer cancel()
+	c.setSetting(ctx, "rate.messages_per_second", 1000)
+
+	ms, room := joinAll(ctx, t, c, "roll", "rolling", members)
+	stop := make(chan struct{})
+	wait := chatAll(ctx, ms, room.ID, 0, stop)
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+			_ = wait()
+		}
+	}()
+	progress := func(n int) {
+		t.Helper()
+		from := totalAcks(ms)
+		require.Eventually(t, func() bool { return totalAcks(ms) >= from+n }, 20*time.Second, 10*time.Millisecond,
+			"chat stalled at %d acked messages", from)
+	}
+
+	for _, n := range c.nodes {
+		progress(20)
+		start := time.Now()
+		n.p.signal(syscall.SIGTERM)
+		done, err := n.p.wait(15 * time.Second)
+		require.True(t, done, "%s did not exit within 15s of SIGTERM", n.id)
+		assert.NoError(t, err, "%s should exit 0 after SIGTERM", n.id)
+		t.Logf("%s drained and exited in %s", n.id, time.Since(start).Round(10*time.Millisecond))
+		c.start(n)
+	}
+	progress(20)
+	close(stop)
+	stopped = true
+	require.NoError(t, wait())
+
+	t.Run("no acked message is missing at any member", func(t *testing.T) {
+		assertDelivered(t, ms, allAcked(ms))
+	})
+	t.Run("draining nodes close WebSockets with 1012", func(t *testing.T) {
+		for _, m := range ms {
+			for _, code := range m.closeCodes() {
+				assert.Equal(t, 1012, code, "%s", m.summary())
+			}
+		}
+	})
+}
