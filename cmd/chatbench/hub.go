@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gofiber/contrib/websocket"
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// The bare hub is the anchor for chatd's real-time path (A3, A4): the same
+// frames on the same Fiber + contrib/websocket stack, with the least work
+// around them. Each connection has a reader, a writer and a bounded queue,
+// like chatd; seats are a counter (in memory, or INCR in Redis), a say is
+// broadcast locally (A3) or PUBLISHed and fanned out by every hub that has
+// members of the room (A4). It checks nothing: no auth, limits or history.
+
+const (
+	hubCapacity = 50
+	hubQueue    = 256
+)
+
+type hubClient struct {
+	conn *websocket.Conn
+	user string
+	send chan []byte
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *hubClient) close() { c.once.Do(func() { close(c.done) }) }
+
+func (c *hubClient) enqueue(p []byte) {
+	select {
+	case c.send <- p:
+	default:
+		c.close() // too slow: drop it, as chatd does
+	}
+}
+
+type hub struct {
+	node  string
+	rdb   *redis.Client
+	ps    *redis.PubSub
+	seq   atomic.Int64
+	mu    sync.RWMutex
+	rooms map[string]map[*hubClient]struct{}
+	seats map[string]int // lobby → seats given (no Redis)
+	subs  map[string]chan struct{}
+}
+
+// runHub serves the bare hub on addr until SIGTERM.
+func runHub(addr, redisAddr, node string) error {
+	h := &hub{node: node, rooms: map[string]map[*hubClient]struct{}{}, seats: map[string]int{}, subs: map[string]chan struct{}{}}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if redisAddr != "" {
+		h.rdb = redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 32})
+		h.ps = h.rdb.Subscribe(ctx)
+		go h.receive(ctx)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true, "node": node}) })
+	app.Post("/api/v1/session", func(c *fiber.Ctx) error {
+		var req struct {
+			User string `json:"user"`
+		}
+		if err := json.Unmarshal(c.Body(), &req); err != nil || req.User == "" {
+			return c.Status(400).JSON(fiber.Map{"error": fiber.Map{"code": "bad_json", "message": "send {\"user\": name}"}})
+		}
+		return c.JSON(fiber.Map{"token": req.User, "user": req.User})
+	})
+	app.Get("/ws", websocket.New(func(conn *websocket.Conn) { h.serve(ctx, conn) }))
+	go func() { <-ctx.Done(); _ = app.ShutdownWithTimeout(2 * time.Second) }()
+	return app.Listen(addr)
+}
+
+func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
+	c := &hubClient{conn: conn, user: conn.Query("token"), send: make(chan []byte, hubQueue), done: make(chan struct{})}
+	var joined []string
+	defer func() {
+		c.close()
+		h.mu.Lock()
+		for _, r := range joined {
+			delete(h.rooms[r], c)
+		}
+		h.mu.Unlock()
+	}()
+	go h.write(c)
+	c.enqueue(mustJSON(map[string]string{"type": "hello", "user": c.user, "node": h.node, "motd": ""}))
+	for {
+		_, p, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var in struct {
+			Type, Lobby, Room, Text, Ref string
+		}
+		if err := json.Unmarshal(p, &in); err != nil {
+			c.enqueue(mustJSON(map[string]string{"type": "error", "code": "bad_json", "message": err.Error()}))
+			continue
+		}
+		switch in.Type {
+		case "join":
+			room, err := h.join(ctx, c, in.Lobby)
+			if err != nil {
+				c.enqueue(mustJSON(map[string]string{"type": "error", "code": "internal", "message": err.Error()}))
+				continue
+			}
+			joined = append(joined, room.ID)
+			c.enqueue(mustJSON(map[string]any{"type": "joined", "room": room}))
+		case "say":
+			id := fmt.Sprintf("%013d-%s-%d", time.Now().UnixMilli(), h.node, h.seq.Add(1))
+			frame := mustJSON(map[string]any{"type": "message", "message": Message{
+				ID: id, Room: in.Room, From: c.user, Text: in.Text, TS: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+			}})
+			if h.rdb != nil {
+				if err := h.rdb.Publish(ctx, "hub:"+in.Room, frame).Err(); err != nil {
+					c.enqueue(mustJSON(map[string]string{"type": "error", "code": "redis_unavailable", "message": err.Error(), "ref": in.Ref}))
+					continue
+				}
+			} else {
+				h.broadcast(in.Room, frame)
+			}
+			if in.Ref != "" {
+				c.enqueue(mustJSON(map[string]string{"type": "ack", "ref": in.Ref, "id": id}))
+			}
+		case "ping":
+			c.enqueue([]byte(`{"type":"pong"}`))
+		}
+	}
+}
+
+func (h *hub) write(c *hubClient) {
+	defer c.conn.Close()
+	for {
+		select {
+		case p := <-c.send:
+			_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if err := c.conn.WriteMessage(websocket.TextMessage, p); err != nil {
+				c.close()
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// join gives c a seat: the n-th seat of a lobby is in room ceil(n/50).
+func (h *hub) join(ctx context.Context, c *hubClient, lobby string) (Room, error) {
+	var n int
+	if h.rdb != nil {
+		v, err := h.rdb.Incr(ctx, "hub:"+lobby+":seats").Result()
+		if err != nil {
+			return Room{}, err
+		}
+		n = int(v)
+	} else {
+		h.mu.Lock()
+		h.seats[lobby]++
+		n = h.seats[lobby]
+		h.mu.Unlock()
+	}
+	seq := (n-1)/hubCapacity + 1
+	room := Room{ID: lobby + "-" + strconv.Itoa(seq), Lobby: lobby, Seq: seq, Capacity: hubCapacity, Members: []string{c.user}}
+	h.mu.Lock()
+	m := h.rooms[room.ID]
+	if m == nil {
+		m = map[*hubClient]struct{}{}
+		h.rooms[room.ID] = m
+	}
+	m[c] = struct{}{}
+	var wait chan struct{}
+	if h.ps != nil {
+		if w, ok := h.subs[room.ID]; ok {
+			wait = w
+		} else {
+			wait = make(chan struct{})
+			h.subs[room.ID] = wait
+			if err := h.ps.Subscribe(ctx, "hub:"+room.ID); err != nil {
+				h.mu.Unlock()
+				return Room{}, err
+			}
+		}
+	}
+	h.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait: // Redis confirmed the SUBSCRIBE
+		case <-time.After(5 * time.Second):
+			return Room{}, errors.New("subscribe not confirmed")
+		}
+	}
+	return room, nil
+}
+
+func (h *hub) broadcast(room string, p []byte) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for c := range h.rooms[room] {
+		c.enqueue(p)
+	}
+}
+
+// receive is the hub's one pub/sub reader.
+func (h *hub) receive(ctx context.Context) {
+	for ctx.Err() == nil {
+		v, err := h.ps.Receive(ctx)
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		switch m := v.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				h.mu.Lock()
+				if w, ok := h.subs[strings.TrimPrefix(m.Channel, "hub:")]; ok {
+					select {
+					case <-w:
+					default:
+						close(w)
+					}
+				}
+				h.mu.Unlock()
+			}
+		case *redis.Message:
+			h.broadcast(strings.TrimPrefix(m.Channel, "hub:"), []byte(m.Payload))
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,323 @@
+// Command chatbench measures chatd against the limits of the machine it
+// runs on, in the same run: it starts a private redis-server, chatd nodes
+// and bare Fiber hubs (unless given addresses), measures the anchors
+// (redis-benchmark, raw pub/sub, a bare WebSocket hub, a bare HTTP
+// handler), then drives chatd through HTTP and WebSocket only, as
+// PROTOCOL.md describes, and reports each figure as a ratio to its anchor,
+// with repeats interleaved so the machine's drift hits both alike.
+//
+//	go run ./cmd/chatbench            # full run, ~10 minutes on 2 cores
+//	go run ./cmd/chatbench -quick     # ~2 minutes
+//	go run ./cmd/chatbench -json > bench.json
+//
+// See README.md beside this file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// allScenarios is every scenario, in run order.
+var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", "settings", "idle"}
+
+// Options are chatbench's flags.
+type Options struct {
+	Nodes     int
+	Quick     bool
+	JSON      bool
+	Redis     string
+	Targets   []string
+	Scenarios []string
+	Repeats   int
+	Dur       time.Duration
+	Chatd     string
+	Admin     string
+	Secret    string
+	Clients   []int
+	Quiet     bool
+	Keep      bool
+
+	// hidden: serve a bare hub (chatbench starts itself this way)
+	serveHub string
+	hubRedis string
+	hubNode  string
+}
+
+// scale picks the full or the quick size.
+func (o Options) scale(full, quick int) int {
+	if o.Quick {
+		return quick
+	}
+	return full
+}
+
+func (o Options) has(s string) bool { return slices.Contains(o.Scenarios, s) }
+
+// ParseFlags reads args into Options.
+func ParseFlags(args []string, stderr io.Writer) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("chatbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.Nodes, "nodes", 3, "chatd nodes to start (1 or 3); ignored with -targets")
+	fs.BoolVar(&o.Quick, "quick", false, "smaller sizes, fewer and shorter repeats (~2 minutes)")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout instead of a markdown table")
+	fs.StringVar(&o.Redis, "redis", "", "host:port of a Redis to use instead of starting a private redis-server (it must be the one -targets use)")
+	targets := fs.String("targets", "", "comma-separated chatd base URLs (http://127.0.0.1:8080,…) instead of starting chatd nodes; needs -redis")
+	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated subset of: "+strings.Join(allScenarios, ","))
+	fs.IntVar(&o.Repeats, "repeats", 0, "interleaved repeats per comparison (default 5, -quick 2)")
+	fs.DurationVar(&o.Dur, "dur", 0, "length of one measured run (default 3s, -quick 1s)")
+	fs.StringVar(&o.Chatd, "chatd", "", "chatd binary to start (default: go build ./cmd/chatd into tmp/chatd)")
+	fs.StringVar(&o.Admin, "admin-token", "adm", "admin bearer token of the chatd nodes")
+	fs.StringVar(&o.Secret, "secret", "chatbench-secret-0123456789abcdef", "session secret given to the chatd nodes chatbench starts")
+	clients := fs.String("clients", "", "fan-out client counts, comma-separated (default 200,2000; -quick 200)")
+	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")
+	fs.BoolVar(&o.Keep, "keep-logs", false, "keep the process logs directory even after a clean run")
+	fs.StringVar(&o.serveHub, "serve-hub", "", "internal: serve a bare hub on this address")
+	fs.StringVar(&o.hubRedis, "hub-redis", "", "internal: the bare hub's Redis")
+	fs.StringVar(&o.hubNode, "hub-node", "h", "internal: the bare hub's name")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+	}
+	if o.serveHub != "" {
+		return o, nil
+	}
+	if o.Nodes != 1 && o.Nodes != 3 {
+		return o, fmt.Errorf("-nodes %d: expected 1 or 3", o.Nodes)
+	}
+	for _, t := range strings.Split(*targets, ",") {
+		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" {
+			if !strings.HasPrefix(t, "http://127.0.0.1:") && !strings.HasPrefix(t, "http://localhost:") {
+				return o, fmt.Errorf("-targets %q: chatbench only loads loopback addresses (http://127.0.0.1:PORT)", t)
+			}
+			o.Targets = append(o.Targets, t)
+		}
+	}
+	if len(o.Targets) > 0 && o.Redis == "" {
+		return o, errors.New("-targets needs -redis (the Redis those nodes use), for the anchors and command counts")
+	}
+	if o.Redis != "" {
+		h, _, ok := strings.Cut(o.Redis, ":")
+		if !ok || (h != "127.0.0.1" && h != "localhost") {
+			return o, fmt.Errorf("-redis %q: expected 127.0.0.1:PORT", o.Redis)
+		}
+	}
+	for _, s := range strings.Split(*scen, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(allScenarios, s) {
+			return o, fmt.Errorf("-scenarios: unknown %q (have %s)", s, strings.Join(allScenarios, ","))
+		}
+		o.Scenarios = append(o.Scenarios, s)
+	}
+	if o.Repeats <= 0 {
+		o.Repeats = o.scale(5, 2)
+	}
+	if o.Dur <= 0 {
+		o.Dur = time.Duration(o.scale(3000, 1000)) * time.Millisecond
+	}
+	if *clients == "" {
+		if o.Quick {
+			*clients = "200"
+		} else {
+			*clients = "200,2000"
+		}
+	}
+	for _, c := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 || n > 10000 {
+			return o, fmt.Errorf("-clients %q: expected counts 1..10000", c)
+		}
+		o.Clients = append(o.Clients, n)
+	}
+	return o, nil
+}
+
+// Bench is one chatbench run.
+type Bench struct {
+	opt   Options
+	w     *World
+	api   *API
+	rep   *Report
+	prog  *Progress
+	runID string
+	seq   atomic.Int64
+}
+
+// tag returns a fresh name fragment, unique in this run and across runs.
+func (b *Bench) tag(prefix string) string {
+	return prefix + b.runID + strconv.FormatInt(b.seq.Add(1), 36)
+}
+
+// Run sets up the world, runs the scenarios and fills the report.
+func (b *Bench) Run(ctx context.Context) error {
+	raiseFileLimit()
+	b.runID = strconv.FormatInt(time.Now().UnixMilli()%(36*36*36*36*36), 36)
+	b.api = newAPI(256, b.opt.Admin)
+	b.rep = &Report{Started: time.Now(), Command: "chatbench " + strings.Join(os.Args[1:], " "), Machine: machine()}
+	b.prog = newProgress(os.Stderr, len(b.opt.Scenarios)+3, b.opt.Quiet)
+	dir, err := os.MkdirTemp("", "chatbench-")
+	if err != nil {
+		return err
+	}
+	b.w = &World{Dir: dir}
+	b.prog.Step("starting redis")
+	if b.opt.Redis != "" {
+		b.w.RedisAddr = b.opt.Redis
+		if err := b.w.connectRedis(ctx, nil); err != nil {
+			return err
+		}
+	} else if err := b.w.startRedis(ctx); err != nil {
+		return err
+	}
+	if v, err := b.w.Redis.InfoMap(ctx, "server").Result(); err == nil {
+		b.rep.Machine["redis"] = v["Server"]["redis_version"]
+	}
+	b.prog.Step("starting chatd")
+	if len(b.opt.Targets) > 0 {
+		b.w.Targets = b.opt.Targets
+	} else {
+		bin := b.opt.Chatd
+		if bin == "" {
+			root, err := moduleRoot()
+			if err != nil {
+				return err
+			}
+			b.prog.Say("go build ./cmd/chatd")
+			if bin, err = buildChatd(ctx, root); err != nil {
+				return err
+			}
+		}
+		if err := b.w.startChatd(ctx, bin, b.opt.Nodes, b.opt.Secret, b.opt.Admin); err != nil {
+			return err
+		}
+	}
+	b.rep.Machine["nodes"] = fmt.Sprintf("%d chatd (%s)", len(b.w.Targets), strings.Join(b.w.Targets, ", "))
+	b.prog.Step("starting bare hubs")
+	if err := b.w.startHubs(ctx, len(b.w.Targets)); err != nil {
+		return err
+	}
+	for _, s := range b.opt.Scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		b.prog.Step("%s", s)
+		t0 := time.Now()
+		if err := b.scenario(ctx, s); err != nil {
+			b.rep.fail(s, err)
+		}
+		b.prog.Say("%s done in %s", s, time.Since(t0).Truncate(100*time.Millisecond))
+		for _, p := range b.w.Nodes {
+			if p.Exited() {
+				return fmt.Errorf("chatd %s exited during %s (log %s)", p.Name, s, p.log.Name())
+			}
+		}
+	}
+	b.rep.Duration = time.Since(b.rep.Started).Truncate(time.Second).String()
+	return ctx.Err()
+}
+
+func (b *Bench) scenario(ctx context.Context, s string) error {
+	switch s {
+	case "anchors":
+		return b.scenarioAnchors(ctx)
+	case "fanout":
+		return b.scenarioFanout(ctx)
+	case "join":
+		return b.scenarioJoin(ctx)
+	case "leaderboard":
+		return b.scenarioBoard(ctx)
+	case "poll":
+		return b.scenarioPoll(ctx)
+	case "settings":
+		return b.scenarioSettings(ctx)
+	case "idle":
+		return b.scenarioIdle(ctx)
+	}
+	return fmt.Errorf("unknown scenario %q", s)
+}
+
+// Close stops every process the run started and removes its logs unless
+// something failed (or -keep-logs).
+func (b *Bench) Close(failed bool) {
+	b.prog.Done()
+	if b.w == nil {
+		return
+	}
+	b.w.Close()
+	if failed || b.opt.Keep || len(b.rep.Errors) > 0 {
+		fmt.Fprintf(os.Stderr, "process logs kept in %s\n", b.w.Dir)
+		return
+	}
+	os.RemoveAll(b.w.Dir)
+}
+
+// machine describes the machine for the report header.
+func machine() map[string]string {
+	m := map[string]string{"nproc": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version(), "mode": ""}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
+		m["redis-server"] = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+func main() {
+	opt, err := ParseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chatbench:", err)
+		os.Exit(2)
+	}
+	if opt.serveHub != "" {
+		if err := runHub(opt.serveHub, opt.hubRedis, opt.hubNode); err != nil {
+			fmt.Fprintln(os.Stderr, "hub:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b := &Bench{opt: opt}
+	err = b.Run(ctx)
+	b.Close(err != nil)
+	if b.rep != nil {
+		b.rep.Machine["mode"] = map[bool]string{true: "quick", false: "full"}[opt.Quick] +
+			fmt.Sprintf(", %d repeats × %s", opt.Repeats, opt.Dur)
+		if opt.JSON {
+			_ = b.rep.WriteJSON(os.Stdout)
+		} else {
+			b.rep.WriteTable(os.Stdout)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chatbench:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// scenarioAnchors measures the machine's limits: A1 (redis-benchmark),
+// A2 (raw pub/sub fan-out) and A5 (bare Fiber GET /healthz), with chatd's
+// own /healthz beside A5. A3 and A4 run inside the fan-out scenario,
+// interleaved with chatd.
+func (b *Bench) scenarioAnchors(ctx context.Context) error {
+	if err := b.anchorRedis(ctx); err != nil {
+		b.rep.fail("A1", err)
+	}
+	var sat, p50, p99 []float64
+	for _, ord := range order(b.opt.Repeats, 2) {
+		for _, v := range ord {
+			if v == 0 {
+				b.prog.Say("A2 pub/sub saturated")
+				r, _, err := b.pubsubRun(ctx, 0, b.opt.Dur)
+				if err != nil {
+					return err
+				}
+				sat = append(sat, r)
+			} else {
+				b.prog.Say("A2 pub/sub at %d/s", a2Rate)
+				_, l, err := b.pubsubRun(ctx, a2Rate, b.opt.Dur)
+				if err != nil {
+					return err
+				}
+				p50, p99 = append(p50, l.P50), append(p99, l.P99)
+			}
+		}
+	}
+	b.rep.add(newRow("A2 pub/sub", "deliveries, saturated (16 publishers, 3 subscriber conns × 4 channels)", "msg/s", sat))
+	b.rep.add(newRow("A2 pub/sub", fmt.Sprintf("publish→receive p50 at %d/s", a2Rate), "ms", p50))
+	b.rep.add(newRow("A2 pub/sub", fmt.Sprintf("publish→receive p99 at %d/s", a2Rate), "ms", p99))
+
+	hubs := b.w.Hubs[:len(b.w.Targets)]
+	var bare, chatd []float64
+	for _, ord := range order(b.opt.Repeats, 2) {
+		for _, v := range ord {
+			var r float64
+			var err error
+			if v == 0 {
+				b.prog.Say("A5 bare Fiber GET /healthz")
+				r, err = b.httpRateOver(ctx, procURLs(hubs), "/healthz")
+				bare = append(bare, r)
+			} else {
+				b.prog.Say("chatd GET /healthz")
+				r, err = b.httpRateOver(ctx, b.w.Targets, "/healthz")
+				chatd = append(chatd, r)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	b.rep.add(newRow("A5 HTTP", fmt.Sprintf("bare Fiber GET /healthz, %d process(es), %d workers", len(hubs), httpWorkers), "req/s", bare))
+	b.rep.add(newRow("A5 HTTP", "chatd GET /healthz (middleware cost)", "req/s", chatd).vs("A5", bare))
+	return nil
+}
+
+// a2Rate is the fixed publish rate of A2's latency runs (per second).
+const a2Rate = 200
+
+// httpWorkers is how many keep-alive HTTP clients the rate runs use.
+const httpWorkers = 32
+
+// httpRateOver splits httpWorkers over bases and sums their rates.
+func (b *Bench) httpRateOver(ctx context.Context, bases []string, path string) (float64, error) {
+	type out struct {
+		r   float64
+		err error
+	}
+	ch := make(chan out, len(bases))
+	for _, base := range bases {
+		go func() {
+			r, err := b.httpRate(ctx, base+path, max(1, httpWorkers/len(bases)), b.opt.Dur)
+			ch <- out{r, err}
+		}()
+	}
+	var total float64
+	var first error
+	for range bases {
+		o := <-ch
+		total += o.r
+		if o.err != nil && first == nil {
+			first = o.err
+		}
+	}
+	return total, first
+}
+
+func procURLs(ps []*Proc) []string {
+	var u []string
+	for _, p := range ps {
+		u = append(u, p.URL)
+	}
+	return u
+}
+
+// fanVariant is one target set of the fan-out scenario.
+type fanVariant struct {
+	name    string
+	targets []string
+}
+
+// scenarioFanout: for each client count, saturated delivered/s of the bare
+// hubs (A3 without Redis, A4 on Redis) and chatd, then latency at a fixed
+// rate of half the A4 ceiling; zero loss checked in every run.
+func (b *Bench) scenarioFanout(ctx context.Context) error {
+	t0 := b.w.Targets[0]
+	if _, err := b.api.SetSetting(ctx, t0, "rate.messages_per_second", 1000000); err != nil {
+		return fmt.Errorf("lift the message rate limit for the run: %w", err)
+	}
+	defer func() {
+		if err := b.api.ResetSetting(context.WithoutCancel(ctx), t0, "rate.messages_per_second"); err != nil {
+			b.rep.fail("fanout", fmt.Errorf("reset rate.messages_per_second: %w", err))
+		}
+	}()
+	if err := b.waitSetting(ctx, "rate.messages_per_second", 1000000); err != nil {
+		return err
+	}
+	nt := len(b.w.Targets)
+	hub1 := fanVariant{"A4 hub×1", procURLs(b.w.Hubs[:1])}
+	chatd1 := fanVariant{"chatd×1", b.w.Targets[:1]}
+	hubN := fanVariant{fmt.Sprintf("A4 hub×%d", nt), procURLs(b.w.Hubs[:nt])}
+	chatdN := fanVariant{fmt.Sprintf("chatd×%d", nt), b.w.Targets}
+	for _, n := range b.opt.Clients {
+		big := n > 500
+		reps := b.opt.Repeats
+		if big {
+			reps = max(2, reps-2) // set-up dominates: fewer repeats
+		}
+		sat := []fanVariant{hub1, chatd1}
+		if !big {
+			sat = append([]fanVariant{{"A3 hub, no Redis", []string{b.w.Hub0.URL}}}, sat...)
+		}
+		if nt > 1 {
+			sat = append(sat, chatdN, hubN)
+		}
+		scen := fmt.Sprintf("fan-out %d clients", n)
+		vals, err := b.fanRuns(ctx, scen, sat, n, 0, reps)
+		if err != nil {
+			return err
+		}
+		get := func(v fanVariant, f func(fanResult) float64) []float64 {
+			var xs []float64
+			for _, r := range vals[v.name] {
+				xs = append(xs, f(r))
+			}
+			return xs
+		}
+		dps := func(r fanResult) float64 { return r.DeliveredPerSec }
+		if !big {
+			b.rep.add(newRow(scen, "A3 bare hub, no Redis: delivered, saturated", "msg/s", get(sat[0], dps)))
+		}
+		b.rep.add(newRow(scen, "A4 bare hub×1 on Redis: delivered, saturated", "msg/s", get(hub1, dps)))
+		b.rep.add(newRow(scen, "chatd×1: delivered, saturated", "msg/s", get(chatd1, dps)).vs("A4 hub×1", get(hub1, dps)).goalRatio(true, 0.6))
+		if nt > 1 {
+			b.rep.add(newRow(scen, hubN.name+": delivered, saturated", "msg/s", get(hubN, dps)))
+			b.rep.add(newRow(scen, chatdN.name+": delivered, saturated", "msg/s", get(chatdN, dps)).vs("chatd×1", get(chatd1, dps)).goalRatio(true, 0.9))
+			b.rep.add(newRow(scen, chatdN.name+" vs "+hubN.name+": delivered, saturated", "msg/s", get(chatdN, dps)).vs(hubN.name, get(hubN, dps)))
+		}
+
+		// latency at a fixed rate: half the A4 ceiling, in says per second
+		ceiling := median(get(hub1, dps))
+		rate := ceiling / 2 / float64(min(n, 50))
+		fixed := []fanVariant{hub1, chatd1}
+		if nt > 1 {
+			fixed = append(fixed, chatdN, hubN)
+		}
+		fv, err := b.fanRuns(ctx, scen, fixed, n, rate, reps)
+		if err != nil {
+			return err
+		}
+		lat := func(v fanVariant, f func(Summary) float64) []float64 {
+			var xs []float64
+			for _, r := range fv[v.name] {
+				xs = append(xs, f(r.Lat))
+			}
+			return xs
+		}
+		p50 := func(s Summary) float64 { return s.P50 }
+		p99 := func(s Summary) float64 { return s.P99 }
+		mx := func(s Summary) float64 { return s.Max }
+		at := fmt.Sprintf(" at %.0f says/s (½ A4 ceiling)", rate)
+		for _, v := range fixed[1:] {
+			if v.name == hubN.name {
+				continue
+			}
+			anchor := hub1
+			if v.name == chatdN.name {
+				anchor = hubN
+			}
+			b.rep.add(newRow(scen, v.name+": send→receive p50"+at, "ms", lat(v, p50)).vs(anchor.name, lat(anchor, p50)))
+			b.rep.add(newRow(scen, v.name+": send→receive p99"+at, "ms", lat(v, p99)).vs(anchor.name, lat(anchor, p99)).goalRatio(false, 1.5))
+			b.rep.add(newRow(scen, v.name+": send→receive max"+at, "ms", lat(v, mx)).vs(anchor.name, lat(anchor, mx)))
+		}
+		var dl []float64
+		for _, r := range fv[chatd1.name] {
+			dl = append(dl, r.DeliveredPerSec)
+		}
+		b.rep.add(newRow(scen, "chatd×1: delivered"+at, "msg/s", dl))
+	}
+	return nil
+}
+
+// fanRuns runs each variant reps times, interleaved, and checks every run
+// for loss and room sizes.
+func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n int, rate float64, reps int) (map[string][]fanResult, error) {
+	out := map[string][]fanResult{}
+	for ri, ord := range order(reps, len(vs)) {
+		for _, vi := range ord {
+			v := vs[vi]
+			label := fmt.Sprintf("%s %s %s rep %d/%d", scen, v.name, rateName(rate), ri+1, reps)
+			r, err := b.fanout(ctx, fanSpec{label: label, targets: v.targets, clients: n, rate: rate, window: 2, dur: b.opt.Dur})
+			if err != nil {
+				return out, err
+			}
+			out[v.name] = append(out[v.name], r)
+			b.settle(ctx, v.targets)
+		}
+	}
+	for _, v := range vs {
+		var sent, acked, refused, skipped, exp, del, dropped int64
+		rooms, maxm := 0, 0
+		errText := ""
+		for _, r := range out[v.name] {
+			sent += r.Sent
+			acked += r.Acked
+			refused += r.Refused
+			skipped += r.Skipped
+			exp += r.Expected
+			del += r.Delivered
+			dropped += r.Dropped
+			rooms = max(rooms, r.Rooms)
+			maxm = max(maxm, r.MaxMembers)
+			if errText == "" {
+				errText = r.FirstError
+			}
+		}
+		ok := del == exp && acked == sent && dropped == 0 && refused == 0
+		detail := fmt.Sprintf("%s: sent %d, acked %d, refused %d, delivered %d of %d, clients dropped %d", rateName(rate), sent, acked, refused, del, exp, dropped)
+		if skipped > 0 {
+			detail += fmt.Sprintf(", %d sends skipped (backlog ≥ 100)", skipped)
+		}
+		if errText != "" {
+			detail += ", first error: " + errText
+		}
+		b.rep.check(scen, v.name+": zero loss (delivered = acked × members)", ok, "%s", detail)
+		b.rep.check(scen, v.name+": rooms", rooms == roomsFor(n, 50) && maxm <= 50, "%d rooms for %d clients, fullest %d", rooms, n, maxm)
+	}
+	return out, nil
+}
+
+// settle waits, after a run closed its connections, until every chatd
+// node's chatd_ws_connections gauge is 0 (bounded), so the next run starts
+// quiet. Bare hubs have no /metrics: nothing to wait for.
+func (b *Bench) settle(ctx context.Context, targets []string) {
+	waitFor(ctx, 5*time.Second, func() bool {
+		for _, t := range targets {
+			if v, ok := b.metric(ctx, t, "chatd_ws_connections"); ok && v > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(100 * time.Millisecond)
+}
+
+// metric reads one unlabelled sample from base's /metrics.
+func (b *Bench) metric(ctx context.Context, base, name string) (float64, bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := b.api.hc.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// waitSetting waits until every node's GET /settings shows key = value.
+func (b *Bench) waitSetting(ctx context.Context, key string, value float64) error {
+	tok, err := b.api.Session(ctx, b.w.Targets[0], "settings"+b.runID)
+	if err != nil {
+		return err
+	}
+	for _, t := range b.w.Targets {
+		ok := waitFor(ctx, 5*time.Second, func() bool {
+			var s struct {
+				Values map[string]any `json:"values"`
+			}
+			if _, err := b.api.Do(ctx, "GET", t+"/api/v1/settings", tok, nil, &s); err != nil {
+				return false
+			}
+			v, _ := s.Values[key].(float64)
+			return v == value
+		})
+		if !ok {
+			return fmt.Errorf("%s: %s not %v after 5s", t, key, value)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the node's watchers apply it
+	return nil
+}
