@@ -9,19 +9,21 @@
 //	chatd:{user:alice}:presence:nodes  ZSET  node -> expiry
 //	chatd:{user:alice}:presence        HASH  last_seen, rooms:<node>
 //
-// Every node renews all of its connected users once per tick with Touch: one
-// [EVALSHA] of lua/presence_touch.lua per user ([ZADD], [PEXPIRE], [HSET]),
-// all in ONE pipeline, plus one [ZADD] of every user into the global online
-// index (chatd:presence:online, user -> expiry) that Online counts with
-// [ZCOUNT] after trimming with [ZREMRANGEBYSCORE]. A user is online while some
-// node's score is in the future; Get reads both keys in one round trip
-// ([ZRANGEBYSCORE], [HGETALL]). The nodes set also carries a real TTL of one
+// Every node renews all of its connected users once per tick with Touch:
+// five bare commands per user ([ZREMRANGEBYSCORE], [ZADD], [PEXPIRE], [HSET],
+// [PEXPIRE]; nothing there needs a script's atomicity), all in ONE pipeline,
+// plus one [ZADD] of every user into the global online index
+// (chatd:presence:online, user -> expiry) that Online counts with [ZCOUNT]
+// after trimming. A user is online while some node's score is in the future;
+// Get reads both keys in one round trip ([ZRANGEBYSCORE], [HGETALL]) and drops
+// the rooms of nodes that died holding the user. Offline is one [EVALSHA] of
+// lua/presence_offline.lua, so a node removes only its own claim. The nodes set also carries a real TTL of one
 // lease, so a cluster whose nodes all died leaves nothing behind, while the
 // hash lives for Retention (30 days) so last_seen survives.
 //
 // Nodes register the same way: Heartbeat writes the node's JSON into
 // chatd:{nodes:registry}:info and its expiry into chatd:{nodes:registry}:beats;
-// Nodes drops the expired ones and returns the rest, in one script.
+// Nodes drops the expired ones and returns the rest, in one script each.
 //
 // # Why the naive version fails
 //

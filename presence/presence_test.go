@@ -139,8 +139,11 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		assert.Equal(t, int64(0), count, "bob's node died too")
 	})
 
-	t.Run("a node's next touch drops the rooms another dead node left", func(t *testing.T) {
+	t.Run("a read drops the rooms a dead node left", func(t *testing.T) {
 		require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{{User: "carol", Rooms: []string{"x-1"}}}))
+		st, err := n[1].Get(ctx, "carol")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"x-1"}, st.Rooms)
 		fields, err := r.Client.HKeys(ctx, n[0].k.userInfo("carol")).Result()
 		require.NoError(t, err)
 		assert.ElementsMatch(t, []string{"last_seen", "rooms:node-a"}, fields)
@@ -226,11 +229,15 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 	ctx := context.Background()
 	p := New(r.Client, Config{Prefix: r.Prefix})
 	require.NoError(t, p.Touch(ctx, "node-a", []UserState{{User: "erin"}}))
+	require.NoError(t, p.Heartbeat(ctx, Node{ID: "node-a"}))
 	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
-	require.NoError(t, p.Touch(ctx, "node-a", []UserState{{User: "erin"}, {User: "frank"}}), "the pipeline reloads its script")
-	st, err := p.Get(ctx, "frank")
+	require.NoError(t, p.Offline(ctx, "erin", "node-a"))
+	nodes, err := p.Nodes(ctx)
 	require.NoError(t, err)
-	assert.True(t, st.Online)
+	assert.Len(t, nodes, 1)
+	st, err := p.Get(ctx, "erin")
+	require.NoError(t, err)
+	assert.False(t, st.Online)
 }
 
 func TestBadInput(t *testing.T) {

@@ -7,10 +7,6 @@ import (
 )
 
 var (
-	//go:embed lua/presence_touch.lua
-	touchSrc    string
-	touchScript = redis.NewScript(touchSrc)
-
 	//go:embed lua/presence_offline.lua
 	offlineSrc    string
 	offlineScript = redis.NewScript(offlineSrc)
