@@ -42,29 +42,32 @@ func (s *Server) restEnter(ctx context.Context, sess session, room string) {
 
 // renewals throttles the seat and presence renewals polls trigger: a
 // session's seats are renewed by this node at most once per third of the
-// lease, so a clean poll stays one Redis command.
+// lease, so a clean poll stays one Redis command. It keeps when each session
+// was last renewed, not when the next renewal is due, so that a shorter
+// lease (seat.lease_seconds lowered) applies to the very next poll.
 type renewals struct {
 	mu   sync.Mutex
-	next map[string]time.Time
+	last map[string]time.Time
 }
 
 func (r *renewals) due(sid string, now time.Time, every time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.next == nil {
-		r.next = map[string]time.Time{}
+	if r.last == nil {
+		r.last = map[string]time.Time{}
 	}
-	if now.Before(r.next[sid]) {
+	if last, ok := r.last[sid]; ok && !now.Before(last) && now.Sub(last) < every {
 		return false
 	}
-	if len(r.next) > 100_000 {
-		for k, t := range r.next {
-			if now.After(t) {
-				delete(r.next, k)
+	if len(r.last) > 100_000 {
+		// an entry at least `every` old is due anyway: dropping it changes nothing
+		for k, t := range r.last {
+			if now.Sub(t) >= every {
+				delete(r.last, k)
 			}
 		}
 	}
-	r.next[sid] = now.Add(every)
+	r.last[sid] = now
 	return true
 }
 
