@@ -2,10 +2,12 @@ package web
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -116,13 +118,20 @@ func (s *Server) requireAdmin(c *fiber.Ctx) error {
 		return errNoAdmin
 	}
 	tok := bearer(c)
-	if tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1 {
+	if tok != "" && sameSecret(tok, s.cfg.AdminToken) {
 		return c.Next()
 	}
 	if _, err := s.tokens.verify(tok); err == nil {
 		return errAdminOnly
 	}
-	return errf(401, "bad_token", "send the admin token: Authorization: Bearer <admin token>")
+	return errf(http.StatusUnauthorized, "bad_token", "send the admin token: Authorization: Bearer <admin token>")
+}
+
+// sameSecret compares a presented secret with the configured one in
+// constant time; comparing SHA-256 digests hides the length too.
+func sameSecret(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 func sessionOf(c *fiber.Ctx) session {
