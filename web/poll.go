@@ -192,6 +192,12 @@ func (s *Server) pollData(ctx context.Context, sess session, mask dirty.Mask, da
 		data["messages"] = out
 	}
 	if mask.Has(dirty.Settings) {
+		// The mark may come from the node that took the write before this
+		// node's copy heard of it over pub/sub: read the snapshot, so the
+		// bit is never spent on a stale answer.
+		if err := s.settings.Reload(ctx); err != nil {
+			return err
+		}
 		v, vals := s.settings.Values()
 		data["settings"] = fiber.Map{"version": v, "values": vals}
 	}

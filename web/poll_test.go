@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
 )
@@ -194,6 +195,19 @@ func (c *cluster) sessionID(tok string) string {
 	s, err := c.nodes[0].srv.tokens.verify(tok)
 	require.NoError(c.t, err)
 	return s.ID
+}
+
+// dirtyOf is the mask of the named sections.
+func dirtyOf(names ...string) dirty.Mask {
+	var m dirty.Mask
+	for _, n := range names {
+		s, ok := dirty.SectionByName(n)
+		if !ok {
+			panic(n)
+		}
+		m |= dirty.Of(s)
+	}
+	return m
 }
 
 var allSections = []string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices"}
@@ -695,4 +709,27 @@ func TestCleanPollIsOneRedisCommand(t *testing.T) {
 		require.Empty(t, a.Dirty)
 		assert.Len(t, h.taken(), 1, "a clean long poll that times out is one script call on %s: %v", n.srv.Node(), h.taken())
 	}
+}
+
+func TestPollSettingsAnswerWhatRedisHoldsEvenIfThisNodeMissedTheChange(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	c := newCluster(t, r, 2)
+	ctx := context.Background()
+	alice := c.session(c.nodes[0], "alice")
+	c.poll(c.nodes[0], alice, "")
+
+	// A change whose pub/sub message no node received (written past the
+	// settings package, in its key layout), then the mark its writer makes.
+	ks := keyspace.New(r.Prefix)
+	require.NoError(t, r.Client.HSet(ctx, ks.Key("settings", "live", "values"), "motd", `"missed"`).Err())
+	require.NoError(t, r.Client.Incr(ctx, ks.Key("settings", "live", "version")).Err())
+	require.NoError(t, c.nodes[0].srv.dirty.MarkSessions(ctx, []string{c.sessionID(alice)}, dirtyOf("settings")))
+
+	a := exactly(t, c.poll(c.nodes[1], alice, ""), "settings")
+	var st struct {
+		Values map[string]any
+	}
+	a.section(t, "settings", &st)
+	assert.Equal(t, "missed", st.Values["motd"], "the poll spends the bit on the value in Redis")
 }
