@@ -2,18 +2,16 @@ package presence
 
 import "github.com/chatd/chatd/internal/keyspace"
 
-// keys builds every key of the package. A user's presence lives in the
+// keys builds every key of the package. A user's presence is one key in the
 // {user:U} slot; the node registry in the {nodes:registry} slot; the global
 // online index in a slot of its own.
 type keys struct {
 	ks keyspace.Space
 }
 
-// userNodes: node → expiry (unix ms) of every node the user is connected to.
-func (k keys) userNodes(user string) string { return k.ks.Key("user", user, "presence", "nodes") } // ZSET
-
-// userInfo: "last_seen" (unix ms) and "rooms:<node>" (JSON array) per node.
-func (k keys) userInfo(user string) string { return k.ks.Key("user", user, "presence") } // HASH
+// user: per node N that holds the user "node:N" (its expiry, unix ms) and
+// "rooms:N" (JSON array); and "last_seen" (unix ms).
+func (k keys) user(user string) string { return k.ks.Key("user", user, "presence") } // HASH
 
 // online: user → expiry (unix ms) of every online user, for the global count.
 func (k keys) online() string { return k.ks.Global("presence", "online") } // ZSET

@@ -15,8 +15,7 @@ func TestKeys(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"user nodes", k.userNodes("alice"), "chatd:{user:alice}:presence:nodes"},
-		{"user info", k.userInfo("alice"), "chatd:{user:alice}:presence"},
+		{"user", k.user("alice"), "chatd:{user:alice}:presence"},
 		{"online index", k.online(), "chatd:presence:online"},
 		{"node beats", k.nodeBeats(), "chatd:{nodes:registry}:beats"},
 		{"node info", k.nodeInfo(), "chatd:{nodes:registry}:info"},
@@ -30,6 +29,5 @@ func TestKeys(t *testing.T) {
 
 func TestKeysOfOneScriptShareASlot(t *testing.T) {
 	k := keys{ks: keyspace.New("chatd")}
-	assert.Equal(t, keyspace.Slot(k.userNodes("bob")), keyspace.Slot(k.userInfo("bob")), "touch and offline scripts")
 	assert.Equal(t, keyspace.Slot(k.nodeBeats()), keyspace.Slot(k.nodeInfo()), "registry scripts")
 }

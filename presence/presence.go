@@ -117,21 +117,15 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 	}
 	start := time.Now()
 	now := p.now()
-	nowMS := strconv.FormatInt(ms(now), 10)
-	exp := float64(ms(now.Add(p.ttl)))
-	// Plain commands, not a script: nothing here needs atomicity (a rooms
-	// field without a live score is ignored by Get), and five bare commands
-	// cost the server a third of what one script doing the same costs.
+	nowMS, exp := ms(now), ms(now.Add(p.ttl))
+	// Two bare commands per user, no script: nothing here needs atomicity.
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		members := make([]redis.Z, len(users))
 		for i, u := range users {
-			nodes, info := p.k.userNodes(u.User), p.k.userInfo(u.User)
-			pipe.ZRemRangeByScore(ctx, nodes, "-inf", nowMS)
-			pipe.ZAdd(ctx, nodes, redis.Z{Score: exp, Member: node})
-			pipe.PExpire(ctx, nodes, p.ttl)
-			pipe.HSet(ctx, info, "rooms:"+node, roomsJSON[i], "last_seen", nowMS)
-			pipe.PExpire(ctx, info, p.keep)
-			members[i] = redis.Z{Score: exp, Member: u.User}
+			key := p.k.user(u.User)
+			pipe.HSet(ctx, key, "node:"+node, exp, "rooms:"+node, roomsJSON[i], "last_seen", nowMS)
+			pipe.PExpire(ctx, key, p.keep)
+			members[i] = redis.Z{Score: float64(exp), Member: u.User}
 		}
 		pipe.ZAdd(ctx, p.k.online(), members...)
 		return nil
@@ -157,7 +151,7 @@ func (p *Presence) Offline(ctx context.Context, user, node string) error {
 		return fmt.Errorf("presence: offline: %w", err)
 	}
 	now := ms(p.now())
-	res, err := offlineScript.Run(ctx, p.rdb, []string{p.k.userNodes(user), p.k.userInfo(user)},
+	res, err := offlineScript.Run(ctx, p.rdb, []string{p.k.user(user)},
 		node, now, p.keep.Milliseconds()).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("presence: offline %s on %s: %w", user, node, err)
@@ -173,7 +167,8 @@ func (p *Presence) Offline(ctx context.Context, user, node string) error {
 	return nil
 }
 
-// Get returns the presence of user, in one round trip. An unknown user is
+// Get returns the presence of user: one [HGETALL] (and one [HDEL] the first
+// time it finds the claims of a node that died). An unknown user is
 // offline with a zero LastSeen, not an error. It returns an error wrapping
 // names.ErrBadName for an invalid name.
 func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
@@ -181,50 +176,55 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 		return Status{}, fmt.Errorf("presence: get: %w", err)
 	}
 	now := ms(p.now())
-	var nodes *redis.ZSliceCmd
-	var info *redis.MapStringStringCmd
-	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		nodes = pipe.ZRangeByScoreWithScores(ctx, p.k.userNodes(user), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now, 10), Max: "+inf"})
-		info = pipe.HGetAll(ctx, p.k.userInfo(user))
-		return nil
-	})
+	fields, err := p.rdb.HGetAll(ctx, p.k.user(user)).Result()
 	if err != nil {
 		return Status{}, fmt.Errorf("presence: get %s: %w", user, err)
 	}
 	st := Status{User: user, Rooms: []string{}}
-	fields := info.Val()
 	if v, ok := fields["last_seen"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			st.LastSeen = time.UnixMilli(n).UTC()
 		}
 	}
 	live := map[string]bool{}
-	for _, z := range nodes.Val() { // ascending expiry: the last renewed is last
-		n, _ := z.Member.(string)
-		live[n] = true
-		st.Online, st.Node = true, n
-	}
+	var newest int64
 	var stale []string
 	for f, v := range fields {
+		n, ok := strings.CutPrefix(f, "node:")
+		if !ok {
+			continue
+		}
+		exp, _ := strconv.ParseInt(v, 10, 64)
+		if exp <= now {
+			stale = append(stale, f, "rooms:"+n)
+			continue
+		}
+		live[n] = true
+		if exp > newest || exp == newest && n > st.Node {
+			newest, st.Node = exp, n // the node that renewed the user last
+		}
+	}
+	st.Online = len(live) > 0
+	for f, v := range fields {
 		n, ok := strings.CutPrefix(f, "rooms:")
-		switch {
+		switch _, claimed := fields["node:"+n]; {
 		case !ok:
 		case live[n]:
 			var rooms []string
 			if err := json.Unmarshal([]byte(v), &rooms); err == nil {
 				st.Rooms = append(st.Rooms, rooms...)
 			}
-		default:
-			stale = append(stale, f)
+		case !claimed:
+			stale = append(stale, f) // a Touch that raced an Offline
 		}
 	}
 	slices.Sort(st.Rooms)
 	st.Rooms = slices.Compact(st.Rooms)
 	if len(stale) > 0 {
-		// Rooms of nodes that died holding the user: drop them here, once,
-		// rather than check for them on every Touch.
-		if err := p.rdb.HDel(ctx, p.k.userInfo(user), stale...).Err(); err != nil {
-			return Status{}, fmt.Errorf("presence: get %s: drop stale rooms: %w", user, err)
+		// The claims of nodes that died holding the user: drop them here,
+		// once, rather than look for them on every Touch.
+		if err := p.rdb.HDel(ctx, p.k.user(user), stale...).Err(); err != nil {
+			return Status{}, fmt.Errorf("presence: get %s: drop dead nodes: %w", user, err)
 		}
 	}
 	return st, nil

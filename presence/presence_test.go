@@ -144,9 +144,9 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		st, err := n[1].Get(ctx, "carol")
 		require.NoError(t, err)
 		assert.Equal(t, []string{"x-1"}, st.Rooms)
-		fields, err := r.Client.HKeys(ctx, n[0].k.userInfo("carol")).Result()
+		fields, err := r.Client.HKeys(ctx, n[0].k.user("carol")).Result()
 		require.NoError(t, err)
-		assert.ElementsMatch(t, []string{"last_seen", "rooms:node-a"}, fields)
+		assert.ElementsMatch(t, []string{"last_seen", "node:node-a", "rooms:node-a"}, fields, "node-c's claim is gone")
 	})
 
 	t.Run("an unknown user is offline with no last seen", func(t *testing.T) {
@@ -188,7 +188,7 @@ func TestRealTTLs(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	ctx := context.Background()
-	n := cluster3(t, r, Config{TTL: 300 * time.Millisecond, Retention: time.Hour})
+	n := cluster3(t, r, Config{TTL: 300 * time.Millisecond, Retention: 1500 * time.Millisecond})
 
 	require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{{User: "dave", Rooms: []string{"general-1"}}}))
 	require.NoError(t, n[1].Heartbeat(ctx, Node{ID: "node-b"}))
@@ -202,14 +202,21 @@ func TestRealTTLs(t *testing.T) {
 			st, err := n[2].Get(ctx, "dave")
 			return err == nil && !st.Online
 		}, 5*time.Second, 20*time.Millisecond)
-		require.Eventually(t, func() bool {
-			return r.Client.Exists(ctx, n[0].k.userNodes("dave")).Val() == 0
-		}, 5*time.Second, 20*time.Millisecond, "the nodes set expires in Redis too")
 		st, err := n[1].Get(ctx, "dave")
 		require.NoError(t, err)
-		assert.Equal(t, seen, st.LastSeen)
-		ttl := r.Client.PTTL(ctx, n[0].k.userInfo("dave")).Val()
-		assert.Greater(t, ttl, 30*time.Minute, "last seen outlives the TTL")
+		assert.Equal(t, Status{User: "dave", Rooms: []string{}, LastSeen: seen}, st)
+		count, err := n[0].Online(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, count)
+	})
+
+	t.Run("last seen is forgotten after the retention", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			return r.Client.Exists(ctx, n[0].k.user("dave")).Val() == 0
+		}, 5*time.Second, 20*time.Millisecond)
+		st, err := n[1].Get(ctx, "dave")
+		require.NoError(t, err)
+		assert.Equal(t, Status{User: "dave", Rooms: []string{}}, st)
 	})
 
 	t.Run("a node that stops beating drops out and its keys expire", func(t *testing.T) {
