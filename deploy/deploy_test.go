@@ -189,6 +189,30 @@ func TestDockerfile(t *testing.T) {
 	t.Run("checks health on /healthz", func(t *testing.T) {
 		assert.Contains(t, health, "/healthz")
 	})
+	t.Run("builds with a Go at least as new as go.mod asks", func(t *testing.T) {
+		m := regexp.MustCompile(`(?m)^ARG GO_VERSION=(\S+)$`).FindStringSubmatch(string(p))
+		require.NotNil(t, m, "ARG GO_VERSION=")
+		mod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+		require.NoError(t, err)
+		want := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+		require.NotNil(t, want)
+		assert.GreaterOrEqual(t, semver(m[1]), semver(string(want[1])), "Dockerfile GO_VERSION %s < go.mod's go %s", m[1], want[1])
+	})
+}
+
+// semver turns "1.26.8" into a number that orders versions (missing parts
+// count as 0).
+func semver(v string) int {
+	n := 0
+	parts := strings.SplitN(v, ".", 3)
+	for i := 0; i < 3; i++ {
+		x := 0
+		if i < len(parts) {
+			x, _ = strconv.Atoi(parts[i])
+		}
+		n = n*1000 + x
+	}
+	return n
 }
 
 // dockerInstructions joins continuation lines and drops comments.

@@ -281,8 +281,13 @@ func (c *cluster) startNginx(bin string) {
 // renderNginx runs `cluster.sh nginx-conf` for a run directory and ports.
 func renderNginx(t testing.TB, runDir string, lbPort int, nodePorts []string) []byte {
 	t.Helper()
-	cmd := exec.Command("bash", "cluster.sh", "nginx-conf")
-	cmd.Env = append(os.Environ(),
+	// The script needs only bash and sed; find them even when a test runs
+	// with a PATH narrowed to hide redis-server.
+	path := os.Getenv("PATH") + ":/usr/local/bin:/usr/bin:/bin"
+	bash, err := lookPathIn("bash", path)
+	require.NoError(t, err, "bash")
+	cmd := exec.Command(bash, "cluster.sh", "nginx-conf")
+	cmd.Env = append(os.Environ(), "PATH="+path,
 		"CHATD_RUN_DIR="+runDir,
 		"CHATD_LB_PORT="+strconv.Itoa(lbPort),
 		"CHATD_NODE_PORTS="+strings.Join(nodePorts, " "))
@@ -447,4 +452,15 @@ type roomInfo struct {
 	Seq      int      `json:"seq"`
 	Capacity int      `json:"capacity"`
 	Members  []string `json:"members"`
+}
+
+// lookPathIn finds an executable in the directories of path.
+func lookPathIn(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
