@@ -148,6 +148,26 @@ func testFlows(t *testing.T, r *redistest.Redis) {
 		assert.Equal(t, map[string]string{"general-1": "18-0"}, cur)
 	})
 
+	t.Run("a session's rooms are its cursor's rooms, until dropped", func(t *testing.T) {
+		cur, err := n[2].Cursors(ctx, "s-new")
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"general-1": "18-0", "arena-2": "9-3"}, cur)
+		require.NoError(t, n[1].DropCursor(ctx, "s-new", "arena-2"))
+		cur, err = n[0].Cursors(ctx, "s-new")
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"general-1": "18-0"}, cur)
+	})
+
+	t.Run("a user's followed topics are listed", func(t *testing.T) {
+		require.NoError(t, n[2].Follow(ctx, "lb:alltime", "bob"))
+		topics, err := n[0].Following(ctx, "bob")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"lb:alltime", "lb:daily"}, topics)
+		topics, err = n[0].Following(ctx, "nobody")
+		require.NoError(t, err)
+		assert.Empty(t, topics)
+	})
+
 	t.Run("metrics count polls and marks", func(t *testing.T) {
 		mfs, err := reg.Gather()
 		require.NoError(t, err)

@@ -22,6 +22,7 @@ func TestKeys(t *testing.T) {
 		{"user sessions", k.userSessions("alice"), "chatd:{user:alice}:dirty:sessions"},
 		{"live sessions", k.liveSessions(), "chatd:dirty:sessions"},
 		{"followers", k.followers("daily"), "chatd:{topic:daily}:followers"},
+		{"follows", k.follows("alice"), "chatd:{user:alice}:dirty:follows"},
 		{"wake channel", k.wakeChannel("node-1"), "chatd:dirty:wake:node-1"},
 	}
 	for _, tt := range tests {
