@@ -258,6 +258,7 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	elapsed := time.Since(t0)
 	res.Delivered = sum(cs, func(c *fanClient) int64 { return c.delivered[1].Load() })
 	res.DeliveredPerSec = float64(res.Delivered) / elapsed.Seconds()
+	b.prog.Say("%s: stopping senders after %s", s.label, elapsed.Truncate(time.Millisecond))
 	wg.Wait()
 	res.Sent = sum(cs, func(c *fanClient) int64 { return c.sent.Load() })
 	res.SentPerSec = float64(res.Sent) / elapsed.Seconds()
@@ -265,6 +266,7 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	// drain: until every acked say reached every member, or 5 s without
 	// progress
 	phase.Store(2)
+	b.prog.Say("%s: draining", s.label)
 	expected := func() int64 {
 		var e int64
 		for _, c := range cs {
@@ -300,10 +302,12 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		}
 	}
 	phase.Store(3)
+	b.prog.Say("%s: closing", s.label)
 	for _, c := range cs {
 		c.ws.Close()
 		<-c.done
 	}
+	b.prog.Say("%s: closed", s.label)
 	if s.rate > 0 {
 		var lat Lat
 		for _, c := range cs {

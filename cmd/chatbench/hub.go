@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gofiber/contrib/websocket"
@@ -60,11 +57,9 @@ type hub struct {
 	subs  map[string]chan struct{}
 }
 
-// runHub serves the bare hub on addr until SIGTERM.
-func runHub(addr, redisAddr, node string) error {
+// runHub serves the bare hub on addr until ctx ends.
+func runHub(ctx context.Context, addr, redisAddr, node string) error {
 	h := &hub{node: node, rooms: map[string]map[*hubClient]struct{}{}, seats: map[string]int{}, subs: map[string]chan struct{}{}}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if redisAddr != "" {
 		h.rdb = redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 32})
 		h.ps = h.rdb.Subscribe(ctx)
@@ -83,7 +78,12 @@ func runHub(addr, redisAddr, node string) error {
 	})
 	app.Get("/ws", websocket.New(func(conn *websocket.Conn) { h.serve(ctx, conn) }))
 	go func() { <-ctx.Done(); _ = app.ShutdownWithTimeout(2 * time.Second) }()
-	return app.Listen(addr)
+	err := app.Listen(addr)
+	if h.rdb != nil {
+		h.ps.Close()
+		h.rdb.Close()
+	}
+	return err
 }
 
 func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {

@@ -295,15 +295,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chatbench:", err)
 		os.Exit(2)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if opt.serveHub != "" {
-		if err := runHub(opt.serveHub, opt.hubRedis, opt.hubNode); err != nil {
+		if err := runHub(ctx, opt.serveHub, opt.hubRedis, opt.hubNode); err != nil {
 			fmt.Fprintln(os.Stderr, "hub:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	b := &Bench{opt: opt}
 	err = b.Run(ctx)
 	b.Close(err != nil)

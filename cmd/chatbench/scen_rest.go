@@ -46,6 +46,7 @@ func (b *Bench) scenarioJoin(ctx context.Context) error {
 		scen := fmt.Sprintf("join storm %d, capacity %d", len(toks), capacity)
 		var anchor, rate, p50, p99 []float64
 		var bad []string
+		var cmds string
 		for ri, ord := range order(b.opt.Repeats, 2) {
 			for _, v := range ord {
 				if v == 0 {
@@ -58,10 +59,14 @@ func (b *Bench) scenarioJoin(ctx context.Context) error {
 					continue
 				}
 				b.prog.Say("%s: chatd rep %d/%d", scen, ri+1, b.opt.Repeats)
+				c0, _ := b.cmdStats(ctx)
 				r, lat, problem, err := b.joinStorm(ctx, toks, capacity)
 				if err != nil {
 					return err
 				}
+				c1, _ := b.cmdStats(ctx)
+				d, total := cmdDelta(c0, c1)
+				cmds = fmt.Sprintf("Redis %.1f cmds/join: %s", float64(total)/float64(len(toks)), topCmds(d, len(toks), 5))
 				rate, p50, p99 = append(rate, r), append(p50, lat.P50), append(p99, lat.P99)
 				if problem != "" {
 					bad = append(bad, problem)
@@ -69,7 +74,7 @@ func (b *Bench) scenarioJoin(ctx context.Context) error {
 			}
 		}
 		b.rep.add(newRow(scen, "raw seat claim (rooms.Join on Redis, 64 goroutines)", "joins/s", anchor))
-		b.rep.add(newRow(scen, fmt.Sprintf("chatd REST joins over %d node(s), 64 clients", len(b.w.Targets)), "joins/s", rate).vs("raw seat claim", anchor).goalRatio(true, 0.1))
+		b.rep.add(newRow(scen, fmt.Sprintf("chatd REST joins over %d node(s), 64 clients", len(b.w.Targets)), "joins/s", rate).vs("raw seat claim", anchor).goalRatio(true, 0.1).note("%s", cmds))
 		b.rep.add(newRow(scen, "join p50 under the storm (saturated)", "ms", p50))
 		b.rep.add(newRow(scen, "join p99 under the storm (saturated)", "ms", p99))
 		want := roomsFor(len(toks), capacity)
@@ -89,6 +94,9 @@ func (b *Bench) scenarioJoin(ctx context.Context) error {
 		}
 	}()
 	if err := b.waitSetting(ctx, "room.capacity", 1); err != nil {
+		return err
+	}
+	if err := b.waitCapacity(ctx, 1); err != nil {
 		return err
 	}
 	return pass(1, toks[:n2])
@@ -228,6 +236,7 @@ func (b *Bench) scenarioBoard(ctx context.Context) error {
 	}
 	hubs := procURLs(b.w.Hubs[:nt])
 	var a5, posts []float64
+	var cmds string
 	for ri, ord := range order(b.opt.Repeats, 2) {
 		for _, v := range ord {
 			if v == 0 {
@@ -239,16 +248,22 @@ func (b *Bench) scenarioBoard(ctx context.Context) error {
 				a5 = append(a5, r)
 			} else {
 				b.prog.Say("leaderboard: score posts rep %d/%d (%d players so far)", ri+1, b.opt.Repeats, min(next.Load(), int64(players)))
+				c0, _ := b.cmdStats(ctx)
+				n0 := next.Load()
 				r, err := postFor(b.opt.Dur)
 				if err != nil {
 					return fmt.Errorf("post score: %w", err)
 				}
+				c1, _ := b.cmdStats(ctx)
+				d, total := cmdDelta(c0, c1)
+				n := int(next.Load() - n0)
+				cmds = fmt.Sprintf("Redis %.1f cmds/post: %s", float64(total)/float64(max(1, n)), topCmds(d, max(1, n), 5))
 				posts = append(posts, r)
 			}
 		}
 	}
 	scen := fmt.Sprintf("leaderboard %d players", players)
-	b.rep.add(newRow(scen, fmt.Sprintf("score posts, %d clients over %d node(s)", httpWorkers, nt), "posts/s", posts).vs("A5 healthz", a5).goalRatio(true, 0.5))
+	b.rep.add(newRow(scen, fmt.Sprintf("score posts, %d clients over %d node(s)", httpWorkers, nt), "posts/s", posts).vs("A5 healthz", a5).goalRatio(true, 0.5).note("%s", cmds))
 	if rest := int64(players) - next.Load(); rest > 0 {
 		b.prog.Say("leaderboard: filling the board to %d players", players)
 		if err := parallel(ctx, int(rest), httpWorkers, func(i int) error { return post(i % httpWorkers) }); err != nil {
@@ -467,6 +482,10 @@ func (b *Bench) scenarioPoll(ctx context.Context) error {
 	}
 	scen := fmt.Sprintf("polling %d sessions", m)
 
+	// one more pass clears what later joins made dirty
+	if err := parallel(ctx, m, httpWorkers, func(i int) error { _, err := b.pollOnce(ctx, ss[i], ""); return err }); err != nil {
+		return err
+	}
 	// commands per clean poll: one pass with nothing dirty, minus the
 	// background rate measured just before over the same time
 	b.prog.Say("poll: Redis commands per clean poll")
@@ -691,4 +710,38 @@ func (b *Bench) longPollWake(ctx context.Context, ss []*pollSession) (*Lat, erro
 	cancel()
 	wg.Wait()
 	return &lat, first
+}
+
+// waitCapacity waits until a join on every node answers a room whose
+// capacity is want: the node's live value, not only the stored one. A node
+// that never does is recorded as a failed check.
+func (b *Bench) waitCapacity(ctx context.Context, want int) error {
+	tag := b.tag("c")
+	for i, t := range b.w.Targets {
+		tok, err := b.api.Session(ctx, t, tag+"x"+strconv.Itoa(i))
+		if err != nil {
+			return err
+		}
+		var got int
+		t0 := time.Now()
+		ok := waitFor(ctx, 10*time.Second, func() bool {
+			var out struct {
+				Room Room `json:"room"`
+			}
+			if _, err := b.api.Do(ctx, http.MethodPost, t+"/api/v1/lobbies/cap-"+tag+"/join", tok, nil, &out); err != nil {
+				return false
+			}
+			got = out.Room.Capacity
+			return got == want
+		})
+		if !ok {
+			// measured anyway: the room check shows what it costs
+			b.rep.check("join", fmt.Sprintf("node %d (%s) applies room.capacity %d within 10 s of the PUT on node 1", i+1, t, want), false, "its new rooms still show capacity %d", got)
+			continue
+		}
+		if d := time.Since(t0); d > time.Second {
+			b.rep.check("join", fmt.Sprintf("%s applies room.capacity %d within 1 s", t, want), false, "took %s", d.Truncate(time.Millisecond))
+		}
+	}
+	return nil
 }

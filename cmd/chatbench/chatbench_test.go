@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary serve a bare hub, as the chatbench binary
+// does when a world starts hubs (it re-executes itself with -serve-hub).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-serve-hub" {
+		os.Args = append([]string{"chatbench"}, os.Args[1:]...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func TestParseBenchCSV(t *testing.T) {
+	t.Parallel()
+	t.Run("rows of a real run are read", func(t *testing.T) {
+		out := `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+"SET","55555.55","0.595","0.080","0.367","1.167","4.039","23.439"
+"ZINCRBY bz 1 p:__rand_int__","180180.17","4.158","0.568","4.095","6.815","8.735","8.991"
+`
+		rows, err := parseBenchCSV([]byte(out))
+		require.NoError(t, err)
+		assert.Equal(t, []benchRow{
+			{Test: "SET", RPS: 55555.55, P50: 0.367, P99: 4.039},
+			{Test: "ZINCRBY bz 1 p:__rand_int__", RPS: 180180.17, P50: 4.095, P99: 8.735},
+		}, rows)
+	})
+	t.Run("an unexpected header is an error", func(t *testing.T) {
+		_, err := parseBenchCSV([]byte("SET: 1234.5 requests per second\n"))
+		assert.Error(t, err)
+	})
+	t.Run("a non-numeric rate is an error", func(t *testing.T) {
+		_, err := parseBenchCSV([]byte("\"test\",\"rps\"\n\"SET\",\"fast\"\n"))
+		assert.Error(t, err)
+	})
+	t.Run("a short row is an error", func(t *testing.T) {
+		_, err := parseBenchCSV([]byte("\"test\",\"rps\",\"p50_latency_ms\"\n\"SET\",\"1\"\n"))
+		assert.Error(t, err)
+	})
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	t.Run("median of odd and even counts", func(t *testing.T) {
+		assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
+		assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+		assert.True(t, math.IsNaN(median(nil)))
+	})
+	t.Run("quantiles use the nearest rank", func(t *testing.T) {
+		s := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+		assert.Equal(t, int64(5), quantileSorted(s, 0.5))
+		assert.Equal(t, int64(10), quantileSorted(s, 0.99))
+		assert.Equal(t, int64(1), quantileSorted(s, 0))
+	})
+	t.Run("summary is in milliseconds", func(t *testing.T) {
+		var l Lat
+		for i := 1; i <= 100; i++ {
+			l.Add(time.Duration(i) * time.Millisecond)
+		}
+		assert.Equal(t, Summary{N: 100, P50: 50, P99: 99, Max: 100}, l.Summary())
+	})
+	t.Run("spread is range over median", func(t *testing.T) {
+		assert.InDelta(t, 0.5, spread([]float64{8, 10, 13}), 1e-9)
+		assert.Zero(t, spread([]float64{7}))
+	})
+	t.Run("ratios pair repeats and skip zero anchors", func(t *testing.T) {
+		assert.Equal(t, []float64{2, 0.5}, ratios([]float64{4, 1, 9}, []float64{2, 2, 0}))
+	})
+	t.Run("repeats interleave A B then B A", func(t *testing.T) {
+		assert.Equal(t, [][]int{{0, 1}, {1, 0}, {0, 1}}, order(3, 2))
+	})
+	t.Run("rooms are rounded up", func(t *testing.T) {
+		assert.Equal(t, 200, roomsFor(10000, 50))
+		assert.Equal(t, 3, roomsFor(101, 50))
+	})
+}
+
+func TestRow(t *testing.T) {
+	t.Parallel()
+	t.Run("a ratio row flags a wide spread and judges its goal", func(t *testing.T) {
+		r := newRow("s", "m", "msg/s", []float64{60, 80, 100}).vs("a", []float64{100, 100, 100}).goalRatio(true, 0.6)
+		assert.Equal(t, 0.8, r.RatioMedian)
+		assert.InDelta(t, 0.5, r.Spread, 1e-9)
+		assert.True(t, r.Noisy)
+		require.NotNil(t, r.OK)
+		assert.True(t, *r.OK)
+	})
+	t.Run("a value goal at most", func(t *testing.T) {
+		r := newRow("s", "m", "KiB", []float64{20}).goalValue(false, 16)
+		require.NotNil(t, r.OK)
+		assert.False(t, *r.OK)
+	})
+	t.Run("the table and JSON carry every row", func(t *testing.T) {
+		rp := &Report{Machine: map[string]string{"nproc": "2"}}
+		rp.add(newRow("s", "m", "u", []float64{1234567}))
+		rp.add(newRow("s", "empty", "u", nil))
+		rp.check("s", "c", false, "why %d", 1)
+		var tb, js bytes.Buffer
+		rp.WriteTable(&tb)
+		require.NoError(t, rp.WriteJSON(&js))
+		assert.Contains(t, tb.String(), "| s | m (u) | 1,234,567 |")
+		assert.Contains(t, tb.String(), "| s | c | **no** | why 1 |")
+		assert.Contains(t, js.String(), `"median": 1234567`)
+	})
+}
+
+func TestFmtNum(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[float64]string{0: "0", 0.01234: "0.0123", 5.5: "5.5", 12.34: "12.3", 123.4: "123", 1234.5: "1,234", -98765: "-98,765", math.NaN(): "–"} {
+		assert.Equal(t, want, fmtNum(in), "%v", in)
+	}
+}
+
+func TestDecodeFrame(t *testing.T) {
+	t.Parallel()
+	var f Frame
+	require.NoError(t, decodeFrame([]byte(`{"type":"joined","room":{"id":"g-1","lobby":"g","seq":1,"capacity":50,"members":["a"]}}`), &f))
+	assert.Equal(t, Room{ID: "g-1", Lobby: "g", Seq: 1, Capacity: 50, Members: []string{"a"}}, f.Room)
+	require.NoError(t, decodeFrame([]byte(`{"type":"presence","room":"g-1","user":"a","state":"left"}`), &f))
+	assert.Equal(t, "g-1", f.RoomID)
+	require.NoError(t, decodeFrame([]byte(`{"type":"message","message":{"id":"1","room":"g-1","from":"a","text":"hi","ts":"x"}}`), &f))
+	assert.Equal(t, "hi", f.Msg.Text)
+	require.NoError(t, decodeFrame([]byte(`{"type":"error","code":"too_long","message":"shorter","ref":"r1"}`), &f))
+	assert.Equal(t, "shorter", f.ErrText)
+	assert.Equal(t, "r1", f.Ref)
+	assert.Error(t, decodeFrame([]byte(`{"room":"x"}`), &f), "no type")
+	assert.Error(t, decodeFrame([]byte(`{"type":"joined","room":"x"}`), &f), "a joined room must be an object")
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	var sink bytes.Buffer
+	t.Run("defaults run everything on 3 nodes", func(t *testing.T) {
+		o, err := ParseFlags(nil, &sink)
+		require.NoError(t, err)
+		assert.Equal(t, 3, o.Nodes)
+		assert.Equal(t, allScenarios, o.Scenarios)
+		assert.Equal(t, []int{200, 2000}, o.Clients)
+		assert.Equal(t, 5, o.Repeats)
+	})
+	t.Run("quick is smaller", func(t *testing.T) {
+		o, err := ParseFlags([]string{"-quick", "-scenarios", "join,poll"}, &sink)
+		require.NoError(t, err)
+		assert.Equal(t, []int{200}, o.Clients)
+		assert.Equal(t, 2, o.Repeats)
+		assert.Equal(t, []string{"join", "poll"}, o.Scenarios)
+	})
+	for name, args := range map[string][]string{
+		"two nodes are refused":          {"-nodes", "2"},
+		"an unknown scenario is refused": {"-scenarios", "fanout,chaos"},
+		"a remote target is refused":     {"-targets", "http://example.com:80", "-redis", "127.0.0.1:6379"},
+		"targets without redis":          {"-targets", "http://127.0.0.1:8080"},
+		"a remote redis is refused":      {"-redis", "10.0.0.1:6379"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseFlags(args, &sink)
+			assert.Error(t, err)
+		})
+	}
+}
+
+// TestFanoutOnBareHub drives the fan-out client against an in-process
+// bare hub without Redis: every message reaches every member once.
+func TestFanoutOnBareHub(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := freeAddr()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- runHub(ctx, addr, "", "t") }()
+	defer func() { cancel(); <-done }()
+	p := &Proc{Name: "hub", URL: "http://" + addr}
+	require.NoError(t, waitHTTP(ctx, p, "/healthz", 10*time.Second))
+
+	b := &Bench{opt: Options{Quiet: true}, api: newAPI(8, ""), rep: &Report{}, prog: newProgress(os.Stderr, 0, true), runID: "t"}
+	t.Run("saturated run loses nothing", func(t *testing.T) {
+		r, err := b.fanout(ctx, fanSpec{label: "sat", targets: []string{p.URL}, clients: 60, window: 2, dur: 300 * time.Millisecond})
+		require.NoError(t, err)
+		assert.Equal(t, 2, r.Rooms)
+		assert.Equal(t, 50, r.MaxMembers)
+		assert.True(t, r.Lossless(), "%+v", r)
+		assert.Positive(t, r.Delivered)
+	})
+	t.Run("fixed-rate run records a latency per delivery", func(t *testing.T) {
+		r, err := b.fanout(ctx, fanSpec{label: "fixed", targets: []string{p.URL}, clients: 20, rate: 100, dur: 300 * time.Millisecond})
+		require.NoError(t, err)
+		assert.True(t, r.Lossless(), "%+v", r)
+		assert.Equal(t, int(r.Delivered), r.Lat.N)
+	})
+}
+
+// TestSmokeQuick runs chatbench end to end, quick, one scenario, against
+// a private redis-server and one chatd built from this checkout.
+func TestSmokeQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts chatd")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CHATD_TEST_STRICT") == "1" {
+			t.Fatal("redis-server not on PATH (CHATD_TEST_STRICT=1)")
+		}
+		t.Skip("redis-server not on PATH")
+	}
+	opt, err := ParseFlags([]string{"-quick", "-nodes", "1", "-scenarios", "settings", "-repeats", "1", "-dur", "500ms", "-quiet"}, os.Stderr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b := &Bench{opt: opt}
+	err = b.Run(ctx)
+	b.Close(err != nil)
+	require.NoError(t, err)
+	assert.Empty(t, b.rep.Errors)
+	var metrics []string
+	for _, r := range b.rep.Rows {
+		metrics = append(metrics, r.Metric)
+	}
+	assert.Contains(t, strings.Join(metrics, "\n"), "PUT → last client has it, p99")
+	for _, c := range b.rep.Checks {
+		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
+	}
+}
