@@ -24,6 +24,8 @@ const (
 	joinHistory   = 50               // messages sent after a join
 	abuseLimit    = 20               // rate-limited frames in a row before close 1008
 	closeTryLater = 1013             // RFC 6455: try again later
+
+	closeServiceRestart = 1012 // RFC 6455: service restart; reconnect
 )
 
 // client is one WebSocket connection: one reader (the handler goroutine),

@@ -201,10 +201,14 @@ func (w *wsClient) send(v any) {
 	require.NoError(w.t, w.conn.WriteJSON(v))
 }
 
-// next returns the next frame of type typ, skipping others; it fails after 10s.
+// frameWait bounds every wait for a frame: generous, for -race on a
+// loaded 2-core machine; only a lost frame takes that long.
+const frameWait = 30 * time.Second
+
+// next returns the next frame of type typ, skipping others; it fails after frameWait.
 func (w *wsClient) next(typ string) map[string]any {
 	w.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(frameWait)
 	for {
 		select {
 		case f := <-w.frames:
@@ -212,7 +216,7 @@ func (w *wsClient) next(typ string) map[string]any {
 				return f
 			}
 		case <-deadline:
-			w.t.Fatalf("%s: no %q frame within 10s", w.user, typ)
+			w.t.Fatalf("%s: no %q frame within %s", w.user, typ, frameWait)
 			return nil
 		}
 	}
@@ -221,7 +225,7 @@ func (w *wsClient) next(typ string) map[string]any {
 // nextOf returns the next frame whose type is one of types.
 func (w *wsClient) nextOf(types ...string) map[string]any {
 	w.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(frameWait)
 	for {
 		select {
 		case f := <-w.frames:
@@ -231,7 +235,7 @@ func (w *wsClient) nextOf(types ...string) map[string]any {
 				}
 			}
 		case <-deadline:
-			w.t.Fatalf("%s: no %v frame within 10s", w.user, types)
+			w.t.Fatalf("%s: no %v frame within %s", w.user, types, frameWait)
 			return nil
 		}
 	}

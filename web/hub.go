@@ -45,6 +45,7 @@ type hubRoom struct {
 	members map[*client]struct{}
 	lastID  string   // last message id delivered on this node; "" = none yet
 	filling bool     // a gap fill is running: live messages wait in pending
+	again   bool     // resubscribed again during the fill: read once more
 	pending [][]byte // live payloads held back during a gap fill
 	gone    bool     // removed from the hub; a new hubRoom takes over
 }
@@ -111,7 +112,7 @@ func (r *hubRoom) subscribe(ctx context.Context) {
 	s := r.h.s
 	sub, err := s.bus.Subscribe(ctx, s.rooms.Channel(r.id), bus.HandlerFuncs{
 		OnReceive:      func(_ string, p []byte) { r.receive(p) },
-		OnResubscribed: func() { go r.gapFill() },
+		OnResubscribed: r.resubscribed,
 	})
 	if err != nil {
 		r.err = err
@@ -215,72 +216,94 @@ func (r *hubRoom) broadcastLocked(typ, id string, p []byte) {
 	r.h.s.m.delivered.Add(float64(len(r.members)))
 }
 
-// gapFill runs after the bus resubscribed the room's channel: it reads the
-// room's stream after the last delivered id and delivers what was missed,
-// then what arrived live meanwhile, each message once and in order.
-func (r *hubRoom) gapFill() {
+// resubscribed runs on the bus goroutine when the room's channel was
+// subscribed again after a reconnect: from here on, live messages are held
+// back until the gap fill has delivered what was missed. Marking this
+// before the bus dispatches the next message is what keeps a live message
+// from moving lastID past the missed ones.
+func (r *hubRoom) resubscribed() {
 	r.mu.Lock()
-	if r.filling || r.gone {
-		r.mu.Unlock()
+	defer r.mu.Unlock()
+	if r.gone {
+		return
+	}
+	if r.filling {
+		r.again = true // a fill is running; its read may predate this outage
 		return
 	}
 	r.filling = true
-	after := r.lastID
-	r.mu.Unlock()
+	go r.gapFill()
+}
 
+// gapFill reads the room's stream after the last delivered id and delivers
+// what was missed, then the live messages held back meanwhile, each message
+// once and in order. It reads again while reconnects keep happening.
+func (r *hubRoom) gapFill() {
 	s := r.h.s
-	var missed []rooms.Message
+	for {
+		r.mu.Lock()
+		after := r.lastID
+		r.again = false
+		r.mu.Unlock()
+
+		missed := r.readAfter(after)
+		s.m.gapFills.Inc()
+
+		r.mu.Lock()
+		s.log.Debug("gap fill", "room", r.id, "after", after, "read", len(missed), "pending", len(r.pending))
+		for _, m := range missed {
+			if m.ID <= r.lastID {
+				continue
+			}
+			p, err := json.Marshal(rooms.Event{Type: rooms.EventMessage, Message: &m})
+			if err != nil {
+				continue
+			}
+			r.lastID = m.ID
+			s.m.gapFilled.Inc()
+			r.broadcastLocked("message", m.ID, p)
+		}
+		if r.again && !r.gone {
+			r.mu.Unlock()
+			continue
+		}
+		r.filling = false
+		pending := r.pending
+		r.pending = nil
+		for _, p := range pending {
+			var head frameHead
+			_ = json.Unmarshal(p, &head)
+			if head.Message.ID <= r.lastID {
+				continue
+			}
+			r.lastID = head.Message.ID
+			r.broadcastLocked("message", head.Message.ID, p)
+		}
+		r.mu.Unlock()
+		return
+	}
+}
+
+// readAfter reads the room's history after id, retrying while Redis comes
+// back. When the id is gone (trimmed, or Redis lost its data) it reads the
+// latest messages instead.
+func (r *hubRoom) readAfter(after string) []rooms.Message {
+	s := r.h.s
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var err error
-		missed, err = s.rooms.History(ctx, r.id, after, rooms.MaxHistoryLimit)
+		missed, err := s.rooms.History(ctx, r.id, after, rooms.MaxHistoryLimit)
+		if errors.Is(err, rooms.ErrResumeGap) {
+			missed, err = s.rooms.History(ctx, r.id, "", rooms.MaxHistoryLimit)
+		}
 		cancel()
 		if err == nil {
-			break
-		}
-		if errors.Is(err, rooms.ErrResumeGap) {
-			// Redis lost the stream (a restart without persistence) or it was
-			// trimmed past us: deliver what there is now.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			missed, err = s.rooms.History(ctx, r.id, "", rooms.MaxHistoryLimit)
-			cancel()
-			if err == nil {
-				break
-			}
+			return missed
 		}
 		if attempt >= 50 {
 			s.log.Warn("gap fill gave up", "room", r.id, "err", err)
-			break
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	s.m.gapFills.Inc()
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range missed {
-		if m.ID <= r.lastID {
-			continue
-		}
-		p, err := json.Marshal(rooms.Event{Type: rooms.EventMessage, Message: &m})
-		if err != nil {
-			continue
-		}
-		r.lastID = m.ID
-		s.m.gapFilled.Inc()
-		r.broadcastLocked("message", m.ID, p)
-	}
-	r.filling = false
-	pending := r.pending
-	r.pending = nil
-	for _, p := range pending {
-		var head frameHead
-		_ = json.Unmarshal(p, &head)
-		if head.Message.ID <= r.lastID {
-			continue
-		}
-		r.lastID = head.Message.ID
-		r.broadcastLocked("message", head.Message.ID, p)
 	}
 }
 

@@ -125,8 +125,37 @@ func (s *Server) say(ctx context.Context, user, room, text string) (rooms.Messag
 }
 
 // markRoom sets bits in the dirty masks of the room's members' REST
-// sessions.
+// sessions. Marks of one room are coalesced: while one runs, later requests
+// fold into a single rerun, so a busy room costs a few marks per second,
+// not one per message.
 func (s *Server) markRoom(room string, bits dirty.Mask) {
+	s.marksMu.Lock()
+	if m, ok := s.marks[room]; ok {
+		m.again |= bits
+		s.marksMu.Unlock()
+		return
+	}
+	s.marks[room] = &pendingMark{}
+	s.marksMu.Unlock()
+
+	for {
+		s.markRoomNow(room, bits)
+		s.marksMu.Lock()
+		m := s.marks[room]
+		bits, m.again = m.again, 0
+		if bits == 0 {
+			delete(s.marks, room)
+			s.marksMu.Unlock()
+			return
+		}
+		s.marksMu.Unlock()
+	}
+}
+
+// pendingMark is a room mark in flight, and the bits asked for meanwhile.
+type pendingMark struct{ again dirty.Mask }
+
+func (s *Server) markRoomNow(room string, bits dirty.Mask) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := s.rooms.Room(ctx, room)

@@ -38,6 +38,8 @@ func (s *Server) restEnter(ctx context.Context, sess session, room string) {
 	if err := s.dirty.SetCursor(ctx, sess.ID, map[string]string{room: last}); err != nil {
 		s.log.Debug("set cursor", "err", err)
 	}
+	// the next poll renews now, so presence shows the new room
+	s.pollRenewals.forget(sess.ID)
 }
 
 // renewals throttles the seat and presence renewals polls trigger: a
@@ -48,6 +50,12 @@ func (s *Server) restEnter(ctx context.Context, sess session, room string) {
 type renewals struct {
 	mu   sync.Mutex
 	last map[string]time.Time
+}
+
+func (r *renewals) forget(sid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.last, sid)
 }
 
 func (r *renewals) due(sid string, now time.Time, every time.Duration) bool {
@@ -92,7 +100,20 @@ func (s *Server) poll(c *fiber.Ctx) error {
 	}
 	var mask dirty.Mask
 	if wait > 0 {
-		mask, err = s.dirty.Wait(ctx, sess.ID, time.Duration(wait)*time.Second)
+		// a draining node answers its long polls at once
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-s.draining:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		mask, err = s.dirty.Wait(wctx, sess.ID, time.Duration(wait)*time.Second)
+		cancel()
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			mask, err = s.dirty.Take(ctx, sess.ID)
+		}
 	} else {
 		mask, err = s.dirty.Take(ctx, sess.ID)
 	}
@@ -115,22 +136,45 @@ func (s *Server) poll(c *fiber.Ctx) error {
 }
 
 // renewREST renews the seats of a polling session's rooms and its user's
-// presence.
+// presence (a REST user in no room is online too). A seat that lapsed (the
+// session did not poll within the lease) is dropped from the session's rooms
+// and its rooms bit set, so this very poll tells the client to join again.
 func (s *Server) renewREST(ctx context.Context, sess session) {
 	cur, err := s.dirty.Cursors(ctx, sess.ID)
-	if err != nil || len(cur) == 0 {
+	if err != nil {
+		s.log.Debug("read REST rooms", "err", err)
 		return
 	}
 	seats := make([]rooms.Seat, 0, len(cur))
-	roomIDs := make([]string, 0, len(cur))
 	for room := range cur {
 		seats = append(seats, rooms.Seat{Room: room, User: sess.User})
-		roomIDs = append(roomIDs, room)
 	}
-	if _, err := s.rooms.Renew(ctx, seats); err != nil {
-		s.log.Debug("renew REST seats", "err", err)
+	held := make([]string, 0, len(cur))
+	if len(seats) > 0 {
+		lost, err := s.rooms.Renew(ctx, seats)
+		if err != nil {
+			s.log.Debug("renew REST seats", "err", err)
+			lost = nil
+		}
+		gone := map[string]bool{}
+		for _, st := range lost {
+			gone[st.Room] = true
+			if err := s.dirty.DropCursor(ctx, sess.ID, st.Room); err != nil {
+				s.log.Debug("drop lapsed REST room", "err", err)
+			}
+		}
+		if len(gone) > 0 {
+			if err := s.dirty.MarkSessions(ctx, []string{sess.ID}, dirty.Of(dirty.Rooms)); err != nil {
+				s.log.Debug("mark lapsed REST room", "err", err)
+			}
+		}
+		for _, st := range seats {
+			if !gone[st.Room] {
+				held = append(held, st.Room)
+			}
+		}
 	}
-	if err := s.presence.Touch(ctx, s.cfg.Node, []presence.UserState{{User: sess.User, Rooms: roomIDs}}); err != nil {
+	if err := s.presence.Touch(ctx, s.cfg.Node, []presence.UserState{{User: sess.User, Rooms: held}}); err != nil {
 		s.log.Debug("touch REST presence", "err", err)
 	}
 }

@@ -92,6 +92,8 @@ type Server struct {
 	conns  *conns
 
 	pollRenewals renewals
+	marksMu      sync.Mutex
+	marks        map[string]*pendingMark // room marks in flight (markRoom)
 
 	settings *settings.Store
 	rooms    *rooms.Service
@@ -103,9 +105,11 @@ type Server struct {
 	ranking  *ranking.Service
 	shop     *shop.Shop
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	running sync.WaitGroup
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	running   sync.WaitGroup
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // New builds a node; Start starts its background work.
@@ -154,6 +158,9 @@ func New(cfg Config) (*Server, error) {
 		rdb:    cfg.Redis,
 		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now},
 		m:      newHTTPMetrics(cfg.Registry),
+
+		draining: make(chan struct{}),
+		marks:    map[string]*pendingMark{},
 	}
 	s.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: s.log, Registerer: cfg.Registry})
 	if err := s.newServices(); err != nil {
@@ -254,10 +261,35 @@ func (s *Server) goRun(fn func()) {
 // Serve serves HTTP and WebSocket on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
-// Shutdown stops accepting connections, drains the open ones, and stops the
-// background work, within ctx.
+// Shutdown drains the node within ctx: it stops accepting connections,
+// tells every WebSocket client to reconnect elsewhere (close 1012), which
+// frees their seats at once, lets HTTP requests finish (long polls return
+// early), leaves the node registry and stops the background work.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.app.ShutdownWithContext(ctx)
+	s.drainOnce.Do(func() { close(s.draining) })
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.app.ShutdownWithContext(ctx) }()
+
+	for _, c := range s.conns.all() {
+		c.close(closeServiceRestart, "server restarting: reconnect")
+	}
+	var errs []error
+	for s.conns.count() > 0 {
+		if ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("web: %d websocket clients still open: %w", s.conns.count(), ctx.Err()))
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-httpDone:
+		errs = append(errs, err)
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	if err := s.presence.Leave(ctx, s.cfg.Node); err != nil {
+		s.log.Debug("leave node registry", "err", err)
+	}
 	s.mu.Lock()
 	cancel := s.cancel
 	s.mu.Unlock()
@@ -269,10 +301,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return errors.Join(err, ctx.Err())
+		errs = append(errs, ctx.Err())
 	}
-	return err
+	return errors.Join(errs...)
 }
+
+// Draining is closed when Shutdown starts.
+func (s *Server) Draining() <-chan struct{} { return s.draining }
 
 func (s *Server) routes() {
 	s.app.Use(s.recoverer, s.logRequests)
@@ -299,6 +334,11 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	defer cancel()
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return errf(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer PING within %s", s.cfg.RedisTimeout)
+	}
+	select {
+	case <-s.draining:
+		return errf(http.StatusServiceUnavailable, "draining", "this node is shutting down")
+	default:
 	}
 	if !s.bus.Ready() {
 		return errf(http.StatusServiceUnavailable, "redis_unavailable", "this node's pub/sub connection is not receiving yet")

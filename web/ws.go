@@ -85,9 +85,12 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 	c.sendJSON(map[string]string{"type": "hello", "user": c.user, "node": s.cfg.Node, "motd": s.settings.String("motd")})
 	go s.deliverUnseenNotices(c)
 
+	// The contrib handler recycles conn when serveWS returns: nothing may
+	// touch it after that, so this watcher is waited for.
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	watcher := make(chan struct{})
 	go func() {
+		defer close(watcher)
 		select {
 		case <-c.done:
 			cancel()
@@ -95,6 +98,7 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		case <-ctx.Done():
 		}
 	}()
+	defer func() { cancel(); <-watcher }()
 	for {
 		typ, p, err := conn.ReadMessage()
 		if err != nil {
