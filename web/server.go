@@ -325,6 +325,7 @@ func (s *Server) routes() {
 	api := s.app.Group("/api/v1")
 	api.Post("/session", s.createSession)
 	s.apiRoutes(api)
+	s.staticRoutes()
 }
 
 // readyz is 200 only while Redis answers PING within RedisTimeout and this
