@@ -151,3 +151,48 @@ func TestResumeReplaysExactlyTheMissedMessages(t *testing.T) {
 	_, text := msgOf(b2.next("message"))
 	assert.Equal(t, "live", text, "then live, with nothing in between")
 }
+
+// TestClusterChatAndStats runs the product on a 3-master Redis Cluster:
+// seating, fan-out across nodes (classic PUBLISH reaches every master),
+// history, settings, counters.
+func TestClusterChatAndStats(t *testing.T) {
+	t.Parallel()
+	r := redistest.Cluster(t)
+	c := newCluster(t, r, 3)
+	c.putSetting("rate.messages_per_second", 1000)
+
+	var ws []*wsClient
+	room := ""
+	for i := 0; i < 6; i++ {
+		w := c.dial(c.nodes[i%3], fmt.Sprintf("c%d", i))
+		got := w.join("cluster")
+		if room == "" {
+			room = got
+		}
+		require.Equal(t, room, got)
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		w.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint("hello from ", i), "ref": "r"})
+	}
+	var first []string
+	for i, w := range ws {
+		ids := w.collect(6)
+		if i == 0 {
+			first = ids
+		} else {
+			assert.Equal(t, first, ids, "one order on every node")
+		}
+	}
+	tok := c.session(c.nodes[1], "c0")
+	var hist struct{ Messages []struct{ ID string } }
+	require.Equal(t, 200, c.do(c.nodes[2], "GET", "/api/v1/rooms/"+room+"/messages?limit=10", tok, nil, &hist))
+	require.Len(t, hist.Messages, 6)
+	var stats struct {
+		MessagesTotal int64 `json:"messages_total"`
+		RoomsTotal    int64 `json:"rooms_total"`
+	}
+	require.Equal(t, 200, c.do(c.nodes[0], "GET", "/api/v1/stats", tok, nil, &stats))
+	assert.Equal(t, int64(6), stats.MessagesTotal)
+	assert.Equal(t, int64(1), stats.RoomsTotal)
+}
