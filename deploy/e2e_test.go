@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redistest"
 )
 
 // End-to-end tests on real processes: three chatd nodes on a private
@@ -123,6 +127,31 @@ func TestE2EChatThroughBalancer(t *testing.T) {
 			spread[node] = len(group)
 		}
 		assert.Len(t, spread, 3, "members per node: %v", spread)
+	})
+
+	t.Run("errors keep chatd's shape through the balancer", func(t *testing.T) {
+		tok := ms[0].token
+		big := func(n int) map[string]string { return map[string]string{"user": strings.Repeat("a", n)} }
+		for _, tc := range []struct {
+			name, method, path, token string
+			body                      any
+			status                    int
+			code                      string
+		}{
+			{"a body over 1 MiB", "POST", "/api/v1/session", "", big(1 << 20), 413, "too_large"},
+			{"a 16 KiB header", "GET", "/api/v1/settings", strings.Repeat("x", 16<<10), nil, 431, "too_large"},
+			{"an unknown room", "GET", "/api/v1/rooms/nowhere-1", tok, nil, 404, "unknown_room"},
+		} {
+			status, code := c.errorOf(ctx, tc.method, tc.path, tc.token, tc.body)
+			assert.Equal(t, tc.status, status, tc.name)
+			assert.Equal(t, tc.code, code, tc.name)
+		}
+		players := make([]string, 1000)
+		for i := range players {
+			players[i] = fmt.Sprintf("player-%025d", i) // 32 characters
+		}
+		_, err := c.do(ctx, c.lb, "POST", "/api/v1/leaderboards/big/ranks", tok, map[string]any{"players": players}, nil)
+		assert.NoError(t, err, "a 35 KB body (over nginx's 16 KB buffer) is streamed to the node")
 	})
 
 	require.NoError(t, chatAll(ctx, ms, room.ID, 10, nil)())
@@ -258,4 +287,89 @@ func TestE2ERollingRestart(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestE2EChatOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	nginx := nginxPath(t)
+	r := redistest.Cluster(t)
+	c := startNodes(t, nginx, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.setSetting(ctx, "rate.messages_per_second", 1000)
+
+	// One lobby per master, so seats, history and publishes of the three
+	// groups are served by three different masters.
+	lobbies := lobbiesOnEveryMaster(ctx, t, r)
+	groups := make([][]*member, len(lobbies))
+	rooms := make([]string, len(lobbies))
+	var ms []*member
+	for i := 0; i < members; i++ {
+		m := newMember(ctx, c, fmt.Sprintf("cl%d", i))
+		require.NoError(t, m.connect(ctx))
+		ms = append(ms, m)
+	}
+	// Sorted by node, member j joins lobby j%3: with two members per node,
+	// each lobby has members on two nodes, so its messages cross nodes.
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].node() < ms[j].node() })
+	for i, m := range ms {
+		g := i % len(lobbies)
+		room, err := m.join(ctx, lobbies[g])
+		require.NoError(t, err)
+		if rooms[g] == "" {
+			rooms[g] = room.ID
+		}
+		require.Equal(t, rooms[g], room.ID)
+		groups[g] = append(groups[g], m)
+	}
+	for g, group := range groups {
+		assert.Len(t, byNode(group), len(group), "lobby %s has members on one node only", lobbies[g])
+	}
+	var waits []func() error
+	for g := range groups {
+		waits = append(waits, chatAll(ctx, groups[g], rooms[g], 10, nil))
+	}
+	for _, wait := range waits {
+		require.NoError(t, wait())
+	}
+
+	t.Run("every member gets its room's messages once, in order, and no others", func(t *testing.T) {
+		for g, ms := range groups {
+			acked := allAcked(ms)
+			require.Len(t, acked, len(ms)*10, "lobby %s", lobbies[g])
+			assertDelivered(t, ms, acked)
+			for _, m := range ms {
+				assert.Equal(t, len(acked), m.received(), "%s got messages of another room", m.user)
+			}
+		}
+	})
+}
+
+// lobbiesOnEveryMaster picks one lobby name per master of the cluster r,
+// by the slot of the lobby's hash tag.
+func lobbiesOnEveryMaster(ctx context.Context, t *testing.T, r *redistest.Redis) []string {
+	t.Helper()
+	slots, err := r.Client.ClusterSlots(ctx).Result()
+	require.NoError(t, err)
+	masterOf := func(slot int) string {
+		for _, s := range slots {
+			if slot >= int(s.Start) && slot <= int(s.End) && len(s.Nodes) > 0 {
+				return s.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	ks := keyspace.New(r.Prefix)
+	taken := map[string]bool{}
+	var out []string
+	for i := 0; i < 1000 && len(out) < len(r.Addrs); i++ {
+		name := fmt.Sprintf("lobby%d", i)
+		master := masterOf(keyspace.Slot(ks.Key("lobby", name, "rooms")))
+		if master != "" && !taken[master] {
+			taken[master] = true
+			out = append(out, name)
+		}
+	}
+	require.Len(t, out, len(r.Addrs), "masters: %v", slots)
+	return out
 }

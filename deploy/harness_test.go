@@ -207,11 +207,17 @@ type cluster struct {
 	client *http.Client
 }
 
-// startCluster starts the topology of cluster.sh for one test.
+// startCluster starts the topology of cluster.sh for one test, on a
+// private redis-server.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	nginx := nginxPath(t)
-	r := redistest.Own(t, redistest.Options{})
+	return startNodes(t, nginx, redistest.Own(t, redistest.Options{}))
+}
+
+// startNodes starts three chatd nodes on r and nginx in front of them.
+func startNodes(t *testing.T, nginx string, r *redistest.Redis) *cluster {
+	t.Helper()
 	c := &cluster{
 		t:      t,
 		dir:    t.TempDir(),
@@ -239,7 +245,7 @@ func startCluster(t *testing.T) *cluster {
 func (c *cluster) start(n *node) {
 	c.t.Helper()
 	n.p = startProc(c.t, n.id, n.log, nil, c.bin,
-		"--redis", "redis://"+c.redis.Addrs[0]+"/0",
+		"--redis", c.redis.URL(),
 		"--prefix", c.redis.Prefix,
 		"--secret", testSecret,
 		"--admin-token", adminToken,
@@ -463,4 +469,24 @@ func lookPathIn(name, path string) (string, error) {
 		}
 	}
 	return "", exec.ErrNotFound
+}
+
+// errorOf sends a request through the balancer and returns its status and
+// the code of chatd's error shape ("" when the answer has none).
+func (c *cluster) errorOf(ctx context.Context, method, path, token string, body any) (int, string) {
+	c.t.Helper()
+	status, err := c.do(ctx, c.lb, method, path, token, body, nil)
+	if err == nil {
+		return status, ""
+	}
+	var shape struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "{"); i >= 0 {
+		_ = json.Unmarshal([]byte(msg[i:]), &shape)
+	}
+	return status, shape.Error.Code
 }
