@@ -1,0 +1,78 @@
+package web
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/embedded"
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// TestEmbeddedRedisServesTheWholeProduct runs one node on the embedded
+// in-process Redis — what `go run ./cmd/chatd` starts — through every part
+// of the API, so no script or command the product uses is missing there.
+func TestEmbeddedRedisServesTheWholeProduct(t *testing.T) {
+	t.Parallel()
+	emb, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(emb.Close)
+	r := &redistest.Redis{Addrs: []string{emb.Addr()}, Prefix: "chatd", Kind: redistest.Embedded}
+	r.Client = redis.NewClient(&redis.Options{Addr: emb.Addr()})
+	t.Cleanup(func() { _ = r.Client.Close() })
+	c := newCluster(t, r, 1)
+	n := c.nodes[0]
+
+	w := c.dial(n, "alice")
+	room := w.join("general")
+	w.send(map[string]string{"type": "say", "room": room, "text": "hello", "ref": "1"})
+	w.next("ack")
+	_, text := msgOf(w.next("message"))
+	assert.Equal(t, "hello", text)
+
+	tok := c.session(n, "bob")
+	var joined struct{ Room struct{ ID string } }
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/lobbies/general/join", tok, nil, &joined))
+	assert.Equal(t, room, joined.Room.ID)
+	var poll struct {
+		Dirty []string
+		Data  map[string]any
+	}
+	require.Equal(t, 200, c.do(n, "GET", "/api/v1/poll", tok, nil, &poll))
+	assert.ElementsMatch(t, []string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices"}, poll.Dirty)
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/rooms/"+room+"/messages", tok, map[string]string{"text": "hi alice"}, nil))
+	_, text = msgOf(w.next("message"))
+	assert.Equal(t, "hi alice", text)
+
+	var entry struct{ Entry struct{ Rank int64 } }
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/leaderboards/clicks@daily/scores", tok, map[string]any{"player": "bob", "score": 12.5}, &entry))
+	assert.Equal(t, int64(0), entry.Entry.Rank)
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/seen", tok, map[string]any{"items": []string{"a", "b"}}, nil))
+	var unseen struct{ Unseen []string }
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/seen/filter", tok, map[string]any{"items": []string{"a", "c"}}, &unseen))
+	assert.Equal(t, []string{"c"}, unseen.Unseen)
+
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/shop/items", testAdmin, map[string]any{"item": "sword", "stock": 1, "price": 10}, nil))
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/wallet/grant", testAdmin, map[string]any{"user": "bob", "amount": 15}, nil))
+	var wallet struct {
+		Balance int64
+		Items   map[string]int64
+	}
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/shop/buy", tok, map[string]any{"item": "sword"}, &wallet))
+	assert.Equal(t, int64(5), wallet.Balance)
+	assert.Equal(t, int64(1), wallet.Items["sword"])
+
+	c.putSetting("motd", "hi all")
+	assert.Equal(t, "hi all", w.next("settings")["value"])
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/notices", testAdmin, map[string]string{"text": "news"}, nil))
+	assert.Equal(t, "news", w.next("notice")["text"])
+	require.Equal(t, 200, c.do(n, "GET", "/readyz", "", nil, nil))
+	var stats struct {
+		MessagesTotal int64 `json:"messages_total"`
+		Online        int64
+	}
+	require.Equal(t, 200, c.do(n, "GET", "/api/v1/stats", tok, nil, &stats))
+	assert.Equal(t, int64(2), stats.MessagesTotal)
+}
