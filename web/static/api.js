@@ -1,0 +1,78 @@
+// The HTTP API client (PROTOCOL.md, "HTTP API") and the stored session.
+
+const SESSION = 'chatd.session';
+const ADMIN = 'chatd.admin';
+
+/** APIError is an answer in the documented error shape. */
+export class APIError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** session keeps {token, user, lobby} in sessionStorage: one per tab. */
+export const session = {
+  load() {
+    try {
+      const s = JSON.parse(sessionStorage.getItem(SESSION) || 'null');
+      return s && typeof s.token === 'string' && typeof s.user === 'string' ? s : null;
+    } catch {
+      return null;
+    }
+  },
+  save(s) { sessionStorage.setItem(SESSION, JSON.stringify(s)); },
+  clear() { sessionStorage.removeItem(SESSION); },
+  adminToken() { return sessionStorage.getItem(ADMIN) || ''; },
+  setAdminToken(t) {
+    if (t) sessionStorage.setItem(ADMIN, t);
+    else sessionStorage.removeItem(ADMIN);
+  },
+};
+
+/**
+ * api calls /api/v1 + path with the bearer token and a JSON body, and
+ * returns the decoded answer; a non-2xx answer throws an APIError carrying
+ * the server's code and message.
+ */
+export async function api(method, path, {token, body} = {}) {
+  const headers = {Accept: 'application/json'};
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let res;
+  try {
+    res = await fetch(`/api/v1${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+    });
+  } catch {
+    throw new APIError(0, 'network', 'the server cannot be reached; check your connection');
+  }
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = null;
+  }
+  if (!res.ok) {
+    const e = (data && data.error) || {};
+    throw new APIError(res.status, e.code || `http_${res.status}`, e.message || res.statusText || 'request failed');
+  }
+  return data;
+}
+
+/**
+ * seg escapes one path segment. Names are already limited to
+ * [A-Za-z0-9_.-] (and "@" in board names), so this only guards against
+ * surprises; "@" stays as it is, a legal path character.
+ */
+export function seg(name) {
+  return encodeURIComponent(name).replace(/%40/g, '@');
+}
+
+/** Name rules of PROTOCOL.md ("Names"). */
+export const userName = /^[A-Za-z0-9_-]{1,32}$/;
+export const lobbyName = /^[A-Za-z0-9_.-]{1,64}$/;

@@ -1,0 +1,129 @@
+// The leaderboard panel and its honest little game: click as fast as you
+// can for five seconds; your best today is posted to clicks@daily with
+// mode "best" (PROTOCOL.md, "Leaderboards").
+
+import {api, seg} from './api.js';
+import {h, $, setText} from './dom.js';
+
+export const BOARD = 'clicks@daily';
+const GAME_MS = 5000;
+const REFRESH_MS = 15000;
+
+export class Board {
+  constructor({token, me, visible}) {
+    this.token = token;
+    this.me = me;
+    this.visible = visible;
+    this.running = false;
+    this.timer = 0;
+    $('game-start').addEventListener('click', () => this.play());
+    const target = $('game-target');
+    // Count pointer clicks and single key presses, not a held key's repeats.
+    target.addEventListener('keydown', (e) => {
+      if (e.repeat) e.preventDefault();
+    });
+    target.addEventListener('click', () => {
+      if (this.running) this.clicks++;
+      this.tick();
+    });
+  }
+
+  start() {
+    this.refresh();
+    this.timer = setInterval(() => {
+      if (this.visible() && document.visibilityState === 'visible') this.refresh();
+    }, REFRESH_MS);
+  }
+
+  stop() {
+    clearInterval(this.timer);
+  }
+
+  async refresh() {
+    const b = seg(BOARD);
+    const me = seg(this.me);
+    const opts = {token: this.token};
+    try {
+      const [top, mine, around] = await Promise.all([
+        api('GET', `/leaderboards/${b}/top?limit=10`, opts),
+        api('GET', `/leaderboards/${b}/players/${me}`, opts).catch(notFound),
+        api('GET', `/leaderboards/${b}/around/${me}?radius=2`, opts).catch(notFound),
+      ]);
+      this.fill($('lb-top'), top.entries);
+      this.fill($('lb-around'), around ? around.entries : []);
+      const e = mine && mine.entry;
+      setText($('lb-me'), e ? `#${e.rank + 1} with ${fmt(e.score)} clicks` : 'no score yet — play a round');
+      setText($('lb-error'), '');
+    } catch (err) {
+      setText($('lb-error'), err.message);
+    }
+  }
+
+  fill(list, entries) {
+    list.replaceChildren(...(entries || []).map((e) => h('li', {
+      class: e.player === this.me ? 'me-row' : null,
+      'data-testid': 'lb-entry',
+      'data-player': e.player,
+    },
+    h('span', {class: 'rank'}, `#${e.rank + 1}`),
+    h('span', {class: 'player'}, e.player),
+    h('span', {class: 'score'}, fmt(e.score)))));
+  }
+
+  play() {
+    if (this.running) return;
+    const start = $('game-start');
+    const target = $('game-target');
+    this.running = true;
+    this.clicks = 0;
+    this.ends = performance.now() + GAME_MS;
+    start.hidden = true;
+    target.hidden = false;
+    target.disabled = false;
+    target.focus();
+    this.tick();
+    this.ticker = setInterval(() => this.tick(), 100);
+    setTimeout(() => this.finish(), GAME_MS);
+  }
+
+  tick() {
+    if (!this.running) return;
+    const left = Math.max(0, this.ends - performance.now()) / 1000;
+    setText($('game-status'), `${left.toFixed(1)} s left · ${this.clicks} clicks`);
+  }
+
+  async finish() {
+    this.running = false;
+    clearInterval(this.ticker);
+    const target = $('game-target');
+    target.disabled = true;
+    const score = this.clicks;
+    setText($('game-status'), `${score} clicks — posting…`);
+    try {
+      const res = await api('POST', `/leaderboards/${seg(BOARD)}/scores`, {
+        token: this.token,
+        body: {player: this.me, score, mode: 'best'},
+      });
+      const e = res.entry;
+      const best = e.score > score ? ` Your best today is ${fmt(e.score)}.` : ' A new best for today!';
+      setText($('game-status'), `${score} clicks.${best} Rank #${e.rank + 1}.`);
+    } catch (err) {
+      setText($('game-status'), `${score} clicks — not posted: ${err.message}`);
+    }
+    target.hidden = true;
+    const start = $('game-start');
+    start.hidden = false;
+    setText(start, 'Play again');
+    start.focus();
+    this.refresh();
+  }
+}
+
+function notFound(err) {
+  if (err.status === 404) return null;
+  throw err;
+}
+
+function fmt(n) {
+  return Number.isInteger(n) ? String(n) : Number(n).toFixed(2);
+}
