@@ -68,6 +68,8 @@ func TestBrowserClient(t *testing.T) {
 	bob := openPage(t, browser, "http://"+proxy.addr()+"/", 360, 740) // a phone
 
 	t.Run("two pages on two nodes share a room and see each other", func(t *testing.T) {
+		bob.do(t, chromedp.WaitVisible(`[data-testid="signin-name"]`))
+		bob.screenshot(t, filepath.Join(artifactDir(t), "browser-signin-360.png"))
 		alice.signIn(t, "alice", "general")
 		bob.signIn(t, "bob", "general")
 		alice.waitJS(t, `text('room-label') === 'general · room 1 · 2/50'`, "alice sees the room with 2 of 50 seats taken")

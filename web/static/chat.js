@@ -4,6 +4,8 @@
 
 import {h, $, avatar, clock, setText} from './dom.js';
 
+const MAX_SHOWN = 500; // confirmed messages kept in the view
+
 const STATE_TEXT = {
   queued: 'waiting for the connection…',
   pending: 'sending…',
@@ -175,6 +177,7 @@ export class ChatView {
 
   /** place inserts a confirmed message by id, before the pending ones. */
   place(el, id) {
+    this.trim();
     const stick = this.nearBottom();
     let after = null;
     for (let n = this.list.lastElementChild; n; n = n.previousElementSibling) {
@@ -192,6 +195,19 @@ export class ChatView {
     }
     if (after === null || el.nextElementSibling === null || !el.nextElementSibling.dataset.id) {
       this.scrolled(stick);
+    }
+  }
+
+  // trim keeps the view to the latest MAX_SHOWN confirmed messages.
+  trim() {
+    let extra = this.list.querySelectorAll('[data-id]').length - MAX_SHOWN + 1;
+    for (let n = this.list.firstElementChild; n && extra > 0;) {
+      const next = n.nextElementSibling;
+      if (n.dataset.id && !n.dataset.ref) {
+        n.remove();
+        extra--;
+      }
+      n = next;
     }
   }
 
