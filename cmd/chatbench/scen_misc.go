@@ -87,6 +87,8 @@ func (b *Bench) scenarioSettings(ctx context.Context) error {
 
 	var a2p99, lastP50, lastP99, anyP50 []float64
 	var problems []string
+	var cmds string
+	var putMs []float64
 	seq := 0
 	for ri, ord := range order(b.opt.Repeats, 2) {
 		for _, v := range ord {
@@ -110,8 +112,10 @@ func (b *Bench) scenarioSettings(ctx context.Context) error {
 			first := seq + 1
 			// sequential writes at the fixed rate, as an admin would make them
 			iv := time.Second / settingsRate
+			c0, _ := b.cmdStats(ctx)
 			t0 := time.Now()
-			for k := 0; time.Duration(k)*iv < b.opt.Dur && ctx.Err() == nil; k++ {
+			// bounded in count and time: a slow PUT makes fewer writes
+			for k := 0; time.Duration(k)*iv < b.opt.Dur && time.Since(t0) < b.opt.Dur && ctx.Err() == nil; k++ {
 				time.Sleep(time.Until(t0.Add(time.Duration(k) * iv)))
 				seq++
 				at := time.Now()
@@ -122,6 +126,11 @@ func (b *Bench) scenarioSettings(ctx context.Context) error {
 				sent[seq], versions[seq] = at, ver
 			}
 			last := seq
+			c1, _ := b.cmdStats(ctx)
+			d, total := cmdDelta(c0, c1)
+			n := max(1, last-first+1)
+			cmds = fmt.Sprintf("%d writes; Redis %.0f cmds/PUT: %s", n, float64(total)/float64(n), topCmds(d, n, 4))
+			putMs = append(putMs, float64(time.Since(t0))/1e6/float64(n))
 			complete := func() bool {
 				for _, w := range ws {
 					w.mu.Lock()
@@ -188,6 +197,7 @@ func (b *Bench) scenarioSettings(ctx context.Context) error {
 	b.rep.add(newRow(scen, "PUT → a client has the frame, p50", "ms", anyP50))
 	b.rep.add(newRow(scen, "PUT → last client has it, p50", "ms", lastP50))
 	b.rep.add(newRow(scen, "PUT → last client has it, p99", "ms", lastP99).vs("A2 p99", a2p99).goalRatio(false, 5))
+	b.rep.add(newRow(scen, "time per PUT /settings/motd (sequential)", "ms", putMs).note("last run: %s", cmds))
 	if len(problems) > 5 {
 		problems = append(problems[:5], fmt.Sprintf("… %d more", len(problems)-5))
 	}
