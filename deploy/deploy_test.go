@@ -258,6 +258,15 @@ func TestNginxConfig(t *testing.T) {
 		assert.Contains(t, conf, "No sticky sessions", "say why in a comment")
 	})
 
+	t.Run("logs no session tokens", func(t *testing.T) {
+		m := regexp.MustCompile(`(?s)log_format chatd (.*?);`).FindStringSubmatch(conf)
+		require.NotNil(t, m)
+		for _, leaky := range []string{"$request ", "$request\"", "$request_uri", "$args", "$query_string", "$arg_token"} {
+			assert.NotContains(t, m[1], leaky)
+		}
+		assert.Regexp(t, `access_log \S+ chatd;`, conf)
+	})
+
 	t.Run("loopback rendering passes nginx -t", func(t *testing.T) {
 		nginx := nginxPath(t)
 		dir := t.TempDir()

@@ -3,6 +3,8 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -92,6 +94,22 @@ func chatAll(ctx context.Context, ms []*member, room string, want int, stop <-ch
 	}
 }
 
+// logRefusals logs the says refused after a reconnect (not_seated: the
+// seat was lost in the move and not yet taken back). They are retried and
+// never acked, so they cost no message; the count shows how long members
+// could not speak.
+func logRefusals(t *testing.T, ms []*member) {
+	t.Helper()
+	for _, m := range ms {
+		m.mu.Lock()
+		n := m.refusals["not_seated"]
+		m.mu.Unlock()
+		if n > 0 {
+			t.Logf("%s: %d says refused with not_seated after a reconnect", m.user, n)
+		}
+	}
+}
+
 // assertDelivered checks that every member received every acked id, none
 // twice, and ids in increasing order.
 func assertDelivered(t *testing.T, ms []*member, acked []string) {
@@ -154,6 +172,11 @@ func TestE2EChatThroughBalancer(t *testing.T) {
 		assert.NoError(t, err, "a 35 KB body (over nginx's 16 KB buffer) is streamed to the node")
 	})
 
+	t.Run("a browser's same-host Origin passes the balancer, another is refused", func(t *testing.T) {
+		assert.Equal(t, 101, ms[0].handshake(ctx, "http://"+c.lb))
+		assert.Equal(t, 403, ms[0].handshake(ctx, "http://elsewhere.example"))
+	})
+
 	require.NoError(t, chatAll(ctx, ms, room.ID, 10, nil)())
 	acked := allAcked(ms)
 	require.Len(t, acked, members*10)
@@ -209,6 +232,7 @@ func TestE2ENodeKilledMidChat(t *testing.T) {
 	})
 	t.Run("nothing acked is missing at any member", func(t *testing.T) {
 		assertDelivered(t, chatters, allAcked(chatters))
+		logRefusals(t, chatters)
 	})
 	t.Run("its seats are freed after the lease", func(t *testing.T) {
 		want := make([]string, 0, len(chatters))
@@ -245,7 +269,22 @@ func TestE2ERollingRestart(t *testing.T) {
 	defer cancel()
 	c.setSetting(ctx, "rate.messages_per_second", 1000)
 
-	ms, room := joinAll(ctx, t, c, "roll", "rolling", members)
+	// One more member than the chatters: a quiet one on the first node to
+	// drain, who does not come back, so its seat shows whether draining
+	// releases seats at once (the lease is the default 30 s).
+	all, room := joinAll(ctx, t, c, "roll", "rolling", members+1)
+	first := c.nodes[0]
+	var quiet *member
+	var ms []*member
+	for _, m := range all {
+		if quiet == nil && m.node() == first.id {
+			quiet = m
+			continue
+		}
+		ms = append(ms, m)
+	}
+	require.NotNil(t, quiet, "nobody landed on %s", first.id)
+
 	stop := make(chan struct{})
 	wait := chatAll(ctx, ms, room.ID, 0, stop)
 	stopped := false
@@ -270,7 +309,21 @@ func TestE2ERollingRestart(t *testing.T) {
 		require.True(t, done, "%s did not exit within 15s of SIGTERM", n.id)
 		assert.NoError(t, err, "%s should exit 0 after SIGTERM", n.id)
 		t.Logf("%s drained and exited in %s", n.id, time.Since(start).Round(10*time.Millisecond))
+		if n == first {
+			t.Run("a drained node releases the seats of its clients", func(t *testing.T) {
+				var members []string
+				assert.Eventually(t, func() bool {
+					r, err := c.room(ctx, ms[0].token, room.ID)
+					members = r.Members
+					return err == nil && !slices.Contains(r.Members, quiet.user)
+				}, 5*time.Second, 50*time.Millisecond, "%s still seated: %v", quiet.user, members)
+				assert.Equal(t, []int{1012}, quiet.closeCodes())
+			})
+		}
 		c.start(n)
+		// The documented procedure: drain the next node only once the
+		// balancer sends traffic to this one again.
+		c.waitRouted(ctx, n)
 	}
 	progress(20)
 	close(stop)
@@ -279,6 +332,7 @@ func TestE2ERollingRestart(t *testing.T) {
 
 	t.Run("no acked message is missing at any member", func(t *testing.T) {
 		assertDelivered(t, ms, allAcked(ms))
+		logRefusals(t, ms)
 	})
 	t.Run("draining nodes close WebSockets with 1012", func(t *testing.T) {
 		for _, m := range ms {
@@ -372,4 +426,66 @@ func lobbiesOnEveryMaster(ctx context.Context, t *testing.T, r *redistest.Redis)
 	}
 	require.Len(t, out, len(r.Addrs), "masters: %v", slots)
 	return out
+}
+
+func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("CHATD_E2E_KNOWN_BUGS") == "" {
+		// Seen 2026-11-30: the phone's node frees the seat on close
+		// (web.Server.disconnect → rooms.Leave) although the laptop still
+		// sits in it on another node; the laptop's say is refused
+		// not_seated until its node's next renewal (lease/3, ~10 s) takes
+		// the seat back. The same race costs not_seated refusals when a
+		// client drained with 1012 resumes elsewhere before the drained
+		// node has freed its seat. Remove this skip once fixed.
+		t.Skip("known server bug: closing one of a user's connections frees the seat the other still uses; set CHATD_E2E_KNOWN_BUGS=1 to run")
+	}
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// One user, two devices: least_conn puts the second connection on
+	// another node. Closing one must not free the seat the other still
+	// sits in (PROTOCOL.md: the close of a user's *last* connection in a
+	// room frees the seat).
+	phone := newMember(ctx, c, "twice")
+	require.NoError(t, phone.connect(ctx))
+	laptop := newMember(ctx, c, "twice")
+	require.NoError(t, laptop.connect(ctx))
+	require.NotEqual(t, phone.node(), laptop.node(), "both connections landed on one node")
+	room, err := phone.join(ctx, "devices")
+	require.NoError(t, err)
+	again, err := laptop.join(ctx, "devices")
+	require.NoError(t, err)
+	require.Equal(t, room.ID, again.ID)
+
+	phone.close()
+	for range phone.conn.events { // the phone's connection is gone
+	}
+
+	t.Run("the other connection keeps its seat and can speak", func(t *testing.T) {
+		// Give the phone's node time to act on the close before asking.
+		require.Eventually(t, func() bool {
+			r, err := c.room(ctx, laptop.token, room.ID)
+			return err == nil && r.ID == room.ID
+		}, 5*time.Second, 50*time.Millisecond)
+		var members []string
+		seated := func() bool {
+			r, err := c.room(ctx, laptop.token, room.ID)
+			members = r.Members
+			return err == nil && slices.Contains(r.Members, "twice")
+		}
+		assert.Never(t, func() bool { return !seated() }, time.Second, 50*time.Millisecond, "seat freed: members %v", members)
+		_, err := laptop.say(ctx, room.ID, "still here", "after-close")
+		if !assert.NoError(t, err, "%s", laptop.summary()) {
+			start := time.Now()
+			for i := 0; ; i++ {
+				if _, err := laptop.say(ctx, room.ID, "still here", fmt.Sprintf("retry-%d", i)); err == nil || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Logf("the laptop could speak again %s later (the node's next seat renewal took the seat back)", time.Since(start).Round(100*time.Millisecond))
+		}
+	})
 }

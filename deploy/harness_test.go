@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -252,6 +253,7 @@ func (c *cluster) start(n *node) {
 		"--node-id", n.id,
 		"--addr", n.addr(),
 		"--shutdown-grace", "5s",
+		"--log-level", cmp.Or(os.Getenv("CHATD_E2E_LOG_LEVEL"), "info"),
 	)
 	c.waitHTTP(n.p, "http://"+n.addr()+"/readyz", n.log)
 }
@@ -327,6 +329,24 @@ func (c *cluster) waitHTTP(p *proc, url, logPath string) {
 	}
 }
 
+// waitRouted waits until the balancer sends a request to n: least_conn
+// prefers the node with the fewest connections, a restarted one, as soon
+// as nginx no longer counts it as failed.
+func (c *cluster) waitRouted(ctx context.Context, n *node) {
+	c.t.Helper()
+	var last string
+	require.Eventually(c.t, func() bool {
+		var out struct {
+			Node string `json:"node"`
+		}
+		if _, err := c.do(ctx, c.lb, http.MethodGet, "/healthz", "", nil, &out); err != nil {
+			return false
+		}
+		last = out.Node
+		return out.Node == n.id
+	}, 15*time.Second, 50*time.Millisecond, "nginx never routed to %s again (last answer from %s)", n.id, last)
+}
+
 // node returns the node with id.
 func (c *cluster) node(id string) *node {
 	for _, n := range c.nodes {
@@ -338,7 +358,16 @@ func (c *cluster) node(id string) *node {
 	return nil
 }
 
+// dumpLogsOnFailure logs the tails of the nodes' and nginx's logs when the
+// test failed; with CHATD_E2E_LOGS=dir it also copies the whole run
+// directory (logs, nginx config) to dir/<test name>.
 func (c *cluster) dumpLogsOnFailure() {
+	if keep := os.Getenv("CHATD_E2E_LOGS"); keep != "" {
+		dst := filepath.Join(keep, strings.ReplaceAll(c.t.Name(), "/", "_"))
+		if err := os.CopyFS(dst, os.DirFS(c.dir)); err != nil {
+			c.t.Logf("CHATD_E2E_LOGS: %v", err)
+		}
+	}
 	if !c.t.Failed() {
 		return
 	}

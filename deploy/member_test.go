@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"sync"
@@ -35,6 +36,7 @@ type member struct {
 	closes   []int             // close code of each connection that ended
 	refusals map[string]int    // error code → count, for says
 	acked    []string          // ids of this member's acked says
+	gaps     []time.Duration   // how long each reconnect took, resume included
 }
 
 type presenceEvent struct{ Room, User, State string }
@@ -121,6 +123,24 @@ func (m *member) connect(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// handshake opens and closes a WebSocket with an Origin header, as a
+// browser would, and returns the handshake's HTTP status.
+func (m *member) handshake(ctx context.Context, origin string) int {
+	u := url.URL{Scheme: "ws", Host: m.c.lb, Path: "/ws", RawQuery: "token=" + url.QueryEscape(m.token)}
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	ws, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {origin}})
+	if err == nil {
+		_ = ws.Close()
+	}
+	if resp == nil {
+		return 0
+	}
+	if resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	return resp.StatusCode
 }
 
 // read is the reader of one connection.
@@ -281,6 +301,12 @@ func (m *member) resume(ctx context.Context, room string) error {
 // reconnect drops the current connection, connects again through the
 // balancer and resumes room, retrying until ctx ends.
 func (m *member) reconnect(ctx context.Context, room string) error {
+	start := time.Now()
+	defer func() {
+		m.mu.Lock()
+		m.gaps = append(m.gaps, time.Since(start))
+		m.mu.Unlock()
+	}()
 	for {
 		if m.conn != nil {
 			_ = m.conn.ws.Close()
@@ -394,8 +420,12 @@ func (m *member) close() {
 func (m *member) summary() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return fmt.Sprintf("%s: nodes %v, closes %v, acked %d, received %d, refusals %v",
-		m.user, m.nodes, m.closes, len(m.acked), len(m.got), m.refusals)
+	gaps := make([]string, len(m.gaps))
+	for i, g := range m.gaps {
+		gaps[i] = g.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s: nodes %v, closes %v, reconnects took %v, acked %d, received %d, refusals %v",
+		m.user, m.nodes, m.closes, gaps, len(m.acked), len(m.got), m.refusals)
 }
 
 // sawPresence reports whether m was told that user's state in room changed
