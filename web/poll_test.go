@@ -623,8 +623,19 @@ func TestPollRenewsTheCallersSeats(t *testing.T) {
 		members = out.Room.Members
 		time.Sleep(100 * time.Millisecond)
 	}
-	var out struct{ Messages []messageJSON }
-	assert.Equal(t, 200, c.do(c.nodes[2], "POST", "/api/v1/rooms/"+room.ID+"/messages", alice, map[string]string{"text": "still here"}, &out), "alice holds her seat")
+	assert.Equal(t, 200, c.do(c.nodes[2], "POST", "/api/v1/rooms/"+room.ID+"/messages", alice, map[string]string{"text": "still here"}, nil), "alice holds her seat")
+
+	// bob's next poll says he is in no room any more
+	a := c.poll(c.nodes[2], bob, "")
+	assert.Contains(t, a.Dirty, "rooms")
+	var rs []roomJSON
+	a.section(t, "rooms", &rs)
+	assert.Empty(t, rs, "the lapsed room is gone from bob's rooms")
+	var msgs map[string][]messageJSON
+	a.section(t, "messages", &msgs)
+	assert.Empty(t, msgs, "and from his messages")
+	p := c.presence(c.nodes[0], alice, "bob")
+	assert.Empty(t, p.Rooms)
 }
 
 // cmdCounter is a go-redis hook that records the commands whose arguments
