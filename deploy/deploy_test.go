@@ -293,6 +293,7 @@ func TestNginxConfig(t *testing.T) {
 
 func TestClusterScript(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	nginxPath(t)
 	if !redistest.Available() {
 		if redistest.Strict() {

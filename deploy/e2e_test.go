@@ -345,6 +345,7 @@ func TestE2ERollingRestart(t *testing.T) {
 
 func TestE2EChatOnRedisCluster(t *testing.T) {
 	t.Parallel()
+	skipShort(t)
 	nginx := nginxPath(t)
 	r := redistest.Cluster(t)
 	c := startNodes(t, nginx, r)

@@ -105,6 +105,14 @@ func nginxPath(t testing.TB) string {
 	return ""
 }
 
+// skipShort skips end-to-end tests under -short.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+}
+
 // freePort returns a loopback port that is free now.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -212,6 +220,7 @@ type cluster struct {
 // private redis-server.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	skipShort(t)
 	nginx := nginxPath(t)
 	return startNodes(t, nginx, redistest.Own(t, redistest.Options{}))
 }
