@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/settings"
 )
 
 // APIError is an error in the documented shape:
@@ -62,6 +63,13 @@ func toAPIError(err error) *APIError {
 	if errors.As(err, &fe) {
 		return fiberError(fe)
 	}
+	var se *settings.Error
+	if errors.As(err, &se) && se.Reason != "" {
+		if errors.Is(err, settings.ErrUnknownSetting) {
+			return &APIError{Status: http.StatusBadRequest, Code: "unknown_setting", Message: sentence(se.Reason)}
+		}
+		return &APIError{Status: http.StatusBadRequest, Code: "bad_value", Message: sentence(se.Reason)}
+	}
 	for _, m := range errorTable {
 		if errors.Is(err, m.err) {
 			return &APIError{Status: m.status, Code: m.code, Message: detail(err, m.err)}
@@ -81,6 +89,8 @@ func fiberError(fe *fiber.Error) *APIError {
 		return errf(fe.Code, "method_not_allowed", "this endpoint does not take that method")
 	case http.StatusRequestEntityTooLarge:
 		return errf(fe.Code, "too_large", "the request body is too large")
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return errf(fe.Code, "too_large", "the request headers are too large")
 	case http.StatusBadRequest:
 		return errf(fe.Code, "bad_request", "%s", sentence(fe.Message))
 	case http.StatusRequestTimeout:
