@@ -187,6 +187,56 @@ func TestE2EChatThroughBalancer(t *testing.T) {
 			assert.Equal(t, len(acked), m.received(), "%s got messages nobody sent", m.user)
 		}
 	})
+
+	t.Run("a REST client's long poll wakes for a message said on any node", func(t *testing.T) {
+		tok := c.session(ctx, "poller")
+		var joined struct {
+			Room roomInfo `json:"room"`
+		}
+		_, err := c.do(ctx, c.lb, "POST", "/api/v1/lobbies/balanced/join", tok, nil, &joined)
+		require.NoError(t, err)
+		require.Equal(t, room.ID, joined.Room.ID)
+		_, err = c.do(ctx, c.lb, "GET", "/api/v1/poll", tok, nil, nil) // the first poll returns everything
+		require.NoError(t, err)
+
+		type pollAnswer struct {
+			Dirty []string `json:"dirty"`
+			Data  struct {
+				Messages map[string][]chatMessage `json:"messages"`
+			} `json:"data"`
+		}
+		polls := make(chan pollAnswer, 16)
+		pollCtx, stopPolling := context.WithCancel(ctx)
+		defer stopPolling()
+		go func() {
+			defer close(polls)
+			for pollCtx.Err() == nil {
+				var a pollAnswer
+				// wait=30, the most: a poll parked before the say must be
+				// woken by it, or it outlasts the deadline below.
+				if _, err := c.do(pollCtx, c.lb, "GET", "/api/v1/poll?wait=30", tok, nil, &a); err != nil {
+					return
+				}
+				polls <- a
+			}
+		}()
+		id, err := ms[len(ms)-1].say(ctx, room.ID, "for the poller", "poll-1")
+		require.NoError(t, err)
+		deadline := time.After(15 * time.Second)
+		for {
+			select {
+			case a, ok := <-polls:
+				require.True(t, ok, "polling failed")
+				for _, msg := range a.Data.Messages[room.ID] {
+					if msg.ID == id {
+						return
+					}
+				}
+			case <-deadline:
+				t.Fatalf("no poll returned message %s within 15s", id)
+			}
+		}
+	})
 }
 
 func TestE2ENodeKilledMidChat(t *testing.T) {

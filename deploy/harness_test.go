@@ -233,7 +233,7 @@ func startNodes(t *testing.T, nginx string, r *redistest.Redis) *cluster {
 		dir:    t.TempDir(),
 		bin:    buildChatd(t),
 		redis:  r,
-		client: &http.Client{Timeout: 10 * time.Second},
+		client: &http.Client{Timeout: 45 * time.Second}, // long polls wait up to 30 s
 	}
 	t.Cleanup(c.dumpLogsOnFailure)
 	for i := 1; i <= 3; i++ {
