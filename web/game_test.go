@@ -1,11 +1,13 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -380,5 +382,75 @@ func TestAdminEndpointsWithNoAdminConfiguredAre403(t *testing.T) {
 		c.expect(n, "POST", "/api/v1/shop/items", tok, map[string]any{"item": "x", "stock": 1, "price": 1}, 403, "forbidden")
 		c.expect(n, "PUT", "/api/v1/settings/motd", tok, map[string]any{"value": "x"}, 403, "forbidden")
 		c.expect(n, "POST", "/api/v1/notices", tok, map[string]any{"text": "x"}, 403, "forbidden")
+	}
+}
+
+func TestPollShopBoardsAndSeenOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Cluster(t), 3)
+	n0, n1, n2 := c.nodes[0], c.nodes[1], c.nodes[2]
+	alice := c.session(n0, "alice")
+	bob := c.session(n1, "bob")
+	first := c.poll(n0, alice, "")
+	assert.ElementsMatch(t, allSections, first.Dirty)
+
+	room := c.join(n1, alice, "clu")
+	exactly(t, c.pollUntil(alice, dirtyAny), "rooms")
+	require.Equal(t, room.ID, c.join(n2, bob, "clu").ID)
+	exactly(t, c.pollUntil(alice, dirtyAny), "rooms")
+	m := c.say(n2, bob, room.ID, "over the cluster")
+	a := exactly(t, c.pollUntil(alice, dirtyAny), "messages")
+	var msgs map[string][]messageJSON
+	a.section(t, "messages", &msgs)
+	assert.Equal(t, map[string][]messageJSON{room.ID: {m}}, msgs)
+
+	require.Equal(t, 200, c.do(n0, "POST", "/api/v1/shop/items", testAdmin, map[string]any{"item": "orb", "stock": 1, "price": 40}, nil))
+	c.grant(n1, "alice", 50)
+	exactly(t, c.pollUntil(alice, dirtyAny), "wallet")
+	c.grant(n1, "bob", 50)
+	var wg sync.WaitGroup
+	codes := make([]string, 2)
+	for i, tok := range []string{alice, bob} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, body, _, _ := c.call(c.nodes[i], "POST", "/api/v1/shop/buy", tok, map[string]any{"item": "orb"}, nil)
+			codes[i] = fmt.Sprint(status, errCode(body))
+		}()
+	}
+	wg.Wait()
+	assert.ElementsMatch(t, []string{"200", "409sold_out"}, codes, "one orb, one buyer")
+
+	require.Equal(t, 200, c.do(n2, "POST", "/api/v1/leaderboards/clu/scores", alice, map[string]any{"player": "alice", "score": 3}, nil))
+	require.Equal(t, 200, c.do(n0, "POST", "/api/v1/leaderboards/clu/scores", bob, map[string]any{"player": "bob", "score": 4}, nil))
+	var top entriesJSON
+	require.Equal(t, 200, c.do(n1, "GET", "/api/v1/leaderboards/clu/top", alice, nil, &top))
+	assert.Equal(t, []entryJSON{{"bob", 4, 0}, {"alice", 3, 1}}, top.Entries)
+	var boards map[string]entryJSON
+	c.pollUntil(alice, func(a pollAnswer) bool {
+		return a.section(t, "leaderboards", &boards) && boards["clu"].Rank == 1
+	})
+
+	require.Equal(t, 200, c.do(n0, "POST", "/api/v1/seen", alice, map[string]any{"items": []string{"x", "y"}}, nil))
+	var out struct{ Unseen []string }
+	require.Equal(t, 200, c.do(n2, "POST", "/api/v1/seen/filter", alice, map[string]any{"items": []string{"x", "y", "z"}}, &out))
+	assert.NotContains(t, out.Unseen, "x")
+	assert.NotContains(t, out.Unseen, "y")
+
+	// a long poll parked on one node wakes at a mark made on another
+	ch := make(chan pollAnswer, 1)
+	go func() {
+		var a pollAnswer
+		_, body, _, _ := c.call(n0, "GET", "/api/v1/poll?wait=20", alice, nil, nil)
+		_ = json.Unmarshal(body, &a)
+		ch <- a
+	}()
+	// the wake-up may race the parking; either way the answer is the mark
+	c.grant(n2, "alice", 1)
+	select {
+	case a := <-ch:
+		assert.Contains(t, a.Dirty, "wallet")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long poll was not woken")
 	}
 }
