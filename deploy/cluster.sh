@@ -30,7 +30,12 @@ lb_port=${CHATD_LB_PORT:-8080}
 read -r -a node_ports <<<"${CHATD_NODE_PORTS:-8081 8082 8083}"
 redis_port=${CHATD_REDIS_PORT:-6390}
 
-die() { echo "cluster.sh: $*" >&2; exit 1; }
+starting=
+die() {
+  echo "cluster.sh: $*" >&2
+  [ -z "$starting" ] || echo "cluster.sh: '$0 down' stops what did start" >&2
+  exit 1
+}
 
 [ "${#node_ports[@]}" -eq 3 ] || die "CHATD_NODE_PORTS must name three ports, got '${node_ports[*]}'"
 
@@ -116,6 +121,7 @@ up() {
   command -v redis-server >/dev/null || die "redis-server not found: apt-get install redis-server"
   local nginx; nginx=$(nginx_bin)
   mkdir -p "$run/redis" "$run/nginx/tmp"
+  starting=1
   local bin=${CHATD_BIN:-}
   if [ -z "$bin" ]; then
     bin=$run/chatd
