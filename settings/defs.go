@@ -42,19 +42,20 @@ const MaxRate = 10000
 // Def describes one setting.
 type Def struct {
 	// Key names the setting, e.g. "room.capacity".
-	Key string
+	Key string `json:"key"`
 	// Type is TypeInt, TypeNumber or TypeString.
-	Type string
+	Type string `json:"type"`
 	// Description is one line for operators.
-	Description string
+	Description string `json:"description"`
 	// Default is the value in force while the setting is not set: an int,
 	// a float64 or a string, after Type.
-	Default any
+	Default any `json:"default"`
 	// Min and Max bound an int or number (inclusive unless MinExclusive);
 	// for a string Max is the most characters and Min the fewest.
-	Min, Max float64
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
 	// MinExclusive makes Min itself invalid ("> 0").
-	MinExclusive bool
+	MinExclusive bool `json:"min_exclusive"`
 }
 
 var defs = []Def{

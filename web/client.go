@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/contrib/websocket"
 
+	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -20,7 +21,7 @@ const (
 	sendQueue     = 256              // frames queued per client before it is dropped (1013)
 	writeWait     = 10 * time.Second // a write that takes longer drops the client
 	pongWait      = 60 * time.Second // no frame or pong for this long drops the client
-	pingEvery     = 25 * time.Second // server pings; below nginx's 60 s proxy timeout
+	pingEvery     = 25 * time.Second // server pings; well below the balancer's read timeout (75 s in deploy/nginx.conf)
 	joinHistory   = 50               // messages sent after a join
 	abuseLimit    = 20               // rate-limited frames in a row before close 1008
 	closeTryLater = 1013             // RFC 6455: try again later
@@ -264,6 +265,11 @@ func (c *client) enter(ctx context.Context, room rooms.Room, after string) error
 		return err
 	}
 	c.sendJSON(map[string]any{"type": "joined", "room": room})
+	c.s.goRun(func() { // other nodes learn at once that the user is here
+		ctx, cancel := contextTimeout()
+		defer cancel()
+		c.s.touchUser(ctx, c.user)
+	})
 
 	limit := joinHistory
 	if after != "" {
@@ -326,6 +332,17 @@ func (c *client) inRoom(room string) bool {
 
 func (c *client) say(ctx context.Context, f inFrame) error {
 	msg, err := c.s.say(ctx, c.user, f.Room, f.Text)
+	if errors.Is(err, rooms.ErrNotSeated) && c.inRoom(f.Room) {
+		// The seat went while this connection still shows the room (freed
+		// by the user's other connection closing, or expired during an
+		// outage): take it back if it is free, and send once more.
+		if _, rerr := c.s.rooms.Reclaim(ctx, f.Room, c.user); rerr == nil {
+			msg, err = c.s.rooms.Send(ctx, f.Room, c.user, f.Text)
+			if err == nil {
+				c.s.goRun(func() { c.s.markRoom(f.Room, dirty.Of(dirty.Messages)) })
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,8 @@ func TestEmbeddedRedisServesTheWholeProduct(t *testing.T) {
 	w := c.dial(n, "alice")
 	room := w.join("general")
 	w.send(map[string]string{"type": "say", "room": room, "text": "hello", "ref": "1"})
-	w.next("ack")
-	_, text := msgOf(w.next("message"))
+	got := w.await("ack", "message")
+	_, text := msgOf(got["message"])
 	assert.Equal(t, "hello", text)
 
 	tok := c.session(n, "bob")

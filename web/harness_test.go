@@ -241,6 +241,29 @@ func (w *wsClient) nextOf(types ...string) map[string]any {
 	}
 }
 
+// await returns the first frame of each of types, in whatever order they
+// come (an ack and the echo of one's own message race each other); frames
+// of other types are skipped.
+func (w *wsClient) await(types ...string) map[string]map[string]any {
+	w.t.Helper()
+	got := map[string]map[string]any{}
+	deadline := time.After(frameWait)
+	for len(got) < len(types) {
+		select {
+		case f := <-w.frames:
+			typ, _ := f["type"].(string)
+			for _, want := range types {
+				if typ == want && got[typ] == nil {
+					got[typ] = f
+				}
+			}
+		case <-deadline:
+			w.t.Fatalf("%s: frames %v not all within %s; got %v", w.user, types, frameWait, got)
+		}
+	}
+	return got
+}
+
 // join joins lobby and returns the room id, after the join history.
 func (w *wsClient) join(lobby string) string {
 	w.t.Helper()

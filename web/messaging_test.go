@@ -93,10 +93,10 @@ func TestAckEchoesRefAndErrorsKeepConnectionOpen(t *testing.T) {
 	room := w.join("general")
 
 	w.send(map[string]string{"type": "say", "room": room, "text": "hi", "ref": "c-1"})
-	ack := w.next("ack")
+	got := w.await("ack", "message")
+	ack := got["ack"]
 	assert.Equal(t, "c-1", ack["ref"])
-	msg := w.next("message")
-	id, text := msgOf(msg)
+	id, text := msgOf(got["message"])
 	assert.Equal(t, ack["id"], id)
 	assert.Equal(t, "hi", text)
 

@@ -34,6 +34,18 @@ func (cs *conns) reserve(user string, max int) bool {
 	return true
 }
 
+// unreserve gives back a reservation whose upgrade failed.
+func (cs *conns) unreserve(user string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.reserved[user] > 0 {
+		cs.reserved[user]--
+		if cs.reserved[user] == 0 {
+			delete(cs.reserved, user)
+		}
+	}
+}
+
 func (cs *conns) add(c *client) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -60,10 +72,15 @@ func (cs *conns) remove(c *client) {
 	}
 }
 
-func (cs *conns) has(user string) bool {
+// of returns user's open clients on this node.
+func (cs *conns) of(user string) []*client {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return len(cs.byUser[user]) > 0
+	out := make([]*client, 0, len(cs.byUser[user]))
+	for c := range cs.byUser[user] {
+		out = append(out, c)
+	}
+	return out
 }
 
 // all returns every open client.

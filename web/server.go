@@ -177,6 +177,10 @@ func New(cfg Config) (*Server, error) {
 		WriteTimeout:          10 * time.Second,
 		IdleTimeout:           75 * time.Second,
 		ReadBufferSize:        8192,
+		// Handlers hand params and bodies to services that keep them (a
+		// settings key becomes a map key): without Immutable, Fiber's strings
+		// alias the request buffer and change under them on the next request.
+		Immutable: true,
 	})
 	s.routes()
 	return s, nil

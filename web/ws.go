@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -33,7 +34,13 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 		return errf(http.StatusTooManyRequests, "rate_limited", "too many connections for this user on this node (at most %d)", s.cfg.MaxConnsPerUser)
 	}
 	c.Locals(localSession, sess)
-	return c.Next()
+	if err := c.Next(); err != nil {
+		// the upgrade failed (a bad handshake): serveWS never runs to take
+		// the reservation over
+		s.conns.unreserve(sess.User)
+		return err
+	}
+	return nil
 }
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
@@ -83,6 +90,11 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
 
 	c.sendJSON(map[string]string{"type": "hello", "user": c.user, "node": s.cfg.Node, "motd": s.settings.String("motd")})
+	s.goRun(func() { // online at once, not at the next presence tick
+		ctx, cancel := contextTimeout()
+		defer cancel()
+		s.touchUser(ctx, c.user)
+	})
 	go s.deliverUnseenNotices(c)
 
 	// The contrib handler recycles conn when serveWS returns: nothing may
@@ -124,23 +136,60 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 	}
 }
 
-// disconnect forgets a closed client: it leaves the hub, and frees the
-// seats it was the user's last local connection for.
+// disconnect forgets a closed client: it leaves the hub, updates the
+// user's presence on this node, and frees each seat the user holds on no
+// other connection — on this node or, by presence, on any other.
 func (s *Server) disconnect(c *client) {
 	s.conns.remove(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	var orphaned []string
 	for _, room := range c.roomsHeld() {
-		if s.hub.remove(room, c) {
-			continue
+		if !s.hub.remove(room, c) {
+			orphaned = append(orphaned, room)
+		}
+	}
+	s.touchUser(ctx, c.user)
+	if len(orphaned) == 0 {
+		return
+	}
+	elsewhere := map[string]bool{}
+	if st, err := s.presence.Get(ctx, c.user); err == nil {
+		for _, r := range st.Rooms {
+			elsewhere[r] = true
+		}
+	}
+	for _, room := range orphaned {
+		if elsewhere[room] {
+			continue // the user is in the room on another node: keep the seat
 		}
 		if err := s.rooms.Leave(ctx, room, c.user); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
 			s.log.Debug("free seat on disconnect", "room", room, "user", c.user, "err", err)
 		}
 	}
-	if !s.conns.has(c.user) {
-		if err := s.presence.Offline(ctx, c.user, s.cfg.Node); err != nil {
-			s.log.Debug("presence offline", "user", c.user, "err", err)
+}
+
+// touchUser writes this node's presence claim for user now: the rooms of
+// all its local connections, or offline when it has none here.
+func (s *Server) touchUser(ctx context.Context, user string) {
+	cs := s.conns.of(user)
+	if len(cs) == 0 {
+		if err := s.presence.Offline(ctx, user, s.cfg.Node); err != nil {
+			s.log.Debug("presence offline", "user", user, "err", err)
 		}
+		return
+	}
+	set := map[string]struct{}{}
+	for _, c := range cs {
+		for _, r := range c.roomsHeld() {
+			set[r] = struct{}{}
+		}
+	}
+	st := presence.UserState{User: user, Rooms: make([]string, 0, len(set))}
+	for r := range set {
+		st.Rooms = append(st.Rooms, r)
+	}
+	if err := s.presence.Touch(ctx, s.cfg.Node, []presence.UserState{st}); err != nil {
+		s.log.Debug("presence touch", "user", user, "err", err)
 	}
 }
