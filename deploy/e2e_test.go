@@ -481,16 +481,6 @@ func lobbiesOnEveryMaster(ctx context.Context, t *testing.T, r *redistest.Redis)
 
 func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("CHATD_E2E_KNOWN_BUGS") == "" {
-		// Seen 2026-11-30: the phone's node frees the seat on close
-		// (web.Server.disconnect → rooms.Leave) although the laptop still
-		// sits in it on another node; the laptop's say is refused
-		// not_seated until its node's next renewal (lease/3, ~10 s) takes
-		// the seat back. The same race costs not_seated refusals when a
-		// client drained with 1012 resumes elsewhere before the drained
-		// node has freed its seat. Remove this skip once fixed.
-		t.Skip("known server bug: closing one of a user's connections frees the seat the other still uses; set CHATD_E2E_KNOWN_BUGS=1 to run")
-	}
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
