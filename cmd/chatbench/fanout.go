@@ -297,9 +297,11 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		if c.dropped.Load() {
 			res.Dropped++
 		}
+		c.errMu.Lock()
 		if c.err != "" && res.FirstError == "" {
 			res.FirstError = c.err
 		}
+		c.errMu.Unlock()
 	}
 	phase.Store(3)
 	b.prog.Say("%s: closing", s.label)
