@@ -1,9 +1,9 @@
 package lock
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // metrics are the lock's Prometheus collectors. They always exist, so the
@@ -36,9 +36,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help:      "Locks whose holder found them gone (expired, then maybe taken by another) on Refresh, Release, TTL or by the watchdog.",
 	})
 	if reg != nil {
-		wait = register(reg, wait)
-		contended = register(reg, contended)
-		expired = register(reg, expired)
+		wait = promreg.Register(reg, wait)
+		contended = promreg.Register(reg, contended)
+		expired = promreg.Register(reg, expired)
 	}
 	return &metrics{
 		obtained:    wait.WithLabelValues("obtained"),
@@ -48,19 +48,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		contended:   contended,
 		expired:     expired,
 	}
-}
-
-// register registers c, or returns the collector already registered under
-// its name, so that several Clients may share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("lock: register metrics: " + err.Error())
-	}
-	return c
 }

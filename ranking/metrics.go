@@ -1,10 +1,11 @@
 package ranking
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // metrics are the package's Prometheus collectors; a nil *metrics records
@@ -29,24 +30,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}, []string{"op"}),
 	}
-	m.posts = register(reg, m.posts)
-	m.seconds = register(reg, m.seconds)
+	m.posts = promreg.Register(reg, m.posts)
+	m.seconds = promreg.Register(reg, m.seconds)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name (a second Service on one registry shares the first one's).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err) // a programming error: a clashing metric name
-	}
-	return c
 }
 
 func (m *metrics) post(mode Mode, result string) {

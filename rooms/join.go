@@ -172,7 +172,12 @@ func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq)
 			s.deliver(lobby, batch, res)
 			return
 		case errors.Is(err, lock.ErrFenceStale):
+			// We held the lock past its TTL (a pause) and another node has
+			// created a room meanwhile: claim again, with a fresh budget,
+			// since the time we were paused was not spent waiting.
 			s.m.fenceRejected.Inc()
+			deadline = time.Now().Add(2 * s.lockTTL)
+			continue
 		case !errors.Is(err, lock.ErrNotObtained):
 			fail(err)
 			return

@@ -1,9 +1,9 @@
 package rooms
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // metrics are the package's Prometheus collectors. They always exist, so the
@@ -56,14 +56,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Sweeps of RunSweeper that failed.",
 	})
 	if reg != nil {
-		joins = register(reg, joins)
-		joinSeconds = register(reg, joinSeconds)
-		lockHold = register(reg, lockHold)
-		fence = register(reg, fence)
-		reaped = register(reg, reaped)
-		sent = register(reg, sent)
-		counterErrors = register(reg, counterErrors)
-		sweepErrors = register(reg, sweepErrors)
+		joins = promreg.Register(reg, joins)
+		joinSeconds = promreg.Register(reg, joinSeconds)
+		lockHold = promreg.Register(reg, lockHold)
+		fence = promreg.Register(reg, fence)
+		reaped = promreg.Register(reg, reaped)
+		sent = promreg.Register(reg, sent)
+		counterErrors = promreg.Register(reg, counterErrors)
+		sweepErrors = promreg.Register(reg, sweepErrors)
 	}
 	return &metrics{
 		rejoined:      joins.WithLabelValues("rejoined"),
@@ -78,19 +78,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		counterErrors: counterErrors,
 		sweepErrors:   sweepErrors,
 	}
-}
-
-// register registers c, or returns the collector already registered under
-// its name, so that several Services (simulated nodes) may share a registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("rooms: register metrics: " + err.Error())
-	}
-	return c
 }

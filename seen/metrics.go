@@ -1,9 +1,9 @@
 package seen
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // metrics are the Prometheus collectors of a Filter.
@@ -38,26 +38,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
-	m.marked = register(reg, m.marked)
-	m.checked = register(reg, m.checked)
-	m.maybeSeen = register(reg, m.maybeSeen)
-	m.rotations = register(reg, m.rotations)
-	m.resends = register(reg, m.resends)
-	m.calls = register(reg, m.calls)
+	m.marked = promreg.Register(reg, m.marked)
+	m.checked = promreg.Register(reg, m.checked)
+	m.maybeSeen = promreg.Register(reg, m.maybeSeen)
+	m.rotations = promreg.Register(reg, m.rotations)
+	m.resends = promreg.Register(reg, m.resends)
+	m.calls = promreg.Register(reg, m.calls)
 	return m
-}
-
-// register registers c on reg, or returns the collector already registered
-// under its name, so several Filters may share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -1,9 +1,9 @@
 package settings
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 type metrics struct {
@@ -30,25 +30,11 @@ func newMetrics(r prometheus.Registerer) metrics {
 			"Times the change stream skipped or went back, forcing a reload."))),
 	}
 	if r != nil {
-		m.version = register(r, m.version)
-		m.applied = register(r, m.applied)
-		m.writes = register(r, m.writes)
-		m.reloads = register(r, m.reloads)
-		m.gaps = register(r, m.gaps)
+		m.version = promreg.Register(r, m.version)
+		m.applied = promreg.Register(r, m.applied)
+		m.writes = promreg.Register(r, m.writes)
+		m.reloads = promreg.Register(r, m.reloads)
+		m.gaps = promreg.Register(r, m.gaps)
 	}
 	return m
-}
-
-// register registers c, or returns the collector of that name already
-// registered (several Stores in one process share it).
-func register[C prometheus.Collector](r prometheus.Registerer, c C) C {
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if prev, ok := are.ExistingCollector.(C); ok {
-				return prev
-			}
-		}
-	}
-	return c
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
 )
 
 // metrics are the shop's Prometheus collectors.
@@ -24,25 +26,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		m.purchases = register(reg, m.purchases)
-		m.retries = register(reg, m.retries)
+		m.purchases = promreg.Register(reg, m.purchases)
+		m.retries = promreg.Register(reg, m.retries)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name, so that several Shops may share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if old, ok := are.ExistingCollector.(C); ok {
-				return old
-			}
-		}
-		panic(err)
-	}
-	return c
 }
 
 // count records one purchase's result.
