@@ -148,7 +148,7 @@ func (b *Bench) scenarioSettings(ctx context.Context) error {
 				}
 				return true
 			}
-			waitFor(ctx, 5*time.Second, complete)
+			waitFor(ctx, 15*time.Second, complete)
 			var lastL, anyL Lat
 			for s := first; s <= last; s++ {
 				var worst time.Duration
