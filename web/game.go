@@ -76,17 +76,51 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 	}
 	user := sessionOf(c).User
 	s.goRun(func() {
-		ctx, cancel := contextTimeout()
-		defer cancel()
 		// the poster follows the board; everyone who follows it is told
-		if err := s.dirty.Follow(ctx, boardTopic(board), user); err != nil {
+		ctx, cancel := contextTimeout()
+		err := s.dirty.Follow(ctx, boardTopic(board), user)
+		cancel()
+		if err != nil {
 			s.log.Debug("follow board", "err", err)
 		}
-		if err := s.dirty.MarkFollowers(ctx, boardTopic(board), dirty.Of(dirty.Leaderboards)); err != nil {
-			s.log.Debug("mark board followers", "err", err)
-		}
+		s.markBoard(board)
 	})
 	return c.JSON(fiber.Map{"entry": e})
+}
+
+// markBoard sets the leaderboards bit of every session of the board's
+// followers. Marks of one board are coalesced like markRoom's: while one
+// runs on this node, later posts fold into a single rerun, so a hot board
+// costs a few follower marks per second per node, not one per score. (The
+// key "lb:<board>" cannot collide with a room id: those hold no ':'.)
+func (s *Server) markBoard(board string) {
+	key := boardTopic(board)
+	bits := dirty.Of(dirty.Leaderboards)
+	s.marksMu.Lock()
+	if m, ok := s.marks[key]; ok {
+		m.again |= bits
+		s.marksMu.Unlock()
+		return
+	}
+	s.marks[key] = &pendingMark{}
+	s.marksMu.Unlock()
+	for {
+		ctx, cancel := contextTimeout()
+		if err := s.dirty.MarkFollowers(ctx, key, bits); err != nil {
+			s.log.Debug("mark board followers", "board", board, "err", err)
+		}
+		cancel()
+		s.marksMu.Lock()
+		m := s.marks[key]
+		again := m.again
+		m.again = 0
+		if again == 0 {
+			delete(s.marks, key)
+			s.marksMu.Unlock()
+			return
+		}
+		s.marksMu.Unlock()
+	}
 }
 
 func (s *Server) boardPlayer(c *fiber.Ctx) error {

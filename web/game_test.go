@@ -454,3 +454,51 @@ func TestPollShopBoardsAndSeenOnRedisCluster(t *testing.T) {
 		t.Fatal("the long poll was not woken")
 	}
 }
+
+func TestBoardBurstMarksFollowersCoalescedAndLosesNone(t *testing.T) {
+	t.Parallel()
+	hooks := map[string]*cmdCounter{}
+	c := newCluster(t, redistest.Real(t), 3, nodeOpts{configure: func(cfg *Config) {
+		h := &cmdCounter{}
+		hooks[cfg.Node] = h
+		cfg.Redis.AddHook(h)
+	}})
+	alice := c.session(c.nodes[0], "alice")
+	bob := c.session(c.nodes[1], "bob")
+	c.poll(c.nodes[0], alice, "")
+	require.Equal(t, 200, c.do(c.nodes[0], "POST", "/api/v1/leaderboards/hot/scores", alice, map[string]any{"player": "alice", "score": 1}, nil))
+	exactly(t, c.pollUntil(alice, dirtyAny), "leaderboards")
+	for _, h := range hooks {
+		h.reset("lb:hot")
+	}
+
+	const posts = 40
+	var wg sync.WaitGroup
+	for i := 0; i < posts; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, body, _, err := c.call(c.nodes[i%3], "POST", "/api/v1/leaderboards/hot/scores", bob, map[string]any{"player": fmt.Sprint("p", i), "score": 10 + i}, nil)
+			if err != nil || status != 200 {
+				t.Errorf("post %d: %d %s %v", i, status, body, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// the last post's mark is not lost to the coalescing: alice's poll ends
+	// showing her rank below all 40
+	var boards map[string]entryJSON
+	c.pollUntil(alice, func(a pollAnswer) bool {
+		return a.section(t, "leaderboards", &boards) && boards["hot"].Rank == posts
+	})
+	reads := 0
+	for _, h := range hooks {
+		for _, cmd := range h.taken() {
+			if cmd == "smembers" {
+				reads++
+			}
+		}
+	}
+	t.Logf("%d posts on 3 nodes read the board's followers %d times", posts, reads)
+	assert.LessOrEqual(t, reads, posts)
+}
