@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"strconv"
 
 	"strings"
 	"time"
@@ -50,24 +51,37 @@ var flagSpecs = []flagSpec{
 	{"shutdown-grace", "CHATD_SHUTDOWN_GRACE", "10s", "how long a shutdown may take to drain"},
 }
 
-// parseConfig reads flags from args, each defaulting to its environment twin.
-// Errors name the flag and what it expects, in one line.
+// parseConfig reads flags from args; a flag not on the command line takes
+// its environment twin, then its default. Errors name the flag and what it
+// expects, in one line; only -h prints the usage (to stderr).
+//
+// The environment is applied after parsing, not as the flags' defaults, so
+// that the usage text never shows a value from the environment: it would
+// print CHATD_SECRET and CHATD_ADMIN_TOKEN into whatever collects stderr.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("chatd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a parse error is returned, in one line
 	vals := map[string]*string{}
 	for _, f := range flagSpecs {
-		def := f.def
-		if v := getenv(f.env); v != "" {
-			def = v
-		}
-		vals[f.name] = fs.String(f.name, def, f.help+" (env "+f.env+")")
+		vals[f.name] = fs.String(f.name, f.def, f.help+" (env "+f.env+")")
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "Usage: chatd [flags]; every flag has an environment twin, the flag wins.")
+			fs.PrintDefaults()
+		}
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected argument %q: chatd takes only flags (see -h)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, f := range flagSpecs {
+		if v := getenv(f.env); v != "" && !set[f.name] {
+			*vals[f.name] = v
+		}
 	}
 	c := Config{
 		Addr:       *vals["addr"],
@@ -88,7 +102,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if c.Redis != "" {
 		if _, err := redisOptions(c.Redis); err != nil {
-			return c, fmt.Errorf("--redis: %v", err)
+			return c, fmt.Errorf("--redis: %s", redactRedis(err.Error(), c.Redis))
 		}
 		if c.Secret == "" {
 			return c, errors.New("--secret: required with --redis, so that every node accepts the others' session tokens (CHATD_SECRET)")
@@ -117,6 +131,32 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	c.ShutdownGrace = d
 	return c, nil
+}
+
+// redactRedis replaces, in msg, the user info of the --redis value s (a
+// password, e.g. redis://:hunter2@host/0) with ***, so that error messages
+// and logs never carry it, whether or not s parses.
+func redactRedis(msg, s string) string {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return msg
+	}
+	rest := s[i+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return msg
+	}
+	red := s[:i+3] + "***@" + rest[at+1:]
+	quote := func(x string) string { q := strconv.Quote(x); return q[1 : len(q)-1] }
+	msg = strings.ReplaceAll(msg, s, red)
+	msg = strings.ReplaceAll(msg, quote(s), quote(red))
+	// the parser may have quoted a part of it: hide the password itself
+	if _, pass, ok := strings.Cut(rest[:at], ":"); ok && len(pass) >= 4 {
+		for _, form := range []string{pass, quote(pass), url.PathEscape(pass), url.QueryEscape(pass)} {
+			msg = strings.ReplaceAll(msg, form, "***")
+		}
+	}
+	return msg
 }
 
 // redisSpec is a parsed --redis value.
