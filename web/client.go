@@ -245,6 +245,7 @@ func (c *client) join(ctx context.Context, lobby string) error {
 	if err != nil {
 		return err
 	}
+	c.s.goRun(func() { c.s.markRoom(room.ID, dirty.Of(dirty.Rooms)) })
 	return c.enter(ctx, room, "")
 }
 
@@ -360,6 +361,12 @@ func (c *client) leave(ctx context.Context, room string) error {
 		c.s.hub.remove(room, c)
 		c.forget(room)
 	}
+	c.s.goRun(func() {
+		c.s.markRoom(room, dirty.Of(dirty.Rooms))
+		ctx, cancel := contextTimeout()
+		defer cancel()
+		c.s.touchUser(ctx, c.user)
+	})
 	return nil
 }
 
@@ -371,6 +378,7 @@ func (c *client) resume(ctx context.Context, room, after string) error {
 	if err != nil {
 		return err
 	}
+	c.s.goRun(func() { c.s.markRoom(room, dirty.Of(dirty.Rooms)) })
 	if after == "" {
 		return c.enter(ctx, r, "")
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -70,57 +71,50 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 		return err
 	}
 	board := c.Params("board")
-	e, err := s.ranking.Post(c.UserContext(), board, req.Player, score, ranking.Mode(req.Mode))
+	changed := new(bool)
+	ctx := context.WithValue(c.UserContext(), boardChangedKey{}, changed)
+	e, err := s.ranking.Post(ctx, board, req.Player, score, ranking.Mode(req.Mode))
 	if err != nil {
 		return err
 	}
 	user := sessionOf(c).User
 	s.goRun(func() {
-		// the poster follows the board; everyone who follows it is told
+		// the poster follows the board, then, if the post changed it,
+		// everyone who follows it is told
 		ctx, cancel := contextTimeout()
 		err := s.dirty.Follow(ctx, boardTopic(board), user)
 		cancel()
 		if err != nil {
 			s.log.Debug("follow board", "err", err)
 		}
-		s.markBoard(board)
+		if *changed {
+			s.markBoard(board)
+		}
 	})
 	return c.JSON(fiber.Map{"entry": e})
 }
 
+// boardChangedKey marks the context of a score post; noteBoardChange,
+// the ranking service's OnChange hook, sets the flag it carries when the
+// post changed the board.
+type boardChangedKey struct{}
+
+func noteBoardChange(ctx context.Context, _ string, _ ranking.Entry) {
+	if p, ok := ctx.Value(boardChangedKey{}).(*bool); ok {
+		*p = true
+	}
+}
+
 // markBoard sets the leaderboards bit of every session of the board's
-// followers. Marks of one board are coalesced like markRoom's: while one
-// runs on this node, later posts fold into a single rerun, so a hot board
-// costs a few follower marks per second per node, not one per score. (The
-// key "lb:<board>" cannot collide with a room id: those hold no ':'.)
+// followers, coalesced per board (see coalesce). A post that changes
+// nothing marks nobody.
 func (s *Server) markBoard(board string) {
 	key := boardTopic(board)
-	bits := dirty.Of(dirty.Leaderboards)
-	s.marksMu.Lock()
-	if m, ok := s.marks[key]; ok {
-		m.again |= bits
-		s.marksMu.Unlock()
-		return
-	}
-	s.marks[key] = &pendingMark{}
-	s.marksMu.Unlock()
-	for {
-		ctx, cancel := contextTimeout()
+	s.coalesce(key, dirty.Of(dirty.Leaderboards), func(ctx context.Context, bits dirty.Mask) {
 		if err := s.dirty.MarkFollowers(ctx, key, bits); err != nil {
 			s.log.Debug("mark board followers", "board", board, "err", err)
 		}
-		cancel()
-		s.marksMu.Lock()
-		m := s.marks[key]
-		again := m.again
-		m.again = 0
-		if again == 0 {
-			delete(s.marks, key)
-			s.marksMu.Unlock()
-			return
-		}
-		s.marksMu.Unlock()
-	}
+	})
 }
 
 func (s *Server) boardPlayer(c *fiber.Ctx) error {

@@ -142,45 +142,50 @@ func (s *Server) say(ctx context.Context, user, room, text string) (rooms.Messag
 }
 
 // markRoom sets bits in the dirty masks of the room's members' REST
-// sessions. Marks of one room are coalesced: while one runs, later requests
-// fold into a single rerun, so a busy room costs a few marks per second,
-// not one per message.
+// sessions, coalesced per room (see coalesce): a busy room costs a few
+// marks per second, not one per message.
 func (s *Server) markRoom(room string, bits dirty.Mask) {
+	s.coalesce(room, bits, func(ctx context.Context, bits dirty.Mask) {
+		r, err := s.rooms.Room(ctx, room)
+		if err != nil {
+			return
+		}
+		if err := s.dirty.MarkUsers(ctx, r.Members, bits); err != nil {
+			s.log.Debug("mark room members dirty", "room", room, "err", err)
+		}
+	})
+}
+
+// pendingMark is a mark in flight, and the bits asked for meanwhile.
+type pendingMark struct{ again dirty.Mask }
+
+// coalesce runs mark(bits) for key unless one is already running on this
+// node; then the bits fold into a single rerun after it. Producers call it
+// per event; the marks it sends are bounded by how long a mark takes, not
+// by how many events there are. Keys are room ids and "lb:<board>" topics,
+// which can't collide (room ids hold no ':').
+func (s *Server) coalesce(key string, bits dirty.Mask, mark func(context.Context, dirty.Mask)) {
 	s.marksMu.Lock()
-	if m, ok := s.marks[room]; ok {
+	if m, ok := s.marks[key]; ok {
 		m.again |= bits
 		s.marksMu.Unlock()
 		return
 	}
-	s.marks[room] = &pendingMark{}
+	s.marks[key] = &pendingMark{}
 	s.marksMu.Unlock()
-
 	for {
-		s.markRoomNow(room, bits)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		mark(ctx, bits)
+		cancel()
 		s.marksMu.Lock()
-		m := s.marks[room]
+		m := s.marks[key]
 		bits, m.again = m.again, 0
 		if bits == 0 {
-			delete(s.marks, room)
+			delete(s.marks, key)
 			s.marksMu.Unlock()
 			return
 		}
 		s.marksMu.Unlock()
-	}
-}
-
-// pendingMark is a room mark in flight, and the bits asked for meanwhile.
-type pendingMark struct{ again dirty.Mask }
-
-func (s *Server) markRoomNow(room string, bits dirty.Mask) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	r, err := s.rooms.Room(ctx, room)
-	if err != nil {
-		return
-	}
-	if err := s.dirty.MarkUsers(ctx, r.Members, bits); err != nil {
-		s.log.Debug("mark room members dirty", "room", room, "err", err)
 	}
 }
 

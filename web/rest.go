@@ -304,11 +304,14 @@ func (s *Server) deliverUnseenNotices(c *client) {
 	if err != nil || len(ids) == 0 {
 		return
 	}
-	for _, id := range ids {
-		c.sendJSON(map[string]string{"type": "notice", "id": id, "text": byID[id].Text})
-	}
+	// Mark first, then send: a notice is shown once (at most), even when the
+	// user's next connection opens before this one has finished.
 	if err := s.seen.Mark(ctx, c.user, ids); err != nil {
 		s.log.Debug("mark notices seen", "user", c.user, "err", err)
+		return
+	}
+	for _, id := range ids {
+		c.sendJSON(map[string]string{"type": "notice", "id": id, "text": byID[id].Text})
 	}
 }
 

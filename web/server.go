@@ -108,6 +108,8 @@ type Server struct {
 	mu        sync.Mutex
 	cancel    context.CancelFunc
 	running   sync.WaitGroup
+	runMu     sync.Mutex // orders goRun's Add before Shutdown's Wait
+	stopped   bool
 	draining  chan struct{}
 	drainOnce sync.Once
 }
@@ -249,13 +251,21 @@ func (s *Server) newServices() error {
 		FPRate:     func() float64 { return s.settings.Float(settings.SeenFPRate) },
 		Registerer: reg,
 	})
-	s.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
+	s.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
+		OnChange: noteBoardChange,
+	})
 	s.shop = shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg})
 	return nil
 }
 
 func (s *Server) goRun(fn func()) {
+	s.runMu.Lock()
+	if s.stopped {
+		s.runMu.Unlock()
+		return // shut down: late work (a mark, a presence touch) is dropped
+	}
 	s.running.Add(1)
+	s.runMu.Unlock()
 	go func() {
 		defer s.running.Done()
 		fn()
@@ -300,6 +310,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
+	s.runMu.Lock()
+	s.stopped = true // no Add may race the Wait below
+	s.runMu.Unlock()
 	done := make(chan struct{})
 	go func() { s.running.Wait(); close(done) }()
 	select {

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
 )
@@ -165,7 +166,9 @@ func (s *Server) disconnect(c *client) {
 		}
 		if err := s.rooms.Leave(ctx, room, c.user); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
 			s.log.Debug("free seat on disconnect", "room", room, "user", c.user, "err", err)
+			continue
 		}
+		s.goRun(func() { s.markRoom(room, dirty.Of(dirty.Rooms)) })
 	}
 }
 
