@@ -217,7 +217,9 @@ func (c *client) handle(ctx context.Context, f inFrame) {
 	}
 	if err != nil {
 		c.sendError(err, f.Ref)
+		return
 	}
+	c.abuse = 0 // only refusals in a row count as abuse
 }
 
 func (c *client) sendError(err error, ref string) {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
@@ -124,6 +125,9 @@ func (s *Server) say(ctx context.Context, user, room, text string) (rooms.Messag
 	}
 	if max := s.settings.Int(settings.MessageMaxLength); utf8.RuneCountInString(text) > max {
 		return rooms.Message{}, errf(400, "too_long", "the message is longer than %d characters", max)
+	}
+	if err := names.Room(room); err != nil {
+		return rooms.Message{}, err // a bad name costs no rate-limit token
 	}
 	ok, retry, err := s.limiter.Allow(ctx, user)
 	if err != nil {

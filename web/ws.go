@@ -21,7 +21,9 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	if !websocket.IsWebSocketUpgrade(c) {
 		return errf(http.StatusUpgradeRequired, "bad_request", "this endpoint speaks WebSocket only")
 	}
-	if !s.originAllowed(c.Get(fiber.HeaderOrigin), c.Hostname()) {
+	// the request's own Host header, not c.Hostname(), which would trust a
+	// client-sent X-Forwarded-Host
+	if !s.originAllowed(c.Get(fiber.HeaderOrigin), string(c.Request().Host())) {
 		s.m.wsRefused.WithLabelValues("origin").Inc()
 		return errf(http.StatusForbidden, "forbidden", "this Origin may not open a WebSocket here")
 	}
@@ -130,6 +132,9 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		if err != nil {
 			c.sendError(err, f.Ref)
 			continue
+		}
+		if ctx.Err() != nil {
+			return // closing: frames read meanwhile are not handled
 		}
 		fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
 		c.handle(fctx, f)
