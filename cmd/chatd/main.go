@@ -107,22 +107,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
-// redactURL hides a password in a Redis URL for logs.
+// redactURL hides a password in a Redis URL for logs, by the same rule as
+// the configuration errors (redactRedis).
 func redactURL(s string) string {
 	if s == "" {
 		return "(embedded)"
 	}
-	spec, err := redisOptions(s)
-	if err != nil {
-		return "(invalid)"
-	}
-	switch {
-	case spec.single != nil && spec.single.Password != "":
-		return "redis://***@" + spec.single.Addr
-	case spec.failover != nil && spec.failover.Password != "":
-		return "redis-sentinel://***@…/" + spec.failover.MasterName
-	}
-	return s
+	return redactRedis(s, s)
 }
 
 // redisLogger sends go-redis's internal log lines (reconnect attempts) to
