@@ -38,7 +38,9 @@ type client struct {
 	user string
 	sid  string
 
-	send      chan []byte
+	qmu       sync.Mutex
+	queue     [][]byte      // frames waiting for the writer; nil while idle
+	wake      chan struct{} // cap 1: the queue has frames
 	done      chan struct{} // closed when the client is closing
 	closeOnce sync.Once
 	closeCode int
@@ -89,20 +91,37 @@ func (c *client) deliver(room, typ, id string, p []byte) {
 }
 
 // enqueue puts a frame on the send queue without ever blocking: a client
-// whose queue is full is closed with 1013, so a slow reader never delays
-// the others.
+// with sendQueue frames waiting is closed with 1013, so a slow reader never
+// delays the others. The queue is a slice the writer takes whole, so an idle
+// connection holds no queue memory at all.
 func (c *client) enqueue(p []byte) {
 	select {
 	case <-c.done:
 		return
 	default:
 	}
-	select {
-	case c.send <- p:
-	default:
+	c.qmu.Lock()
+	if len(c.queue) >= sendQueue {
+		c.qmu.Unlock()
 		c.s.m.slowClients.Inc()
 		c.close(closeTryLater, "send queue full: you are reading too slowly")
+		return
 	}
+	c.queue = append(c.queue, p)
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeQueue returns the waiting frames, oldest first, and empties the queue.
+func (c *client) takeQueue() [][]byte {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	q := c.queue
+	c.queue = nil
+	return q
 }
 
 func (c *client) sendJSON(v any) {
@@ -130,12 +149,14 @@ func (c *client) writeLoop(finished chan<- struct{}) {
 	defer ping.Stop()
 	for {
 		select {
-		case p := <-c.send:
-			_ = c.conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.conn.WriteMessage(websocket.TextMessage, p); err != nil {
-				c.close(websocket.CloseAbnormalClosure, "")
-				_ = c.conn.Close()
-				return
+		case <-c.wake:
+			for _, p := range c.takeQueue() {
+				_ = c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+				if err := c.conn.WriteMessage(websocket.TextMessage, p); err != nil {
+					c.close(websocket.CloseAbnormalClosure, "")
+					_ = c.conn.Close()
+					return
+				}
 			}
 		case <-ping.C:
 			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
@@ -144,18 +165,14 @@ func (c *client) writeLoop(finished chan<- struct{}) {
 				return
 			}
 		case <-c.done:
-			// flush what is queued, briefly, then say goodbye
-			deadline := time.Now().Add(time.Second)
-			_ = c.conn.SetWriteDeadline(deadline)
-		flush:
-			for {
-				select {
-				case p := <-c.send:
-					if c.closeCode == closeTryLater || c.conn.WriteMessage(websocket.TextMessage, p) != nil {
-						break flush
+			// flush what is queued, briefly, then say goodbye; a client that
+			// was too slow gets only the close frame
+			_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+			if c.closeCode != closeTryLater {
+				for _, p := range c.takeQueue() {
+					if c.conn.WriteMessage(websocket.TextMessage, p) != nil {
+						break
 					}
-				default:
-					break flush
 				}
 			}
 			if c.closeCode != websocket.CloseAbnormalClosure {

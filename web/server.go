@@ -336,7 +336,10 @@ func (s *Server) routes() {
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4096,
 		WriteBufferSize:  4096,
-		RecoverHandler:   s.recoverWS,
+		// An idle connection holds no write buffer: it is taken from the
+		// pool for each write and given back.
+		WriteBufferPool: &sync.Pool{},
+		RecoverHandler:  s.recoverWS,
 	}))
 
 	api := s.app.Group("/api/v1")

@@ -73,7 +73,7 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 	sess, _ := conn.Locals(localSession).(session)
 	c := &client{
 		s: s, conn: conn, user: sess.User, sid: sess.ID,
-		send:  make(chan []byte, sendQueue),
+		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 		rooms: map[string]*clientRoom{},
 	}
