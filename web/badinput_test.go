@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -556,10 +557,16 @@ func wsURL(n *testNode, tok string) string {
 func dialHeaders(t testing.TB, n *testNode, user, tok string, h http.Header) *wsClient {
 	t.Helper()
 	conn, resp, err := websocket.DefaultDialer.Dial(wsURL(n, tok), h)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
+	status, body := 0, ""
+	if resp != nil {
+		status = resp.StatusCode
+		if resp.Body != nil {
+			p, _ := io.ReadAll(resp.Body)
+			body = string(p)
+			resp.Body.Close()
+		}
 	}
-	require.NoError(t, err, "headers %v", h)
+	require.NoError(t, err, "headers %v: status %d %s", h, status, body)
 	w := &wsClient{t: t, user: user, conn: conn, frames: make(chan map[string]any, 100), closed: make(chan struct{})}
 	t.Cleanup(func() { _ = conn.Close() })
 	return w

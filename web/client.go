@@ -284,12 +284,11 @@ func (c *client) enter(ctx context.Context, room rooms.Room, after string) error
 		c.forget(room.ID)
 		return err
 	}
+	// Other nodes learn that the user is here before the client hears it
+	// joined: a disconnect of the user's other connection elsewhere then
+	// keeps the seat (Server.disconnect).
+	c.s.touchUser(ctx, c.user)
 	c.sendJSON(map[string]any{"type": "joined", "room": room})
-	c.s.goRun(func() { // other nodes learn at once that the user is here
-		ctx, cancel := contextTimeout()
-		defer cancel()
-		c.s.touchUser(ctx, c.user)
-	})
 
 	limit := joinHistory
 	if after != "" {
