@@ -473,11 +473,18 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 		st, body := wsRefusal(t, n, tok, origin(o))
 		assertAPIError(t, 403, "forbidden", st, body, "Origin %q", o)
 	}
+	// This node allows 3 connections per user, and a close is cleaned up
+	// on the server after the client's Close returns: wait for it.
+	gone := func() {
+		require.Eventually(t, func() bool { return len(n.srv.conns.of("grace")) == 0 }, 10*time.Second, 5*time.Millisecond)
+	}
 	for _, o := range []string{"http://" + host, "https://" + host, "HTTP://" + strings.ToUpper(host)} {
 		w := dialHeaders(t, n, "grace", tok, origin(o))
 		_ = w.conn.Close()
 	}
+	gone()
 	_ = dialHeaders(t, n, "grace", tok, nil).conn.Close() // no Origin: not a browser
+	gone()
 
 	t.Run("with an allow-list only listed origins", func(t *testing.T) {
 		listed := newCluster(t, c.r, 1, nodeOpts{configure: func(cfg *Config) {
