@@ -307,28 +307,6 @@ func (r *hubRoom) readAfter(after string) []rooms.Message {
 	}
 }
 
-// each calls fn for every local client; fn must not call back into the hub.
-func (h *hub) clients() []*client {
-	seen := map[*client]struct{}{}
-	var out []*client
-	for i := range h.shards {
-		sh := &h.shards[i]
-		sh.mu.Lock()
-		for _, r := range sh.rooms {
-			r.mu.Lock()
-			for c := range r.members {
-				if _, ok := seen[c]; !ok {
-					seen[c] = struct{}{}
-					out = append(out, c)
-				}
-			}
-			r.mu.Unlock()
-		}
-		sh.mu.Unlock()
-	}
-	return out
-}
-
 // seats returns the (room, user) seats held by this node's clients.
 func (h *hub) seats() []rooms.Seat {
 	seen := map[rooms.Seat]struct{}{}
