@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -437,21 +438,34 @@ func TestPollShopBoardsAndSeenOnRedisCluster(t *testing.T) {
 	assert.NotContains(t, out.Unseen, "x")
 	assert.NotContains(t, out.Unseen, "y")
 
-	// a long poll parked on one node wakes at a mark made on another
-	ch := make(chan pollAnswer, 1)
-	go func() {
-		var a pollAnswer
-		_, body, _, _ := c.call(n0, "GET", "/api/v1/poll?wait=20", alice, nil, nil)
-		_ = json.Unmarshal(body, &a)
-		ch <- a
-	}()
+	// a long poll parked on one node wakes at a mark made on another; the
+	// board marks of the posts above run in the background and may land
+	// first, so a poll woken by "leaderboards" alone is followed by another
+	longPoll := func() chan pollAnswer {
+		ch := make(chan pollAnswer, 1)
+		go func() {
+			var a pollAnswer
+			_, body, _, _ := c.call(n0, "GET", "/api/v1/poll?wait=20", alice, nil, nil)
+			_ = json.Unmarshal(body, &a)
+			ch <- a
+		}()
+		return ch
+	}
+	ch := longPoll()
 	// the wake-up may race the parking; either way the answer is the mark
 	c.grant(n2, "alice", 1)
-	select {
-	case a := <-ch:
-		assert.Contains(t, a.Dirty, "wallet")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the long poll was not woken")
+	for tries := 0; ; tries++ {
+		select {
+		case a := <-ch:
+			if slices.Contains(a.Dirty, "wallet") {
+				return
+			}
+			require.Equal(t, []string{"leaderboards"}, a.Dirty, "only a late board mark may come before the wallet")
+			require.Less(t, tries, 3)
+			ch = longPoll()
+		case <-time.After(10 * time.Second):
+			t.Fatal("the long poll was not woken")
+		}
 	}
 }
 
