@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cluster.sh — deploy/docker-compose.yml's topology without Docker, on
+# cluster.sh — docker-compose.yml's topology (repository root) without Docker, on
 # loopback: one redis-server, three chatd nodes and nginx (the same
 # deploy/nginx.conf, rendered for loopback ports), from Debian packages
 # (apt-get install redis-server nginx) and `go build ./cmd/chatd`.

@@ -62,9 +62,13 @@ type composeService struct {
 
 var chatdServices = []string{"chatd1", "chatd2", "chatd3"}
 
+// composePath is the Compose file, at the repository root (the tests run in
+// deploy/), so that `docker compose up` works where the README says.
+var composePath = filepath.Join("..", "docker-compose.yml")
+
 func readCompose(t *testing.T) composeFile {
 	t.Helper()
-	p, err := os.ReadFile("docker-compose.yml")
+	p, err := os.ReadFile(composePath)
 	require.NoError(t, err)
 	var f composeFile
 	dec := yaml.NewDecoder(bytes.NewReader(p))
@@ -110,7 +114,7 @@ func TestComposeFile(t *testing.T) {
 			assert.Equal(t, []string{"8080"}, s.Expose, name)
 			assert.Empty(t, s.Ports, "%s: nodes are reached through nginx only", name)
 			assert.Equal(t, "service_healthy", s.DependsOn["redis"].Condition, name)
-			assert.Equal(t, "..", s.Build.Context, name)
+			assert.Equal(t, ".", s.Build.Context, name)
 			assert.Equal(t, "deploy/Dockerfile", s.Build.Dockerfile, name)
 			assert.NotEmpty(t, s.Restart, name)
 		}
@@ -124,7 +128,13 @@ func TestComposeFile(t *testing.T) {
 		n := f.Services["nginx"]
 		assert.Regexp(t, `^nginx:`, n.Image)
 		assert.Equal(t, []string{"8080:8080"}, n.Ports)
-		assert.Contains(t, n.Volumes, "./nginx.conf:/etc/nginx/nginx.conf:ro")
+		assert.Contains(t, n.Volumes, "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro")
+		for _, v := range n.Volumes {
+			host, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(host, ".") {
+				assert.FileExists(t, filepath.Join(filepath.Dir(composePath), host), "volume %s", v)
+			}
+		}
 		for _, name := range chatdServices {
 			assert.Equal(t, "service_healthy", n.DependsOn[name].Condition, name)
 		}
@@ -132,7 +142,7 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("build context holds the Dockerfile and the module", func(t *testing.T) {
 		s := f.Services["chatd1"]
-		ctxDir := filepath.Join(".", s.Build.Context)
+		ctxDir := filepath.Join(filepath.Dir(composePath), s.Build.Context)
 		assert.FileExists(t, filepath.Join(ctxDir, s.Build.Dockerfile))
 		assert.FileExists(t, filepath.Join(ctxDir, "go.mod"))
 		assert.DirExists(t, filepath.Join(ctxDir, "cmd", "chatd"))
@@ -151,6 +161,48 @@ func TestComposeFile(t *testing.T) {
 		}
 		assert.Equal(t, want, servers)
 	})
+}
+
+// TestComposeReferences keeps the docs pointing at the Compose file where
+// it is: no file may send a reader to deploy/docker-compose.yml or tell them
+// to run Compose from deploy/.
+func TestComposeReferences(t *testing.T) {
+	_, err := os.Stat("docker-compose.yml")
+	assert.True(t, os.IsNotExist(err), "deploy/docker-compose.yml is back; the Compose file lives at the repository root")
+	stale := regexp.MustCompile(`deploy/docker-compose\.yml|cd deploy\s*(&&|;|\n)\s*docker compose|deploy/\.env\b`)
+	root := ".."
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", ".run", "node_modules", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".md", ".go", ".sh", ".yml", ".yaml", ".conf", ".json", ".js", ".html":
+		default:
+			if filepath.Base(path) != "Dockerfile" {
+				return nil
+			}
+		}
+		if filepath.Base(path) == "deploy_test.go" {
+			return nil // this test names the stale strings
+		}
+		p, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if loc := stale.FindIndex(p); loc != nil {
+			line := bytes.Count(p[:loc[0]], []byte("\n")) + 1
+			t.Errorf("%s:%d still says %q", path, line, p[loc[0]:loc[1]])
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
 
 func TestDockerfile(t *testing.T) {

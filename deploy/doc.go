@@ -3,8 +3,10 @@
 //
 //   - Dockerfile: a static chatd (CGO_ENABLED=0) in a small image, run as a
 //     non-root user, with a HEALTHCHECK on /healthz.
-//   - docker-compose.yml: Redis 7, three chatd nodes sharing CHATD_SECRET and
-//     CHATD_ADMIN_TOKEN, nginx in front on port 8080.
+//   - ../docker-compose.yml (at the repository root, so that `docker compose
+//     up` runs there): Redis 7, three chatd nodes sharing CHATD_SECRET and
+//     CHATD_ADMIN_TOKEN, nginx in front on port 8080, built from this
+//     directory's Dockerfile and nginx.conf.
 //   - nginx.conf: the balancer — least connections over the nodes,
 //     WebSocket upgrade headers, a read timeout above the 25 s ping
 //     interval, passive health checks, and no sticky sessions, because no
