@@ -21,9 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +57,12 @@ type Redis struct {
 	// Server is the private server when Kind is Private and the test asked
 	// for one of its own (Own); nil otherwise. Faults go through it.
 	Server *Server
+	// Nodes are the data-bearing processes of a topology the test owns:
+	// every node of an OwnCluster (masters first), or the master then the
+	// replica of an OwnSentinel; nil otherwise.
+	Nodes []*Server
+	// Sentinels are the Sentinel processes of an OwnSentinel; nil otherwise.
+	Sentinels []*Server
 }
 
 // NewClient returns another independent client of the same server or
@@ -66,21 +70,30 @@ type Redis struct {
 func (r *Redis) NewClient(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	c := newClient(r.Kind, r.Addrs)
+	if c == nil {
+		tb.Fatalf("redistest: no client for a %s Redis", r.Kind)
+	}
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // URL returns the --redis flag value that reaches this server.
 func (r *Redis) URL() string {
-	if r.Kind == Clusters {
+	switch r.Kind {
+	case Clusters:
 		return strings.Join(r.Addrs, ",")
+	case Sentinels:
+		return "redis-sentinel://" + strings.Join(r.Addrs, ",") + "/" + SentinelMaster
 	}
 	return "redis://" + r.Addrs[0] + "/0"
 }
 
 func newClient(kind Kind, addrs []string) redis.UniversalClient {
-	if kind == Clusters {
+	switch kind {
+	case Clusters:
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	case Sentinels:
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: addrs})
 	}
 	return redis.NewClient(&redis.Options{Addr: addrs[0]})
 }
@@ -198,35 +211,19 @@ var shared = &lazy[*Server]{fn: func() (*Server, error) { return startServer(Opt
 
 var sharedCluster = &lazy[[]string]{fn: startCluster}
 
-// startCluster starts three cluster-enabled servers and joins them into a
-// 3-master cluster with redis-cli --cluster create.
+// startCluster starts the shared 3-master cluster (no replicas); its
+// processes live as long as the test binary.
 func startCluster() ([]string, error) {
-	var addrs []string
-	for i := 0; i < 3; i++ {
-		s, err := startServer(Options{Cluster: true})
-		if err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, s.Addr)
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	nodes, err := startClusterNodes(3, 0)
 	if err != nil {
-		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, a := range addrs {
-		for {
-			out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", a[strings.LastIndexByte(a, ':')+1:], "cluster", "info").Output()
-			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("cluster node %s not ok after 20s: %s", a, out)
-			}
-			time.Sleep(100 * time.Millisecond)
+		for _, s := range nodes {
+			s.stop()
 		}
+		return nil, err
+	}
+	var addrs []string
+	for _, s := range nodes {
+		addrs = append(addrs, s.Addr)
 	}
 	return addrs, nil
 }

@@ -216,6 +216,22 @@ func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
 	}
 }
 
+// Running reports whether the process is running (not killed, not exited).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Kill kills the server with SIGKILL and waits until it has exited.
 func (s *Server) Kill(tb testing.TB) {
 	tb.Helper()
