@@ -262,11 +262,17 @@ func testManySessions(t *testing.T, r *redistest.Redis) {
 	})
 }
 
+// TestSessionExpiry: a session nobody opens again leaves nothing behind —
+// each of its keys carries the session TTL — and once gone it is neither
+// marked nor remembered. The TTL is seconds long, so the setup (four round
+// trips) finishes well inside it on a loaded machine: each key is checked to
+// exist with a TTL at most SessionTTL before the wait for it to vanish.
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	ctx := context.Background()
-	n := nodes(t, r, 2, Config{SessionTTL: 400 * time.Millisecond})
+	const ttl = 3 * time.Second
+	n := nodes(t, r, 2, Config{SessionTTL: ttl})
 	_, err := n[0].Open(ctx, "short", "carol")
 	require.NoError(t, err)
 	_, err = n[0].Take(ctx, "short")
@@ -274,9 +280,16 @@ func TestSessionExpiry(t *testing.T) {
 	require.NoError(t, n[0].SetCursor(ctx, "short", map[string]string{"general-1": "5-0"}))
 	require.NoError(t, n[0].Follow(ctx, "board", "carol"))
 
+	sessionKeys := []string{n[0].k.owner("short"), n[0].k.cursor("short"), n[0].k.userSessions("carol")}
+	for _, key := range sessionKeys {
+		left, err := r.Client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		require.Greater(t, left, time.Duration(0), "%s exists and expires", key)
+		require.LessOrEqual(t, left, ttl, "%s expires within the session TTL", key)
+	}
 	require.Eventually(t, func() bool {
-		return r.Client.Exists(ctx, n[0].k.owner("short"), n[0].k.cursor("short"), n[0].k.userSessions("carol")).Val() == 0
-	}, 5*time.Second, 10*time.Millisecond, "every session key has a TTL")
+		return r.Client.Exists(ctx, sessionKeys...).Val() == 0
+	}, ttl+20*time.Second, 20*time.Millisecond, "every session key has gone after its TTL")
 
 	t.Run("an expired session is not marked", func(t *testing.T) {
 		require.NoError(t, n[1].MarkSessions(ctx, []string{"short"}, Of(Wallet)))

@@ -415,23 +415,35 @@ func TestPausedRedis(t *testing.T) {
 	}
 }
 
+// TestWatchdog: a lock whose ttl passes several times over is still held
+// while its watchdog runs, and free once released. The ttl is seconds long
+// and the check comes 1.5 ttls after the acquisition, so a watchdog goroutine
+// (refreshing every ttl/3) starved for up to 2 s on a loaded machine still
+// keeps it; without refreshes the key expires a whole half-ttl before the
+// check.
 func TestWatchdog(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, r *redistest.Redis) {
 		ctx := context.Background()
 		c := newTestClient(r, nil)
 		other := newTestClient(r, r.NewClient(t))
-		const ttl = 300 * time.Millisecond
+		const ttl = 3 * time.Second
 
+		start := time.Now()
 		l, err := c.Acquire(ctx, "lobby:dog", ttl, &Options{Watchdog: true})
 		require.NoError(t, err)
-		// Let several ttls pass: the watchdog must keep the lock.
-		<-time.After(4 * ttl)
+		// Past the ttl by half a ttl: only refreshes can keep the lock.
+		time.Sleep(time.Until(start.Add(ttl + ttl/2)))
 		_, err = other.TryAcquire(ctx, "lobby:dog", time.Minute)
 		assert.ErrorIs(t, err, ErrNotObtained, "held past its ttl")
 		left, err := l.TTL(ctx)
 		require.NoError(t, err)
 		assert.Greater(t, left, time.Duration(0))
+		select {
+		case <-l.Lost():
+			t.Error("Lost is closed while the watchdog keeps the lock")
+		default:
+		}
 
 		require.NoError(t, l.Release(ctx))
 		select {

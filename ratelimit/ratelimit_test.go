@@ -167,15 +167,31 @@ func TestAllow(t *testing.T) {
 	})
 
 	t.Run("bucket key expires once it would be full", func(t *testing.T) {
+		// At 0.01 tokens/s (burst 1) an empty bucket is full again after 100 s,
+		// so its key lives 100 s + slack; half refilled, 50 s + slack. The
+		// bounds allow 20 s between the script and the PTTL read and still
+		// refuse a key kept for slack alone (60 s) or, half refilled, for the
+		// whole burst (160 s).
 		clk := newClock()
-		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(10), Now: clk.Now})
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(0.01), Now: clk.Now})
+		// within checks the key's PTTL is want, or at most 20 s less.
+		within := func(want time.Duration, msg string) {
+			t.Helper()
+			ttl, err := r.Client.PTTL(ctx, l.keys.bucket("ttl")).Result()
+			require.NoError(t, err)
+			assert.LessOrEqual(t, ttl, want, msg)
+			assert.Greater(t, ttl, want-20*time.Second, msg)
+		}
 		ok, _, err := l.Allow(ctx, "ttl")
 		require.NoError(t, err)
 		require.True(t, ok)
-		ttl, err := r.Client.PTTL(ctx, l.keys.bucket("ttl")).Result()
+		within(100*time.Second+slack, "empty: full again after 1/rate")
+
+		clk.Add(50 * time.Second)
+		ok, _, err = l.Allow(ctx, "ttl")
 		require.NoError(t, err)
-		assert.Greater(t, ttl, slack)
-		assert.LessOrEqual(t, ttl, slack+100*time.Millisecond)
+		require.False(t, ok, "half a token")
+		within(50*time.Second+slack, "half full: full again after 0.5/rate")
 	})
 }
 
