@@ -41,12 +41,12 @@ func BenchmarkJoinSeated(b *testing.B) {
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
 	for i := range 49 {
-		_, err := s.Join(ctx, "bench", fmt.Sprintf("u%d", i))
+		_, err := s.Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1)
 		require.NoError(b, err)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := s.Join(ctx, "bench", "u7"); err != nil {
+		if _, err := s.Join(ctx, "bench", "u7", ws1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -62,7 +62,7 @@ func BenchmarkJoinNew(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		i++
-		if _, err := s.Join(ctx, "bench", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := s.Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func BenchmarkJoinContended(b *testing.B) {
 		for pb.Next() {
 			i := n.Add(1)
 			t0 := time.Now()
-			if _, err := ss[i%3].Join(ctx, "bench", fmt.Sprintf("u%d", i)); err != nil {
+			if _, err := ss[i%3].Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1); err != nil {
 				b.Error(err)
 				return
 			}
@@ -117,11 +117,11 @@ func BenchmarkSend(b *testing.B) {
 	r := redistest.New(b)
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
-	_, err := s.Join(ctx, "bench", "alice")
+	_, err := s.Join(ctx, "bench", "alice", ws1)
 	require.NoError(b, err)
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := s.Send(ctx, "bench-1", "alice", "hello, world"); err != nil {
+		if _, err := s.say(ctx, "bench-1", "alice", "hello, world"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -151,12 +151,12 @@ func BenchmarkRenew1000(b *testing.B) {
 	r := redistest.New(b)
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
-	var seats []Seat
+	var seats []Attachment
 	for _, lobby := range []string{"l1", "l2"} {
 		for i := range 500 {
-			room, err := s.Join(ctx, lobby, fmt.Sprintf("u%d", i))
+			room, err := s.Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
 			require.NoError(b, err)
-			seats = append(seats, Seat{room.ID, fmt.Sprintf("u%d", i)})
+			seats = append(seats, Attachment{room.ID, fmt.Sprintf("u%d", i), "ws1"})
 		}
 	}
 	b.ResetTimer()

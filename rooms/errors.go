@@ -1,6 +1,10 @@
 package rooms
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Errors returned by this package, wrapped with the operation and the names
 // involved ("rooms: leave general-3 as alice: rooms: not seated in the
@@ -32,7 +36,18 @@ var (
 	// messages may have been missed; rejoin and reload.
 	ErrResumeGap = errors.New("rooms: message to resume after is no longer in history")
 
-	// ErrBadID is returned by History for an `after` that is not a message id.
+	// ErrBadAttachment is returned by Join, Reclaim and Detach for an
+	// attachment id that is empty, longer than 64 bytes or not made of
+	// [A-Za-z0-9_:.-].
+	ErrBadAttachment = errors.New("rooms: malformed attachment id")
+
+	// ErrRateLimited is returned by Send when the sender's say bucket in
+	// the lobby is empty; the error is a *RateLimitError that says when to
+	// try again.
+	ErrRateLimited = errors.New("rooms: saying too fast")
+
+	// ErrBadID is returned by History and NormalizeID for a string that is
+	// not a message id.
 	ErrBadID = errors.New("rooms: malformed message id")
 
 	// ErrBadText is returned by Send for empty text or text that is not UTF-8.
@@ -41,3 +56,18 @@ var (
 	// ErrBadEvent is returned by DecodeEvent for bytes that are not an Event.
 	ErrBadEvent = errors.New("rooms: malformed event")
 )
+
+// RateLimitError is the error Send returns, wrapped, when the sender's say
+// bucket is empty: errors.Is(err, ErrRateLimited) holds, and errors.As
+// gives the delay until a say would be accepted.
+type RateLimitError struct {
+	// RetryAfter is how long until the bucket holds a token again (>= 1ms).
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%v: retry after %v", ErrRateLimited, e.RetryAfter)
+}
+
+// Is reports whether target is ErrRateLimited.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }

@@ -20,7 +20,7 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	ss := nodes(t, r, 2, Config{Capacity: fixed(2), LockTTL: 300 * time.Millisecond})
 	a, b := ss[0], ss[1]
 	for _, u := range []string{"u1", "u2"} {
-		_, err := a.Join(ctx, "duel", u)
+		_, err := a.Join(ctx, "duel", u, ws1)
 		require.NoError(t, err)
 	}
 
@@ -36,14 +36,14 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	}
 	got := make(chan Room)
 	go func() {
-		room, err := a.Join(ctx, "duel", "u3")
+		room, err := a.Join(ctx, "duel", "u3", ws1)
 		assert.NoError(t, err)
 		got <- room
 	}()
 	staleFence := <-holding
 
 	// Meanwhile b finds every room full, waits out a's lock and creates room 2.
-	room, err := b.Join(ctx, "duel", "u4")
+	room, err := b.Join(ctx, "duel", "u4", ws1)
 	require.NoError(t, err)
 	require.Equal(t, "duel-2", room.ID)
 	_, fenceKey := a.lock.Keys(lockName("duel"))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/internal/embedded"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
 )
@@ -120,4 +121,35 @@ func value(t testing.TB, c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// ws1 is the WebSocket attachment the tests that do not care about
+// attachments join with.
+var ws1 = Attach{ID: "ws1"}
+
+// say sends with no rate limit and returns the message.
+func (s *Service) say(ctx context.Context, roomID, user, text string) (Message, error) {
+	r, err := s.Send(ctx, roomID, user, text, SendOptions{})
+	return r.Message, err
+}
+
+// attsOf returns the attachments of users in room, id ws1 each.
+func attsOf(room string, users ...string) []Attachment {
+	out := make([]Attachment, len(users))
+	for i, u := range users {
+		out[i] = Attachment{Room: room, User: u, ID: ws1.ID}
+	}
+	return out
+}
+
+// embeddedRedis starts the in-process server chatd runs on without --redis,
+// whatever redistest would pick: the scripts must run on it too.
+func embeddedRedis(t *testing.T) *redistest.Redis {
+	t.Helper()
+	e, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	c := redis.NewClient(&redis.Options{Addr: e.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return &redistest.Redis{Client: c, Addrs: []string{e.Addr()}, Prefix: redistest.Prefix(t), Kind: redistest.Embedded}
 }

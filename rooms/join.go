@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
@@ -22,9 +21,11 @@ import (
 const maxBatch = 256
 
 // Join seats user in lobby: in the lowest-numbered room with a free seat,
-// or in a new room when every room is full. A user who already holds a live
-// seat in the lobby gets the same room back (a reconnect, a second tab, a
-// retry), with the lease extended.
+// or in a new room when every room is full, and records att as an
+// attachment of the seat in the same script. A user who already holds a
+// live seat in the lobby gets the same room back (a reconnect, a second
+// tab, a REST session next to a WebSocket, a retry), with the lease
+// extended and att added (or renewed, when its id is already there).
 //
 // The seat claim is one script that checks the count against the live
 // capacity and adds the seat, so no room ever goes over capacity. Only when
@@ -40,13 +41,13 @@ const maxBatch = 256
 // has at most one contender for the lobby's lock.
 //
 // Join returns an error wrapping names.ErrBadName for a bad lobby or user
-// name, ErrBusy when no room could be created within twice the lock TTL,
+// name, ErrBadAttachment for a bad attachment id, ErrBusy when no room could be created within twice the lock TTL,
 // the context's error, and Redis errors (Redis down or full) as they come:
 // nothing is then half created. A join whose context ended may still have
 // been seated; its lease runs out unless renewed.
-func (s *Service) Join(ctx context.Context, lobby, user string) (Room, error) {
+func (s *Service) Join(ctx context.Context, lobby, user string, att Attach) (Room, error) {
 	start := time.Now()
-	r, how, err := s.join(ctx, lobby, user)
+	r, how, err := s.join(ctx, lobby, user, att)
 	if err != nil {
 		s.m.failed.Inc()
 		return Room{}, fmt.Errorf("rooms: join %s as %s: %w", lobby, user, err)
@@ -59,6 +60,7 @@ func (s *Service) Join(ctx context.Context, lobby, user string) (Room, error) {
 // joinReq is one Join waiting in its lobby's queue.
 type joinReq struct {
 	user string
+	att  Attach
 	done chan joinRes // buffered: the drain never blocks on it
 	gone atomic.Bool  // the caller stopped waiting
 }
@@ -76,14 +78,17 @@ type joinQueue struct {
 	pending []*joinReq
 }
 
-func (s *Service) join(ctx context.Context, lobby, user string) (Room, prometheus.Counter, error) {
+func (s *Service) join(ctx context.Context, lobby, user string, att Attach) (Room, prometheus.Counter, error) {
 	if err := names.Lobby(lobby); err != nil {
 		return Room{}, nil, err
 	}
 	if err := names.User(user); err != nil {
 		return Room{}, nil, err
 	}
-	req := &joinReq{user: user, done: make(chan joinRes, 1)}
+	if err := att.check(); err != nil {
+		return Room{}, nil, err
+	}
+	req := &joinReq{user: user, att: att, done: make(chan joinRes, 1)}
 	s.qmu.Lock()
 	q := s.queues[lobby]
 	if q == nil {
@@ -157,7 +162,7 @@ func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq)
 		}
 	}
 	for {
-		res, err := s.claim(ctx, lobby, "", users(batch))
+		res, err := s.claim(ctx, lobby, "", batch)
 		if err != nil {
 			fail(err)
 			return
@@ -166,7 +171,7 @@ func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq)
 		if len(batch) == 0 {
 			return
 		}
-		res, err = s.create(ctx, lobby, users(batch))
+		res, err = s.create(ctx, lobby, batch)
 		switch {
 		case err == nil:
 			s.deliver(lobby, batch, res)
@@ -204,14 +209,6 @@ func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq)
 	}
 }
 
-func users(batch []*joinReq) []string {
-	out := make([]string, len(batch))
-	for i, r := range batch {
-		out[i] = r.user
-	}
-	return out
-}
-
 // deliver answers the joins of batch that res seated and returns the others.
 func (s *Service) deliver(lobby string, batch []*joinReq, res batchResult) (rest []*joinReq) {
 	for i, r := range batch {
@@ -236,17 +233,23 @@ func (s *Service) deliver(lobby string, batch []*joinReq, res batchResult) (rest
 var errUnexpectedReply = errors.New("rooms: unexpected seat script reply")
 
 // batchResult is a seat script's reply: a code and a room number (0 for
-// none) per user, and the live members of each of those rooms.
+// none) per user, the live members of each of those rooms, and whether the
+// lobby got its first seat (woke) or has none left (idle).
 type batchResult struct {
-	codes   []int64
-	seqs    []int
-	members map[int][]string
+	codes      []int64
+	seqs       []int
+	members    map[int][]string
+	woke, idle bool
 }
 
 func parseBatch(v any, n int) (batchResult, error) {
 	bad := errUnexpectedReply
 	a, ok := v.([]any)
-	if !ok || len(a) != 3 {
+	if !ok || len(a) != 4 {
+		return batchResult{}, bad
+	}
+	flags, _ := a[3].([]any)
+	if len(flags) != 2 {
 		return batchResult{}, bad
 	}
 	codes, _ := a[0].([]any)
@@ -255,7 +258,8 @@ func parseBatch(v any, n int) (batchResult, error) {
 	if len(codes) != len(seqs) || (len(codes) != n && len(codes) != 1) {
 		return batchResult{}, bad
 	}
-	r := batchResult{codes: make([]int64, len(codes)), seqs: make([]int, len(codes)), members: map[int][]string{}}
+	r := batchResult{codes: make([]int64, len(codes)), seqs: make([]int, len(codes)), members: map[int][]string{},
+		woke: flags[0] == int64(1), idle: flags[1] == int64(1)}
 	for i := range codes {
 		if r.codes[i], ok = codes[i].(int64); !ok {
 			return batchResult{}, bad
@@ -294,43 +298,46 @@ func (s *Service) room(lobby string, seq int, members []string) Room {
 	return Room{ID: makeRoomID(lobby, seq), Lobby: lobby, Seq: seq, Capacity: s.capNow(), Members: members}
 }
 
-// seatKeys are KEYS[1..6] of seat_claim.lua and room_create.lua.
-func (s *Service) seatKeys(lobby string) []string {
-	return []string{
-		usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby),
-		openCapKey(s.ks, lobby), dueKey(s.ks, lobby), seatsPrefix(s.ks, lobby),
-	}
-}
-
-// seatArgs are ARGV[1..5] of seat_claim.lua and room_create.lua.
-func (s *Service) seatArgs(lobby string) []any {
-	now := s.now()
-	return []any{ms(now), ms(now.Add(s.leaseDur())), s.capNow(), lobby, channelPrefix(s.ks, lobby)}
-}
-
-func appendUsers(args []any, users []string) []any {
-	for _, u := range users {
-		args = append(args, u)
+// appendTriples appends the (user, attachment id, kind) triple of each
+// join to a seat script's ARGV.
+func appendTriples(args []any, batch []*joinReq) []any {
+	for _, r := range batch {
+		args = append(args, r.user, r.att.ID, r.att.kind())
 	}
 	return args
 }
 
-// claim runs seat_claim.lua: target "" to seat each user in the lowest
-// room with a free seat, else the one user in room target.
-func (s *Service) claim(ctx context.Context, lobby, target string, users []string) (batchResult, error) {
-	args := appendUsers(append(s.seatArgs(lobby), target), users)
-	v, err := seatClaimScript.Run(ctx, s.rdb, s.seatKeys(lobby), args...).Result()
+// claim runs seat_claim.lua: target "" to seat each join's user in the
+// lowest room with a free seat, else the one join's user in room target;
+// each seated join's attachment is recorded.
+func (s *Service) claim(ctx context.Context, lobby, target string, batch []*joinReq) (batchResult, error) {
+	args := appendTriples(append(s.lobbyArgs(lobby), target), batch)
+	v, err := seatClaimScript.Run(ctx, s.rdb, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
 		return batchResult{}, err
 	}
-	return parseBatch(v, len(users))
+	r, err := parseBatch(v, len(batch))
+	if err == nil {
+		s.indexed(ctx, lobby, r)
+	}
+	return r, err
+}
+
+// indexed keeps the sweeper's index in step with what a seat script did.
+func (s *Service) indexed(ctx context.Context, lobby string, r batchResult) {
+	switch {
+	case r.idle:
+		s.retire(ctx, lobby)
+	case r.woke:
+		s.register(ctx, lobby)
+	}
 }
 
 // create takes the lobby's lock and runs room_create.lua with its fence,
-// seating every user. It returns lock.ErrNotObtained when another node
+// seating every join's user and recording its attachment. It returns lock.ErrNotObtained when another node
 // holds the lock and lock.ErrFenceStale when the fence had moved on by the
 // time the script ran.
-func (s *Service) create(ctx context.Context, lobby string, users []string) (batchResult, error) {
+func (s *Service) create(ctx context.Context, lobby string, batch []*joinReq) (batchResult, error) {
 	l, err := s.lock.TryAcquire(ctx, lockName(lobby), s.lockTTL)
 	if err != nil {
 		return batchResult{}, err
@@ -346,29 +353,19 @@ func (s *Service) create(ctx context.Context, lobby string, users []string) (bat
 	if s.beforeCreate != nil {
 		s.beforeCreate(ctx, l)
 	}
-	keys := append(s.seatKeys(lobby), s.fenceKey(lobby), seqKey(s.ks, lobby), recordPrefix(s.ks, lobby))
-	args := appendUsers(append(s.seatArgs(lobby), strconv.FormatInt(l.Fence(), 10)), users)
-
-	pipe := s.rdb.Pipeline()
-	cmd := roomCreateScript.EvalSha(ctx, pipe, keys, args...)
-	// Registering the lobby for the sweeper costs nothing in the same round
-	// trip; score now, so the next sweep sets its real due time.
-	reg := pipe.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(s.now().UnixMilli()), Member: lobby})
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	if isNoScript(cmd.Err()) {
-		cmd = roomCreateScript.Run(ctx, s.rdb, keys, args...)
-	}
-	v, err := cmd.Result()
+	args := appendTriples(append(s.lobbyArgs(lobby), strconv.FormatInt(l.Fence(), 10)), batch)
+	v, err := roomCreateScript.Run(ctx, s.rdb, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
 		return batchResult{}, err
 	}
-	r, err := parseBatch(v, len(users))
+	r, err := parseBatch(v, len(batch))
 	if err != nil {
 		return batchResult{}, err
 	}
 	if r.codes[0] == -3 {
 		return batchResult{}, fmt.Errorf("create a room in %s with fence %d: %w", lobby, l.Fence(), lock.ErrFenceStale)
 	}
+	s.indexed(ctx, lobby, r)
 	var created int64
 	for _, c := range r.codes {
 		if c == 3 {
@@ -379,9 +376,6 @@ func (s *Service) create(ctx context.Context, lobby string, users []string) (bat
 		if err := s.rdb.IncrBy(ctx, roomsTotalKey(s.ks), created).Err(); err != nil {
 			s.m.counterErrors.Inc()
 		}
-	}
-	if reg.Err() != nil {
-		s.m.counterErrors.Inc() // the next Renew in this lobby registers it
 	}
 	return r, nil
 }

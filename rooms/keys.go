@@ -54,9 +54,37 @@ func recordKey(ks keyspace.Space, lobby string, seq int) string {
 	return recordPrefix(ks, lobby) + strconv.Itoa(seq) // HASH
 }
 
+// historyPrefix is the prefix of historyKey, passed in KEYS to the seat
+// scripts, which expire an idle lobby's histories.
+func historyPrefix(ks keyspace.Space, lobby string) string {
+	return ks.Key("lobby", lobby, "history") + ":" // key prefix
+}
+
 // historyKey is a room's message history, capped near Config.HistoryMax.
 func historyKey(ks keyspace.Space, lobby string, seq int) string {
-	return ks.Key("lobby", lobby, "history", strconv.Itoa(seq)) // STREAM from, text, ts
+	return historyPrefix(ks, lobby) + strconv.Itoa(seq) // STREAM from, text, ts
+}
+
+// attsKey maps each seated user of the lobby to the attachments holding
+// their seat: cjson {attachment id: [lease expiry ms, 1 if REST else 0]}.
+func attsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "atts") } // HASH
+
+// restPrefix is the prefix of restKey, passed in KEYS to the seat scripts.
+func restPrefix(ks keyspace.Space, lobby string) string {
+	return ks.Key("lobby", lobby, "rest") + ":" // key prefix
+}
+
+// restKey holds the users of a room with a REST attachment, so a say knows
+// in O(1) whether the room has REST members to mark.
+func restKey(ks keyspace.Space, lobby string, seq int) string {
+	return restPrefix(ks, lobby) + strconv.Itoa(seq) // SET
+}
+
+// rateKey is user's say bucket in the lobby: t (tokens), at (unix ms); it
+// expires when it would be full again. In the lobby's slot so that the send
+// script can take a token atomically with the append.
+func rateKey(ks keyspace.Space, lobby, user string) string {
+	return ks.Key("lobby", lobby, "rate", user) // HASH t, at
 }
 
 // channelPrefix is the prefix of channel, passed in ARGV to scripts that

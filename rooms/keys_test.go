@@ -25,6 +25,11 @@ func TestKeys(t *testing.T) {
 		{"record prefix", recordPrefix(ks, "general"), "p:{lobby:general}:room:"},
 		{"record", recordKey(ks, "general", 3), "p:{lobby:general}:room:3"},
 		{"history", historyKey(ks, "general", 3), "p:{lobby:general}:history:3"},
+		{"history prefix", historyPrefix(ks, "general"), "p:{lobby:general}:history:"},
+		{"atts", attsKey(ks, "general"), "p:{lobby:general}:atts"},
+		{"rest prefix", restPrefix(ks, "general"), "p:{lobby:general}:rest:"},
+		{"rest", restKey(ks, "general", 3), "p:{lobby:general}:rest:3"},
+		{"rate", rateKey(ks, "general", "alice"), "p:{lobby:general}:rate:alice"},
 		{"channel prefix", channelPrefix(ks, "general"), "p:{lobby:general}:events:"},
 		{"channel", channel(ks, "general", 3), "p:{lobby:general}:events:3"},
 		{"lobbies", lobbiesKey(ks), "p:rooms:lobbies"},
@@ -46,7 +51,9 @@ func TestLobbyKeysShareTheLockSlot(t *testing.T) {
 	for _, k := range []string{
 		lockKey, roomsKey(ks, "a.b-c"), openKey(ks, "a.b-c"), openCapKey(ks, "a.b-c"), dueKey(ks, "a.b-c"),
 		usersKey(ks, "a.b-c"), seqKey(ks, "a.b-c"), seatsKey(ks, "a.b-c", 12), recordKey(ks, "a.b-c", 12),
-		historyKey(ks, "a.b-c", 12), seatsPrefix(ks, "a.b-c") + "999",
+		historyKey(ks, "a.b-c", 12), seatsPrefix(ks, "a.b-c") + "999", attsKey(ks, "a.b-c"),
+		restKey(ks, "a.b-c", 12), rateKey(ks, "a.b-c", "alice"), historyPrefix(ks, "a.b-c") + "7",
+		channel(ks, "a.b-c", 12),
 	} {
 		assert.Equal(t, want, keyspace.Slot(k), k)
 	}

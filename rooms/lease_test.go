@@ -34,14 +34,6 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-func seatsOf(room string, users ...string) []Seat {
-	out := make([]Seat, len(users))
-	for i, u := range users {
-		out[i] = Seat{Room: room, User: u}
-	}
-	return out
-}
-
 func names10(prefix string) []string {
 	out := make([]string, 10)
 	for i := range out {
@@ -59,12 +51,12 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 	ss := nodes(t, r, 3, Config{Capacity: fixed(10), Now: clock.Now, Lease: func() time.Duration { return lease }})
 	a, b, c := ss[0], ss[1], ss[2]
 	for _, u := range names10("a") {
-		room, err := a.Join(ctx, "arena", u)
+		room, err := a.Join(ctx, "arena", u, ws1)
 		require.NoError(t, err)
 		require.Equal(t, "arena-1", room.ID)
 	}
 	for _, u := range names10("b")[:5] {
-		room, err := b.Join(ctx, "arena", u)
+		room, err := b.Join(ctx, "arena", u, ws1)
 		require.NoError(t, err)
 		require.Equal(t, "arena-2", room.ID)
 	}
@@ -72,7 +64,7 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 
 	// b renews its seats, a does not; then a's leases run out.
 	clock.Advance(1500 * time.Millisecond)
-	lost, err := b.Renew(ctx, seatsOf("arena-2", names10("b")[:5]...))
+	lost, err := b.Renew(ctx, attsOf("arena-2", names10("b")[:5]...))
 	require.NoError(t, err)
 	require.Empty(t, lost)
 	clock.Advance(lease - 1500*time.Millisecond + time.Millisecond)
@@ -95,7 +87,7 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 
 	t.Run("new joiners take the freed seats and no room is made", func(t *testing.T) {
 		for _, u := range names10("n") {
-			room, err := c.Join(ctx, "arena", u)
+			room, err := c.Join(ctx, "arena", u, ws1)
 			require.NoError(t, err)
 			assert.Equal(t, "arena-1", room.ID)
 		}
@@ -106,7 +98,7 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 	})
 
 	t.Run("the silent node learns its seats are lost", func(t *testing.T) {
-		lost, err := a.Renew(ctx, seatsOf("arena-1", names10("a")...))
+		lost, err := a.Renew(ctx, attsOf("arena-1", names10("a")...))
 		require.NoError(t, err)
 		assert.Len(t, lost, 10)
 	})
@@ -125,13 +117,13 @@ func TestJoinReapsExpiredSeatsWithoutASweep(t *testing.T) {
 	clock := newClock()
 	ss := nodes(t, r, 2, Config{Capacity: fixed(3), Now: clock.Now, Lease: func() time.Duration { return 2 * time.Second }})
 	for _, u := range []string{"x", "y", "z"} {
-		_, err := ss[0].Join(ctx, "lobby", u)
+		_, err := ss[0].Join(ctx, "lobby", u, ws1)
 		require.NoError(t, err)
 	}
 	events := subscribe(t, r.NewClient(t), ss[0].Channel("lobby-1"))
 	clock.Advance(2 * time.Second) // a lease expiring now is over
 
-	room, err := ss[1].Join(ctx, "lobby", "w")
+	room, err := ss[1].Join(ctx, "lobby", "w", ws1)
 	require.NoError(t, err)
 	assert.Equal(t, Room{ID: "lobby-1", Lobby: "lobby", Seq: 1, Capacity: 3, Members: []string{"w"}}, room)
 	var states []string
@@ -141,12 +133,12 @@ func TestJoinReapsExpiredSeatsWithoutASweep(t *testing.T) {
 	assert.Equal(t, []string{StateLeft, StateLeft, StateLeft, StateJoined}, states)
 
 	t.Run("an expired seat cannot send", func(t *testing.T) {
-		_, err := ss[0].Send(ctx, "lobby-1", "x", "hi")
+		_, err := ss[0].say(ctx, "lobby-1", "x", "hi")
 		assert.ErrorIs(t, err, ErrNotSeated)
 	})
 
 	t.Run("a rejoin after the lease ran out is a new seat", func(t *testing.T) {
-		room, err := ss[0].Join(ctx, "lobby", "x")
+		room, err := ss[0].Join(ctx, "lobby", "x", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"w", "x"}, room.Members)
 	})
@@ -158,16 +150,17 @@ func TestRenew(t *testing.T) {
 	ctx := context.Background()
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: clock.Now, Lease: func() time.Duration { return 10 * time.Second }})[0]
-	var seats []Seat
+	var seats []Attachment
 	for _, lobby := range []string{"l1", "l2", "l3"} {
 		for i := range 20 {
 			u := fmt.Sprintf("u%d", i)
-			room, err := s.Join(ctx, lobby, u)
+			room, err := s.Join(ctx, lobby, u, ws1)
 			require.NoError(t, err)
-			seats = append(seats, Seat{Room: room.ID, User: u})
+			seats = append(seats, Attachment{Room: room.ID, User: u, ID: "ws1"})
 		}
 	}
-	bogus := []Seat{{"l1-1", "nobody"}, {"l9-1", "u1"}, {"not a room", "u1"}, {"l2-1", ""}}
+	bogus := []Attachment{{"l1-1", "nobody", "ws1"}, {"l9-1", "u1", "ws1"}, {"not a room", "u1", "ws1"}, {"l2-1", "", "ws1"},
+		{"l1-1", "u1", "ws2"}, {"l1-1", "u1", "bad id"}}
 	_, err := s.Renew(ctx, seats[:1]) // loads the script
 	require.NoError(t, err)
 	cnt := &counter{}
@@ -175,7 +168,7 @@ func TestRenew(t *testing.T) {
 
 	t.Run("all seats of all lobbies renew in one pipelined round trip", func(t *testing.T) {
 		clock.Advance(9 * time.Second)
-		lost, err := s.Renew(ctx, append(append([]Seat{}, seats...), bogus...))
+		lost, err := s.Renew(ctx, append(append([]Attachment{}, seats...), bogus...))
 		require.NoError(t, err)
 		assert.ElementsMatch(t, bogus, lost, "only the seats that never existed are lost")
 		assert.EqualValues(t, 1, cnt.pipes.Load())
@@ -216,7 +209,7 @@ func TestSweep(t *testing.T) {
 	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, Lease: func() time.Duration { return 3 * time.Second }})[0]
 	for _, lobby := range []string{"s1", "s2", "s3"} {
 		for _, u := range []string{"a", "b", "c", "d", "e"} {
-			_, err := s.Join(ctx, lobby, u)
+			_, err := s.Join(ctx, lobby, u, ws1)
 			require.NoError(t, err)
 		}
 	}
@@ -245,7 +238,7 @@ func TestSweep(t *testing.T) {
 	})
 
 	t.Run("the sweeper loop reaps by itself", func(t *testing.T) {
-		_, err := s.Join(ctx, "s1", "late")
+		_, err := s.Join(ctx, "s1", "late", ws1)
 		require.NoError(t, err)
 		clock.Advance(4 * time.Second)
 		sctx, cancel := context.WithCancel(ctx)
@@ -265,7 +258,7 @@ func TestRenewOfARoomWithMoreSeatsThanLuaUnpacks(t *testing.T) {
 	r := redistest.New(t)
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{Capacity: fixed(3000)})[0]
-	var seats []Seat
+	var seats []Attachment
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range 2500 {
@@ -273,15 +266,15 @@ func TestRenewOfARoomWithMoreSeatsThanLuaUnpacks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			u := fmt.Sprintf("u%d", i)
-			room, err := s.Join(ctx, "big", u)
+			room, err := s.Join(ctx, "big", u, ws1)
 			assert.NoError(t, err)
 			mu.Lock()
-			seats = append(seats, Seat{room.ID, u})
+			seats = append(seats, Attachment{room.ID, u, "ws1"})
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	lost, err := s.Renew(ctx, append(seats, Seat{"big-1", "ghost"}))
+	lost, err := s.Renew(ctx, append(seats, Attachment{"big-1", "ghost", "ws1"}))
 	require.NoError(t, err)
-	assert.Equal(t, []Seat{{"big-1", "ghost"}}, lost)
+	assert.Equal(t, []Attachment{{"big-1", "ghost", "ws1"}}, lost)
 }

@@ -85,6 +85,12 @@ func parseID(s string) (ms, seq uint64, err error) {
 	return ms, seq, nil
 }
 
+// NormalizeID returns a message id in its padded form
+// ("1796114764962-000001"), given it padded or as Redis writes stream ids
+// ("1796114764962-1"), so that ids compare as strings in send order. It
+// returns an error wrapping ErrBadID for anything else.
+func NormalizeID(s string) (string, error) { return padID(s) }
+
 // padID turns a stream id into a message id.
 func padID(raw string) (string, error) {
 	ms, seq, err := parseID(raw)
@@ -101,41 +107,79 @@ func clip(s string) string {
 	return s
 }
 
-// Send appends a message from user to the room's history and publishes it
-// on the room's channel as an Event, in one script: it checks that the user
-// holds a live seat, XADDs (MAXLEN ~ HistoryMax) and PUBLISHes, so the ids
-// on the channel come in history order. The global message counter is
-// INCRed in the same round trip. Send returns ErrNotSeated, ErrUnknownRoom,
-// ErrBadText, names.ErrBadName, and Redis errors (then nothing was sent).
-// Length and rate limits are the caller's.
-func (s *Service) Send(ctx context.Context, roomID, user, text string) (Message, error) {
-	m, err := s.send(ctx, roomID, user, text)
-	if err != nil {
-		return Message{}, fmt.Errorf("rooms: send to %s as %s: %w", roomID, user, err)
-	}
-	s.m.sent.Inc()
-	return m, nil
+// SendOptions are the per-call knobs of Send.
+type SendOptions struct {
+	// Rate is the say rate allowed to the sender in the room's lobby, in
+	// messages per second; 0 or less means no limit.
+	Rate float64
+	// Burst is how many says the sender may make at once after a pause
+	// (the bucket's size); below 1 means 1.
+	Burst float64
 }
 
-func (s *Service) send(ctx context.Context, roomID, user, text string) (Message, error) {
+// SendResult is what Send did.
+type SendResult struct {
+	// Message is the message as stored and published.
+	Message Message
+	// HasREST is true when some user of the room is held there by a REST
+	// attachment (the room's members to mark for polling): a superset, as
+	// an expired REST attachment counts until its user's next renewal,
+	// detach or reap.
+	HasREST bool
+}
+
+// Send appends a message from user to the room's history and publishes it
+// on the room's channel as an Event, in one script and one round trip: it
+// checks that the user holds a live seat, takes a token from the user's
+// say bucket (opt.Rate, opt.Burst), XADDs (MAXLEN ~ HistoryMax) and
+// PUBLISHes (SPUBLISH with Config.ShardedPubSub), so the ids on the channel
+// come in history order. The global message counter is INCRed in the same
+// pipeline.
+//
+// The say bucket is per user per lobby, not per user: it lives in the
+// lobby's hash-tag slot ({lobby:L}:rate:<user>) so that the check and the
+// append are one script on one Redis Cluster shard; a user seated in two
+// lobbies has two buckets.
+//
+// Send returns an error wrapping a *RateLimitError (errors.Is
+// ErrRateLimited) when the bucket is empty — a refused say stores, publishes
+// and counts nothing — ErrNotSeated, ErrUnknownRoom, ErrBadText,
+// names.ErrBadName, and Redis errors (then nothing was sent). Length limits
+// are the caller's.
+func (s *Service) Send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
+	r, err := s.send(ctx, roomID, user, text, opt)
+	if err != nil {
+		return SendResult{}, fmt.Errorf("rooms: send to %s as %s: %w", roomID, user, err)
+	}
+	s.m.sent.Inc()
+	return r, nil
+}
+
+func (s *Service) send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err != nil {
-		return Message{}, err
+		return SendResult{}, err
 	}
 	if err := names.User(user); err != nil {
-		return Message{}, err
+		return SendResult{}, err
 	}
 	if text == "" || !utf8.ValidString(text) {
-		return Message{}, ErrBadText
+		return SendResult{}, ErrBadText
 	}
 	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
 	m := Message{Room: roomID, From: user, Text: text, TS: now}
 	pre, post, err := splitEvent(m)
 	if err != nil {
-		return Message{}, err
+		return SendResult{}, err
 	}
-	keys := []string{roomsKey(s.ks, lobby), seatsKey(s.ks, lobby, seq), historyKey(s.ks, lobby, seq)}
-	args := []any{seq, user, now.UnixMilli(), s.historyMax, text, channel(s.ks, lobby, seq), pre, post}
+	rate, burst := opt.Rate, max(opt.Burst, 1)
+	if rate < 0 {
+		rate = 0
+	}
+	keys := []string{roomsKey(s.ks, lobby), seatsKey(s.ks, lobby, seq), historyKey(s.ks, lobby, seq),
+		rateKey(s.ks, lobby, user), restKey(s.ks, lobby, seq)}
+	args := []any{seq, user, now.UnixMilli(), s.historyMax, text, channel(s.ks, lobby, seq), pre, post,
+		s.publish, rate, burst}
 
 	pipe := s.rdb.Pipeline()
 	cmd := messageSendScript.EvalSha(ctx, pipe, keys, args...)
@@ -144,22 +188,34 @@ func (s *Service) send(ctx context.Context, roomID, user, text string) (Message,
 	if isNoScript(cmd.Err()) {
 		cmd = messageSendScript.Run(ctx, s.rdb, keys, args...)
 	}
-	v, err := cmd.Result()
+	v, err := cmd.Slice()
+	if err == nil && len(v) == 0 {
+		err = errUnexpectedReply
+	}
 	if err == nil {
-		if id, ok := v.(string); ok {
+		if id, ok := v[0].(string); ok && len(v) == 2 {
 			if incr.Err() != nil {
 				s.m.counterErrors.Inc()
 			}
+			rest, _ := v[1].(int64)
 			m.ID, err = padID(id)
-			return m, err
+			return SendResult{Message: m, HasREST: rest > 0}, err
 		}
-		switch v {
+		switch v[0] {
 		case int64(0):
 			err = ErrNotSeated
 		case int64(-1):
 			err = ErrUnknownRoom
+		case int64(-2):
+			wait := time.Millisecond
+			if len(v) == 2 {
+				if n, ok := v[1].(int64); ok && n > 1 {
+					wait = time.Duration(n) * time.Millisecond
+				}
+			}
+			err = &RateLimitError{RetryAfter: wait}
 		default:
-			err = fmt.Errorf("unexpected script reply %v", v)
+			err = fmt.Errorf("%w %v", errUnexpectedReply, v)
 		}
 	}
 	if incr.Err() == nil { // counted a message that was not sent
@@ -167,7 +223,7 @@ func (s *Service) send(ctx context.Context, roomID, user, text string) (Message,
 			s.m.counterErrors.Inc()
 		}
 	}
-	return Message{}, err
+	return SendResult{}, err
 }
 
 // splitEvent encodes the message Event of m with an empty id and returns

@@ -31,7 +31,7 @@ func TestSendAndHistory(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Now: clock.Now})[0]
 	for _, u := range []string{"alice", "bob"} {
-		_, err := s.Join(ctx, "general", u)
+		_, err := s.Join(ctx, "general", u, ws1)
 		require.NoError(t, err)
 	}
 	events := subscribe(t, r.NewClient(t), s.Channel("general-1"))
@@ -39,7 +39,7 @@ func TestSendAndHistory(t *testing.T) {
 	var sent []Message
 	for i := range 25 {
 		clock.Advance(1500 * time.Microsecond)
-		m, err := s.Send(ctx, "general-1", []string{"alice", "bob"}[i%2], fmt.Sprintf("m%d <&> \"é\"", i))
+		m, err := s.say(ctx, "general-1", []string{"alice", "bob"}[i%2], fmt.Sprintf("m%d <&> \"é\"", i))
 		require.NoError(t, err)
 		sent = append(sent, m)
 	}
@@ -86,24 +86,24 @@ func TestSendAndHistory(t *testing.T) {
 	})
 
 	t.Run("a sender without a seat is not seated", func(t *testing.T) {
-		_, err := s.Send(ctx, "general-1", "carol", "hi")
+		_, err := s.say(ctx, "general-1", "carol", "hi")
 		assert.ErrorIs(t, err, ErrNotSeated)
 		require.NoError(t, s.Leave(ctx, "general-1", "bob"))
-		_, err = s.Send(ctx, "general-1", "bob", "hi")
+		_, err = s.say(ctx, "general-1", "bob", "hi")
 		assert.ErrorIs(t, err, ErrNotSeated)
 	})
 
 	t.Run("an unknown room is unknown", func(t *testing.T) {
-		_, err := s.Send(ctx, "general-2", "alice", "hi")
+		_, err := s.say(ctx, "general-2", "alice", "hi")
 		assert.ErrorIs(t, err, ErrUnknownRoom)
 		_, err = s.History(ctx, "general-2", "", 10)
 		assert.ErrorIs(t, err, ErrUnknownRoom)
 	})
 
 	t.Run("empty or broken text is refused", func(t *testing.T) {
-		_, err := s.Send(ctx, "general-1", "alice", "")
+		_, err := s.say(ctx, "general-1", "alice", "")
 		assert.ErrorIs(t, err, ErrBadText)
-		_, err = s.Send(ctx, "general-1", "alice", "a\xffb")
+		_, err = s.say(ctx, "general-1", "alice", "a\xffb")
 		assert.ErrorIs(t, err, ErrBadText)
 	})
 
@@ -120,7 +120,7 @@ func TestHistoryGaps(t *testing.T) {
 	r := redistest.New(t)
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{HistoryMax: 10})[0]
-	_, err := s.Join(ctx, "g", "alice")
+	_, err := s.Join(ctx, "g", "alice", ws1)
 	require.NoError(t, err)
 
 	t.Run("an empty room has an empty history", func(t *testing.T) {
@@ -129,11 +129,11 @@ func TestHistoryGaps(t *testing.T) {
 		assert.Empty(t, h)
 	})
 
-	first, err := s.Send(ctx, "g-1", "alice", "first")
+	first, err := s.say(ctx, "g-1", "alice", "first")
 	require.NoError(t, err)
 	var last Message
 	for i := range 300 {
-		last, err = s.Send(ctx, "g-1", "alice", fmt.Sprint(i))
+		last, err = s.say(ctx, "g-1", "alice", fmt.Sprint(i))
 		require.NoError(t, err)
 	}
 
@@ -175,13 +175,13 @@ func TestResumeAfterRedisLostItsDataIsAGap(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{})
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{})[0]
-	_, err := s.Join(ctx, "g", "alice")
+	_, err := s.Join(ctx, "g", "alice", ws1)
 	require.NoError(t, err)
-	m, err := s.Send(ctx, "g-1", "alice", "before")
+	m, err := s.say(ctx, "g-1", "alice", "before")
 	require.NoError(t, err)
 	r.Server.Restart(t)
-	require.Eventually(t, func() bool { _, err := s.Join(ctx, "g", "alice"); return err == nil }, 10*time.Second, 20*time.Millisecond)
-	_, err = s.Send(ctx, "g-1", "alice", "after")
+	require.Eventually(t, func() bool { _, err := s.Join(ctx, "g", "alice", ws1); return err == nil }, 10*time.Second, 20*time.Millisecond)
+	_, err = s.say(ctx, "g-1", "alice", "after")
 	require.NoError(t, err)
 
 	_, err = s.History(ctx, "g-1", m.ID, 10)
@@ -195,7 +195,7 @@ func TestChannelOrderIsHistoryOrder(t *testing.T) {
 	ss := nodes(t, r, 3, Config{})
 	const senders, each = 6, 20
 	for i := range senders {
-		_, err := ss[i%3].Join(ctx, "chat", fmt.Sprintf("s%d", i))
+		_, err := ss[i%3].Join(ctx, "chat", fmt.Sprintf("s%d", i), ws1)
 		require.NoError(t, err)
 	}
 	events := subscribe(t, r.NewClient(t), ss[0].Channel("chat-1"))
@@ -205,7 +205,7 @@ func TestChannelOrderIsHistoryOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range each {
-				_, err := ss[i%3].Send(ctx, "chat-1", fmt.Sprintf("s%d", i), fmt.Sprint(j))
+				_, err := ss[i%3].say(ctx, "chat-1", fmt.Sprintf("s%d", i), fmt.Sprint(j))
 				assert.NoError(t, err)
 			}
 		}()
@@ -231,20 +231,20 @@ func TestMessagesOnACluster(t *testing.T) {
 	ss := nodes(t, r, 2, Config{HistoryMax: 10})
 	var rooms []string
 	for _, lobby := range []string{"a", "b", "c", "d", "e", "f"} { // spread over the masters
-		room, err := ss[0].Join(ctx, lobby, "alice")
+		room, err := ss[0].Join(ctx, lobby, "alice", ws1)
 		require.NoError(t, err)
 		rooms = append(rooms, room.ID)
 	}
 	for _, room := range rooms {
 		events := subscribe(t, r.NewClient(t), ss[1].Channel(room))
-		m, err := ss[1].Send(ctx, room, "alice", "hello "+room)
+		m, err := ss[1].say(ctx, room, "alice", "hello "+room)
 		require.NoError(t, err)
 		e := nextEvent(t, events)
 		assert.Equal(t, m, *e.Message)
 		h, err := ss[0].History(ctx, room, "", 5)
 		require.NoError(t, err)
 		assert.Equal(t, []Message{m}, h)
-		_, err = ss[0].Send(ctx, room, "bob", "no seat")
+		_, err = ss[0].say(ctx, room, "bob", "no seat")
 		assert.ErrorIs(t, err, ErrNotSeated)
 	}
 	msgs, created, err := ss[0].Counters(ctx)
@@ -253,9 +253,9 @@ func TestMessagesOnACluster(t *testing.T) {
 	assert.EqualValues(t, 6, created)
 
 	t.Run("leases renew and sweep across masters", func(t *testing.T) {
-		var seats []Seat
+		var seats []Attachment
 		for _, room := range rooms {
-			seats = append(seats, Seat{room, "alice"}, Seat{room, "ghost"})
+			seats = append(seats, Attachment{room, "alice", "ws1"}, Attachment{room, "ghost", "ws1"})
 		}
 		lost, err := ss[1].Renew(ctx, seats)
 		require.NoError(t, err)

@@ -24,6 +24,7 @@ const (
 	DefaultLease      = 30 * time.Second
 	DefaultHistoryMax = 1000
 	DefaultLockTTL    = 5 * time.Second
+	DefaultIdleTTL    = 24 * time.Hour
 )
 
 // Config configures a Service. The zero value is ready to use.
@@ -46,6 +47,15 @@ type Config struct {
 	// LockTTL is how long a room creator holds the lobby's lock at most;
 	// 0 means DefaultLockTTL (5s).
 	LockTTL time.Duration
+	// IdleTTL is how long every key of a lobby outlives its last seat (its
+	// rooms, records, histories, counters): a lobby nobody comes back to is
+	// forgotten then; one that gets a seat first keeps everything. 0 means
+	// DefaultIdleTTL (24h).
+	IdleTTL time.Duration
+	// ShardedPubSub publishes room events with SPUBLISH (Redis 7+) instead
+	// of PUBLISH, for subscribers that SSUBSCRIBE on the shard owning the
+	// room's lobby on Redis Cluster; false means PUBLISH.
+	ShardedPubSub bool
 	// Now is the clock for seat leases and message times; nil means
 	// time.Now. Nodes sharing a Redis must agree on the time to well within
 	// a lease.
@@ -67,6 +77,8 @@ type Service struct {
 	lease      func() time.Duration
 	historyMax int
 	lockTTL    time.Duration
+	idleTTL    time.Duration
+	publish    string // PUBLISH or SPUBLISH
 	now        func() time.Time
 	log        *slog.Logger
 	m          *metrics
@@ -91,6 +103,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 		lease:      cfg.Lease,
 		historyMax: cfg.HistoryMax,
 		lockTTL:    cfg.LockTTL,
+		idleTTL:    cfg.IdleTTL,
+		publish:    "PUBLISH",
 		now:        cfg.Now,
 		log:        cfg.Logger,
 		m:          newMetrics(cfg.Registerer),
@@ -105,6 +119,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	}
 	if s.lockTTL <= 0 {
 		s.lockTTL = DefaultLockTTL
+	}
+	if s.idleTTL <= 0 {
+		s.idleTTL = DefaultIdleTTL
+	}
+	if cfg.ShardedPubSub {
+		s.publish = "SPUBLISH"
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -161,12 +181,6 @@ type Room struct {
 	Members []string `json:"members"`
 }
 
-// Seat is one user's seat in one room.
-type Seat struct {
-	Room string // room id "{lobby}-{seq}"
-	User string
-}
-
 // ParseRoom splits a room id "{lobby}-{seq}" into its lobby and number. It
 // returns an error wrapping names.ErrBadName for anything else.
 func ParseRoom(roomID string) (lobby string, seq int, err error) {
@@ -185,20 +199,25 @@ func makeRoomID(lobby string, seq int) string { return lobby + "-" + strconv.Ito
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
-// Reclaim seats user in one given room: the resume path, which takes a
-// user's seat back after the lease ran out. A live seat there is kept (lease
-// extended). It returns ErrUnknownRoom, ErrRoomFull when the room has no
-// free seat, ErrSeatedElsewhere when the user holds a live seat in another
-// room of the lobby, names.ErrBadName, and Redis errors.
-func (s *Service) Reclaim(ctx context.Context, roomID, user string) (Room, error) {
+// Reclaim seats user in one given room and records att as an attachment
+// of the seat, in one script: the resume path, which takes a user's seat
+// back after the lease ran out. A live seat there is kept (lease extended,
+// att added or renewed). It returns ErrUnknownRoom, ErrRoomFull when the
+// room has no free seat, ErrSeatedElsewhere when the user holds a live seat
+// in another room of the lobby, ErrBadAttachment, names.ErrBadName, and
+// Redis errors.
+func (s *Service) Reclaim(ctx context.Context, roomID, user string, att Attach) (Room, error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err == nil {
 		err = names.User(user)
 	}
+	if err == nil {
+		err = att.check()
+	}
 	if err != nil {
 		return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
 	}
-	res, err := s.claim(ctx, lobby, strconv.Itoa(seq), []string{user})
+	res, err := s.claim(ctx, lobby, strconv.Itoa(seq), []*joinReq{{user: user, att: att}})
 	switch {
 	case err != nil:
 	case res.codes[0] == -1:
@@ -213,8 +232,9 @@ func (s *Service) Reclaim(ctx context.Context, roomID, user string) (Room, error
 	return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
 }
 
-// Leave frees user's seat in the room at once and publishes a "left"
-// event. It returns ErrNotSeated when the user holds no seat there,
+// Leave frees user's seat in the room at once, with every attachment of
+// it, and publishes a "left" event: an explicit leave, whatever else holds
+// the seat. It returns ErrNotSeated when the user holds no seat there,
 // ErrUnknownRoom, names.ErrBadName, and Redis errors.
 func (s *Service) Leave(ctx context.Context, roomID, user string) error {
 	lobby, seq, err := ParseRoom(roomID)
@@ -222,16 +242,20 @@ func (s *Service) Leave(ctx context.Context, roomID, user string) error {
 		err = names.User(user)
 	}
 	if err == nil {
-		keys := []string{usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), seatsKey(s.ks, lobby, seq)}
-		var n int64
-		n, err = seatReleaseScript.Run(ctx, s.rdb, keys, user, seq, lobby, channelPrefix(s.ks, lobby)).Int64()
+		var v []int64
+		v, err = s.runLobby(ctx, seatReleaseScript, lobby, user, seq).Int64Slice()
 		switch {
 		case err != nil:
-		case n == -1:
+		case len(v) != 2:
+			err = errUnexpectedReply
+		case v[0] == -1:
 			err = ErrUnknownRoom
-		case n == 0:
+		case v[0] == 0:
 			err = ErrNotSeated
 		default:
+			if v[1] == 1 {
+				s.retire(ctx, lobby)
+			}
 			return nil
 		}
 	}

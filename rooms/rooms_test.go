@@ -28,26 +28,26 @@ func TestJoin(t *testing.T) {
 	events := subscribe(t, r.NewClient(t), s.Channel("general-1"))
 
 	t.Run("first join creates room 1", func(t *testing.T) {
-		room, err := s.Join(ctx, "general", "alice")
+		room, err := s.Join(ctx, "general", "alice", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, Room{ID: "general-1", Lobby: "general", Seq: 1, Capacity: 3, Members: []string{"alice"}}, room)
 		assert.Equal(t, Event{Type: EventPresence, Room: "general-1", User: "alice", State: StateJoined}, nextEvent(t, events))
 	})
 
 	t.Run("rejoin of a seated user answers the same room and publishes nothing", func(t *testing.T) {
-		room, err := s.Join(ctx, "general", "alice")
+		room, err := s.Join(ctx, "general", "alice", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "general-1", room.ID)
-		room, err = s.Join(ctx, "general", "bob")
+		room, err = s.Join(ctx, "general", "bob", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alice", "bob"}, room.Members)
 		assert.Equal(t, "bob", nextEvent(t, events).User, "the next event is bob's, none for alice's rejoin")
 	})
 
 	t.Run("full room makes a new room", func(t *testing.T) {
-		_, err := s.Join(ctx, "general", "carol")
+		_, err := s.Join(ctx, "general", "carol", ws1)
 		require.NoError(t, err)
-		room, err := s.Join(ctx, "general", "dave")
+		room, err := s.Join(ctx, "general", "dave", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, Room{ID: "general-2", Lobby: "general", Seq: 2, Capacity: 3, Members: []string{"dave"}}, room)
 		nextEvent(t, events) // carol
@@ -56,7 +56,7 @@ func TestJoin(t *testing.T) {
 	t.Run("leave frees the seat at once and the hole is refilled first", func(t *testing.T) {
 		require.NoError(t, s.Leave(ctx, "general-1", "bob"))
 		assert.Equal(t, Event{Type: EventPresence, Room: "general-1", User: "bob", State: StateLeft}, nextEvent(t, events))
-		room, err := s.Join(ctx, "general", "erin")
+		room, err := s.Join(ctx, "general", "erin", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "general-1", room.ID)
 		assert.Equal(t, []string{"alice", "carol", "erin"}, room.Members)
@@ -75,17 +75,17 @@ func TestJoin(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, room.Capacity)
 		assert.Len(t, room.Members, 3)
-		room, err = s.Join(ctx, "general", "frank")
+		room, err = s.Join(ctx, "general", "frank", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "general-3", room.ID, "room 2 holds dave: full at capacity 1")
 	})
 
 	t.Run("raising capacity reopens full rooms lowest first", func(t *testing.T) {
 		capacity.Store(4)
-		room, err := s.Join(ctx, "general", "gina")
+		room, err := s.Join(ctx, "general", "gina", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "general-1", room.ID)
-		room, err = s.Join(ctx, "general", "hank")
+		room, err = s.Join(ctx, "general", "hank", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "general-2", room.ID)
 	})
@@ -136,12 +136,12 @@ func TestBadNamesAreRefused(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"lobby with a brace", func() error { _, err := s.Join(ctx, "a}{b", "alice"); return err }()},
-		{"empty user", func() error { _, err := s.Join(ctx, "general", ""); return err }()},
-		{"user with a dot", func() error { _, err := s.Join(ctx, "general", "a.b"); return err }()},
+		{"lobby with a brace", func() error { _, err := s.Join(ctx, "a}{b", "alice", ws1); return err }()},
+		{"empty user", func() error { _, err := s.Join(ctx, "general", "", ws1); return err }()},
+		{"user with a dot", func() error { _, err := s.Join(ctx, "general", "a.b", ws1); return err }()},
 		{"room without number", func() error { return s.Leave(ctx, "general", "alice") }()},
 		{"room with zero", func() error { _, err := s.Room(ctx, "general-0"); return err }()},
-		{"room of a bad lobby", func() error { _, err := s.Send(ctx, "a*b-1", "alice", "hi"); return err }()},
+		{"room of a bad lobby", func() error { _, err := s.say(ctx, "a*b-1", "alice", "hi"); return err }()},
 		{"rooms of a bad lobby", func() error { _, err := s.Rooms(ctx, "a b"); return err }()},
 	} {
 		t.Run(tc.name+" is a bad name", func(t *testing.T) {
@@ -158,38 +158,38 @@ func TestReclaim(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, Lease: func() time.Duration { return 10 * time.Second }})[0]
 	for _, u := range []string{"a", "b", "c"} {
-		_, err := s.Join(ctx, "lobby", u)
+		_, err := s.Join(ctx, "lobby", u, ws1)
 		require.NoError(t, err)
 	}
 
 	t.Run("a live seat is kept", func(t *testing.T) {
-		room, err := s.Reclaim(ctx, "lobby-1", "a")
+		room, err := s.Reclaim(ctx, "lobby-1", "a", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a", "b"}, room.Members)
 	})
 
 	t.Run("a lost seat is taken back when one is free", func(t *testing.T) {
 		clock.Advance(5 * time.Second)
-		_, err := s.Renew(ctx, []Seat{{"lobby-1", "b"}, {"lobby-2", "c"}})
+		_, err := s.Renew(ctx, []Attachment{{"lobby-1", "b", "ws1"}, {"lobby-2", "c", "ws1"}})
 		require.NoError(t, err)
 		clock.Advance(6 * time.Second) // a's lease ran out
-		room, err := s.Reclaim(ctx, "lobby-1", "a")
+		room, err := s.Reclaim(ctx, "lobby-1", "a", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a", "b"}, room.Members)
 	})
 
 	t.Run("a full room is full", func(t *testing.T) {
-		_, err := s.Reclaim(ctx, "lobby-1", "d")
+		_, err := s.Reclaim(ctx, "lobby-1", "d", ws1)
 		assert.ErrorIs(t, err, ErrRoomFull)
 	})
 
 	t.Run("a seat in another room of the lobby is elsewhere", func(t *testing.T) {
-		_, err := s.Reclaim(ctx, "lobby-1", "c")
+		_, err := s.Reclaim(ctx, "lobby-1", "c", ws1)
 		assert.ErrorIs(t, err, ErrSeatedElsewhere)
 	})
 
 	t.Run("an unknown room is unknown", func(t *testing.T) {
-		_, err := s.Reclaim(ctx, "lobby-7", "a")
+		_, err := s.Reclaim(ctx, "lobby-7", "a", ws1)
 		assert.ErrorIs(t, err, ErrUnknownRoom)
 	})
 	checkLobby(t, r, "lobby", 2)
@@ -219,31 +219,31 @@ func TestJoinWhileRedisIsDown(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	s, err := New(rdb, Config{Prefix: r.Prefix, Capacity: fixed(2)})
 	require.NoError(t, err)
-	_, err = s.Join(ctx, "general", "alice")
+	_, err = s.Join(ctx, "general", "alice", ws1)
 	require.NoError(t, err)
 
 	t.Run("a join while the server is killed is a redis error", func(t *testing.T) {
 		r.Server.Kill(t)
-		_, err := s.Join(ctx, "general", "bob")
+		_, err := s.Join(ctx, "general", "bob", ws1)
 		require.Error(t, err)
 		assert.False(t, errors.Is(err, ErrBusy) || errors.Is(err, ErrUnknownRoom))
 		r.Server.Start(t)
 	})
 
 	t.Run("a join cut off by a hung server leaves no half-made room", func(t *testing.T) {
-		require.Eventually(t, func() bool { _, err := s.Join(ctx, "general", "alice"); return err == nil }, 10*time.Second, 50*time.Millisecond)
-		_, err := s.Join(ctx, "general", "bob") // room 1 is full now
+		require.Eventually(t, func() bool { _, err := s.Join(ctx, "general", "alice", ws1); return err == nil }, 10*time.Second, 50*time.Millisecond)
+		_, err := s.Join(ctx, "general", "bob", ws1) // room 1 is full now
 		require.NoError(t, err)
 		r.Server.Pause(t)
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err = s.Join(cctx, "general", "carol") // needs a new room
+		_, err = s.Join(cctx, "general", "carol", ws1) // needs a new room
 		cancel()
 		require.Error(t, err)
 		r.Server.Resume(t)
 		require.Eventually(t, func() bool { return r.Client.Ping(ctx).Err() == nil }, 10*time.Second, 20*time.Millisecond)
 		rooms, seats := checkLobby(t, r, "general", 2)
 		assert.Contains(t, [][2]int{{1, 2}, {2, 3}}, [2]int{rooms, seats}, "carol's join ran whole or not at all")
-		room, err := s.Join(ctx, "general", "carol")
+		room, err := s.Join(ctx, "general", "carol", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "general-2", room.ID)
 	})
@@ -255,9 +255,9 @@ func TestMetricsAreRegistered(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ss := nodes(t, r, 2, Config{Registerer: reg, Capacity: fixed(1)})
 	ctx := context.Background()
-	_, err := ss[0].Join(ctx, "general", "a")
+	_, err := ss[0].Join(ctx, "general", "a", ws1)
 	require.NoError(t, err)
-	_, err = ss[1].Join(ctx, "general", "a")
+	_, err = ss[1].Join(ctx, "general", "a", ws1)
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, value(t, ss[0].m.created))
 	assert.Equal(t, 1.0, value(t, ss[1].m.rejoined), "nodes share the registry's collectors")

@@ -20,6 +20,8 @@ var (
 	roomCreateSrc string
 	//go:embed lua/seat_release.lua
 	seatReleaseSrc string
+	//go:embed lua/seat_detach.lua
+	seatDetachSrc string
 	//go:embed lua/seat_renew.lua
 	seatRenewSrc string
 	//go:embed lua/lobby_sweep.lua
@@ -34,6 +36,7 @@ var (
 	seatClaimScript   = redis.NewScript(lobbyLib + seatClaimSrc)
 	roomCreateScript  = redis.NewScript(lock.FenceCheckLua + lobbyLib + roomCreateSrc)
 	seatReleaseScript = redis.NewScript(lobbyLib + seatReleaseSrc)
+	seatDetachScript  = redis.NewScript(lobbyLib + seatDetachSrc)
 	seatRenewScript   = redis.NewScript(lobbyLib + seatRenewSrc)
 	lobbySweepScript  = redis.NewScript(lobbyLib + lobbySweepSrc)
 	lobbyRoomsScript  = redis.NewScript(lobbyRoomsSrc)

@@ -1,33 +1,194 @@
 -- lobby_lib.lua: local functions shared by the seat scripts of one lobby.
 -- scripts.go prepends this file to each of them (Redis Lua has no modules).
 --
--- Every function takes L, a table the calling script fills from its KEYS and
--- ARGV:
---   L.users  KEYS  HASH  user -> room number of the user's seat in the lobby
---   L.open   KEYS  ZSET  rooms that may have a free seat, number -> number
---   L.due    KEYS  ZSET  room number -> lower bound of its earliest lease expiry (ms)
---   L.seats  KEYS  prefix of the rooms' seat ZSETs (user -> lease expiry ms);
---                  it carries the lobby's hash tag, and a room number appended
---                  to it names a key in the same Cluster slot
---   L.chan   ARGV  prefix of the rooms' pub/sub channels
---   L.lobby  ARGV  lobby name ([A-Za-z0-9_.-]: nothing to escape in JSON)
---   L.now    ARGV  now, unix ms (number; L.now_s the same as a string)
---   L.user, L.exp (lease expiry ms, number; L.exp_s string), L.cap (capacity)
---                  for the functions that seat a user
--- Room numbers are strings, as Redis returns them. A seat is live while its
--- expiry is after now; a seat at or before now is expired and is reaped.
+-- Every seat script takes the same first 12 KEYS and 7 ARGV (Service.lobbyKeys
+-- and Service.lobbyArgs), read by lobby_args into L:
+--
+-- KEYS[1]   users    HASH    user -> room number of the user's seat in the lobby
+-- KEYS[2]   rooms    ZSET    every room number of the lobby
+-- KEYS[3]   open     ZSET    rooms that may have a free seat, number -> number
+-- KEYS[4]   opencap  STRING  capacity KEYS[3] was kept for
+-- KEYS[5]   due      ZSET    room number -> lower bound of its earliest lease expiry (ms)
+-- KEYS[6]   seq      STRING  last room number handed out
+-- KEYS[7]   atts     HASH    user -> cjson {attachment id: [expiry ms, 1 if REST else 0]}
+-- KEYS[8]   fence    STRING  the lobby lock's fence counter (lock package)
+-- KEYS[9]   seats    prefix of the rooms' seat ZSETs (user -> lease expiry ms)
+-- KEYS[10]  record   prefix of the room record HASHes
+-- KEYS[11]  history  prefix of the room history STREAMs
+-- KEYS[12]  rest     prefix of the rooms' REST SETs (users with a live REST attachment)
+--   The prefixes carry the lobby's hash tag: a room number appended to one
+--   names a key in the same Cluster slot.
+-- ARGV[1]   now, unix ms
+-- ARGV[2]   lease expiry of a new or renewed seat or attachment, unix ms
+-- ARGV[3]   capacity (>= 1)
+-- ARGV[4]   lobby name ([A-Za-z0-9_.-]: nothing to escape in JSON)
+-- ARGV[5]   prefix of the rooms' pub/sub channels
+-- ARGV[6]   PUBLISH or SPUBLISH
+-- ARGV[7]   idle TTL, ms: every key of a lobby left without seats expires then
+--
+-- Room numbers are strings, as Redis returns them. A seat or attachment is
+-- live while its expiry is after now; at or before now it is expired.
+--
+-- Invariants kept by every function here: a user has an entry in users iff
+-- they hold a seat (live or not yet reaped) in that room; a user has an
+-- entry in atts iff they are in users (attachments die with their seat); a
+-- seat's expiry is the latest of its attachments' (a seat never outlives
+-- the attachments holding it by more than a detach's rounding); a user is
+-- in their room's rest SET iff one of their recorded attachments is REST.
+
+local function lobby_args(keys, argv)
+  return {
+    users = keys[1], rooms = keys[2], open = keys[3], opencap = keys[4],
+    due = keys[5], seq = keys[6], atts = keys[7], fence = keys[8],
+    seats = keys[9], record = keys[10], history = keys[11], rest = keys[12],
+    now_s = argv[1], now = tonumber(argv[1]),
+    exp_s = argv[2], exp = tonumber(argv[2]), cap = tonumber(argv[3]),
+    lobby = argv[4], chan = argv[5], pub = argv[6], idle = tonumber(argv[7]),
+    check_idle = false, woke = false,
+  }
+end
 
 -- lobby_publish publishes a presence event on the room's channel, in the
 -- shape of the WebSocket frame (rooms.Event).
 local function lobby_publish(L, seq, user, state)
-  redis.call('PUBLISH', L.chan .. seq,
+  redis.call(L.pub, L.chan .. seq,
     '{"type":"presence","room":"' .. L.lobby .. '-' .. seq ..
     '","user":"' .. user .. '","state":"' .. state .. '"}')
 end
 
--- lobby_reap removes the room's expired seats (a "left" event each), puts
--- the room back into L.open when it lost any, and sets its due score to its
--- earliest remaining expiry. Returns the number of seats removed.
+-- atts_decode decodes a user's attachments, {id = {expiry, rest}}, from raw
+-- (the atts field, or false), dropping the expired ones. Returns them, the
+-- number live, their latest expiry (0 for none), whether one of them is
+-- REST, and whether any was expired (then dropped).
+local function atts_decode(L, raw)
+  local a = {}
+  if raw then
+    a = cjson.decode(raw)
+  end
+  local n, latest, rest, dropped = 0, 0, false, false
+  for id, v in pairs(a) do
+    if v[1] <= L.now then
+      a[id] = nil
+      dropped = true
+    else
+      n = n + 1
+      if v[1] > latest then latest = v[1] end
+      if v[2] == 1 then rest = true end
+    end
+  end
+  return a, n, latest, rest, dropped
+end
+
+-- atts_get is atts_decode of user's recorded attachments.
+local function atts_get(L, user)
+  return atts_decode(L, redis.call('HGET', L.atts, user))
+end
+
+-- atts_put stores user's attachments a (n live, rest: any REST) and keeps
+-- the room's REST set in step.
+local function atts_put(L, user, seq, a, n, rest)
+  if n == 0 then
+    redis.call('HDEL', L.atts, user)
+  else
+    redis.call('HSET', L.atts, user, cjson.encode(a))
+  end
+  if rest then
+    redis.call('SADD', L.rest .. seq, user)
+  else
+    redis.call('SREM', L.rest .. seq, user)
+  end
+end
+
+-- atts_drop forgets every attachment of user, whose seat in room seq is gone.
+local function atts_drop(L, user, seq)
+  redis.call('HDEL', L.atts, user)
+  redis.call('SREM', L.rest .. seq, user)
+end
+
+-- lobby_attach records attachment id (REST when rest) of L.user, whose seat
+-- is in room seq, with expiry L.exp.
+local function lobby_attach(L, seq, id, rest)
+  local a, n, _, any_rest = atts_get(L, L.user)
+  if not a[id] then
+    n = n + 1
+  end
+  a[id] = {L.exp, rest and 1 or 0}
+  atts_put(L, L.user, seq, a, n, any_rest or rest)
+end
+
+-- lobby_keys_of returns every key of the lobby that lives until it is idle:
+-- the lobby's own keys and each room's record and history.
+local function lobby_keys_of(L)
+  local keys = {L.rooms, L.open, L.opencap, L.due, L.seq, L.fence}
+  for _, seq in ipairs(redis.call('ZRANGE', L.rooms, 0, -1)) do
+    keys[#keys + 1] = L.record .. seq
+    keys[#keys + 1] = L.history .. seq
+  end
+  return keys
+end
+
+-- lobby_retire gives every key of a lobby that has no seat left one and the
+-- same expiry time (PEXPIREAT, from the server's clock), so the room counter
+-- and the room records and histories disappear together: the counter never
+-- goes back while a record or history exists. Returns true when the lobby
+-- is idle (no seat), which the caller reports so that Go drops it from the
+-- sweeper's index.
+local function lobby_retire(L)
+  if redis.call('EXISTS', L.users) == 1 then
+    return false
+  end
+  local t = redis.call('TIME')
+  local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + L.idle
+  for _, k in ipairs(lobby_keys_of(L)) do
+    redis.call('PEXPIREAT', k, at)
+  end
+  return true
+end
+
+-- lobby_wake removes the idle expiry of a lobby that is getting its first
+-- seat (users is empty), and flags L.woke so Go registers the lobby with the
+-- sweeper again. The rooms key stands for all: they got one expiry together.
+local function lobby_wake(L)
+  if redis.call('EXISTS', L.users) == 1 then
+    return
+  end
+  L.woke = true
+  if redis.call('PTTL', L.rooms) >= 0 then
+    for _, k in ipairs(lobby_keys_of(L)) do
+      redis.call('PERSIST', k)
+    end
+  end
+end
+
+-- lobby_finish is the last call of every seat script: when the script
+-- removed a seat or wrote to the lobby's keys (L.check_idle) and the lobby
+-- has no seat left, it retires the lobby. Returns {woke, idle} flags (1/0)
+-- for the script's reply.
+local function lobby_finish(L)
+  local idle = false
+  if L.check_idle then
+    idle = lobby_retire(L)
+  end
+  return {L.woke and 1 or 0, idle and 1 or 0}
+end
+
+-- lobby_free removes user's seat in room seq and their attachments, puts
+-- the room back into L.open and publishes "left".
+local function lobby_free(L, seq, user)
+  redis.call('ZREM', L.seats .. seq, user)
+  if redis.call('HGET', L.users, user) == seq then
+    redis.call('HDEL', L.users, user)
+    atts_drop(L, user, seq)
+  end
+  redis.call('ZADD', L.open, seq, seq)
+  lobby_publish(L, seq, user, 'left')
+  L.check_idle = true
+end
+
+-- lobby_reap removes the room's expired seats and their attachments (a
+-- "left" event each), puts the room back into L.open when it lost any, and
+-- sets its due score to its earliest remaining expiry. Returns the number of
+-- seats removed.
 local function lobby_reap(L, seq)
   local seats = L.seats .. seq
   local gone = redis.call('ZRANGEBYSCORE', seats, '-inf', L.now_s)
@@ -36,10 +197,12 @@ local function lobby_reap(L, seq)
     for _, user in ipairs(gone) do
       if redis.call('HGET', L.users, user) == seq then
         redis.call('HDEL', L.users, user)
+        atts_drop(L, user, seq)
       end
       lobby_publish(L, seq, user, 'left')
     end
     redis.call('ZADD', L.open, seq, seq)
+    L.check_idle = true
   end
   local first = redis.call('ZRANGE', seats, 0, 0, 'WITHSCORES')
   if first[2] then
@@ -65,13 +228,16 @@ end
 -- under capacity L.cap: a capacity higher than the one L.open was kept for
 -- may free a seat in any room, so every room goes back in. A lower one
 -- needs nothing (nobody is evicted; full rooms leave L.open as joins meet them).
-local function lobby_sync_open(L, rooms_key, opencap_key)
-  local was = tonumber(redis.call('GET', opencap_key) or '0')
+local function lobby_sync_open(L)
+  local was = tonumber(redis.call('GET', L.opencap) or '0')
   if was ~= L.cap then
     if L.cap > was then
-      redis.call('ZUNIONSTORE', L.open, 1, rooms_key)
+      redis.call('ZUNIONSTORE', L.open, 1, L.rooms)
     end
-    redis.call('SET', opencap_key, L.cap)
+    redis.call('SET', L.opencap, L.cap)
+    -- SET and ZUNIONSTORE drop an idle lobby's expiry: lobby_finish gives
+    -- it back unless a seat is taken meanwhile.
+    L.check_idle = true
   end
 end
 
@@ -95,6 +261,8 @@ local function lobby_held(L)
     lobby_reap(L, seq)
   else
     redis.call('HDEL', L.users, L.user)
+    atts_drop(L, L.user, seq)
+    L.check_idle = true
   end
   return nil
 end
@@ -113,6 +281,7 @@ local function lobby_claim(L, seq)
     redis.call('ZREM', L.open, seq)
     return false
   end
+  lobby_wake(L)
   redis.call('ZADD', seats, L.exp_s, L.user)
   redis.call('HSET', L.users, L.user, seq)
   if not due or tonumber(due) > L.exp then
@@ -142,9 +311,9 @@ local function lobby_find(L)
   end
 end
 
--- lobby_reply is a seat script's reply: {codes, room numbers, rooms}, the
--- first two with one entry per user ("" for no room), the third
--- {room number, {live members}, ...} for each room in the second.
+-- lobby_reply is a seat script's reply: {codes, room numbers, rooms,
+-- {woke, idle}}, the first two with one entry per user ("" for no room),
+-- the third {room number, {live members}, ...} for each room in the second.
 local function lobby_reply(L, codes, seqs)
   local rooms, seen = {}, {}
   for _, seq in ipairs(seqs) do
@@ -154,16 +323,5 @@ local function lobby_reply(L, codes, seqs)
       rooms[#rooms + 1] = redis.call('ZRANGEBYSCORE', L.seats .. seq, '(' .. L.now_s, '+inf')
     end
   end
-  return {codes, seqs, rooms}
-end
-
--- lobby_args fills L from the argument layout shared by seat_claim.lua and
--- room_create.lua; L.user is set per user.
-local function lobby_args(users, open, due, seats, argv)
-  return {
-    users = users, open = open, due = due, seats = seats,
-    now_s = argv[1], now = tonumber(argv[1]),
-    exp_s = argv[2], exp = tonumber(argv[2]), cap = tonumber(argv[3]),
-    lobby = argv[4], chan = argv[5],
-  }
+  return {codes, seqs, rooms, lobby_finish(L)}
 end

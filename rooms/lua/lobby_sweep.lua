@@ -1,19 +1,24 @@
--- lobby_sweep.lua: reap the expired seats of one lobby.
--- Run with lobby_lib.lua prepended.
+-- lobby_sweep.lua: reap the expired seats of one lobby, with their
+-- attachments; retire the lobby when it has no seat left. Run with
+-- lobby_lib.lua prepended.
 --
--- KEYS[1]  users  HASH  user -> room number
--- KEYS[2]  open   ZSET  rooms that may have a free seat
--- KEYS[3]  due    ZSET  room number -> lower bound of earliest lease expiry
--- KEYS[4]  seats  prefix of the rooms' seat ZSETs (lobby hash tag)
--- ARGV[1]  now, unix ms
--- ARGV[2]  most rooms to visit
--- ARGV[3]  lobby name
--- ARGV[4]  channel prefix
+-- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- ARGV[1..7]   see lobby_lib.lua
+-- ARGV[8]  most rooms to visit
 --
 -- Returns {seats reaped ("left" published for each), rooms visited, the
--- lobby's earliest due score after the sweep or "" when no room has seats}.
-local L = {users = KEYS[1], open = KEYS[2], due = KEYS[3], seats = KEYS[4],
-  now_s = ARGV[1], now = tonumber(ARGV[1]), lobby = ARGV[3], chan = ARGV[4]}
-local n, visited = lobby_reap_due(L, tonumber(ARGV[2]))
+-- lobby's earliest due score after the sweep or "" when no room has seats,
+-- idle}: idle is 1 when the lobby has no seat (its keys then expire after
+-- the idle TTL; a lobby that had none already keeps its expiry, or gets one
+-- if it had none).
+local L = lobby_args(KEYS, ARGV)
+local n, visited = lobby_reap_due(L, tonumber(ARGV[8]))
 local first = redis.call('ZRANGE', L.due, 0, 0, 'WITHSCORES')
-return {n, visited, first[2] or ''}
+if redis.call('EXISTS', L.users) == 0 and redis.call('PTTL', L.rooms) == -1 then
+  L.check_idle = true -- a lobby idle from before expiries existed
+end
+local idle = lobby_finish(L)[2]
+if redis.call('EXISTS', L.users) == 0 then
+  idle = 1
+end
+return {n, visited, first[2] or '', idle}

@@ -1,38 +1,35 @@
 -- seat_claim.lua: seat users in a lobby, each in the lowest-numbered room
--- with a free seat; or one user in one given room. Run with lobby_lib.lua
+-- with a free seat; or one user in one given room; and record each caller's
+-- attachment to the seat, in the same script. Run with lobby_lib.lua
 -- prepended.
 --
--- KEYS[1]  users     HASH    user -> room number
--- KEYS[2]  rooms     ZSET    every room number of the lobby
--- KEYS[3]  open      ZSET    rooms that may have a free seat
--- KEYS[4]  opencap   STRING  capacity KEYS[3] was kept for
--- KEYS[5]  due       ZSET    room number -> lower bound of earliest lease expiry
--- KEYS[6]  seats     prefix of the rooms' seat ZSETs (lobby hash tag)
--- ARGV[1]  now, unix ms
--- ARGV[2]  lease expiry of a new or renewed seat, unix ms
--- ARGV[3]  capacity (>= 1)
--- ARGV[4]  lobby name
--- ARGV[5]  channel prefix
--- ARGV[6]  room number to seat the one user in, or "" for the lowest with a
+-- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- ARGV[1..7]   now, lease expiry, capacity, lobby, channel prefix,
+--              publish command, idle TTL: see lobby_lib.lua
+-- ARGV[8]  room number to seat the one user in, or "" for the lowest with a
 --          free seat
--- ARGV[7..]  users, seated in this order
+-- ARGV[9..]  user, attachment id, kind ("rest" or "ws"), ...: triples,
+--            seated in this order
 --
--- Returns {codes, room numbers, {room number, {live members}, ...}}, one
--- code and room number ("" for none) per user:
+-- Returns {codes, room numbers, {room number, {live members}, ...},
+-- {woke, idle}}, one code and room number ("" for none) per user:
 --   2  the user already held a live seat there (lease extended; no event)
 --   1  the user is seated there now ("joined" published)
---   0  every room is full (ARGV[6] ""): create one under the lock;
+--   0  every room is full (ARGV[8] ""): create one under the lock;
 --      or the given room is full
 --  -1  the given room does not exist
---  -2  the user holds a live seat in another room of the lobby (ARGV[6] set)
-local L = lobby_args(KEYS[1], KEYS[3], KEYS[5], KEYS[6], ARGV)
-lobby_sync_open(L, KEYS[2], KEYS[4])
+--  -2  the user holds a live seat in another room of the lobby (ARGV[8] set)
+-- The attachment is recorded (expiry ARGV[2]) for codes 2 and 1 only. woke
+-- is 1 when the lobby had no seat before (register it with the sweeper);
+-- idle is 1 when it has none after (unregister it).
+local L = lobby_args(KEYS, ARGV)
+lobby_sync_open(L)
 local codes, seqs = {}, {}
-local target = ARGV[6]
+local target = ARGV[8]
 if target ~= '' then
-  L.user = ARGV[7]
-  if not redis.call('ZSCORE', KEYS[2], target) then
-    return {{-1}, {''}, {}}
+  L.user = ARGV[9]
+  if not redis.call('ZSCORE', L.rooms, target) then
+    return {{-1}, {''}, {}, lobby_finish(L)}
   end
   local held = lobby_held(L)
   if held == target then
@@ -44,10 +41,13 @@ if target ~= '' then
   else
     codes[1], seqs[1] = 0, target
   end
+  if codes[1] > 0 then
+    lobby_attach(L, target, ARGV[10], ARGV[11] == 'rest')
+  end
   return lobby_reply(L, codes, seqs)
 end
 local full, reaped = false, false
-for i = 7, #ARGV do
+for i = 9, #ARGV - 2, 3 do
   L.user = ARGV[i]
   local held = lobby_held(L)
   local seq = nil
@@ -61,8 +61,10 @@ for i = 7, #ARGV do
   end
   if held then
     codes[#codes + 1], seqs[#seqs + 1] = 2, held
+    lobby_attach(L, held, ARGV[i + 1], ARGV[i + 2] == 'rest')
   elseif seq then
     codes[#codes + 1], seqs[#seqs + 1] = 1, seq
+    lobby_attach(L, seq, ARGV[i + 1], ARGV[i + 2] == 'rest')
   else
     codes[#codes + 1], seqs[#seqs + 1] = 0, ''
   end

@@ -1,26 +1,21 @@
--- seat_release.lua: free a user's seat in a room at once.
--- Run with lobby_lib.lua prepended.
+-- seat_release.lua: free a user's seat in a room at once, with all its
+-- attachments (an explicit leave). Run with lobby_lib.lua prepended.
 --
--- KEYS[1]  users  HASH  user -> room number
--- KEYS[2]  rooms  ZSET  every room number of the lobby
--- KEYS[3]  open   ZSET  rooms that may have a free seat
--- KEYS[4]  seats  ZSET  the room's seats, user -> lease expiry
--- ARGV[1]  user
--- ARGV[2]  room number
--- ARGV[3]  lobby name
--- ARGV[4]  channel prefix
+-- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- ARGV[1..7]   see lobby_lib.lua
+-- ARGV[8]  user
+-- ARGV[9]  room number
 --
--- Returns 1 when the seat was freed ("left" published); 0 when the user held
--- no seat in the room; -1 when the room does not exist.
-if not redis.call('ZSCORE', KEYS[2], ARGV[2]) then
-  return -1
+-- Returns {code, idle}: code 1 when the seat was freed ("left" published);
+-- 0 when the user held no seat in the room; -1 when the room does not
+-- exist. idle is 1 when the lobby has no seat left.
+local L = lobby_args(KEYS, ARGV)
+local user, seq = ARGV[8], ARGV[9]
+if not redis.call('ZSCORE', L.rooms, seq) then
+  return {-1, 0}
 end
-if redis.call('ZREM', KEYS[4], ARGV[1]) == 0 then
-  return 0
+if not redis.call('ZSCORE', L.seats .. seq, user) then
+  return {0, 0}
 end
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-end
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[2])
-lobby_publish({chan = ARGV[4], lobby = ARGV[3]}, ARGV[2], ARGV[1], 'left')
-return 1
+lobby_free(L, seq, user)
+return {1, lobby_finish(L)[2]}

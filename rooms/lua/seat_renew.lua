@@ -1,29 +1,22 @@
--- seat_renew.lua: extend the leases of many seats of one lobby with two
--- commands per room however many seats it renews: ZRANGEBYSCORE for an
--- expired seat (rare: then the room is reaped) and ZADD XX GT CH. Only when
--- fewer seats changed than were asked for does ZMSCORE say which are gone.
--- Run with lobby_lib.lua prepended.
+-- seat_renew.lua: extend many attachments of one lobby, and the leases of
+-- the seats they hold, with a few commands per 1,000 attachments: HMGET
+-- users, ZMSCORE seats, HMGET atts, then HSET atts and ZADD XX GT seats in
+-- bulk. An attachment that is not recorded is never created here, and the
+-- seat of a user none of whose listed attachments is recorded is not
+-- touched. Run with lobby_lib.lua prepended.
 --
--- KEYS[1]  users  HASH  user -> room number
--- KEYS[2]  open   ZSET  rooms that may have a free seat
--- KEYS[3]  due    ZSET  room number -> lower bound of earliest lease expiry
--- KEYS[4]  seats  prefix of the rooms' seat ZSETs (lobby hash tag)
--- ARGV[1]  now, unix ms
--- ARGV[2]  new lease expiry, unix ms
--- ARGV[3]  lobby name
--- ARGV[4]  channel prefix
--- ARGV[5..]  room number, user, room number, user, ...
+-- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- ARGV[1..7]   see lobby_lib.lua (ARGV[2]: the new expiry)
+-- ARGV[8..]  room number, user, attachment id, ...: triples
 --
--- Returns the 1-based positions of the pairs whose seat is gone (never
--- held, freed, or expired), ascending; an expired one is reaped now ("left"
--- published). A live seat's expiry only grows.
-local L = {users = KEYS[1], open = KEYS[2], due = KEYS[3], seats = KEYS[4],
-  now_s = ARGV[1], now = tonumber(ARGV[1]), lobby = ARGV[3], chan = ARGV[4]}
-local exp_s = ARGV[2]
+-- Returns {lost, idle}: lost the 1-based positions of the triples whose
+-- attachment is gone (never attached, detached, expired, or its seat is
+-- gone or in another room), ascending; idle 1 when the lobby has no seat
+-- left (rooms with an expired seat are reaped first, "left" published).
+local L = lobby_args(KEYS, ARGV)
 
--- chunks calls fn(argv) with argv = head..., then args 1000 at a time
--- (Lua's unpack has a stack limit; 1000 keeps ZADD's pairs whole), and
--- n, the number of args in the chunk.
+-- chunks calls fn(argv, i, n) with argv = head..., then args[i..i+n-1],
+-- 1000 at a time (Lua's unpack has a stack limit; 1000 keeps pairs whole).
 local function chunks(head, args, fn)
   for i = 1, #args, 1000 do
     local argv = {}
@@ -34,23 +27,29 @@ local function chunks(head, args, fn)
     for j = i, i + n - 1 do
       argv[#argv + 1] = args[j]
     end
-    fn(argv, n)
+    fn(argv, i, n)
   end
 end
 
+-- Group the triples by room, then by user.
 local rooms, order = {}, {}
-local i = 0
-for j = 5, #ARGV - 1, 2 do
-  i = i + 1
-  local seq = ARGV[j]
+local k = 0
+for j = 8, #ARGV - 2, 3 do
+  k = k + 1
+  local seq, user, id = ARGV[j], ARGV[j + 1], ARGV[j + 2]
   local g = rooms[seq]
   if not g then
-    g = {users = {}, pos = {}}
+    g = {users = {}, byuser = {}}
     rooms[seq] = g
     order[#order + 1] = seq
   end
-  g.users[#g.users + 1] = ARGV[j + 1]
-  g.pos[#g.pos + 1] = i
+  local u = g.byuser[user]
+  if not u then
+    u = {}
+    g.byuser[user] = u
+    g.users[#g.users + 1] = user
+  end
+  u[#u + 1] = {id, k}
 end
 
 local lost = {}
@@ -61,28 +60,54 @@ for _, seq in ipairs(order) do
   if #redis.call('ZRANGEBYSCORE', seats, '-inf', L.now_s, 'LIMIT', 0, 1) > 0 then
     lobby_reap(L, seq)
   end
-  local pairs_ = {}
-  for _, user in ipairs(g.users) do
-    pairs_[#pairs_ + 1] = exp_s
-    pairs_[#pairs_ + 1] = user
-  end
-  local changed = 0
-  chunks({seats, 'XX', 'GT', 'CH'}, pairs_, function(argv)
-    changed = changed + redis.call('ZADD', unpack(argv))
+  local where, score, raw = {}, {}, {}
+  chunks({L.users}, g.users, function(argv, i, n)
+    local v = redis.call('HMGET', unpack(argv))
+    for m = 1, n do where[i + m - 1] = v[m] end
   end)
-  if changed < #g.users then
-    -- Some seat is gone (or already expires later): find which.
-    local k = 0
-    chunks({seats}, g.users, function(argv, n)
-      local scores = redis.call('ZMSCORE', unpack(argv))
-      for m = 1, n do
-        k = k + 1
-        if not scores[m] then
-          lost[#lost + 1] = g.pos[k]
-        end
+  chunks({seats}, g.users, function(argv, i, n)
+    local v = redis.call('ZMSCORE', unpack(argv))
+    for m = 1, n do score[i + m - 1] = v[m] end
+  end)
+  chunks({L.atts}, g.users, function(argv, i, n)
+    local v = redis.call('HMGET', unpack(argv))
+    for m = 1, n do raw[i + m - 1] = v[m] end
+  end)
+  local hset, zadd = {}, {}
+  for i, user in ipairs(g.users) do
+    local held = where[i] == seq and score[i] and tonumber(score[i]) > L.now
+    local a, n, rest, dropped = {}, 0, false, false
+    if held then
+      a, n, _, rest, dropped = atts_decode(L, raw[i])
+    end
+    local renewed = false
+    for _, e in ipairs(g.byuser[user]) do
+      local v = a[e[1]]
+      if v then
+        v[1] = L.exp
+        renewed = true
+      else
+        lost[#lost + 1] = e[2]
       end
-    end)
+    end
+    if n > 0 and (renewed or dropped) then
+      hset[#hset + 1] = user
+      hset[#hset + 1] = cjson.encode(a)
+      if dropped and not rest then
+        redis.call('SREM', L.rest .. seq, user)
+      end
+    end
+    if renewed then
+      zadd[#zadd + 1] = L.exp_s
+      zadd[#zadd + 1] = user
+    end
   end
+  chunks({L.atts}, hset, function(argv)
+    redis.call('HSET', unpack(argv))
+  end)
+  chunks({seats, 'XX', 'GT'}, zadd, function(argv)
+    redis.call('ZADD', unpack(argv))
+  end)
 end
 table.sort(lost)
-return lost
+return {lost, lobby_finish(L)[2]}

@@ -1,0 +1,166 @@
+package rooms
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/names"
+)
+
+// Attach names what holds a seat: one WebSocket connection or one REST
+// session of the seat's user that is "in the room". A seat belongs to its
+// user and lives while at least one of its attachments does.
+type Attach struct {
+	// ID identifies the attachment among the user's: opaque to this
+	// package, chosen by the caller, 1 to 64 bytes of [A-Za-z0-9_:.-]
+	// (say "ws:node1:42" or "rest:<session>").
+	ID string
+	// REST is true for a REST session, false for a WebSocket; a room with
+	// a REST attachment reports SendResult.HasREST.
+	REST bool
+}
+
+// Attachment is one attachment of a user's seat in a room, as Renew takes
+// them.
+type Attachment struct {
+	Room string // room id "{lobby}-{seq}"
+	User string
+	ID   string // Attach.ID
+}
+
+// maxAttachID is the longest attachment id.
+const maxAttachID = 64
+
+// checkAttachID returns ErrBadAttachment unless id is 1 to 64 bytes of
+// [A-Za-z0-9_:.-].
+func checkAttachID(id string) error {
+	if id == "" || len(id) > maxAttachID {
+		return fmt.Errorf("%w: %.80q", ErrBadAttachment, id)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == ':' || c == '.' || c == '-') {
+			return fmt.Errorf("%w: %.80q", ErrBadAttachment, id)
+		}
+	}
+	return nil
+}
+
+func (a Attach) check() error { return checkAttachID(a.ID) }
+
+func (a Attach) kind() string {
+	if a.REST {
+		return "rest"
+	}
+	return "ws"
+}
+
+// Detach removes the attachment attID from user's seat in the room, as a
+// compare-and-delete in one script, and drops the user's expired
+// attachments with it. When no live attachment is left the seat is freed
+// exactly as by Leave ("left" published) and freed is true; while another
+// attachment holds the seat it stays, its lease now the latest of the
+// remaining attachments'. Detaching an attachment that is not recorded
+// there (detached already, reaped, never attached, or the user's seat is in
+// another room) changes nothing and returns freed false, nil: it never
+// frees a seat that something else holds. It returns ErrUnknownRoom,
+// ErrBadAttachment, names.ErrBadName, and Redis errors.
+func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error) {
+	lobby, seq, err := ParseRoom(roomID)
+	if err == nil {
+		err = names.User(user)
+	}
+	if err == nil {
+		err = checkAttachID(attID)
+	}
+	if err == nil {
+		var v []int64
+		v, err = s.runLobby(ctx, seatDetachScript, lobby, user, seq, attID).Int64Slice()
+		switch {
+		case err != nil:
+		case len(v) != 2:
+			err = errUnexpectedReply
+		case v[0] == -1:
+			err = ErrUnknownRoom
+		default:
+			if v[1] == 1 {
+				s.retire(ctx, lobby)
+			}
+			return v[0] == 1, nil
+		}
+	}
+	return false, fmt.Errorf("rooms: detach %s from %s as %s: %w", clip(attID), roomID, user, err)
+}
+
+// lobbyKeys are KEYS[1..12] of every seat script (see lua/lobby_lib.lua).
+func (s *Service) lobbyKeys(lobby string) []string {
+	return []string{
+		usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), openCapKey(s.ks, lobby),
+		dueKey(s.ks, lobby), seqKey(s.ks, lobby), attsKey(s.ks, lobby), s.fenceKey(lobby),
+		seatsPrefix(s.ks, lobby), recordPrefix(s.ks, lobby), historyPrefix(s.ks, lobby), restPrefix(s.ks, lobby),
+	}
+}
+
+// lobbyArgs are ARGV[1..7] of every seat script (see lua/lobby_lib.lua).
+func (s *Service) lobbyArgs(lobby string) []any {
+	now := s.now()
+	return []any{ms(now), ms(now.Add(s.leaseDur())), s.capNow(), lobby, channelPrefix(s.ks, lobby),
+		s.publish, s.idleTTL.Milliseconds()}
+}
+
+// runLobby runs a seat script on lobby with extra ARGV after the common ones.
+func (s *Service) runLobby(ctx context.Context, script *redis.Script, lobby string, extra ...any) *redis.Cmd {
+	return script.Run(ctx, s.rdb, s.lobbyKeys(lobby), append(s.lobbyArgs(lobby), extra...)...)
+}
+
+// register puts a lobby that just got its first seat into the sweeper's
+// index. It runs after the seat script's reply, never in the same
+// pipeline: on Redis Cluster the index may live on another shard, and the
+// order against retire's ZREM is what keeps a seated lobby indexed.
+func (s *Service) register(ctx context.Context, lobby string) {
+	z := redis.Z{Score: float64(s.now().UnixMilli()), Member: lobby}
+	if err := s.rdb.ZAddNX(ctx, lobbiesKey(s.ks), z).Err(); err != nil {
+		s.m.counterErrors.Inc() // the next Renew in this lobby registers it
+	}
+}
+
+// retire drops lobbies whose seat scripts found them idle from the
+// sweeper's index, so lobbies joined once and left are not swept forever.
+// It cannot be atomic with the scripts (the index is outside the lobbies'
+// slot), so it removes first and then looks at each lobby's users: a lobby
+// that got a seat meanwhile is put back. Either that look sees the seat, or
+// the seat's script ran after the ZREM and its register comes later still:
+// a lobby with a seat always ends up indexed.
+func (s *Service) retire(ctx context.Context, lobbies ...string) {
+	if len(lobbies) == 0 {
+		return
+	}
+	members := make([]any, len(lobbies))
+	for i, l := range lobbies {
+		members[i] = l
+	}
+	if err := s.rdb.ZRem(ctx, lobbiesKey(s.ks), members...).Err(); err != nil {
+		s.m.counterErrors.Inc() // still indexed: the next sweep retires it
+		return
+	}
+	pipe := s.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(lobbies))
+	for i, l := range lobbies {
+		exists[i] = pipe.Exists(ctx, usersKey(s.ks, l))
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	now := float64(s.now().UnixMilli())
+	var back []redis.Z
+	for i, l := range lobbies {
+		if n, err := exists[i].Result(); err != nil || n > 0 {
+			back = append(back, redis.Z{Score: now, Member: l})
+		}
+	}
+	if len(back) > 0 {
+		if err := s.rdb.ZAddNX(ctx, lobbiesKey(s.ks), back...).Err(); err != nil {
+			s.m.counterErrors.Inc()
+		}
+	}
+}
