@@ -1,0 +1,74 @@
+// Package identity decides who may use a guest name: while a session holds
+// a name, nobody else gets a token for it. Without it, POST /session mints a
+// token for any name, also one whose owner is connected and holds a wallet.
+//
+// # What it owns
+//
+// One key per claimed name, in the user's unit (see keys.go):
+//
+//	chatd:{user:alice}:claim   STRING  the holding session's id, PX ttl
+//
+// # One name, one session
+//
+// A guest has no password: the session token is the only proof that a
+// request comes from the guest who took the name. So a name is held by
+// exactly one session — the one whose POST /session claimed it — and a
+// second POST /session for a held name is refused (ErrNameTaken), from
+// another person or from the same person on a second device. Browser tabs
+// that share one token are one session and need nothing more. A guest who
+// lost the token gets the name back when the claim runs out (Config.TTL
+// after the last request, 30 minutes by default) or after signing out
+// (Release) elsewhere. A set of sessions per name (and a cap on it) would
+// need a way to prove that a new session belongs to the holder — an
+// account, or a token-to-token handover — which guests do not have; one
+// STRING also keeps every operation a single-key script with one owner to
+// compare.
+//
+// # The Redis pattern
+//
+// The lock's: a lease with an owner token. Claim is [SET] NX PX with the
+// session id as the owner (or, for the session that holds it already, a
+// renewal — Claim is idempotent, so a retry whose reply was lost succeeds);
+// Touch is a compare-and-[PEXPIRE] script ([GET], then PEXPIRE only when the
+// value is the caller's session id); Release a compare-and-[DEL]; Holder a
+// GET and a [PTTL] in one script. Each is one [EVALSHA]. Expiry is decided
+// by Redis's clock only. Touch is called on every request but throttled on
+// the node: a session's claim is renewed in Redis at most every TTL/4, so a
+// chatty session costs Redis one script per TTL/4 per node, and an idle one
+// loses its name between 3/4 TTL and TTL after its last request.
+//
+// # Why the naive versions fail
+//
+// GET the name, then SET it when free: two nodes handling two POST
+// /session for "alice" at the same moment both read "free" and both write;
+// both guests get a token for alice (TestConcurrentClaimsOneWinner runs 200
+// rounds of three clients racing). SET NX decides in one command on the
+// server. SETNX then EXPIRE: a node that dies between them leaves a claim
+// that never expires, and the name is gone for good. An unconditional
+// EXPIRE (or DEL) on activity: a session whose claim ran out, and whose name
+// someone else claimed since, would extend (or delete) the new holder's
+// claim; comparing the stored session id first, in one script, is what
+// makes a lost name stay lost. A claim with no expiry fills Redis with every
+// name ever used and locks a guest out after a lost token.
+//
+// # Failure behaviour
+//
+// If Redis loses its data (a restart without persistence, a failover to a
+// replica that missed the last writes), claims vanish: a name can then be
+// claimed by a new session, and the old holder's next Touch (within TTL/4)
+// returns ErrNotHolder. Claim and Touch are bounded by the context's
+// deadline like any go-redis call.
+//
+// # Unit and scale
+//
+// The claim key carries {user:NAME}, the unit of every key of that user, so
+// claims spread over Redis Cluster shards with their users. Metrics
+// (Config.Registerer): chatd_identity_calls_total{op, result}.
+//
+// [SET]: https://redis.io/commands/set/
+// [GET]: https://redis.io/commands/get/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
+// [DEL]: https://redis.io/commands/del/
+// [PTTL]: https://redis.io/commands/pttl/
+// [EVALSHA]: https://redis.io/commands/evalsha/
+package identity
