@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Mutation check of the tests that guard a claim: each mutant below breaks the
+# code in a small, deliberate way, in a temporary copy of the work tree, and
+# the named tests must then FAIL. A mutant whose tests still pass means the
+# tests cannot see that bug.
+#
+#   scripts/mutants.sh                    # every mutant
+#   scripts/mutants.sh names-accept-utf8  # only the named ones
+#   scripts/mutants.sh -l                 # list them
+#   CONTROL=0 scripts/mutants.sh          # skip the run on the unmutated copy
+#
+# Each test is first run on the unmutated copy (the control: it must pass),
+# then with the mutant applied (it must fail, and not for want of compiling).
+# Tests run strict (CHATD_TEST_STRICT=1): a test that would skip for want of
+# redis-server fails, and the mutant is reported as not checked. The work
+# tree itself is never touched: the copy is made from `git ls-files` (as the
+# files are on disk now) under /tmp and removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+list=0
+if [ "${1:-}" = "-l" ]; then list=1; shift; fi
+want=("$@")
+control=${CONTROL:-1}
+export CHATD_TEST_STRICT=1
+
+copy=$(mktemp -d /tmp/chatd-mutants.XXXXXX)
+trap 'rm -rf "$copy"' EXIT
+git ls-files -z | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$copy"
+
+killed=0 survived=0 broken=0
+declare -A controlled=()
+
+# runtests PKG RUN LOG: go test of the tests matching RUN in PKG, in the copy.
+runtests() {
+	(cd "$copy" && go test -count=1 -timeout 5m -run "$2" "./$1/") >"$3" 2>&1
+}
+
+# mutant NAME PKG RUN < PATCH: apply the unified diff PATCH (paths a/… b/…)
+# to the copy, run the tests matching RUN in PKG, expect them to fail, and
+# take the patch back out.
+mutant() {
+	local name=$1 pkg=$2 run=$3 patch log
+	patch=$(cat)
+	if [ $list = 1 ]; then printf '%-34s %-10s %s\n' "$name" "$pkg" "$run"; return; fi
+	if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qxF "$name"; then return; fi
+	log=$copy/.mutant-$name.log
+	if [ "$control" = 1 ] && [ -z "${controlled[$pkg $run]:-}" ]; then
+		if ! runtests "$pkg" "$run" "$log"; then
+			echo "ERROR    $name: ./$pkg -run '$run' fails WITHOUT the mutant:"; tail -20 "$log"
+			broken=$((broken + 1)); return
+		fi
+		controlled[$pkg $run]=1
+	fi
+	if ! printf '%s\n' "$patch" | patch -s -p1 -d "$copy" --no-backup-if-mismatch; then
+		echo "ERROR    $name: the patch no longer applies (the code moved: update the mutant)"
+		broken=$((broken + 1)); return
+	fi
+	if runtests "$pkg" "$run" "$log"; then
+		echo "SURVIVED $name: ./$pkg -run '$run' passes with the mutant"
+		survived=$((survived + 1))
+	elif grep -q -e '\[build failed\]' -e '\[setup failed\]' "$log"; then
+		echo "ERROR    $name: the mutant does not compile"; grep -v '^ok' "$log" | head -10
+		broken=$((broken + 1))
+	elif grep -q -e 'CHATD_TEST_STRICT=1' "$log"; then
+		echo "ERROR    $name: not checked (no redis-server?)"; grep 'CHATD_TEST_STRICT' "$log" | head -3
+		broken=$((broken + 1))
+	else
+		echo "killed   $name: $(grep -m1 -e '^    --- FAIL' -e '^--- FAIL' "$log" | sed 's/^ *//')"
+		killed=$((killed + 1))
+	fi
+	printf '%s\n' "$patch" | patch -s -R -p1 -d "$copy" --no-backup-if-mismatch
+}
+
+# ---- names: FuzzNames seeds and TestEveryByte against the documented rules
+
+mutant names-accept-utf8 names 'TestEveryByte|FuzzNames' <<'PATCH'
+--- a/names/names.go
++++ b/names/names.go
+@@ -73,5 +73,5 @@
+ 		c := s[i]
+ 		switch {
+-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
++		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c >= 0x80:
+ 		case c == '.' && dot:
+ 		default:
+PATCH
+
+mutant names-accept-slash names 'TestEveryByte|FuzzNames' <<'PATCH'
+--- a/names/names.go
++++ b/names/names.go
+@@ -73,5 +73,5 @@
+ 		c := s[i]
+ 		switch {
+-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
++		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '/':
+ 		case c == '.' && dot:
+ 		default:
+PATCH
+
+mutant names-user-accepts-dot names 'TestEveryByte|FuzzNames' <<'PATCH'
+--- a/names/names.go
++++ b/names/names.go
+@@ -23,5 +23,5 @@
+ 
+ // User checks a user name: 1–32 of [A-Za-z0-9_-].
+-func User(s string) error { return check("user", s, MaxUser, false) }
++func User(s string) error { return check("user", s, MaxUser, true) }
+ 
+ // Lobby checks a lobby name: 1–64 of [A-Za-z0-9_.-].
+PATCH
+
+mutant names-room-13-digits names 'TestEveryByte|FuzzNames' <<'PATCH'
+--- a/names/names.go
++++ b/names/names.go
+@@ -54,5 +54,5 @@
+ 		i--
+ 	}
+-	if i <= 0 || i == len(s)-1 || s[i] != '-' || s[i+1] == '0' || len(s)-i-1 > 12 {
++	if i <= 0 || i == len(s)-1 || s[i] != '-' || s[i+1] == '0' || len(s)-i-1 > 13 {
+ 		return fmt.Errorf("%w: room %q must be a lobby name, '-' and a room number", ErrBadName, clip(s))
+ 	}
+PATCH
+
+mutant names-range-A-to-underscore names 'TestEveryByte|FuzzNames' <<'PATCH'
+--- a/names/names.go
++++ b/names/names.go
+@@ -73,5 +73,5 @@
+ 		c := s[i]
+ 		switch {
+-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
++		case c >= 'a' && c <= 'z', c >= 'A' && c <= '_', c >= '0' && c <= '9', c == '_', c == '-':
+ 		case c == '.' && dot:
+ 		default:
+PATCH
+
+# ---- lock: the watchdog keeps a lock past its ttl
+
+mutant lock-watchdog-too-slow lock '^TestWatchdog$' <<'PATCH'
+--- a/lock/lock.go
++++ b/lock/lock.go
+@@ -154,5 +154,5 @@
+ func (l *Lock) watchdog(ctx context.Context, lastOK time.Time) {
+ 	defer close(l.dogDone)
+-	every := max(l.ttl/3, time.Millisecond)
++	every := max(l.ttl*3, time.Millisecond)
+ 	tick := time.NewTicker(every)
+ 	defer tick.Stop()
+PATCH
+
+# ---- ratelimit: a bucket key lives until the bucket would be full, plus slack
+
+mutant ratelimit-ttl-slack-only ratelimit '^TestAllow$/bucket_key' <<'PATCH'
+--- a/ratelimit/lua/bucket_take.lua
++++ b/ratelimit/lua/bucket_take.lua
+@@ -43,4 +43,4 @@
+ redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
+ -- Once full again the bucket is the same as no bucket: let it go then.
+-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + slack)
++redis.call('PEXPIRE', KEYS[1], slack)
+ return {allowed, retry}
+PATCH
+
+mutant ratelimit-ttl-whole-burst ratelimit '^TestAllow$/bucket_key' <<'PATCH'
+--- a/ratelimit/lua/bucket_take.lua
++++ b/ratelimit/lua/bucket_take.lua
+@@ -43,4 +43,4 @@
+ redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
+ -- Once full again the bucket is the same as no bucket: let it go then.
+-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + slack)
++redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + slack)
+ return {allowed, retry}
+PATCH
+
+# ---- dirty: every session key carries the session TTL
+
+mutant dirty-cursor-never-expires dirty '^TestSessionExpiry$' <<'PATCH'
+--- a/dirty/cursor.go
++++ b/dirty/cursor.go
+@@ -46,5 +46,4 @@
+ 	_, err := t.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+ 		pipe.HSet(ctx, key, cur)
+-		pipe.PExpire(ctx, key, t.ttl)
+ 		return nil
+ 	})
+PATCH
+
+mutant dirty-user-sessions-never-expire dirty '^TestSessionExpiry$' <<'PATCH'
+--- a/dirty/tracker.go
++++ b/dirty/tracker.go
+@@ -130,5 +130,4 @@
+ 		pipe.ZRemRangeByScore(ctx, us, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+ 		pipe.ZAdd(ctx, us, redis.Z{Score: exp, Member: session})
+-		pipe.PExpire(ctx, us, t.ttl)
+ 		pipe.ZAdd(ctx, t.k.liveSessions(), redis.Z{Score: exp, Member: session})
+ 	}, openScript)
+PATCH
+
+# ----
+
+[ $list = 1 ] && exit 0
+echo "mutants: $killed killed, $survived survived, $broken not checked"
+[ $survived -eq 0 ] && [ $broken -eq 0 ]
