@@ -6,11 +6,19 @@
 #
 #	deploy/cluster.sh up          build chatd, start everything, wait until ready
 #	deploy/cluster.sh status      one line per process; exit 0 only if all run
+#	                              and each answers on its own port as itself
 #	deploy/cluster.sh down        stop everything by pid (TERM, then KILL)
 #	deploy/cluster.sh nginx-conf  print the rendered nginx config
 #
 # Then open http://127.0.0.1:8080. Everything lives in the run directory
 # (pids, logs, Redis data, nginx temp files); nothing is installed.
+#
+# `up` refuses to start while one of its ports is taken by anything but its
+# own processes (a `go run ./cmd/chatd` on :8080, say), naming the port, and
+# declares the cluster up only when redis answers as the redis-server it
+# started (its process_id), each node's /healthz on its own port names that
+# node, and the balancer port answers /healthz from one of the three nodes
+# while nginx runs with no [emerg] in its logs.
 #
 # Environment (defaults in brackets):
 #	CHATD_RUN_DIR      run directory [deploy/.run]
@@ -92,9 +100,102 @@ ask() {
   printf '%s\n' "${line%$'\r'}"
 }
 
-# http_ok PORT PATH: GET PATH answers 200.
-http_ok() {
-  [[ $(ask "$1" "GET $2 HTTP/1.0\r\nHost: 127.0.0.1:$1\r\n\r\n") == "HTTP/1."?" 200 "* ]]
+# fetch PORT REQUEST: send REQUEST to 127.0.0.1:PORT and print the whole
+# answer, read until the server closes the connection (at most 2 s).
+fetch() {
+  local resp=
+  { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+  printf '%b' "$2" >&3
+  IFS= read -r -d '' -t 2 resp <&3 || true
+  exec 3<&- 3>&-
+  printf '%s' "$resp"
+}
+
+# get PORT PATH: the whole answer to GET PATH on 127.0.0.1:PORT.
+get() { fetch "$1" "GET $2 HTTP/1.0\r\nHost: 127.0.0.1:$1\r\nConnection: close\r\n\r\n"; }
+
+# node_of ANSWER: the "node" of a /healthz answer that is a 200, or nothing.
+node_of() {
+  [[ $1 == "HTTP/1."?" 200 "* ]] || return 0
+  sed -n 's/.*"node":"\([^"]*\)".*/\1/p' <<<"$1" | head -n 1
+}
+
+# node_answers PORT NAME: 127.0.0.1:PORT answers GET /healthz as chatd node NAME.
+node_answers() { [ "$(node_of "$(get "$1" /healthz)")" = "$2" ]; }
+
+# balancer_answers: the balancer port answers GET /healthz from one of the
+# three nodes (not from whatever else might hold the port).
+balancer_answers() {
+  local node
+  node=$(node_of "$(get "$lb_port" /healthz)")
+  [[ $node == chatd[123] ]]
+}
+
+# nginx_answers: the balancer port is answered by nginx itself: a request
+# whose Host holds a '/' gets nginx's own 400 (never passed upstream, so
+# this holds while the nodes are down or stopped; it logs no error).
+nginx_answers() {
+  local resp
+  resp=$(fetch "$lb_port" "GET / HTTP/1.0\r\nHost: a/b\r\nConnection: close\r\n\r\n") || return 1
+  [[ $resp == "HTTP/1."?" 400 "* ]] && grep -qi '^server: nginx' <<<"${resp//$'\r'/}"
+}
+
+# redis_answers: the redis port answers PING, and INFO names the pid in
+# redis.pid as its process_id (not some other redis-server on the port).
+redis_answers() {
+  local resp pid
+  [[ $(ask "$redis_port" 'PING\r\n') == +PONG ]] || return 1
+  pid=$(cat "$run/redis.pid" 2>/dev/null) || return 1
+  resp=$(fetch "$redis_port" 'INFO server\r\nQUIT\r\n') || return 1
+  tr -d '\r' <<<"$resp" | grep -qx "process_id:$pid"
+}
+
+# ready PORT: GET /readyz on 127.0.0.1:PORT answers 200 (Redis answers the node).
+ready() { [[ $(get "$1" /readyz) == "HTTP/1."?" 200 "* ]]; }
+
+# answers NAME: NAME's port answers as NAME (see status).
+answers() {
+  case $1 in
+    redis) redis_answers ;;
+    chatd?) node_answers "$(port_of "$1")" "$1" ;;
+    nginx) nginx_answers ;;
+  esac
+}
+
+# port_of NAME: the port NAME listens on.
+port_of() {
+  case $1 in
+    redis) echo "$redis_port" ;;
+    chatd?) echo "${node_ports[${1#chatd} - 1]}" ;;
+    nginx) echo "$lb_port" ;;
+  esac
+}
+
+# emerg: the first [emerg] line of nginx's logs (its stderr, where the
+# config sends the error log, and the -e startup log), if any.
+emerg() { grep -h '\[emerg\]' "$run/nginx.log" "$run/nginx/error.log" 2>/dev/null | head -n 1; }
+
+# port_taken PORT: something accepts connections on 127.0.0.1:PORT.
+port_taken() {
+  { exec 4<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+  exec 4<&- 4>&-
+}
+
+# check_ports refuses to start while a port is taken by anything but this
+# run directory's own live process for it (which `up` then leaves running).
+check_ports() {
+  local taken=() seen=" " name port
+  for name in redis chatd1 chatd2 chatd3 nginx; do
+    port=$(port_of "$name")
+    [[ $port =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] || die "the port of $name is '$port', not a port number"
+    [[ $seen != *" $port "* ]] || die "port $port is given twice (redis, the nodes and nginx need five different ports)"
+    seen+="$port "
+    alive "$run/$name.pid" && continue
+    port_taken "$port" && taken+=("$port ($name)")
+  done
+  if [ "${#taken[@]}" -gt 0 ]; then
+    die "port already taken on 127.0.0.1, so nothing was started: ${taken[*]}; stop what listens there (ss -ltnp) or choose other ports (CHATD_LB_PORT, CHATD_NODE_PORTS, CHATD_REDIS_PORT)"
+  fi
 }
 
 # start NAME CMD... runs CMD in the background in its own session, logging
@@ -106,21 +207,33 @@ start() {
   echo $! >"$run/$name.pid"
 }
 
-# wait_http PORT PATH NAME waits up to 15 s for GET PATH on PORT to answer 200.
-wait_http() {
-  local port=$1 path=$2 name=$3 i
+# wait_for NAME WHAT CHECK... waits up to 15 s for CHECK to succeed while
+# NAME's process runs; WHAT says what was awaited, for the error.
+wait_for() {
+  local name=$1 what=$2 i; shift 2
   for i in $(seq 150); do
-    http_ok "$port" "$path" && return 0
+    "$@" && return 0
     alive "$run/$name.pid" || die "$name exited; see $run/$name.log: $(tail -n 3 "$run/$name.log" 2>/dev/null)"
     sleep 0.1
   done
-  die "$name did not answer GET $path on 127.0.0.1:$port within 15s; see $run/$name.log"
+  die "$name did not $what within 15s; see $run/$name.log"
+}
+
+# nginx_ready: nginx runs, has logged no [emerg] (a failed bind is logged at
+# once, while nginx retries for a few seconds), and the balancer port
+# answers /healthz from a node. An [emerg] ends the wait with its line.
+nginx_ready() {
+  local line
+  line=$(emerg)
+  [ -z "$line" ] || die "nginx failed: $line (see $run/nginx.log)"
+  balancer_answers && alive "$run/nginx.pid"
 }
 
 up() {
   command -v redis-server >/dev/null || die "redis-server not found: apt-get install redis-server"
   local nginx; nginx=$(nginx_bin)
   mkdir -p "$run/redis" "$run/nginx/tmp"
+  check_ports
   starting=1
   local bin=${CHATD_BIN:-}
   if [ -z "$bin" ]; then
@@ -134,13 +247,8 @@ up() {
 
   start redis redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$run/redis" \
     --appendonly yes --save "" --daemonize no
+  wait_for redis "answer PING on 127.0.0.1:$redis_port as itself (INFO process_id)" redis_answers
   local i
-  for i in $(seq 100); do
-    [[ $(ask "$redis_port" 'PING\r\n') == +PONG ]] && break
-    alive "$run/redis.pid" || die "redis-server exited; see $run/redis.log"
-    [ "$i" -lt 100 ] || die "redis-server did not answer PING on 127.0.0.1:$redis_port within 10s"
-    sleep 0.1
-  done
 
   for i in 1 2 3; do
     # Secrets through the environment, not flags, so ps does not show them.
@@ -148,14 +256,18 @@ up() {
       "$bin" --addr "127.0.0.1:${node_ports[i-1]}" \
       --redis "redis://127.0.0.1:$redis_port/0" --node-id "chatd$i" --prefix "${CHATD_PREFIX:-chatd}"
   done
-  for i in 1 2 3; do wait_http "${node_ports[i-1]}" /readyz "chatd$i"; done
+  for i in 1 2 3; do
+    wait_for "chatd$i" "answer GET /healthz as chatd$i on 127.0.0.1:${node_ports[i-1]}" node_answers "${node_ports[i-1]}" "chatd$i"
+    wait_for "chatd$i" "answer GET /readyz on 127.0.0.1:${node_ports[i-1]}" ready "${node_ports[i-1]}"
+  done
 
   render_nginx >"$run/nginx/nginx.conf"
+  alive "$run/nginx.pid" || : >"$run/nginx/error.log"
   "$nginx" -t -q -p "$run/nginx/" -e "$run/nginx/error.log" -c "$run/nginx/nginx.conf" \
     -g "pid \"$run/nginx/nginx.pid\";" || die "nginx -t failed on $run/nginx/nginx.conf"
   start nginx "$nginx" -p "$run/nginx/" -e "$run/nginx/error.log" -c "$run/nginx/nginx.conf" \
     -g "daemon off; pid \"$run/nginx/nginx.pid\";"
-  wait_http "$lb_port" /healthz nginx
+  wait_for nginx "answer GET /healthz on 127.0.0.1:$lb_port from chatd1, chatd2 or chatd3" nginx_ready
 
   echo "chatd is up: http://127.0.0.1:$lb_port (3 nodes, redis 127.0.0.1:$redis_port)"
   echo "admin token: $admin_v (also in $run/CHATD_ADMIN_TOKEN)"
@@ -186,13 +298,21 @@ down() {
   stop redis
 }
 
+# status prints one line per process: "NAME running (pid N) on PORT" when
+# the process runs and answers on its own port as itself, "NAME not
+# answering …" when it runs but does not, "NAME stopped" otherwise. It
+# exits 0 only if all five are running.
 status() {
-  local ok=0 name
+  local ok=0 name port
   for name in redis chatd1 chatd2 chatd3 nginx; do
-    if alive "$run/$name.pid"; then
-      echo "$name running (pid $(cat "$run/$name.pid"))"
-    else
+    port=$(port_of "$name")
+    if ! alive "$run/$name.pid"; then
       echo "$name stopped"
+      ok=1
+    elif answers "$name"; then
+      echo "$name running (pid $(cat "$run/$name.pid")) on 127.0.0.1:$port"
+    else
+      echo "$name not answering on 127.0.0.1:$port as itself (pid $(cat "$run/$name.pid") runs; see $run/$name.log)"
       ok=1
     fi
   done

@@ -3,6 +3,8 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -343,8 +345,21 @@ func TestNginxConfig(t *testing.T) {
 	})
 }
 
-func TestClusterScript(t *testing.T) {
-	t.Parallel()
+// clusterScript runs cluster.sh in a private run directory on free ports;
+// it stops whatever the script started when the test ends.
+type clusterScript struct {
+	t     *testing.T
+	run   string
+	lb    int
+	nodes [3]int
+	redis int
+	env   []string
+}
+
+// newClusterScript skips without nginx or redis-server (fails under
+// CHATD_TEST_STRICT=1). lb is the balancer port; 0 picks a free one.
+func newClusterScript(t *testing.T, lb int) *clusterScript {
+	t.Helper()
 	skipShort(t)
 	nginxPath(t)
 	if !redistest.Available() {
@@ -353,36 +368,66 @@ func TestClusterScript(t *testing.T) {
 		}
 		t.Skip("redis-server is not installed")
 	}
-	bin := buildChatd(t)
-	run := t.TempDir()
-	lb := freePort(t)
-	env := append(os.Environ(),
-		"CHATD_RUN_DIR="+run,
-		"CHATD_LB_PORT="+strconv.Itoa(lb),
-		"CHATD_NODE_PORTS="+strconv.Itoa(freePort(t))+" "+strconv.Itoa(freePort(t))+" "+strconv.Itoa(freePort(t)),
-		"CHATD_REDIS_PORT="+strconv.Itoa(freePort(t)),
-		"CHATD_BIN="+bin,
-		"CHATD_PREFIX=clustersh",
-	)
-	script := func(arg string) (string, error) {
-		cmd := exec.Command("bash", "cluster.sh", arg)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+	if lb == 0 {
+		lb = freePort(t)
 	}
+	c := &clusterScript{t: t, run: t.TempDir(), lb: lb, redis: freePort(t)}
+	for i := range c.nodes {
+		c.nodes[i] = freePort(t)
+	}
+	c.env = append(os.Environ(),
+		"CHATD_RUN_DIR="+c.run,
+		"CHATD_LB_PORT="+strconv.Itoa(c.lb),
+		"CHATD_NODE_PORTS="+strconv.Itoa(c.nodes[0])+" "+strconv.Itoa(c.nodes[1])+" "+strconv.Itoa(c.nodes[2]),
+		"CHATD_REDIS_PORT="+strconv.Itoa(c.redis),
+		"CHATD_BIN="+buildChatd(t),
+		"CHATD_PREFIX=clustersh",
+		// nginx may live in /usr/sbin, off a normal user's PATH
+		"PATH="+os.Getenv("PATH")+":/usr/sbin",
+	)
 	t.Cleanup(func() {
-		if out, err := script("down"); err != nil {
+		if out, err := c.script("down"); err != nil {
 			t.Logf("cluster.sh down: %v\n%s", err, out)
 		}
 	})
+	return c
+}
+
+func (c *clusterScript) script(arg string) (string, error) {
+	cmd := exec.Command("bash", "cluster.sh", arg)
+	cmd.Env = c.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// pid reads the pid file of name, or 0.
+func (c *clusterScript) pid(name string) int {
+	p, err := os.ReadFile(filepath.Join(c.run, name+".pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(p)))
+	return pid
+}
+
+func TestClusterScript(t *testing.T) {
+	t.Parallel()
+	c := newClusterScript(t, 0)
+	run, lb, script := c.run, c.lb, c.script
 
 	out, err := script("up")
 	require.NoError(t, err, out)
+	assert.Contains(t, out, "chatd is up: http://127.0.0.1:"+strconv.Itoa(lb))
 
-	t.Run("status lists five running processes", func(t *testing.T) {
+	t.Run("status lists five running processes, each on its own port", func(t *testing.T) {
 		out, err := script("status")
 		assert.NoError(t, err, out)
 		assert.Equal(t, 5, strings.Count(out, " running (pid "), out)
+		for i, port := range c.nodes {
+			assert.Contains(t, out, fmt.Sprintf("chatd%d running (pid %d) on 127.0.0.1:%d", i+1, c.pid(fmt.Sprintf("chatd%d", i+1)), port))
+		}
+		assert.Contains(t, out, fmt.Sprintf("nginx running (pid %d) on 127.0.0.1:%d", c.pid("nginx"), lb))
+		assert.Contains(t, out, fmt.Sprintf("redis running (pid %d) on 127.0.0.1:%d", c.pid("redis"), c.redis))
 	})
 
 	t.Run("the balancer reaches all three nodes", func(t *testing.T) {
@@ -409,6 +454,29 @@ func TestClusterScript(t *testing.T) {
 		}, 15*time.Second, 100*time.Millisecond, "nodes: %v", got)
 	})
 
+	t.Run("status tells a node that runs but does not answer", func(t *testing.T) {
+		pid := c.pid("chatd2")
+		require.NotZero(t, pid)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		out, err := script("status")
+		require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+		assert.Error(t, err, "status must fail while chatd2 does not answer:\n%s", out)
+		assert.Contains(t, out, fmt.Sprintf("chatd2 not answering on 127.0.0.1:%d", c.nodes[1]))
+		assert.Equal(t, 4, strings.Count(out, " running (pid "), out)
+		assert.Eventually(t, func() bool {
+			_, err := script("status")
+			return err == nil
+		}, 20*time.Second, 200*time.Millisecond, "status after SIGCONT")
+	})
+
+	t.Run("up again leaves the running cluster as it is", func(t *testing.T) {
+		before := c.pid("nginx")
+		out, err := script("up")
+		require.NoError(t, err, out)
+		assert.Equal(t, 5, strings.Count(out, " already running (pid "), out)
+		assert.Equal(t, before, c.pid("nginx"))
+	})
+
 	t.Run("down stops every process by its pid", func(t *testing.T) {
 		var pids []int
 		for _, name := range []string{"redis", "chatd1", "chatd2", "chatd3", "nginx"} {
@@ -427,6 +495,66 @@ func TestClusterScript(t *testing.T) {
 		assert.Error(t, err, "status must fail when nothing runs")
 		assert.Equal(t, 5, strings.Count(out, " stopped"), out)
 	})
+}
+
+// TestClusterScriptRefusesATakenPort is `go run ./cmd/chatd` (a node on the
+// balancer's port) followed by `cluster.sh up`: up must refuse, say which
+// port, and start nothing — not report a cluster whose balancer is the lone
+// node.
+func TestClusterScriptRefusesATakenPort(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	lone := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"node":"lone-node","ok":true}`)) // as chatd's /healthz
+	})}
+	go func() { _ = lone.Serve(ln) }()
+	t.Cleanup(func() { _ = lone.Close() })
+	lb := ln.Addr().(*net.TCPAddr).Port
+	c := newClusterScript(t, lb)
+
+	out, err := c.script("up")
+	require.Error(t, err, "up must fail while the balancer port is taken:\n%s", out)
+	assert.Contains(t, out, "port already taken")
+	assert.Contains(t, out, strconv.Itoa(lb)+" (nginx)")
+	assert.NotContains(t, out, "chatd is up")
+	for _, name := range []string{"redis", "chatd1", "chatd2", "chatd3", "nginx"} {
+		if pid := c.pid(name); pid != 0 {
+			assert.False(t, processRuns(pid), "%s (pid %d) was started", name, pid)
+		}
+	}
+	out, err = c.script("status")
+	assert.Error(t, err)
+	assert.Equal(t, 5, strings.Count(out, " stopped"), out)
+}
+
+// TestClusterScriptNginxCannotBind: the balancer port looks free (nothing
+// accepts connections there) but nginx cannot bind it, because a socket is
+// bound to it without listening. up must see nginx's [emerg] and fail, and
+// status must not call nginx running.
+func TestClusterScriptNginxCannotBind(t *testing.T) {
+	t.Parallel()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})) // no SO_REUSEADDR, no listen
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	lb := sa.(*syscall.SockaddrInet4).Port
+	c := newClusterScript(t, lb)
+
+	out, err := c.script("up")
+	require.Error(t, err, "up must fail when nginx cannot bind:\n%s", out)
+	assert.Contains(t, out, "nginx failed")
+	assert.Contains(t, out, "[emerg]")
+	assert.Contains(t, out, "127.0.0.1:"+strconv.Itoa(lb))
+	assert.NotContains(t, out, "chatd is up")
+
+	out, err = c.script("status")
+	assert.Error(t, err, "status with nginx unable to bind:\n%s", out)
+	assert.NotContains(t, out, "nginx running", out)
+	assert.Equal(t, 4, strings.Count(out, " running (pid "), "redis and the nodes did start:\n%s", out)
 }
 
 // processRuns reports whether pid runs and is not a zombie.
