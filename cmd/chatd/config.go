@@ -223,7 +223,10 @@ func sentinelOptions(s string) (redisSpec, error) {
 
 // client builds the go-redis client for spec with chatd's timeouts: short
 // enough that a hung Redis fails a request in about two seconds instead of
-// hanging it. The pool is larger than go-redis's default (10 per CPU): a
+// hanging it. A cluster client follows a master's failover within a second
+// of the cluster's own (newClusterClient); a Sentinel client asks the
+// Sentinels for the master on every new connection and drops its pools when
+// they announce a switch (+switch-master), which go-redis does by itself. The pool is larger than go-redis's default (10 per CPU): a
 // burst of says from thousands of WebSockets otherwise waits on the pool and
 // fails as if Redis were down (measured with cmd/chatbench: 14% of says at
 // 2,000 clients on one 2-core node).
@@ -239,7 +242,13 @@ func (spec redisSpec) client() redis.UniversalClient {
 		o := spec.cluster
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
 		o.ContextTimeoutEnabled, o.PoolSize = true, pool
-		return redis.NewClusterClient(o)
+		// A dead master is dialed at most twice per attempt (go-redis tries
+		// five times by default: ten seconds when its host is gone), and the
+		// slot map is re-read every 10 s even without errors (60 s by
+		// default). Failover itself is followed by clusterFollower.
+		o.DialerRetries = 2
+		o.ClusterStateReloadInterval = 10 * time.Second
+		return newClusterClient(o)
 	case spec.failover != nil:
 		o := spec.failover
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries

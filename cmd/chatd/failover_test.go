@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// traffic writes to keys spread over every slot range from a few goroutines
+// until stop, and records when writes to the watched key last failed and
+// last succeeded.
+type traffic struct {
+	ok, failed atomic.Int64
+	lastErr    atomic.Value // the last error writing watch
+	mu         sync.Mutex
+	errs       map[string]int // errors writing watch, by text
+	lastOK     atomic.Int64   // unix nanos of the last successful write to watch
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startTraffic(t *testing.T, rdb redis.UniversalClient, prefix, watch string) *traffic {
+	tr := &traffic{stop: make(chan struct{}), errs: map[string]int{}}
+	for g := 0; g < 4; g++ {
+		tr.wg.Add(1)
+		go func() {
+			defer tr.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-tr.stop:
+					return
+				default:
+				}
+				key := watch
+				if i%2 == 1 {
+					key = fmt.Sprintf("%s:{u%d}", prefix, i%97)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				err := rdb.Incr(ctx, key).Err()
+				cancel()
+				if err != nil {
+					tr.failed.Add(1)
+					if key == watch {
+						tr.lastErr.Store(err.Error())
+						tr.mu.Lock()
+						tr.errs[err.Error()]++
+						tr.mu.Unlock()
+					}
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				tr.ok.Add(1)
+				if key == watch {
+					tr.lastOK.Store(time.Now().UnixNano())
+				}
+			}
+		}()
+	}
+	t.Cleanup(tr.close)
+	return tr
+}
+
+func (tr *traffic) errors() map[string]int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	m := map[string]int{}
+	for k, v := range tr.errs {
+		m[k] = v
+	}
+	return m
+}
+
+func (tr *traffic) close() {
+	select {
+	case <-tr.stop:
+	default:
+		close(tr.stop)
+	}
+	tr.wg.Wait()
+}
+
+func TestClusterClientFollowsAFailover(t *testing.T) {
+	t.Parallel()
+	r := redistest.OwnCluster(t, redistest.ClusterOptions{Replicas: 1})
+	spec, err := redisOptions(r.URL())
+	require.NoError(t, err)
+	rdb := spec.client()
+	defer rdb.Close()
+
+	watch := r.Prefix + ":{watched}"
+	tr := startTraffic(t, rdb, r.Prefix, watch)
+	require.Eventually(t, func() bool { return tr.lastOK.Load() != 0 }, 5*time.Second, 10*time.Millisecond)
+
+	dead := r.NodeOf(t, watch)
+	dead.Kill(t)
+	killed := time.Now()
+	took := r.WaitFailover(t, dead, 30*time.Second)
+	t.Logf("cluster failed over %v after the kill", took)
+	require.Eventually(t, func() bool { return tr.lastOK.Load() > killed.Add(took).UnixNano() }, 15*time.Second, 50*time.Millisecond,
+		"writes to the dead master's slots succeed again through the same client (errors: %v)", tr.errors())
+	t.Logf("writes resumed %v after the kill (%v after the failover); %d ok, %d failed, errors on the watched key %v",
+		time.Duration(tr.lastOK.Load()-killed.UnixNano()), time.Duration(tr.lastOK.Load()-killed.Add(took).UnixNano()), tr.ok.Load(), tr.failed.Load(), tr.errors())
+}
