@@ -147,13 +147,14 @@ end
 
 -- lobby_wake removes the idle expiry of a lobby that is getting its first
 -- seat (users is empty), and flags L.woke so Go registers the lobby with the
--- sweeper again. The rooms key stands for all: they got one expiry together.
+-- sweeper again. L.opencap stands for all: every seat script writes it
+-- first (keeping its TTL), and lobby_retire gives them one expiry together.
 local function lobby_wake(L)
   if redis.call('EXISTS', L.users) == 1 then
     return
   end
   L.woke = true
-  if redis.call('PTTL', L.rooms) >= 0 then
+  if redis.call('PTTL', L.opencap) >= 0 then
     for _, k in ipairs(lobby_keys_of(L)) do
       redis.call('PERSIST', k)
     end
@@ -234,10 +235,12 @@ local function lobby_sync_open(L)
     if L.cap > was then
       redis.call('ZUNIONSTORE', L.open, 1, L.rooms)
     end
-    redis.call('SET', L.opencap, L.cap)
-    -- SET and ZUNIONSTORE drop an idle lobby's expiry: lobby_finish gives
-    -- it back unless a seat is taken meanwhile.
-    L.check_idle = true
+    redis.call('SET', L.opencap, L.cap, 'KEEPTTL')
+    if redis.call('PTTL', L.opencap) >= 0 then
+      -- ZUNIONSTORE dropped an idle lobby's expiry on L.open: lobby_finish
+      -- gives it back unless a seat is taken meanwhile.
+      L.check_idle = true
+    end
   end
 end
 

@@ -1,0 +1,140 @@
+package rooms
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// lobbyKeys lists the keys under the test's prefix that belong to a lobby
+// (everything but the global counters and index).
+func scanLobbyKeys(t *testing.T, r *redistest.Redis) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	iter := r.Client.Scan(ctx, 0, r.Prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if strings.Contains(iter.Val(), "{lobby:") {
+			out = append(out, iter.Val())
+		}
+	}
+	require.NoError(t, iter.Err())
+	return out
+}
+
+func TestIdleLobbiesAreForgotten(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	const idle = 1500 * time.Millisecond
+	s := nodes(t, r, 1, Config{IdleTTL: idle})[0]
+
+	for i := range 200 {
+		lobby := fmt.Sprintf("l%d", i)
+		room, err := s.Join(ctx, lobby, "alice", ws1)
+		require.NoError(t, err)
+		_, err = s.say(ctx, room.ID, "alice", "hi")
+		require.NoError(t, err)
+		if i%2 == 0 {
+			require.NoError(t, s.Leave(ctx, room.ID, "alice"))
+		} else {
+			freed, err := s.Detach(ctx, room.ID, "alice", ws1.ID)
+			require.NoError(t, err)
+			require.True(t, freed)
+		}
+	}
+
+	t.Run("left lobbies are out of the sweeper's index at once", func(t *testing.T) {
+		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+		cnt := &counter{}
+		s.rdb.AddHook(cnt)
+		_, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, cnt.cmds.Load()+cnt.pipes.Load(), "the sweep visits no lobby")
+	})
+
+	t.Run("every key of an idle lobby has the idle TTL, one and the same", func(t *testing.T) {
+		keys := scanLobbyKeys(t, r)
+		require.NotEmpty(t, keys)
+		var first int64
+		for _, k := range keys {
+			at := r.Client.PExpireTime(ctx, k).Val()
+			assert.Greater(t, at, time.Duration(0), k)
+			if strings.Contains(k, "{lobby:l0}") && !strings.Contains(k, ":rate:") {
+				if first == 0 {
+					first = int64(at)
+				}
+				assert.Equal(t, first, int64(at), "%s expires with the lobby's other keys", k)
+			}
+		}
+	})
+
+	t.Run("a lobby that comes back before the TTL keeps everything", func(t *testing.T) {
+		room, err := s.Join(ctx, "l0", "bob", ws1)
+		require.NoError(t, err)
+		assert.Equal(t, "l0-1", room.ID)
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.ks, "l0")).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, seqKey(s.ks, "l0")).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, recordKey(s.ks, "l0", 1)).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, historyKey(s.ks, "l0", 1)).Val())
+		h, err := s.History(ctx, room.ID, "", 10)
+		require.NoError(t, err)
+		assert.Len(t, h, 1)
+		assert.EqualValues(t, 1, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val(), "back in the sweeper's index")
+		require.NoError(t, s.Leave(ctx, room.ID, "bob"))
+		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+	})
+
+	t.Run("after the TTL no key of the lobbies is left", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			return len(scanLobbyKeys(t, r)) == 0
+		}, 10*idle, 100*time.Millisecond, "left: %v", scanLobbyKeys(t, r))
+	})
+
+	t.Run("a forgotten lobby starts over and works", func(t *testing.T) {
+		room, err := s.Join(ctx, "l7", "carol", ws1)
+		require.NoError(t, err)
+		assert.Equal(t, Room{ID: "l7-1", Lobby: "l7", Seq: 1, Capacity: DefaultCapacity, Members: []string{"carol"}}, room)
+		h, err := s.History(ctx, room.ID, "", 10)
+		require.NoError(t, err)
+		assert.Empty(t, h, "no history of the forgotten room 1")
+		_, err = s.say(ctx, room.ID, "carol", "again")
+		require.NoError(t, err)
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.ks, "l7")).Val())
+		assert.EqualValues(t, 1, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+	})
+}
+
+func TestALobbyWithSeatsHasNoExpiry(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Capacity: fixed(1), Now: clock.Now, Lease: func() time.Duration { return 2 * time.Second }})[0]
+	for _, u := range []string{"a", "b"} {
+		_, err := s.Join(ctx, "busy", u, ws1)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Leave(ctx, "busy-1", "a"))
+	for _, k := range scanLobbyKeys(t, r) {
+		if !strings.Contains(k, ":lock") {
+			assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, k).Val(), "%s of a lobby with a seat", k)
+		}
+	}
+
+	t.Run("a reap of the last seat retires the lobby", func(t *testing.T) {
+		clock.Advance(3 * time.Second)
+		n, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+		assert.Greater(t, r.Client.PTTL(ctx, seqKey(s.ks, "busy")).Val(), time.Duration(0))
+	})
+}

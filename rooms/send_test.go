@@ -1,0 +1,141 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+func TestSayRateLimit(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Now: clock.Now})[0]
+	for _, lobby := range []string{"g", "h"} {
+		_, err := s.Join(ctx, lobby, "alice", ws1)
+		require.NoError(t, err)
+	}
+	opt := SendOptions{Rate: 2, Burst: 3}
+	_, err := s.say(ctx, "g-1", "alice", "warm-up") // the script is loaded: one round trip from here on
+	require.NoError(t, err)
+	cnt := &counter{}
+	s.rdb.AddHook(cnt)
+
+	t.Run("a burst goes through, each say one round trip", func(t *testing.T) {
+		for range 3 {
+			_, err := s.Send(ctx, "g-1", "alice", "hi", opt)
+			require.NoError(t, err)
+		}
+		assert.EqualValues(t, 3, cnt.pipes.Load(), "one pipeline per say")
+		assert.Zero(t, cnt.cmds.Load())
+	})
+
+	t.Run("the next say is refused with the delay to the next token", func(t *testing.T) {
+		before, err := s.History(ctx, "g-1", "", MaxHistoryLimit)
+		require.NoError(t, err)
+		msgs, _, err := s.Counters(ctx)
+		require.NoError(t, err)
+		_, err = s.Send(ctx, "g-1", "alice", "too fast", opt)
+		require.ErrorIs(t, err, ErrRateLimited)
+		var rl *RateLimitError
+		require.True(t, errors.As(err, &rl))
+		assert.Equal(t, 500*time.Millisecond, rl.RetryAfter)
+		after, err := s.History(ctx, "g-1", "", MaxHistoryLimit)
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "a refused say stores nothing")
+		msgs2, _, err := s.Counters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, msgs, msgs2, "nor counts")
+	})
+
+	t.Run("the bucket is per lobby", func(t *testing.T) {
+		_, err := s.Send(ctx, "h-1", "alice", "elsewhere", opt)
+		assert.NoError(t, err)
+	})
+
+	t.Run("a token comes back at the rate", func(t *testing.T) {
+		clock.Advance(400 * time.Millisecond)
+		_, err := s.Send(ctx, "g-1", "alice", "still too fast", opt)
+		var rl *RateLimitError
+		require.True(t, errors.As(err, &rl))
+		assert.Equal(t, 100*time.Millisecond, rl.RetryAfter)
+		clock.Advance(100 * time.Millisecond)
+		_, err = s.Send(ctx, "g-1", "alice", "now", opt)
+		assert.NoError(t, err)
+	})
+
+	t.Run("the bucket key expires when it would be full again", func(t *testing.T) {
+		ttl := r.Client.PTTL(ctx, rateKey(s.ks, "g", "alice")).Val()
+		assert.Greater(t, ttl, time.Duration(0))
+		assert.LessOrEqual(t, ttl, 1500*time.Millisecond, "3 tokens at 2/s")
+	})
+
+	t.Run("no limit without a rate; a refused say for want of a seat costs no token", func(t *testing.T) {
+		for range 10 {
+			_, err := s.Send(ctx, "g-1", "alice", "unlimited", SendOptions{})
+			require.NoError(t, err)
+		}
+		for range 5 {
+			_, err := s.Send(ctx, "g-1", "bob", "no seat", SendOptions{Rate: 1, Burst: 1})
+			require.ErrorIs(t, err, ErrNotSeated)
+		}
+		_, err := s.Join(ctx, "g", "bob", ws1)
+		require.NoError(t, err)
+		_, err = s.Send(ctx, "g-1", "bob", "first", SendOptions{Rate: 1, Burst: 1})
+		assert.NoError(t, err)
+	})
+}
+
+func TestNormalizeID(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"1796114764962-1", "1796114764962-000001"},
+		{"1796114764962-000001", "1796114764962-000001"},
+		{"1-0", "0000000000001-000000"},
+	} {
+		got, err := NormalizeID(tt.in)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, got)
+	}
+	for _, bad := range []string{"", "x", "1-", "-1", "1-2-3", "1_2"} {
+		_, err := NormalizeID(bad)
+		assert.ErrorIs(t, err, ErrBadID, "%q", bad)
+	}
+}
+
+func TestShardedPubSubOnACluster(t *testing.T) {
+	t.Parallel()
+	r := redistest.Cluster(t)
+	ctx := context.Background()
+	ss := nodes(t, r, 2, Config{ShardedPubSub: true})
+	for _, lobby := range []string{"a", "b", "c", "d", "e", "f"} { // spread over the masters
+		room, err := ss[0].Join(ctx, lobby, "alice", ws1)
+		require.NoError(t, err)
+		// SSUBSCRIBE goes to the master that owns the channel's slot — the
+		// lobby's — which is where the script's SPUBLISH runs.
+		ps := r.NewClient(t).(*redis.ClusterClient).SSubscribe(ctx, ss[1].Channel(room.ID))
+		_, err = ps.Receive(ctx)
+		require.NoError(t, err)
+		events := ps.Channel()
+
+		res, err := ss[1].Send(ctx, room.ID, "alice", "hello "+room.ID, SendOptions{Rate: 10, Burst: 10})
+		require.NoError(t, err)
+		e := nextEvent(t, events)
+		assert.Equal(t, res.Message, *e.Message)
+		_, err = ss[1].Join(ctx, lobby, "bob", ws1)
+		require.NoError(t, err)
+		assert.Equal(t, Event{Type: EventPresence, Room: room.ID, User: "bob", State: StateJoined}, nextEvent(t, events))
+		freed, err := ss[0].Detach(ctx, room.ID, "bob", ws1.ID)
+		require.NoError(t, err)
+		assert.True(t, freed)
+		assert.Equal(t, Event{Type: EventPresence, Room: room.ID, User: "bob", State: StateLeft}, nextEvent(t, events))
+		require.NoError(t, ps.Close())
+	}
+}
