@@ -193,14 +193,30 @@ func TestFanoutOnBareHub(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, r.Rooms)
 		assert.Equal(t, 50, r.MaxMembers)
+		assert.Equal(t, 8, r.Senders, "4 per room")
 		assert.True(t, r.Lossless(), "%+v", r)
 		assert.Positive(t, r.Delivered)
 	})
-	t.Run("fixed-rate run records a latency per delivery", func(t *testing.T) {
-		r, err := b.fanout(ctx, fanSpec{label: "fixed", targets: []string{p.URL}, clients: 20, rate: 100, dur: 300 * time.Millisecond})
+	t.Run("one room of 120 with 8 senders loses nothing", func(t *testing.T) {
+		r, err := b.fanout(ctx, fanSpec{label: "one room", targets: []string{p.URL}, clients: 120, roomSize: 120, senders: 8, window: 4, dur: 300 * time.Millisecond})
+		require.NoError(t, err)
+		assert.Equal(t, 1, r.Rooms)
+		assert.Equal(t, 8, r.Senders)
+		assert.True(t, r.Lossless(), "%+v", r)
+		assert.Equal(t, r.Acked*120, r.Delivered)
+		assert.GreaterOrEqual(t, r.GenCPU, 0.0, "this process's CPU is readable")
+	})
+	t.Run("fixed-rate run samples latency and times acks", func(t *testing.T) {
+		r, err := b.fanout(ctx, fanSpec{label: "fixed", targets: []string{p.URL}, clients: 20, rate: 100, sample: 1, dur: 300 * time.Millisecond})
 		require.NoError(t, err)
 		assert.True(t, r.Lossless(), "%+v", r)
-		assert.Equal(t, int(r.Delivered), r.Lat.N)
+		assert.Equal(t, int(r.Delivered), r.Lat.N, "sample 1: every delivery")
+		assert.Equal(t, int(r.Acked), r.AckLat.N)
+		assert.Positive(t, r.AckLat.P50)
+		r, err = b.fanout(ctx, fanSpec{label: "fixed", targets: []string{p.URL}, clients: 20, rate: 100, dur: 300 * time.Millisecond})
+		require.NoError(t, err)
+		assert.True(t, r.Lossless(), "%+v", r)
+		assert.InDelta(t, r.Delivered/16, r.Lat.N, 21, "1 in 16 per member")
 	})
 }
 

@@ -9,11 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/fasthttp/websocket"
 )
 
 // API is the HTTP client every scenario and anchor uses: net/http with
@@ -187,86 +184,6 @@ func decodeFrame(p []byte, f *Frame) error {
 	}
 	return nil
 }
-
-// WS is one WebSocket client connection. Send is safe for concurrent use;
-// Read must be called from one goroutine.
-type WS struct {
-	c   *websocket.Conn
-	wmu sync.Mutex
-}
-
-var dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 4096, WriteBufferSize: 4096}
-
-// dialWS opens base's /ws with token and reads the hello frame.
-func dialWS(ctx context.Context, base, token string) (*WS, Frame, error) {
-	u := "ws" + strings.TrimPrefix(base, "http") + "/ws?token=" + token
-	c, resp, err := dialer.DialContext(ctx, u, nil)
-	if err != nil {
-		if resp != nil {
-			err = fmt.Errorf("%w (HTTP %d)", err, resp.StatusCode)
-		}
-		return nil, Frame{}, fmt.Errorf("dial %s: %w", base, err)
-	}
-	w := &WS{c: c}
-	var f Frame
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := w.Read(&f); err != nil {
-		c.Close()
-		return nil, f, fmt.Errorf("hello from %s: %w", base, err)
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	if f.Type != "hello" {
-		c.Close()
-		return nil, f, fmt.Errorf("first frame from %s is %q, not hello", base, f.Type)
-	}
-	return w, f, nil
-}
-
-// Send writes v as one JSON text frame.
-func (w *WS) Send(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	_ = w.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	return w.c.WriteMessage(websocket.TextMessage, b)
-}
-
-// Read reads and decodes the next frame.
-func (w *WS) Read(f *Frame) error {
-	_, p, err := w.c.ReadMessage()
-	if err != nil {
-		return err
-	}
-	return decodeFrame(p, f)
-}
-
-// Join sends a join for lobby and reads until the joined frame (before any
-// reader goroutine runs).
-func (w *WS) Join(lobby string) (Room, error) {
-	if err := w.Send(map[string]string{"type": "join", "lobby": lobby}); err != nil {
-		return Room{}, err
-	}
-	_ = w.c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	defer w.c.SetReadDeadline(time.Time{})
-	for {
-		var f Frame
-		if err := w.Read(&f); err != nil {
-			return Room{}, fmt.Errorf("join %s: %w", lobby, err)
-		}
-		switch f.Type {
-		case "joined":
-			return f.Room, nil
-		case "error":
-			return Room{}, fmt.Errorf("join %s: %s: %s", lobby, f.Code, f.ErrText)
-		}
-	}
-}
-
-// Close closes the connection.
-func (w *WS) Close() error { return w.c.Close() }
 
 // parallel runs f(i) for i in [0,n) on k goroutines and returns the first
 // error; it stops handing out work after an error or when ctx ends.

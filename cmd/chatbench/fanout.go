@@ -5,23 +5,32 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // fanSpec is one fan-out run: clients spread round-robin over targets, all
-// in one fresh lobby (rooms of 50), each sending either as fast as its
-// window allows (rate 0: saturated) or at rate/clients says per second.
+// in one fresh lobby whose rooms hold roomSize members; the first senders
+// members of each room send, either as fast as their window allows (rate 0:
+// saturated) or together at rate says per second.
 type fanSpec struct {
-	label   string
-	targets []string
-	clients int
-	rate    float64 // total says per second; 0 = saturated
-	window  int     // saturated: says in flight per client (own echo not yet seen)
-	dur     time.Duration
+	label    string
+	targets  []string
+	clients  int
+	roomSize int     // members per room: chatd's room.capacity (set by the caller), the hub's ?cap=
+	senders  int     // senders per room
+	rate     float64 // total says per second; 0 = saturated
+	window   int     // saturated: says in flight per sender (own echo not yet seen)
+	dur      time.Duration
+	sample   int    // fixed rate: one latency sample per sample deliveries per member (default 16)
+	pids     []int  // server processes whose CPU the run reports (unknown: none)
+	redisPid int    // the Redis process, 0 if unknown
+	redis    string // fixed rate: Redis address to PING during the run ("" for none)
 }
 
 // fanResult is what one run measured.
@@ -34,35 +43,59 @@ type fanResult struct {
 	Skipped         int64   `json:"skipped"`
 	Expected        int64   `json:"expected"`
 	Delivered       int64   `json:"delivered"`
+	Duplicates      int64   `json:"duplicates"`
+	OutOfOrder      int64   `json:"out_of_order"`
 	Dropped         int64   `json:"dropped"`
 	Rooms           int     `json:"rooms"`
 	MaxMembers      int     `json:"max_members"`
+	Senders         int     `json:"senders"`
 	Lat             Summary `json:"latency"`
-	FirstError      string  `json:"first_error,omitempty"`
+	AckLat          Summary `json:"ack_latency"`
+	PingLat         Summary `json:"redis_ping_latency"`
+	// CPU during the measured span, in cores (1 = one core all the time;
+	// -1 unknown): chatbench itself, the server processes, Redis.
+	GenCPU     float64 `json:"generator_cpu_cores"`
+	ServerCPU  float64 `json:"server_cpu_cores"`
+	RedisCPU   float64 `json:"redis_cpu_cores"`
+	FirstError string  `json:"first_error,omitempty"`
 }
 
 // Lossless reports delivered = acked × members, every say acked, no client
-// dropped.
+// dropped, nothing delivered twice or out of order.
 func (r fanResult) Lossless() bool {
-	return r.Delivered == r.Expected && r.Acked == r.Sent && r.Dropped == 0 && r.Refused == 0
+	return r.Delivered == r.Expected && r.Acked == r.Sent && r.Dropped == 0 && r.Refused == 0 &&
+		r.Duplicates == 0 && r.OutOfOrder == 0
 }
 
+// fanClient is one member. Its reader goroutine owns the counters it adds
+// to (atomics only because the run polls them) and the latency slices; the
+// sender goroutine owns sbuf.
 type fanClient struct {
-	i     int
-	ws    *WS
-	room  string
-	phase *atomic.Int32
+	i      int
+	ws     *WS
+	room   string
+	sender bool
+	phase  *atomic.Int32
+	sample int
+	recLat bool
 
 	sent, acked, refused, skipped, own atomic.Int64
 	delivered                          [2]atomic.Int64
+	dups, disorder                     atomic.Int64
 	win                                chan struct{}
-	lat                                []int64 // reader goroutine only
+	n                                  int     // reader: phase-1 deliveries, for sampling
+	lat, ackLat                        []int64 // reader only
+	last                               []seqAt // reader only: last seq seen per sender
+	sbuf                               []byte  // sender only
 	dropped                            atomic.Bool
 	started                            bool
 	done                               chan struct{}
 	errMu                              sync.Mutex
 	err                                string
 }
+
+// seqAt is the last sequence number a member saw from one sender.
+type seqAt struct{ sender, seq int }
 
 func (c *fanClient) fail(s string) {
 	c.errMu.Lock()
@@ -72,40 +105,37 @@ func (c *fanClient) fail(s string) {
 	c.errMu.Unlock()
 }
 
-// read is the client's reader: it decodes every frame, counts messages by
-// phase, records latency from the send time in the text, and returns a
-// window slot when it sees its own message.
-func (c *fanClient) read(recordLat bool) {
+// read is the member's reader: one event at a time (several may share a
+// frame), found by byte scanning; it counts deliveries by phase, checks
+// each sender's sequence (no duplicate, no reordering), samples latency
+// from the send time in the text, and returns a window slot when it sees
+// its own message. It reads the clock only for a sample.
+func (c *fanClient) read() {
 	defer close(c.done)
-	var f Frame
 	for {
-		if err := c.ws.Read(&f); err != nil {
+		ev, err := c.ws.NextEvent()
+		if err != nil {
 			if c.phase.Load() < 3 {
 				c.dropped.Store(true)
 				c.fail(err.Error())
 			}
 			return
 		}
-		now := time.Now().UnixNano()
-		switch f.Type {
+		switch string(eventType(ev)) {
 		case "message":
-			// text: "fb <phase> <sender> <unix ns>"
-			fs := strings.Fields(f.Msg.Text)
-			if len(fs) != 4 || fs[0] != "fb" {
+			m, ok := parseFanText(ev)
+			if !ok || m.phase > 1 {
 				continue
 			}
-			ph, _ := strconv.Atoi(fs[1])
-			if ph < 0 || ph > 1 {
-				continue
-			}
-			c.delivered[ph].Add(1)
-			sender, _ := strconv.Atoi(fs[2])
-			if ph == 1 && recordLat {
-				if ts, err := strconv.ParseInt(fs[3], 10, 64); err == nil {
-					c.lat = append(c.lat, now-ts)
+			c.delivered[m.phase].Add(1)
+			if m.phase == 1 {
+				c.order(m.sender, m.seq)
+				c.n++
+				if c.recLat && c.n%c.sample == 0 {
+					c.lat = append(c.lat, time.Now().UnixNano()-m.ns)
 				}
 			}
-			if sender == c.i {
+			if m.sender == c.i {
 				c.own.Add(1)
 				select {
 				case c.win <- struct{}{}:
@@ -113,11 +143,19 @@ func (c *fanClient) read(recordLat bool) {
 				}
 			}
 		case "ack":
-			if strings.HasPrefix(f.Ref, "p1-") {
+			if ph, _, ns, ok := parseRef(ev); ok && ph == 1 {
 				c.acked.Add(1)
+				if c.recLat {
+					c.ackLat = append(c.ackLat, time.Now().UnixNano()-ns)
+				}
 			}
 		case "error":
-			if strings.HasPrefix(f.Ref, "p1-") {
+			var f Frame
+			if err := decodeFrame(ev, &f); err != nil {
+				c.fail(err.Error())
+				continue
+			}
+			if ph, _, _, ok := parseRef(ev); ok && ph == 1 {
 				c.refused.Add(1)
 			}
 			c.fail(f.Code + ": " + f.ErrText)
@@ -125,9 +163,63 @@ func (c *fanClient) read(recordLat bool) {
 	}
 }
 
+// order checks that sender's says arrive once each and in the order sent
+// (their seq strictly rises; gaps are skipped sends).
+func (c *fanClient) order(sender, seq int) {
+	for i := range c.last {
+		if c.last[i].sender == sender {
+			switch last := c.last[i].seq; {
+			case seq == last:
+				c.dups.Add(1)
+			case seq < last:
+				c.disorder.Add(1)
+			default:
+				c.last[i].seq = seq
+			}
+			return
+		}
+	}
+	c.last = append(c.last, seqAt{sender, seq})
+}
+
+// sayPad is the padding that makes a fan-out say's text 100 bytes.
+var sayPad = func() []byte {
+	b := make([]byte, 100)
+	for i := range b {
+		b[i] = 'x'
+	}
+	return b
+}()
+
+// say sends say number k of phase: its text carries the sender, k and the
+// send time (padded to 100 bytes), its ref the phase, k and the send time.
+// Built by hand in the sender's buffer: no map, no json.Marshal.
 func (c *fanClient) say(phase, k int) error {
-	text := "fb " + strconv.Itoa(phase) + " " + strconv.Itoa(c.i) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
-	err := c.ws.Send(map[string]string{"type": "say", "room": c.room, "text": text, "ref": "p" + strconv.Itoa(phase) + "-" + strconv.Itoa(k)})
+	now := time.Now().UnixNano()
+	b := append(c.sbuf[:0], `{"type":"say","room":"`...)
+	b = append(b, c.room...)
+	b = append(b, `","text":"fb `...)
+	t0 := len(b) - 3
+	b = strconv.AppendInt(b, int64(phase), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(c.i), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, now, 10)
+	b = append(b, ' ')
+	if n := 100 - (len(b) - t0); n > 0 {
+		b = append(b, sayPad[:n]...)
+	}
+	b = append(b, `","ref":"p`...)
+	b = strconv.AppendInt(b, int64(phase), 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, now, 10)
+	b = append(b, `"}`...)
+	c.sbuf = b
+	err := c.ws.SendText(b)
 	if err == nil && phase == 1 {
 		c.sent.Add(1)
 	}
@@ -137,6 +229,18 @@ func (c *fanClient) say(phase, k int) error {
 // fanout runs one fan-out measurement.
 func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	var res fanResult
+	if s.roomSize <= 0 {
+		s.roomSize = 50
+	}
+	if s.senders <= 0 {
+		s.senders = 4
+	}
+	if s.window <= 0 {
+		s.window = 1
+	}
+	if s.sample <= 0 {
+		s.sample = 16
+	}
 	tag := b.tag("f")
 	lobby := "fo-" + tag
 	var phase atomic.Int32
@@ -159,11 +263,12 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		if err != nil {
 			return err
 		}
-		ws, _, err := dialWS(ctx, base, tok)
+		ws, _, err := dialWS(ctx, base, tok, url.Values{"cap": {strconv.Itoa(s.roomSize)}})
 		if err != nil {
 			return err
 		}
-		c := &fanClient{i: i, ws: ws, phase: &phase, win: make(chan struct{}, max(1, s.window)), done: make(chan struct{})}
+		c := &fanClient{i: i, ws: ws, phase: &phase, sample: s.sample, recLat: s.rate > 0,
+			win: make(chan struct{}, s.window), done: make(chan struct{})}
 		cs[i] = c
 		room, err := ws.Join(lobby)
 		if err != nil {
@@ -171,32 +276,38 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		}
 		c.room = room.ID
 		c.started = true
-		go c.read(s.rate > 0)
+		go c.read()
 		return nil
 	})
 	if err != nil {
 		return res, fmt.Errorf("%s: set up: %w", s.label, err)
 	}
 	members := map[string]int{}
-	first := map[string]*fanClient{}
+	var senders []*fanClient
 	for _, c := range cs {
 		members[c.room]++
-		if first[c.room] == nil {
-			first[c.room] = c
-		}
-		for range s.window {
-			c.win <- struct{}{}
+		if members[c.room] <= s.senders {
+			c.sender = true
+			senders = append(senders, c)
+			for range s.window {
+				c.win <- struct{}{}
+			}
 		}
 	}
-	res.Rooms = len(members)
+	res.Rooms, res.Senders = len(members), len(senders)
 	for _, n := range members {
 		res.MaxMembers = max(res.MaxMembers, n)
 	}
 	// warm up: one say per room, wait until every member has it, so every
 	// subscription is live before the clock starts
 	var warmWant int64
-	for r, c := range first {
-		warmWant += int64(members[r])
+	warmed := map[string]bool{}
+	for _, c := range senders {
+		if warmed[c.room] {
+			continue
+		}
+		warmed[c.room] = true
+		warmWant += int64(members[c.room])
 		if err := c.say(0, 0); err != nil {
 			return res, fmt.Errorf("%s: warm-up say: %w", s.label, err)
 		}
@@ -206,13 +317,21 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 			sum(cs, func(c *fanClient) int64 { return c.delivered[0].Load() }), warmWant)
 	}
 
-	b.prog.Say("%s: %d clients in %d rooms, %s for %s", s.label, s.clients, res.Rooms, rateName(s.rate), s.dur)
+	b.prog.Say("%s: %d clients in %d rooms, %d senders, %s for %s", s.label, s.clients, res.Rooms, len(senders), rateName(s.rate), s.dur)
 	phase.Store(1)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var pings Lat
+	if s.redis != "" && s.rate > 0 {
+		rc := redis.NewClient(&redis.Options{Addr: s.redis, PoolSize: 1})
+		defer rc.Close()
+		_ = rc.Ping(ctx).Err() // connect before the clock starts
+		wg.Go(func() { pingLoop(ctx, rc, stop, &pings) })
+	}
+	cpu := startCPU(append([]int{0, s.redisPid}, s.pids...)...)
 	t0 := time.Now()
 	end := t0.Add(s.dur)
-	for _, c := range cs {
+	for _, c := range senders {
 		wg.Go(func() {
 			if s.rate <= 0 {
 				for k := 0; ; k++ {
@@ -227,15 +346,18 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 					}
 				}
 			}
-			iv := time.Duration(float64(time.Second) * float64(s.clients) / s.rate)
+			iv := time.Duration(float64(time.Second) * float64(len(senders)) / s.rate)
 			off := time.Duration(rand.Int64N(int64(iv)))
+			t := time.NewTimer(time.Hour)
+			defer t.Stop()
 			for k := 0; ; k++ {
 				at := t0.Add(off + time.Duration(k)*iv)
 				if !at.Before(end) {
 					return
 				}
+				t.Reset(time.Until(at))
 				select {
-				case <-time.After(time.Until(at)):
+				case <-t.C:
 				case <-stop:
 					return
 				}
@@ -254,9 +376,24 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	case <-time.After(s.dur):
 	case <-ctx.Done():
 	}
-	close(stop)
-	elapsed := time.Since(t0)
 	res.Delivered = sum(cs, func(c *fanClient) int64 { return c.delivered[1].Load() })
+	elapsed := time.Since(t0)
+	close(stop)
+	cores := cpu.cores()
+	res.GenCPU, res.RedisCPU, res.ServerCPU = cores[0], cores[1], -1
+	if s.redisPid == 0 {
+		res.RedisCPU = -1
+	}
+	if len(s.pids) > 0 {
+		res.ServerCPU = 0
+		for _, v := range cores[2:] {
+			if v < 0 {
+				res.ServerCPU = -1
+				break
+			}
+			res.ServerCPU += v
+		}
+	}
 	res.DeliveredPerSec = float64(res.Delivered) / elapsed.Seconds()
 	b.prog.Say("%s: stopping senders after %s", s.label, elapsed.Truncate(time.Millisecond))
 	wg.Wait()
@@ -269,7 +406,7 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	b.prog.Say("%s: draining", s.label)
 	expected := func() int64 {
 		var e int64
-		for _, c := range cs {
+		for _, c := range senders {
 			e += c.acked.Load() * int64(members[c.room])
 		}
 		return e
@@ -277,7 +414,7 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	last, lastAt := int64(-1), time.Now()
 	for ctx.Err() == nil {
 		d := sum(cs, func(c *fanClient) int64 { return c.delivered[1].Load() })
-		a := sum(cs, func(c *fanClient) int64 { return c.acked.Load() + c.refused.Load() })
+		a := sum(senders, func(c *fanClient) int64 { return c.acked.Load() + c.refused.Load() })
 		if d >= expected() && a >= res.Sent {
 			break
 		}
@@ -288,6 +425,8 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// a moment more: a duplicate would arrive after the count is reached
+	time.Sleep(50 * time.Millisecond)
 	res.Expected = expected()
 	res.Delivered = sum(cs, func(c *fanClient) int64 { return c.delivered[1].Load() })
 	res.Acked = sum(cs, func(c *fanClient) int64 { return c.acked.Load() })
@@ -309,15 +448,39 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		c.ws.Close()
 		<-c.done
 	}
+	res.Duplicates = sum(cs, func(c *fanClient) int64 { return c.dups.Load() })
+	res.OutOfOrder = sum(cs, func(c *fanClient) int64 { return c.disorder.Load() })
 	b.prog.Say("%s: closed", s.label)
 	if s.rate > 0 {
-		var lat Lat
+		var lat, ack Lat
 		for _, c := range cs {
 			lat.AddAll(c.lat)
+			ack.AddAll(c.ackLat)
 		}
-		res.Lat = lat.Summary()
+		res.Lat, res.AckLat, res.PingLat = lat.Summary(), ack.Summary(), pings.Summary()
 	}
 	return res, nil
+}
+
+// pingLoop sends one PING every 5 ms on rc's single connection until stop,
+// recording each round trip: what one Redis round trip costs under the
+// run's load.
+func pingLoop(ctx context.Context, rc *redis.Client, stop <-chan struct{}, into *Lat) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+		t0 := time.Now()
+		if rc.Ping(ctx).Err() == nil {
+			into.Add(time.Since(t0))
+		}
+	}
 }
 
 func rateName(rate float64) string {

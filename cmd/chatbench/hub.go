@@ -31,6 +31,7 @@ const (
 type hubClient struct {
 	conn *websocket.Conn
 	user string
+	cap  int // seats per room, from ?cap= (default hubCapacity)
 	send chan []byte
 	done chan struct{}
 	once sync.Once
@@ -87,7 +88,10 @@ func runHub(ctx context.Context, addr, redisAddr, node string) error {
 }
 
 func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
-	c := &hubClient{conn: conn, user: conn.Query("token"), send: make(chan []byte, hubQueue), done: make(chan struct{})}
+	c := &hubClient{conn: conn, user: conn.Query("token"), cap: hubCapacity, send: make(chan []byte, hubQueue), done: make(chan struct{})}
+	if n, err := strconv.Atoi(conn.Query("cap")); err == nil && n > 0 {
+		c.cap = n
+	}
 	var joined []string
 	defer func() {
 		c.close()
@@ -158,7 +162,8 @@ func (h *hub) write(c *hubClient) {
 	}
 }
 
-// join gives c a seat: the n-th seat of a lobby is in room ceil(n/50).
+// join gives c a seat: the n-th seat of a lobby is in room ceil(n/cap)
+// (cap: the connection's ?cap=, 50 by default, like chatd's room.capacity).
 func (h *hub) join(ctx context.Context, c *hubClient, lobby string) (Room, error) {
 	var n int
 	if h.rdb != nil {
@@ -173,8 +178,8 @@ func (h *hub) join(ctx context.Context, c *hubClient, lobby string) (Room, error
 		n = h.seats[lobby]
 		h.mu.Unlock()
 	}
-	seq := (n-1)/hubCapacity + 1
-	room := Room{ID: lobby + "-" + strconv.Itoa(seq), Lobby: lobby, Seq: seq, Capacity: hubCapacity, Members: []string{c.user}}
+	seq := (n-1)/c.cap + 1
+	room := Room{ID: lobby + "-" + strconv.Itoa(seq), Lobby: lobby, Seq: seq, Capacity: c.cap, Members: []string{c.user}}
 	h.mu.Lock()
 	m := h.rooms[room.ID]
 	if m == nil {

@@ -31,8 +31,12 @@ import (
 	"time"
 )
 
-// allScenarios is every scenario, in run order.
+// allScenarios is every scenario a run makes by default, in run order.
 var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", "settings", "idle"}
+
+// extraScenarios run only when named: anchorcheck is the fan-out's anchor
+// check alone (A4 against A4 with twice the senders, and the CPU split).
+var extraScenarios = []string{"anchorcheck"}
 
 // Options are chatbench's flags.
 type Options struct {
@@ -50,6 +54,10 @@ type Options struct {
 	Clients   []int
 	Quiet     bool
 	Keep      bool
+	Senders   int
+	Window    int
+	Strict    bool
+	WSBatch   bool
 
 	// hidden: serve a bare hub (chatbench starts itself this way)
 	serveHub string
@@ -67,23 +75,68 @@ func (o Options) scale(full, quick int) int {
 
 func (o Options) has(s string) bool { return slices.Contains(o.Scenarios, s) }
 
+// usageHead is what -h prints before the flags.
+const usageHead = `usage: chatbench [flags]   (run from the chatd checkout; needs redis-server and redis-benchmark)
+
+Measures chatd against the limits of this machine (bare hubs, raw Redis),
+measured in the same run, and prints each figure as a ratio to its anchor,
+then the goals met and missed.
+
+examples:
+  go run ./cmd/chatbench -quick                                  # every scenario, ~2 minutes
+  go run ./cmd/chatbench -quick -nodes 1 -scenarios fanout       # quick fan-out: bare hub vs chatd
+  go run ./cmd/chatbench -scenarios anchorcheck -nodes 1 -clients 200  # is the bare hub the limit, not chatbench?
+  go run ./cmd/chatbench -json -strict > bench.json              # full run (~10 min); exit 1 on a missed goal
+
+flags:
+`
+
+// hiddenFlags are chatbench's internal flags (it starts itself with them
+// to serve a bare hub): they work, but -h does not list them.
+var hiddenFlags = map[string]bool{"serve-hub": true, "hub-redis": true, "hub-node": true}
+
+// printUsage writes usageHead and every flag but the hidden ones.
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	fs.VisitAll(func(f *flag.Flag) {
+		if hiddenFlags[f.Name] {
+			return
+		}
+		typ, usage := flag.UnquoteUsage(f)
+		line := "  -" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			line += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
 // ParseFlags reads args into Options.
 func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	var o Options
 	fs := flag.NewFlagSet("chatbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { printUsage(fs, stderr) }
 	fs.IntVar(&o.Nodes, "nodes", 3, "chatd nodes to start (1 or 3); ignored with -targets")
 	fs.BoolVar(&o.Quick, "quick", false, "smaller sizes, fewer and shorter repeats (~2 minutes)")
 	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout instead of a markdown table")
 	fs.StringVar(&o.Redis, "redis", "", "host:port of a Redis to use instead of starting a private redis-server (it must be the one -targets use)")
 	targets := fs.String("targets", "", "comma-separated chatd base URLs (http://127.0.0.1:8080,…) instead of starting chatd nodes; needs -redis")
-	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated subset of: "+strings.Join(allScenarios, ","))
+	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios: "+strings.Join(allScenarios, ",")+" (the default), or also "+strings.Join(extraScenarios, ","))
 	fs.IntVar(&o.Repeats, "repeats", 0, "interleaved repeats per comparison (default 5, -quick 2)")
 	fs.DurationVar(&o.Dur, "dur", 0, "length of one measured run (default 3s, -quick 1s)")
 	fs.StringVar(&o.Chatd, "chatd", "", "chatd binary to start (default: go build ./cmd/chatd into tmp/chatd)")
 	fs.StringVar(&o.Admin, "admin-token", "adm", "admin bearer token of the chatd nodes")
 	fs.StringVar(&o.Secret, "secret", "chatbench-secret-0123456789abcdef", "session secret given to the chatd nodes chatbench starts")
-	clients := fs.String("clients", "", "fan-out client counts, comma-separated (default 200,2000; -quick 200)")
+	clients := fs.String("clients", "", "fan-out member counts, comma-separated (default 200,2000; -quick 200); up to 200 share one room, more fill rooms of 50")
+	fs.IntVar(&o.Senders, "senders", 4, "fan-out: members per room that send")
+	fs.IntVar(&o.Window, "window", 16, "fan-out, saturated: says each sender keeps in flight")
+	fs.BoolVar(&o.WSBatch, "ws-batch", true, "open WebSockets with ?batch=1 (a server may then send several events per frame)")
+	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any goal or check is missed")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&o.Keep, "keep-logs", false, "keep the process logs directory even after a clean run")
 	fs.StringVar(&o.serveHub, "serve-hub", "", "internal: serve a bare hub on this address")
@@ -122,8 +175,8 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		if !slices.Contains(allScenarios, s) {
-			return o, fmt.Errorf("-scenarios: unknown %q (have %s)", s, strings.Join(allScenarios, ","))
+		if !slices.Contains(allScenarios, s) && !slices.Contains(extraScenarios, s) {
+			return o, fmt.Errorf("-scenarios: unknown %q (have %s)", s, strings.Join(append(slices.Clone(allScenarios), extraScenarios...), ","))
 		}
 		o.Scenarios = append(o.Scenarios, s)
 	}
@@ -139,6 +192,9 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 		} else {
 			*clients = "200,2000"
 		}
+	}
+	if o.Senders < 1 || o.Window < 1 {
+		return o, errors.New("-senders and -window: expected at least 1")
 	}
 	for _, c := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -240,6 +296,8 @@ func (b *Bench) scenario(ctx context.Context, s string) error {
 		return b.scenarioAnchors(ctx)
 	case "fanout":
 		return b.scenarioFanout(ctx)
+	case "anchorcheck":
+		return b.scenarioAnchorCheck(ctx)
 	case "join":
 		return b.scenarioJoin(ctx)
 	case "leaderboard":
@@ -304,20 +362,27 @@ func main() {
 		}
 		return
 	}
+	wsBatch = opt.WSBatch
 	b := &Bench{opt: opt}
 	err = b.Run(ctx)
 	b.Close(err != nil)
 	if b.rep != nil {
 		b.rep.Machine["mode"] = map[bool]string{true: "quick", false: "full"}[opt.Quick] +
 			fmt.Sprintf(", %d repeats × %s", opt.Repeats, opt.Dur)
+		b.rep.summarize()
 		if opt.JSON {
 			_ = b.rep.WriteJSON(os.Stdout)
+			b.rep.WriteGoals(os.Stderr) // the closing summary, beside the JSON
 		} else {
-			b.rep.WriteTable(os.Stdout)
+			b.rep.WriteTable(os.Stdout) // ends with the closing summary
 		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chatbench:", err)
+		os.Exit(1)
+	}
+	if opt.Strict && b.rep != nil && b.rep.Missed() > 0 {
+		fmt.Fprintf(os.Stderr, "chatbench: -strict: %d goal(s) missed\n", b.rep.Missed())
 		os.Exit(1)
 	}
 }

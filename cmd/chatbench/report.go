@@ -106,6 +106,7 @@ type Report struct {
 	Rows     []*Row            `json:"rows"`
 	Checks   []Check           `json:"checks"`
 	Errors   []string          `json:"errors,omitempty"`
+	Goals    []Goal            `json:"goals"`
 
 	mu sync.Mutex
 }
@@ -137,8 +138,70 @@ func (rp *Report) fail(scenario string, err error) {
 	rp.mu.Unlock()
 }
 
+// Goal is one line of the closing summary: a row with a goal, a check, or
+// an error (always missed).
+type Goal struct {
+	What string `json:"what"`
+	Want string `json:"want,omitempty"`
+	Got  string `json:"got,omitempty"`
+	Met  bool   `json:"met"`
+}
+
+// summarize fills Goals from the rows with a goal, the checks and the
+// errors, in report order.
+func (rp *Report) summarize() {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.Goals = rp.Goals[:0]
+	for _, r := range rp.Rows {
+		if r.OK == nil {
+			continue
+		}
+		got := fmtNum(r.Median) + " " + r.Unit
+		if r.Anchor != "" {
+			got = fmt.Sprintf("ratio %s (%s vs %s %s)", fmtNum(r.RatioMedian), fmtNum(r.Median), fmtNum(r.AnchorMedian), r.Unit)
+		}
+		rp.Goals = append(rp.Goals, Goal{What: r.Scenario + ": " + r.Metric, Want: r.Goal, Got: got, Met: *r.OK})
+	}
+	for _, c := range rp.Checks {
+		rp.Goals = append(rp.Goals, Goal{What: c.Scenario + ": " + c.What, Met: c.OK})
+	}
+	for _, e := range rp.Errors {
+		rp.Goals = append(rp.Goals, Goal{What: "error: " + e})
+	}
+}
+
+// Missed counts the goals missed (after summarize).
+func (rp *Report) Missed() int {
+	n := 0
+	for _, g := range rp.Goals {
+		if !g.Met {
+			n++
+		}
+	}
+	return n
+}
+
+// WriteGoals writes the closing summary: the goals missed, then those met.
+func (rp *Report) WriteGoals(w io.Writer) {
+	fmt.Fprintf(w, "\n## Goals: %d met, %d missed\n", len(rp.Goals)-rp.Missed(), rp.Missed())
+	for _, met := range []bool{false, true} {
+		for _, g := range rp.Goals {
+			if g.Met != met {
+				continue
+			}
+			line := map[bool]string{true: "- met:    ", false: "- MISSED: "}[met] + g.What
+			if g.Want != "" {
+				line += " — want " + g.Want + ", got " + g.Got
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
 // WriteJSON writes the report as indented JSON.
 func (rp *Report) WriteJSON(w io.Writer) error {
+	rp.summarize()
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
 	return e.Encode(sanitize(rp))
@@ -161,6 +224,7 @@ func sanitize(rp *Report) *Report {
 
 // WriteTable writes the report as markdown: machine, one table, checks.
 func (rp *Report) WriteTable(w io.Writer) {
+	rp.summarize()
 	fmt.Fprintf(w, "## chatbench %s\n\n", rp.Started.Format(time.RFC3339))
 	for _, k := range []string{"cpu", "nproc", "go", "redis", "nodes", "mode"} {
 		if v, ok := rp.Machine[k]; ok {
@@ -209,6 +273,7 @@ func (rp *Report) WriteTable(w io.Writer) {
 	for _, e := range rp.Errors {
 		fmt.Fprintf(w, "\nerror: %s\n", e)
 	}
+	rp.WriteGoals(w)
 }
 
 // fmtNum prints a figure with a precision fit for a table: thousands

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -111,30 +113,71 @@ func procURLs(ps []*Proc) []string {
 type fanVariant struct {
 	name    string
 	targets []string
+	senders int // senders per room; 0: the run's -senders
+}
+
+// roomSizeFor is the room size of a fan-out with n members: up to 200
+// members share one room (the largest single-room fan-out), more fill rooms
+// of 50 (chatd's default room.capacity).
+func roomSizeFor(n int) int {
+	if n <= 200 {
+		return n
+	}
+	return 50
+}
+
+// fanSetup lifts chatd's message rate limit for the fan-out and returns
+// how to restore it and room.capacity.
+func (b *Bench) fanSetup(ctx context.Context) (restore func(), err error) {
+	t0 := b.w.Targets[0]
+	if _, err := b.api.SetSetting(ctx, t0, "rate.messages_per_second", 10000); err != nil {
+		return nil, fmt.Errorf("lift the message rate limit for the run: %w", err)
+	}
+	restore = func() {
+		for _, k := range []string{"rate.messages_per_second", "room.capacity"} {
+			if err := b.api.ResetSetting(context.WithoutCancel(ctx), t0, k); err != nil {
+				b.rep.fail("fanout", fmt.Errorf("reset %s: %w", k, err))
+			}
+		}
+	}
+	if err := b.waitSetting(ctx, "rate.messages_per_second", 10000); err != nil {
+		restore()
+		return nil, err
+	}
+	return restore, nil
+}
+
+// setRoomSize sets chatd's room.capacity for a fan-out and waits until
+// every node has it.
+func (b *Bench) setRoomSize(ctx context.Context, size int) error {
+	if _, err := b.api.SetSetting(ctx, b.w.Targets[0], "room.capacity", size); err != nil {
+		return fmt.Errorf("set room.capacity %d: %w", size, err)
+	}
+	return b.waitSetting(ctx, "room.capacity", float64(size))
 }
 
 // scenarioFanout: for each client count, saturated delivered/s of the bare
-// hubs (A3 without Redis, A4 on Redis) and chatd, then latency at a fixed
-// rate of half the A4 ceiling; zero loss checked in every run.
+// hubs (A3 without Redis, A4 on Redis) and chatd, the anchor check (A4
+// with twice the senders, and every run's CPU split), then latency at a
+// fixed rate of half the A4 ceiling; zero loss, no duplicates and order
+// checked in every run.
 func (b *Bench) scenarioFanout(ctx context.Context) error {
-	t0 := b.w.Targets[0]
-	if _, err := b.api.SetSetting(ctx, t0, "rate.messages_per_second", 10000); err != nil {
-		return fmt.Errorf("lift the message rate limit for the run: %w", err)
-	}
-	defer func() {
-		if err := b.api.ResetSetting(context.WithoutCancel(ctx), t0, "rate.messages_per_second"); err != nil {
-			b.rep.fail("fanout", fmt.Errorf("reset rate.messages_per_second: %w", err))
-		}
-	}()
-	if err := b.waitSetting(ctx, "rate.messages_per_second", 10000); err != nil {
+	restore, err := b.fanSetup(ctx)
+	if err != nil {
 		return err
 	}
+	defer restore()
 	nt := len(b.w.Targets)
-	hub1 := fanVariant{"A4 hub×1", procURLs(b.w.Hubs[:1])}
-	chatd1 := fanVariant{"chatd×1", b.w.Targets[:1]}
-	hubN := fanVariant{fmt.Sprintf("A4 hub×%d", nt), procURLs(b.w.Hubs[:nt])}
-	chatdN := fanVariant{fmt.Sprintf("chatd×%d", nt), b.w.Targets}
+	hub1 := fanVariant{name: "A4 hub×1", targets: procURLs(b.w.Hubs[:1])}
+	hub1x2 := fanVariant{name: "A4 hub×1, 2× senders", targets: hub1.targets, senders: 2 * b.opt.Senders}
+	chatd1 := fanVariant{name: "chatd×1", targets: b.w.Targets[:1]}
+	hubN := fanVariant{name: fmt.Sprintf("A4 hub×%d", nt), targets: procURLs(b.w.Hubs[:nt])}
+	chatdN := fanVariant{name: fmt.Sprintf("chatd×%d", nt), targets: b.w.Targets}
 	for _, n := range b.opt.Clients {
+		size := roomSizeFor(n)
+		if err := b.setRoomSize(ctx, size); err != nil {
+			return err
+		}
 		big := n > 500
 		reps := b.opt.Repeats
 		if big {
@@ -143,15 +186,16 @@ func (b *Bench) scenarioFanout(ctx context.Context) error {
 		sat := []fanVariant{hub1, chatd1}
 		switch {
 		case !big:
-			sat = append([]fanVariant{{"A3 hub, no Redis", []string{b.w.Hub0.URL}}}, sat...)
+			sat = append([]fanVariant{{name: "A3 hub, no Redis", targets: []string{b.w.Hub0.URL}}}, sat...)
+			sat = append(sat, hub1x2)
 			if nt > 1 {
 				sat = append(sat, chatdN, hubN)
 			}
 		case nt > 1:
 			sat = append(sat, chatdN)
 		}
-		scen := fmt.Sprintf("fan-out %d clients", n)
-		vals, err := b.fanRuns(ctx, scen, sat, n, 0, reps)
+		scen := fmt.Sprintf("fan-out %d members, %s", n, roomsName(n, size))
+		vals, err := b.fanRuns(ctx, scen, sat, n, size, 0, reps)
 		if err != nil {
 			return err
 		}
@@ -167,37 +211,45 @@ func (b *Bench) scenarioFanout(ctx context.Context) error {
 			b.rep.add(newRow(scen, "A3 bare hub, no Redis: delivered, saturated", "msg/s", get(sat[0], dps)))
 		}
 		b.rep.add(newRow(scen, "A4 bare hub×1 on Redis: delivered, saturated", "msg/s", get(hub1, dps)))
-		b.rep.add(newRow(scen, "chatd×1: delivered, saturated", "msg/s", get(chatd1, dps)).vs("A4 hub×1", get(hub1, dps)).goalRatio(true, 0.6))
+		if !big {
+			b.hubCheck(scen, get(hub1, dps), get(hub1x2, dps))
+		}
+		b.rep.add(newRow(scen, "chatd×1: delivered, saturated", "msg/s", get(chatd1, dps)).vs(hub1.name, get(hub1, dps)).goalRatio(true, 0.6))
 		if nt > 1 {
-			b.rep.add(newRow(scen, chatdN.name+": delivered, saturated", "msg/s", get(chatdN, dps)).vs("chatd×1", get(chatd1, dps)).goalRatio(true, 0.9))
+			b.rep.add(newRow(scen, chatdN.name+": delivered, saturated", "msg/s", get(chatdN, dps)).vs(chatd1.name, get(chatd1, dps)).goalRatio(true, 0.9))
 		}
 		if nt > 1 && !big {
 			b.rep.add(newRow(scen, hubN.name+": delivered, saturated", "msg/s", get(hubN, dps)))
 			b.rep.add(newRow(scen, chatdN.name+" vs "+hubN.name+": delivered, saturated", "msg/s", get(chatdN, dps)).vs(hubN.name, get(hubN, dps)))
 		}
+		for _, v := range sat {
+			b.cpuRow(scen, v.name+", saturated", vals[v.name])
+		}
 
-		// latency at a fixed rate: half the A4 ceiling, in says per second
+		// latency at a fixed rate: half the A4 ceiling, in deliveries
 		ceiling := median(get(hub1, dps))
-		rate := ceiling / 2 / float64(min(n, 50))
+		rate := ceiling / 2 / float64(size)
 		fixed := []fanVariant{hub1, chatd1}
 		if nt > 1 && !big {
 			fixed = append(fixed, chatdN, hubN)
 		}
-		fv, err := b.fanRuns(ctx, scen, fixed, n, rate, reps)
+		fv, err := b.fanRuns(ctx, scen, fixed, n, size, rate, reps)
 		if err != nil {
 			return err
 		}
-		lat := func(v fanVariant, f func(Summary) float64) []float64 {
+		lat := func(v fanVariant, f func(fanResult) float64) []float64 {
 			var xs []float64
 			for _, r := range fv[v.name] {
-				xs = append(xs, f(r.Lat))
+				xs = append(xs, f(r))
 			}
 			return xs
 		}
-		p50 := func(s Summary) float64 { return s.P50 }
-		p99 := func(s Summary) float64 { return s.P99 }
-		mx := func(s Summary) float64 { return s.Max }
-		at := fmt.Sprintf(" at %.0f says/s (½ A4 ceiling)", rate)
+		p50 := func(r fanResult) float64 { return r.Lat.P50 }
+		p99 := func(r fanResult) float64 { return r.Lat.P99 }
+		mx := func(r fanResult) float64 { return r.Lat.Max }
+		ack99 := func(r fanResult) float64 { return r.AckLat.P99 }
+		ping99 := func(r fanResult) float64 { return r.PingLat.P99 }
+		at := fmt.Sprintf(" at %.0f says/s = %.0f deliveries/s (½ A4 ceiling)", rate, rate*float64(size))
 		for _, v := range fixed[1:] {
 			if v.name == hubN.name {
 				continue
@@ -210,28 +262,117 @@ func (b *Bench) scenarioFanout(ctx context.Context) error {
 			b.rep.add(newRow(scen, v.name+": send→receive p99"+at, "ms", lat(v, p99)).vs(anchor.name, lat(anchor, p99)).goalRatio(false, 1.5))
 			b.rep.add(newRow(scen, v.name+": send→receive max"+at, "ms", lat(v, mx)).vs(anchor.name, lat(anchor, mx)))
 		}
-		var dl []float64
-		for _, r := range fv[chatd1.name] {
-			dl = append(dl, r.DeliveredPerSec)
+		for _, v := range fixed {
+			if v.name == hubN.name || v.name == chatdN.name {
+				continue
+			}
+			b.rep.add(newRow(scen, v.name+": say→ack p99"+at, "ms", lat(v, ack99)).vs("Redis PING p99, same run", lat(v, ping99)).
+				note("one PING every 5 ms on its own connection while the run goes"))
 		}
-		b.rep.add(newRow(scen, "chatd×1: delivered"+at, "msg/s", dl))
+		b.rep.add(newRow(scen, "chatd×1: delivered"+at, "msg/s", lat(chatd1, dps)))
+		for _, v := range fixed {
+			b.cpuRow(scen, v.name+at, fv[v.name])
+		}
 	}
 	return nil
 }
 
+// scenarioAnchorCheck is the fan-out's anchor check alone, on the first
+// -clients count: A4 (one bare hub on Redis) against A4 with twice the
+// senders per room, interleaved, with the CPU each process used.
+func (b *Bench) scenarioAnchorCheck(ctx context.Context) error {
+	n := b.opt.Clients[0]
+	size := roomSizeFor(n)
+	hub1 := fanVariant{name: "A4 hub×1", targets: procURLs(b.w.Hubs[:1])}
+	hub1x2 := fanVariant{name: "A4 hub×1, 2× senders", targets: hub1.targets, senders: 2 * b.opt.Senders}
+	scen := fmt.Sprintf("anchor check, %d members, %s", n, roomsName(n, size))
+	vals, err := b.fanRuns(ctx, scen, []fanVariant{hub1, hub1x2}, n, size, 0, b.opt.Repeats)
+	if err != nil {
+		return err
+	}
+	dps := func(v fanVariant) []float64 {
+		var xs []float64
+		for _, r := range vals[v.name] {
+			xs = append(xs, r.DeliveredPerSec)
+		}
+		return xs
+	}
+	b.rep.add(newRow(scen, "A4 bare hub×1 on Redis: delivered, saturated", "msg/s", dps(hub1)))
+	b.hubCheck(scen, dps(hub1), dps(hub1x2))
+	b.cpuRow(scen, hub1.name+", saturated", vals[hub1.name])
+	b.cpuRow(scen, hub1x2.name+", saturated", vals[hub1x2.name])
+	return nil
+}
+
+func roomsName(n, size int) string {
+	r := roomsFor(n, size)
+	if r == 1 {
+		return "1 room"
+	}
+	return fmt.Sprintf("%d rooms of %d", r, size)
+}
+
+// hubCheck adds the anchor check: A4 with twice the senders per room (so
+// twice the generator's sending connections and offered load) must not
+// deliver more than A4 itself beyond the noise of A4's own repeats (at
+// least 5%): if it did, the generator and not the hub set the ceiling.
+func (b *Bench) hubCheck(scen string, hub, hub2x []float64) {
+	row := b.rep.add(newRow(scen, "anchor check: A4 hub×1 with 2× senders per room: delivered, saturated", "msg/s", hub2x).vs("A4 hub×1", hub))
+	noise := max(spread(hub), 0.05)
+	ok := !math.IsNaN(row.RatioMedian) && row.RatioMedian <= 1+noise
+	row.Goal = fmt.Sprintf("ratio ≤ 1 + noise (%.2f)", 1+noise)
+	row.OK = &ok
+	b.rep.check(scen, "A4 bounded by the hub, not the generator", ok,
+		"2× senders: %s vs %s msg/s, ratio %.2f; A4's own spread %.0f%%",
+		fmtNum(median(hub2x)), fmtNum(median(hub)), row.RatioMedian, 100*spread(hub))
+}
+
+// cpuRow reports the CPU that chatbench, the server processes and Redis
+// used during runs (median over repeats), and chatbench's cost per
+// delivery.
+func (b *Bench) cpuRow(scen, what string, rs []fanResult) {
+	var gen, srv, rds, perDel []float64
+	for _, r := range rs {
+		gen = append(gen, r.GenCPU)
+		if r.ServerCPU >= 0 {
+			srv = append(srv, r.ServerCPU)
+		}
+		if r.RedisCPU >= 0 {
+			rds = append(rds, r.RedisCPU)
+		}
+		if r.DeliveredPerSec > 0 {
+			perDel = append(perDel, r.GenCPU/r.DeliveredPerSec*1e6)
+		}
+	}
+	row := b.rep.add(newRow(scen, what+": chatbench's own CPU", "cores", gen))
+	row.note("server %s cores, Redis %s cores, chatbench %s µs CPU per delivery; %d cores in all",
+		fmtNum(median(srv)), fmtNum(median(rds)), fmtNum(median(perDel)), runtime.NumCPU())
+}
+
 // fanRuns runs each variant reps times, interleaved, and checks every run
-// for loss and room sizes.
-func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n int, rate float64, reps int) (map[string][]fanResult, error) {
+// for loss, duplicates, order and room sizes.
+func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n, size int, rate float64, reps int) (map[string][]fanResult, error) {
 	out := map[string][]fanResult{}
 	for ri, ord := range order(reps, len(vs)) {
 		for _, vi := range ord {
 			v := vs[vi]
 			label := fmt.Sprintf("%s %s %s rep %d/%d", scen, v.name, rateName(rate), ri+1, reps)
-			window := 2 // saturated: says in flight per client
-			if n > 500 {
-				window = 1 // enough to saturate; keeps the backlog to drain short
+			senders := b.opt.Senders
+			if v.senders > 0 {
+				senders = v.senders
 			}
-			r, err := b.fanout(ctx, fanSpec{label: label, targets: v.targets, clients: n, rate: rate, window: window, dur: b.opt.Dur})
+			var pids []int
+			for _, t := range v.targets {
+				if p := b.w.pidOf(t); p > 0 {
+					pids = append(pids, p)
+				}
+			}
+			if len(pids) != len(v.targets) {
+				pids = nil // not all known: unknown
+			}
+			r, err := b.fanout(ctx, fanSpec{label: label, targets: v.targets, clients: n, roomSize: size,
+				senders: min(senders, size), rate: rate, window: b.opt.Window, dur: b.opt.Dur,
+				pids: pids, redisPid: b.w.redisPid(), redis: b.w.RedisAddr})
 			if err != nil {
 				return out, err
 			}
@@ -240,7 +381,7 @@ func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n int
 		}
 	}
 	for _, v := range vs {
-		var sent, acked, refused, skipped, exp, del, dropped int64
+		var sent, acked, refused, skipped, exp, del, dropped, dups, disorder int64
 		rooms, maxm := 0, 0
 		errText := ""
 		for _, r := range out[v.name] {
@@ -251,22 +392,25 @@ func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n int
 			exp += r.Expected
 			del += r.Delivered
 			dropped += r.Dropped
+			dups += r.Duplicates
+			disorder += r.OutOfOrder
 			rooms = max(rooms, r.Rooms)
 			maxm = max(maxm, r.MaxMembers)
 			if errText == "" {
 				errText = r.FirstError
 			}
 		}
-		ok := del == exp && acked == sent && dropped == 0 && refused == 0
-		detail := fmt.Sprintf("%s: sent %d, acked %d, refused %d, delivered %d of %d, clients dropped %d", rateName(rate), sent, acked, refused, del, exp, dropped)
+		ok := del == exp && acked == sent && dropped == 0 && refused == 0 && dups == 0 && disorder == 0
+		detail := fmt.Sprintf("%s: sent %d, acked %d, refused %d, delivered %d of %d, duplicates %d, out of order %d, clients dropped %d",
+			rateName(rate), sent, acked, refused, del, exp, dups, disorder, dropped)
 		if skipped > 0 {
 			detail += fmt.Sprintf(", %d sends skipped (backlog ≥ 100)", skipped)
 		}
 		if errText != "" {
 			detail += ", first error: " + errText
 		}
-		b.rep.check(scen, v.name+": zero loss (delivered = acked × members)", ok, "%s", detail)
-		b.rep.check(scen, v.name+": rooms", rooms == roomsFor(n, 50) && maxm <= 50, "%d rooms for %d clients, fullest %d", rooms, n, maxm)
+		b.rep.check(scen, v.name+": zero loss, no duplicates, order kept", ok, "%s", detail)
+		b.rep.check(scen, v.name+": rooms", rooms == roomsFor(n, size) && maxm <= size, "%d rooms for %d clients, fullest %d", rooms, n, maxm)
 	}
 	return out, nil
 }

@@ -111,6 +111,7 @@ type World struct {
 	Nodes     []*Proc  // chatd processes, when chatbench started them
 	Hub0      *Proc    // bare hub without Redis (A3)
 	Hubs      []*Proc  // bare hubs on Redis pub/sub (A4)
+	RedisProc *Proc    // the private redis-server, nil with -redis
 	procs     []*Proc
 }
 
@@ -130,6 +131,25 @@ func (w *World) own(p *Proc) *Proc {
 	return p
 }
 
+// pidOf returns the pid of the server chatbench started at base URL, 0
+// when it did not start it (-targets).
+func (w *World) pidOf(base string) int {
+	for _, p := range w.procs {
+		if p.URL == base && p.cmd != nil && p.cmd.Process != nil {
+			return p.Pid()
+		}
+	}
+	return 0
+}
+
+// redisPid is the private redis-server's pid, 0 with -redis.
+func (w *World) redisPid() int {
+	if w.RedisProc == nil {
+		return 0
+	}
+	return w.RedisProc.Pid()
+}
+
 // startRedis starts a private redis-server without persistence.
 func (w *World) startRedis(ctx context.Context) error {
 	addr, err := freeAddr()
@@ -147,6 +167,7 @@ func (w *World) startRedis(ctx context.Context) error {
 	w.own(p)
 	p.Addr = addr
 	w.RedisAddr = addr
+	w.RedisProc = p
 	return w.connectRedis(ctx, p)
 }
 
