@@ -24,6 +24,8 @@ import (
 // retries per purchase attempt; conflicts/op the attempts that ran out of
 // retries (ErrConflict).
 
+// BenchmarkBuy gives each path's own figures; the ratio between the paths
+// comes from BenchmarkLuaVsWatch, which alternates them.
 func BenchmarkBuy(b *testing.B) {
 	r := redistest.Real(b)
 	for _, p := range paths {
@@ -33,6 +35,73 @@ func BenchmarkBuy(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkLuaVsWatch is the ratio quoted for the two purchase paths: 32
+// buyers (one user each) hammer one item, in rounds of 64 purchases per path,
+// each iteration one round of each, the order swapped every iteration, so
+// both paths see the same machine load. It reports lua/watch, the ratio of
+// successful purchases per second, and each path's rate and WATCH retries
+// per attempt. It needs a real redis-server (skips without one, fails under
+// CHATD_TEST_STRICT=1).
+func BenchmarkLuaVsWatch(b *testing.B) {
+	const buyers, round = 32, 64
+	r := redistest.Real(b)
+	ctx := context.Background()
+	rdb := benchClient(b, r)
+	s := New(rdb, Config{Prefix: r.Prefix})
+	if err := s.Stock(ctx, "item-0", MaxStock, 1); err != nil {
+		b.Fatal(err)
+	}
+	for i := range buyers {
+		if err := rdb.Set(ctx, s.keys.balance(buyerName(i)), MaxBalance, 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	type tally struct {
+		ok      atomic.Int64
+		elapsed time.Duration
+	}
+	var watch, lua tally
+	runRound := func(buy buyFunc, t *tally) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range buyers {
+			wg.Go(func() {
+				for next.Add(1) <= round {
+					_, err := buy(s, ctx, buyerName(i), "item-0", 1, "")
+					switch {
+					case err == nil:
+						t.ok.Add(1)
+					case !errors.Is(err, ErrConflict):
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.elapsed += time.Since(start)
+	}
+	retries := s.retries.Load()
+	odd := false
+	for b.Loop() {
+		if odd {
+			runRound((*Shop).BuyLua, &lua)
+			runRound((*Shop).Buy, &watch)
+		} else {
+			runRound((*Shop).Buy, &watch)
+			runRound((*Shop).BuyLua, &lua)
+		}
+		odd = !odd
+	}
+	watchRate := float64(watch.ok.Load()) / watch.elapsed.Seconds()
+	luaRate := float64(lua.ok.Load()) / lua.elapsed.Seconds()
+	b.ReportMetric(luaRate/watchRate, "lua/watch")
+	b.ReportMetric(watchRate, "watch-purchases/s")
+	b.ReportMetric(luaRate, "lua-purchases/s")
+	b.ReportMetric(float64(s.retries.Load()-retries)/float64(b.N*round), "watch-retries/op")
 }
 
 // BenchmarkBuyCluster measures the one-slot trade-off: the whole shop sits on
