@@ -65,7 +65,10 @@ func (a Attach) kind() string {
 // remaining attachments'. Detaching an attachment that is not recorded
 // there (detached already, reaped, never attached, or the user's seat is in
 // another room) changes nothing and returns freed false, nil: it never
-// frees a seat that something else holds. It returns ErrUnknownRoom,
+// frees a seat that something else holds. A seat whose lease was shortened
+// so may be swept up to one lease after it expires (the sweeper's index
+// keeps the earlier due time), but it counts as gone from its expiry on. It
+// returns ErrUnknownRoom,
 // ErrBadAttachment, names.ErrBadName, and Redis errors.
 func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error) {
 	lobby, seq, err := ParseRoom(roomID)

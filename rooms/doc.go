@@ -6,11 +6,13 @@
 //
 // Everything of one lobby, in the {lobby:L} hash-tag unit: the index of its
 // rooms, the room records, each room's seats (a ZSET user → lease expiry),
-// the user → room map, the set of rooms that may have a free seat, the
-// rooms' next-expiry index, the room counter, each room's message history (a
-// Stream) and — kept there by the lock package — the lobby lock's fence.
-// Outside it: a global index of lobbies for the sweeper, and the global
-// message and room counters.
+// the user → room map, the attachments holding each seat (a HASH user →
+// JSON {attachment id: [expiry, REST?]}), each room's set of users held by
+// a REST session, the set of rooms that may have a free seat, the rooms'
+// next-expiry index, the room counter, each room's message history (a
+// Stream), each sender's say bucket, and — kept there by the lock package —
+// the lobby lock's fence. Outside it: a global index of the lobbies that
+// have seats, for the sweeper, and the global message and room counters.
 //
 // # The pattern: atomic seat claims, a lock only for creation, leases
 //
@@ -49,19 +51,70 @@
 // What the lease adds that the lock does not: the lock only orders room
 // creation. A node that dies (kill -9, a partition) never sends the leaves of
 // its users, so their seats would stay taken forever. Each seat is therefore
-// a lease (score = expiry): the node holding the user's connection renews
-// all its seats in one pipelined round trip per tick (Renew: one script per
-// lobby, one [ZADD] XX GT CH per room); a seat not
-// renewed expires and is reaped by the next join that meets it or by the
-// sweeper (Sweep, RunSweeper), which publishes "left" for it. A clean Leave
-// frees the seat at once. Lowering the capacity evicts nobody; later joins
+// a lease (score = expiry), renewed by whoever holds it; a seat not renewed
+// expires and is reaped by the next join that meets it or by the sweeper
+// (Sweep, RunSweeper), which publishes "left" for it. A clean Leave frees
+// the seat at once. Lowering the capacity evicts nobody; later joins
 // respect it. Holes left by leavers are filled first: a freed room goes back
 // into the open set, which is walked lowest number first.
 //
-// Messages: one script checks the sender's seat, appends to the room's
-// history ([XADD] MAXLEN ~ HistoryMax) and [PUBLISH]es the event on the
-// room's channel, so ids on the channel come in history order, and a
-// message is stored and published together or not at all. The
+// # Seats are held by attachments
+//
+// A seat belongs to its user, but what keeps it is the user's presence: each
+// WebSocket connection and each REST session of the user that is in the
+// room is an attachment of the seat (Attach: an id the caller chooses, and
+// its kind), recorded with a lease of its own. Join and Reclaim record the
+// attachment in the same script that claims or keeps the seat (a join batch
+// carries user, attachment, kind triples); the seat's lease is the latest of
+// its attachments'. Renew extends attachments, never creates one: an
+// attachment that is not recorded is reported lost and keeps nothing alive.
+// Detach is a compare-and-delete of one attachment; only when no live
+// attachment is left is the seat freed, exactly as by Leave. Reaping a seat
+// removes its attachments.
+//
+// The naive version frees the seat when a connection closes. It fails as
+// soon as the user has two ways in: the WebSocket of a user who also polls
+// over REST closes, and the REST user is thrown out of the room; a second
+// tab closes and takes the first one's seat; and during a rolling restart,
+// the draining node's "leave" for a connection that already resumed on
+// another node lands after the resume and frees the seat the new connection
+// holds — the user is shown as gone while still there, and a stranger can
+// take the seat. With attachments the draining node detaches only its own,
+// whatever the order, and the seat stays while any other holds it.
+//
+// Each node renews all its attachments in one pipelined round trip per
+// tick (Renew: one script per lobby, a few bulk commands per thousand
+// attachments: [HMGET], [ZMSCORE], [HSET], [ZADD] XX GT). Each room also
+// keeps the set of users held there by a REST attachment, maintained on
+// attach, detach, renewal and reap, so that a say learns in O(1) ([SCARD])
+// whether the room has REST members to mark (SendResult.HasREST).
+//
+// # Idle lobbies are forgotten
+//
+// Lobbies are created by joining them. Without care every lobby ever joined
+// keeps its keys, and its entry in the sweeper's index, forever: 3,000
+// lobbies joined once would be swept every lease period. When a lobby's
+// last seat goes (leave, detach, reap), the script gives every key of the
+// lobby — rooms, records, histories, counters — one and the same expiry,
+// Config.IdleTTL from the server's clock ([PEXPIREAT]), and the lobby leaves
+// the sweeper's index; the seat that wakes it removes them ([PERSIST]) and
+// puts it back. One expiry for all matters: the room counter must never go
+// back while a room record or history with a higher number exists, or a
+// new room would take over an old one's history. The index is outside the
+// lobby's slot, so leaving it cannot be atomic with the script: the lobby
+// is removed first and its users are looked at after; a seat taken in
+// between is seen then, or its own registration comes later still.
+//
+// Messages: one script checks the sender's seat, takes a token from the
+// sender's say bucket, appends to the room's history ([XADD] MAXLEN ~
+// HistoryMax) and [PUBLISH]es the event on the room's channel ([SPUBLISH]
+// with Config.ShardedPubSub), so ids on the channel come in history order,
+// a message is stored and published together or not at all, and a say is
+// one round trip. The say bucket is a token bucket per user per lobby
+// ({lobby:L}:rate:<user>, expiring when it would be full again), not per
+// user: a per-user key would live in another Cluster slot than the room and
+// need a second script, in series, before the send. A refused say stores,
+// publishes and counts nothing. The
 // message id is the stream id, zero-padded so ids sort as strings. History
 // reads with [XRANGE] from the resume id itself, inclusive: when that id is
 // gone (trimmed, or Redis lost its data), ErrResumeGap says so instead of
@@ -82,7 +135,10 @@
 // rather than expecting the cluster to split it. The scripts that choose a
 // room at run time get their key prefix in KEYS (the BullMQ way) and append
 // the room number: the keys they build carry the same hash tag, so Cluster
-// serves them from the declared slot. Pub/sub channels are cluster-wide.
+// serves them from the declared slot. Classic pub/sub channels are
+// cluster-wide (every message is broadcast to every node of the cluster);
+// with Config.ShardedPubSub the events go out with SPUBLISH on the shard
+// that owns the lobby's slot, for subscribers that SSUBSCRIBE there.
 //
 // Failure: with Redis down or out of memory every call returns the Redis
 // error (web answers 503); the scripts write nothing before their first
@@ -101,4 +157,10 @@
 // [XADD]: https://redis.io/commands/xadd/
 // [XRANGE]: https://redis.io/commands/xrange/
 // [PUBLISH]: https://redis.io/commands/publish/
+// [SPUBLISH]: https://redis.io/commands/spublish/
+// [HMGET]: https://redis.io/commands/hmget/
+// [ZMSCORE]: https://redis.io/commands/zmscore/
+// [SCARD]: https://redis.io/commands/scard/
+// [PEXPIREAT]: https://redis.io/commands/pexpireat/
+// [PERSIST]: https://redis.io/commands/persist/
 package rooms
