@@ -135,35 +135,3 @@ func toAny(s []string) []any {
 	}
 	return out
 }
-
-// TestBytesPerUser logs the memory one user's filter takes at 10,000 items
-// and 1%, against a SET of the same 10,000 ids (MEMORY USAGE, exact).
-func TestBytesPerUser(t *testing.T) {
-	t.Parallel()
-	r := redistest.Real(t)
-	ctx := context.Background()
-	s := keyspace.New(r.Prefix)
-	// ids shaped like stream ids, as notices have
-	all := make([]string, 10000)
-	for i := range all {
-		all[i] = strconv.FormatInt(1_780_000_000_000+int64(i)*7919, 10) + "-0"
-	}
-	f := New(r.Client, Config{Prefix: r.Prefix, Capacity: fixed(10000), FPRate: fixed(0.01)})
-	markAll(t, f, "alice", all)
-	setKey := s.Key("user", "alice", "seenset")
-	for from := 0; from < len(all); from += 1000 {
-		require.NoError(t, r.Client.SAdd(ctx, setKey, toAny(all[from:from+1000])...).Err())
-	}
-	usage := func(key string) int64 {
-		n, err := r.Client.MemoryUsage(ctx, key, 0).Result()
-		require.NoError(t, err, key)
-		return n
-	}
-	bits, meta := usage(bitsKey(s, "alice", 1)), usage(metaKey(s, "alice", 1))
-	set := usage(setKey)
-	m, _ := bloomEstimate(10000, 0.01, DefaultGenerations)
-	t.Logf("bytes per user at 10,000 items, 1%%: filter %d (bitmap %d of m=%d bits + meta %d), SET %d: %.1fx smaller",
-		bits+meta, bits, m, meta, set, float64(set)/float64(bits+meta))
-	t.Logf("after rotation two generations are kept: about %d bytes", 2*(bits+meta))
-	require.Less(t, bits+meta, set/10)
-}

@@ -18,7 +18,8 @@ var (
 	// or one longer than MaxItemLen bytes.
 	ErrBadItem = errors.New("seen: item is empty or too long")
 	// ErrResized is returned, wrapped, when the user's generations kept
-	// changing size (other nodes rotating them under changing settings) for
-	// every retry of one call. The call may be repeated.
+	// needing more hash values per item than were sent (other nodes starting
+	// generations under changing settings) for every retry of one call. The
+	// call may be repeated.
 	ErrResized = errors.New("seen: filter changed size during the call")
 )

@@ -15,11 +15,10 @@ func TestKeys(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"bits of slot 0", bitsKey(s, "alice", 0), "chatd:{user:alice}:seen:0"},
-		{"bits of slot 1", bitsKey(s, "alice", 1), "chatd:{user:alice}:seen:1"},
-		{"meta of slot 0", metaKey(s, "alice", 0), "chatd:{user:alice}:seen:0:meta"},
-		{"meta of slot 2", metaKey(s, "bob", 2), "chatd:{user:bob}:seen:2:meta"},
-		{"default prefix", bitsKey(keyspace.New(""), "a", 0), "chatd:{user:a}:seen:0"},
+		{"description", metaKey(s, "alice"), "chatd:{user:alice}:seen"},
+		{"bits of slot 0", bitsKey(s, "alice", 0), "chatd:{user:alice}:seen:b0"},
+		{"bits of slot 11", bitsKey(s, "bob", 11), "chatd:{user:bob}:seen:b11"},
+		{"default prefix", bitsKey(keyspace.New(""), "a", 0), "chatd:{user:a}:seen:b0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,9 +30,8 @@ func TestKeys(t *testing.T) {
 func TestUserKeysShareOneSlot(t *testing.T) {
 	keys := userKeys(keyspace.New("p"), "alice", 3)
 	assert.Equal(t, []string{
-		"p:{user:alice}:seen:0", "p:{user:alice}:seen:0:meta",
-		"p:{user:alice}:seen:1", "p:{user:alice}:seen:1:meta",
-		"p:{user:alice}:seen:2", "p:{user:alice}:seen:2:meta",
+		"p:{user:alice}:seen",
+		"p:{user:alice}:seen:b0", "p:{user:alice}:seen:b1", "p:{user:alice}:seen:b2",
 	}, keys)
 	for _, k := range keys {
 		assert.Equal(t, keyspace.Slot(keys[0]), keyspace.Slot(k), k)

@@ -26,9 +26,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		marked:    counter("marked_items_total", "Items marked seen."),
 		checked:   counter("checked_items_total", "Items checked against seen-filters."),
 		maybeSeen: counter("maybe_seen_items_total", "Checked items answered maybe seen (held back)."),
-		rotations: counter("rotations_total", "New seen-filter generations started (the first one of a user included)."),
+		rotations: counter("rotations_total", "Seen-filter generations started (the first one of a user included)."),
 		resends: counter("resends_total",
-			"Calls sent again because a generation had another size than the live settings give."),
+			"Calls sent again with more hash values per item, for a generation made under other settings."),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "chatd", Subsystem: "seen", Name: "call_duration_seconds",
 			Help:    "Duration of Mark (op=mark) and Seen/Unseen (op=check) calls to Redis.",

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
@@ -22,17 +19,22 @@ import (
 const (
 	DefaultCapacity    = 10000
 	DefaultFPRate      = 0.01
-	DefaultTTL         = 30 * 24 * time.Hour
+	DefaultTTL         = 7 * 24 * time.Hour
 	DefaultGenerations = 2
 )
+
+// growingSlots is how many growing generations a filter may keep besides
+// its Generations full-size ones: at least the number of growing sizes at
+// the largest seen.capacity (10,000,000 = 128·4^8.2: nine).
+const growingSlots = 10
 
 // readWholePerItem is Filter.readWhole by default: a call of n items reads
 // (and rewrites) bitmaps of up to n*4 KB whole, where copying the string
 // costs less than the GETBIT (SETBIT) calls it saves.
 const readWholePerItem = 4096
 
-// maxSends bounds the sends of one call whose generations turn out to have
-// other sizes than the ones sent (see geometry).
+// maxSends bounds the sends of one call whose generations turn out to need
+// more hash values than were sent (see Filter.moreK).
 const maxSends = 3
 
 // Config configures a Filter. Every node of a deployment must use the same
@@ -40,42 +42,45 @@ const maxSends = 3
 type Config struct {
 	// Prefix is the key prefix; "" means keyspace.DefaultPrefix.
 	Prefix string
-	// Capacity returns the live seen.capacity: the items a new generation is
-	// sized for and counts before the next one starts. nil, or a value
-	// below 1, means DefaultCapacity.
+	// Capacity returns the live seen.capacity: the items a full-size
+	// generation holds. A user's first generation holds FirstCapacity
+	// items and each next one Growth times more, up to Capacity. nil, or a
+	// value below 1, means DefaultCapacity.
 	Capacity func() int
 	// FPRate returns the live seen.fp_rate: the false-positive rate a
-	// user's filter keeps, all generations checked together. nil, or a value
-	// outside (0, 1), means DefaultFPRate.
+	// user's filter keeps, all kept generations checked together. nil, or a
+	// value outside (0, 1), means DefaultFPRate.
 	FPRate func() float64
-	// TTL is how long a generation lives after its last write; 0 means
-	// DefaultTTL.
-	TTL time.Duration
-	// Generations is how many generations are kept per user; 0 means
-	// DefaultGenerations. Changing it forgets part of what users have seen.
+	// TTL returns how long a user's filter lives after the user's last
+	// Mark (every key of it is refreshed by each Mark). nil, or a value
+	// below one millisecond, means DefaultTTL.
+	TTL func() time.Duration
+	// Generations is how many full-size generations are kept per user; 0
+	// means DefaultGenerations. A filter remembers at least the last
+	// (Generations-1)·Capacity items besides those of its newest
+	// generation. Changing it forgets what users have seen.
 	Generations int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 	// Registerer receives the Filter's metrics (chatd_seen_*); nil means not
 	// registered. Filters may share one.
 	Registerer prometheus.Registerer
 }
 
 // Filter answers, for any user, which items that user has already seen. It
-// is safe for concurrent use; it keeps no state of its own, so every node
-// may use its own Filter on the same Redis.
+// is safe for concurrent use; it keeps no state of its own beyond a hint,
+// so every node may use its own Filter on the same Redis.
 type Filter struct {
 	rdb         redis.Scripter
 	space       keyspace.Space
 	capacity    func() int
 	fpRate      func() float64
-	ttl         time.Duration
+	ttl         func() time.Duration
 	generations int
+	slots       int
 	metrics     *metrics
-	now         func() time.Time
 
-	mu      sync.Mutex
-	learned []learned // sizes of older generations, sent along for a while
+	// moreK is the most hashes a script asked for beyond the live plan's
+	// (generations made under older settings); sent from then on.
+	moreK atomic.Uint32
 	// readWhole is the bitmap size, in bytes per item of a call, up to
 	// which a script reads (and rewrites) a generation's bitmap whole
 	// instead of calling GETBIT (SETBIT) per bit.
@@ -84,7 +89,7 @@ type Filter struct {
 
 // New returns a Filter whose bits live in rdb. It panics when
 // cfg.Generations is negative or cfg.Registerer refuses the metrics.
-func New(rdb redis.UniversalClient, cfg Config) *Filter {
+func New(rdb redis.Scripter, cfg Config) *Filter {
 	if cfg.Generations < 0 {
 		panic("seen: negative Config.Generations")
 	}
@@ -97,26 +102,31 @@ func New(rdb redis.UniversalClient, cfg Config) *Filter {
 		generations: cfg.Generations,
 		metrics:     newMetrics(cfg.Registerer),
 		readWhole:   readWholePerItem,
-		now:         cfg.Now,
-	}
-	if f.now == nil {
-		f.now = time.Now
-	}
-	if f.ttl <= 0 {
-		f.ttl = DefaultTTL
 	}
 	if f.generations == 0 {
 		f.generations = DefaultGenerations
 	}
+	f.slots = growingSlots + f.generations
 	return f
 }
 
+// TTL returns the lifetime of a filter after its last Mark in force now.
+func (f *Filter) TTL() time.Duration {
+	if f.ttl != nil {
+		if d := f.ttl(); d >= time.Millisecond {
+			return d
+		}
+	}
+	return DefaultTTL
+}
+
 // Mark records that user has seen items. Marking an item again is harmless;
-// it also keeps the item through the next rotation. When the user's current
-// generation has counted its capacity, a new one sized by the live settings
-// starts and the oldest kept one is dropped. Mark returns ErrTooManyItems,
-// ErrBadItem or names.ErrBadName (wrapped) for bad input, ErrResized, or the
-// Redis error.
+// it also keeps the item through the next rotation. When the user's newest
+// generation has counted its capacity, a new, larger one (sized by the live
+// settings) starts and the oldest ones the filter no longer needs are
+// dropped. Every key of the user's filter then lives TTL from now. Mark
+// returns ErrTooManyItems, ErrBadItem or names.ErrBadName (wrapped) for bad
+// input, ErrResized, or the Redis error.
 func (f *Filter) Mark(ctx context.Context, user string, items []string) error {
 	if err := check(user, items); err != nil {
 		return fmt.Errorf("seen: mark: %w", err)
@@ -124,33 +134,36 @@ func (f *Filter) Mark(ctx context.Context, user string, items []string) error {
 	if len(items) == 0 {
 		return nil
 	}
-	g, capacity, err := f.sizing()
+	pl, err := f.plan()
 	if err != nil {
 		return fmt.Errorf("seen: mark %s: %w", user, err)
 	}
 	start := time.Now()
 	defer func() { f.metrics.calls.WithLabelValues("mark").Observe(time.Since(start).Seconds()) }()
-	geoms := f.sizes(g)
-	keys := userKeys(f.space, user, f.generations)
+	keys := userKeys(f.space, user, f.slots)
+	k := f.hashes(pl)
 	for range maxSends {
-		args := positions(items, geoms, f.ttl.Milliseconds(), capacity, f.readWhole*len(items))
-		res, err := markScript.Run(ctx, f.rdb, keys, args...).Slice()
+		args := make([]any, 0, 7+3*len(pl.sizes))
+		args = append(args, f.TTL().Milliseconds(), pl.keep, f.readWhole*len(items), len(items), k, len(pl.sizes))
+		for _, s := range pl.sizes {
+			args = append(args, s.m, s.k, s.c)
+		}
+		args = append(args, hashValues(items, k))
+		res, err := markScript.Run(ctx, f.rdb, keys, args...).Int64Slice()
 		if err != nil {
 			return fmt.Errorf("seen: mark %s: %w", user, err)
 		}
-		missing, err := reply(res)
-		if err != nil {
-			return fmt.Errorf("seen: mark %s: %w", user, err)
+		if len(res) != 2 {
+			return fmt.Errorf("seen: mark %s: unexpected reply %v", user, res)
 		}
-		if missing == nil {
+		if res[0] == 1 {
 			f.metrics.marked.Add(float64(len(items)))
-			rotations, _ := res[1].(int64)
-			f.metrics.rotations.Add(float64(rotations))
+			f.metrics.rotations.Add(float64(res[1]))
 			return nil
 		}
-		f.metrics.resends.Inc()
-		f.learn(missing)
-		geoms = merge(geoms, missing)
+		if k, err = f.needK(res[1], k); err != nil {
+			return fmt.Errorf("seen: mark %s: %w", user, err)
+		}
 	}
 	return fmt.Errorf("seen: mark %s: %w", user, ErrResized)
 }
@@ -168,28 +181,27 @@ func (f *Filter) Seen(ctx context.Context, user string, items []string) ([]bool,
 	if len(items) == 0 {
 		return []bool{}, nil
 	}
-	g, _, err := f.sizing()
+	pl, err := f.plan()
 	if err != nil {
 		return nil, fmt.Errorf("seen: check %s: %w", user, err)
 	}
 	start := time.Now()
 	defer func() { f.metrics.calls.WithLabelValues("check").Observe(time.Since(start).Seconds()) }()
-	geoms := f.sizes(g)
-	keys := userKeys(f.space, user, f.generations)
+	keys := userKeys(f.space, user, f.slots)
+	k := f.hashes(pl)
 	for range maxSends {
-		args := positions(items, geoms, f.readWhole*len(items))
-		res, err := checkScript.Run(ctx, f.rdb, keys, args...).Slice()
+		res, err := checkScript.Run(ctx, f.rdb, keys, f.readWhole*len(items), len(items), k, hashValues(items, k)).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("seen: check %s: %w", user, err)
 		}
-		missing, err := reply(res)
-		if err != nil {
-			return nil, fmt.Errorf("seen: check %s: %w", user, err)
+		if len(res) != 2 {
+			return nil, fmt.Errorf("seen: check %s: unexpected reply %v", user, res)
 		}
-		if missing != nil {
-			f.metrics.resends.Inc()
-			f.learn(missing)
-			geoms = merge(geoms, missing)
+		if status, _ := res[0].(int64); status != 1 {
+			need, _ := res[1].(int64)
+			if k, err = f.needK(need, k); err != nil {
+				return nil, fmt.Errorf("seen: check %s: %w", user, err)
+			}
 			continue
 		}
 		flags, ok := res[1].(string)
@@ -245,21 +257,8 @@ func check(user string, items []string) error {
 	return nil
 }
 
-// geometry is the shape of one bloom filter: m bits, k hashes. An item's
-// bits in it are those of bloom.New(m, k): bloom.Locations(item, k), each
-// modulo m.
-type geometry struct {
-	m, k uint
-}
-
-// maxBits is the most bits a Redis string holds (512 MB).
-const maxBits = 1 << 32
-
-// sizing returns the geometry and capacity of a generation started now, from
-// the live settings. Each generation gets the false-positive rate p' with
-// 1-(1-p')^G = p, so that G full generations checked together still answer
-// wrongly at most at rate p.
-func (f *Filter) sizing() (geometry, int, error) {
+// plan returns the generation sizes of the live settings.
+func (f *Filter) plan() (plan, error) {
 	capacity := DefaultCapacity
 	if f.capacity != nil {
 		if c := f.capacity(); c >= 1 {
@@ -272,143 +271,42 @@ func (f *Filter) sizing() (geometry, int, error) {
 			p = v
 		}
 	}
-	m, k := bloom.EstimateParameters(uint(capacity), generationFP(p, f.generations))
-	if m >= maxBits {
-		return geometry{}, 0, fmt.Errorf("capacity %d at rate %g needs %d bits, more than a Redis string holds", capacity, p, m)
-	}
-	return geometry{m: m, k: k}, capacity, nil
+	return newPlan(capacity, p, f.generations)
 }
 
-// generationFP returns the false-positive rate of one of g generations such
-// that all g together have rate p.
-func generationFP(p float64, g int) float64 {
-	return -math.Expm1(math.Log1p(-p) / float64(g))
+// hashes returns how many hash values to send per item: enough for every
+// size of the plan and for the older sizes scripts asked for.
+func (f *Filter) hashes(pl plan) uint {
+	return max(pl.k, uint(f.moreK.Load()))
 }
 
-// positions returns head followed by the scripts' item arguments: the
-// number of items and of geometries, then for each geometry m, k and the k
-// bit positions of each item packed 4 bytes big-endian (positions are below
-// 2^32, and Lua reads 4 bytes faster than it parses a decimal number).
-func positions(items []string, geoms []geometry, head ...any) []any {
-	var kmax uint
-	for _, g := range geoms {
-		kmax = max(kmax, g.k)
+// needK handles a script's answer that a kept generation has need hashes,
+// more than the sent: it returns the hashes to send again, and remembers
+// them for later calls (a generation made under other settings lives on
+// until it is dropped or expires).
+func (f *Filter) needK(need int64, sent uint) (uint, error) {
+	if need <= int64(sent) || need > 64 {
+		return 0, fmt.Errorf("corrupt generation: %d hashes (sent %d)", need, sent)
 	}
-	locs := make([][]uint64, len(items))
-	for i, it := range items {
-		locs[i] = bloom.Locations([]byte(it), kmax)
-	}
-	args := make([]any, 0, len(head)+2+3*len(geoms))
-	args = append(args, head...)
-	args = append(args, len(items), len(geoms))
-	for _, g := range geoms {
-		m := uint64(g.m)
-		packed := make([]byte, 0, 4*int(g.k)*len(items))
-		for _, l := range locs {
-			for _, x := range l[:g.k] {
-				packed = binary.BigEndian.AppendUint32(packed, uint32(x%m))
-			}
-		}
-		args = append(args, g.m, g.k, packed)
-	}
-	return args
-}
-
-// reply reads the status of a script reply: nil when the call was done, or
-// the geometries of generations the call did not send positions for.
-func reply(res []any) ([]geometry, error) {
-	if len(res) < 2 {
-		return nil, fmt.Errorf("unexpected reply %v", res)
-	}
-	if status, _ := res[0].(int64); status == 1 {
-		return nil, nil
-	}
-	if len(res)%2 != 1 {
-		return nil, fmt.Errorf("unexpected reply %v", res)
-	}
-	out := make([]geometry, 0, len(res)/2)
-	for i := 1; i < len(res); i += 2 {
-		m, err1 := toUint(res[i])
-		k, err2 := toUint(res[i+1])
-		if err1 != nil || err2 != nil || m < 1 || m >= maxBits || k < 1 || k > 64 {
-			return nil, fmt.Errorf("corrupt generation size m=%v k=%v", res[i], res[i+1])
-		}
-		out = append(out, geometry{m: m, k: k})
-	}
-	return out, nil
-}
-
-// learned is a generation size some user's generations had that the live
-// settings do not give, kept until `until`.
-type learned struct {
-	g     geometry
-	until time.Time
-}
-
-// Limits of the sizes a Filter learns.
-const (
-	learnFor   = 10 * time.Minute
-	maxLearned = 4
-)
-
-// sizes returns the generation sizes to send positions for: current, then
-// the sizes learned in the last learnFor. After a settings change most users'
-// generations keep the old size for a while; sending it along saves each call
-// the second round trip.
-func (f *Filter) sizes(current geometry) []geometry {
-	now := f.now()
-	out := []geometry{current}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	kept := f.learned[:0]
-	for _, l := range f.learned {
-		if now.Before(l.until) {
-			kept = append(kept, l)
-			out = merge(out, []geometry{l.g})
+	f.metrics.resends.Inc()
+	for {
+		old := f.moreK.Load()
+		if uint32(need) <= old || f.moreK.CompareAndSwap(old, uint32(need)) {
+			break
 		}
 	}
-	f.learned = kept
+	return uint(need), nil
+}
+
+// hashValues returns the first k bloom/v3 hash values of each item (those
+// of bloom.Locations, before the modulo) packed 8 bytes big-endian, item
+// after item. The scripts take each modulo the m of each generation.
+func hashValues(items []string, k uint) []byte {
+	out := make([]byte, 0, 8*int(k)*len(items))
+	for _, it := range items {
+		for _, h := range bloom.Locations([]byte(it), k) {
+			out = binary.BigEndian.AppendUint64(out, h)
+		}
+	}
 	return out
-}
-
-// learn remembers sizes a script asked for, the most recent first.
-func (f *Filter) learn(gs []geometry) {
-	until := f.now().Add(learnFor)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, g := range gs {
-		f.learned = slices.DeleteFunc(f.learned, func(l learned) bool { return l.g == g })
-		f.learned = slices.Insert(f.learned, 0, learned{g: g, until: until})
-	}
-	if len(f.learned) > maxLearned {
-		f.learned = f.learned[:maxLearned]
-	}
-}
-
-// merge adds to geoms those of more it lacks.
-func merge(geoms, more []geometry) []geometry {
-	for _, g := range more {
-		found := false
-		for _, h := range geoms {
-			found = found || g == h
-		}
-		if !found {
-			geoms = append(geoms, g)
-		}
-	}
-	return geoms
-}
-
-func toUint(v any) (uint, error) {
-	switch x := v.(type) {
-	case int64:
-		if x < 0 {
-			return 0, fmt.Errorf("negative %d", x)
-		}
-		return uint(x), nil
-	case string:
-		u, err := strconv.ParseUint(x, 10, 64)
-		return uint(u), err
-	}
-	return 0, fmt.Errorf("unexpected %T", v)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -60,24 +61,41 @@ type meta struct {
 	g, m, k, c, n int
 }
 
-// generations returns the kept generations of user, by slot (absent: g 0).
-func generations(t testing.TB, rdb redis.UniversalClient, prefix, user string, g int) []meta {
+// generations returns the kept generations of user, oldest first.
+func generations(t testing.TB, rdb redis.UniversalClient, prefix, user string) []meta {
 	t.Helper()
-	out := make([]meta, g)
-	for slot := range out {
-		v, err := rdb.HGetAll(context.Background(), metaKey(keyspace.New(prefix), user, slot)).Result()
-		require.NoError(t, err)
-		if len(v) == 0 {
-			continue
-		}
-		atoi := func(f string) int {
-			n, err := strconv.Atoi(v[f])
-			require.NoError(t, err, "field %s of %v", f, v)
-			return n
-		}
-		out[slot] = meta{g: atoi("g"), m: atoi("m"), k: atoi("k"), c: atoi("c"), n: atoi("n")}
+	v, err := rdb.HGetAll(context.Background(), metaKey(keyspace.New(prefix), user)).Result()
+	require.NoError(t, err)
+	out := make([]meta, 0, len(v))
+	for field, desc := range v {
+		var gm meta
+		var err error
+		gm.g, err = strconv.Atoi(field)
+		require.NoError(t, err, "field %q", field)
+		_, err = fmt.Sscanf(desc, "%d %d %d %d", &gm.m, &gm.k, &gm.c, &gm.n)
+		require.NoError(t, err, "generation %s: %q", field, desc)
+		out = append(out, gm)
+	}
+	slices.SortFunc(out, func(a, b meta) int { return a.g - b.g })
+	return out
+}
+
+// numbers returns the generation numbers of gens.
+func numbers(gens []meta) []int {
+	out := make([]int, len(gens))
+	for i, g := range gens {
+		out[i] = g.g
 	}
 	return out
+}
+
+// sizeOf returns the size generation i gets under the plan for capacity,
+// p and g generations.
+func sizeOf(t testing.TB, capacity int, p float64, g, i int) size {
+	t.Helper()
+	pl, err := newPlan(capacity, p, g)
+	require.NoError(t, err)
+	return pl.sizes[min(i, len(pl.sizes)-1)]
 }
 
 func TestMarkThenFilter(t *testing.T) {
@@ -103,24 +121,23 @@ func TestMarkThenFilter(t *testing.T) {
 		assert.Equal(t, []string{"n1", "n3"}, got)
 	})
 	t.Run("marking again changes nothing", func(t *testing.T) {
-		before := generations(t, r.Client, r.Prefix, "alice", DefaultGenerations)
+		before := generations(t, r.Client, r.Prefix, "alice")
 		require.NoError(t, f.Mark(ctx, "alice", []string{"n1", "n3", "n1"}))
-		assert.Equal(t, before, generations(t, r.Client, r.Prefix, "alice", DefaultGenerations))
+		assert.Equal(t, before, generations(t, r.Client, r.Prefix, "alice"))
 	})
 	t.Run("no items is no call", func(t *testing.T) {
 		require.NoError(t, f.Mark(ctx, "carol", nil))
 		got, err := f.Unseen(ctx, "carol", nil)
 		require.NoError(t, err)
 		assert.Empty(t, got)
-		n, err := r.Client.Exists(ctx, userKeys(keyspace.New(r.Prefix), "carol", DefaultGenerations)...).Result()
+		n, err := r.Client.Exists(ctx, userKeys(keyspace.New(r.Prefix), "carol", f.slots)...).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n)
 	})
-	t.Run("the filter stores its size, capacity and count", func(t *testing.T) {
-		gens := generations(t, r.Client, r.Prefix, "alice", DefaultGenerations)
-		m, k := bloomEstimate(DefaultCapacity, DefaultFPRate, DefaultGenerations)
-		assert.Equal(t, meta{g: 1, m: m, k: k, c: DefaultCapacity, n: 2}, gens[1])
-		assert.Equal(t, meta{}, gens[0])
+	t.Run("a new filter is one small generation that stores its size, capacity and count", func(t *testing.T) {
+		s := sizeOf(t, DefaultCapacity, DefaultFPRate, DefaultGenerations, 0)
+		assert.Equal(t, []meta{{g: 0, m: int(s.m), k: int(s.k), c: FirstCapacity, n: 2}}, generations(t, r.Client, r.Prefix, "alice"))
+		assert.Less(t, int(s.m)/8, 300, "bytes of the first bitmap")
 	})
 }
 
@@ -176,7 +193,7 @@ func TestNoFalseNegatives(t *testing.T) {
 	// previous generation together always hold at least the last `capacity`
 	// distinct items.
 	var history []string
-	for round := range 40 {
+	for round := range 60 {
 		batch := make([]string, 1+rng.IntN(60))
 		for i := range batch {
 			if len(history) > 0 && rng.IntN(4) == 0 {
@@ -195,8 +212,9 @@ func TestNoFalseNegatives(t *testing.T) {
 			require.Empty(t, got, "round %d: recently marked items answered unseen", round)
 		}
 	}
-	gens := generations(t, r.Client, r.Prefix, "alice", DefaultGenerations)
-	assert.Greater(t, max(gens[0].g, gens[1].g), 3, "the test rotated generations")
+	gens := generations(t, r.Client, r.Prefix, "alice")
+	assert.Greater(t, gens[len(gens)-1].g, 3, "the test rotated generations")
+	assert.Positive(t, gens[0].g, "and dropped old ones: %+v", gens)
 }
 
 // lastDistinct returns the last n distinct items of history.
@@ -232,20 +250,30 @@ func TestFalsePositiveRate(t *testing.T) {
 		return float64(held) / probes
 	}
 
-	markAll(t, f, "alice", ids("item", 0, capacity))
-	t.Run("at capacity the rate is within 1.5x of the target", func(t *testing.T) {
+	for _, n := range []int{100, 1000} {
+		markAll(t, f, "alice", ids("item", 0, n))
 		got := rate()
-		t.Logf("false positives at capacity: %.4f (target %.4f)", got, target)
-		assert.LessOrEqual(t, got, 1.5*target)
+		t.Logf("false positives after %d items: %.5f (target %.4f), generations %+v", n, got, target, generations(t, r.Client, r.Prefix, "alice"))
+		assert.LessOrEqual(t, got, target, "growing generations stay below the target")
+	}
+
+	markAll(t, f, "alice", ids("item", 1000, capacity-1000))
+	t.Run("at capacity the rate is within the target", func(t *testing.T) {
+		got := rate()
+		t.Logf("false positives at capacity: %.5f (target %.4f), generations %+v", got, target, generations(t, r.Client, r.Prefix, "alice"))
+		assert.LessOrEqual(t, got, 1.2*target)
 	})
 
 	markAll(t, f, "alice", ids("item", capacity, 2*capacity))
 	t.Run("after 3x capacity with rotation it still is", func(t *testing.T) {
-		gens := generations(t, r.Client, r.Prefix, "alice", DefaultGenerations)
-		require.GreaterOrEqual(t, max(gens[0].g, gens[1].g), 3, "generations rotated")
+		gens := generations(t, r.Client, r.Prefix, "alice")
+		require.Len(t, gens, DefaultGenerations, "only full-size generations are kept: %+v", gens)
+		for _, g := range gens {
+			require.Equal(t, capacity, g.c, "full-size generations %+v", gens)
+		}
 		got := rate()
-		t.Logf("false positives after 3x capacity: %.4f (target %.4f), generations %+v", got, target, gens)
-		assert.LessOrEqual(t, got, 1.5*target)
+		t.Logf("false positives after 3x capacity: %.5f (target %.4f), generations %+v", got, target, gens)
+		assert.LessOrEqual(t, got, 1.2*target)
 		recent := seenAll(t, f, "alice", ids("item", 2*capacity, capacity))
 		assert.NotContains(t, recent, false, "the last capacity items are all seen")
 	})
@@ -291,20 +319,23 @@ func TestConcurrentMarksFromThreeNodes(t *testing.T) {
 				assert.NotContains(t, got, false, "node %d sees the marks of node %d", j, i)
 			}
 		}
-		gens := generations(t, r.Client, r.Prefix, "alice", DefaultGenerations)
+		gens := generations(t, r.Client, r.Prefix, "alice")
+		counted := 0
+		for i, g := range gens {
+			assert.Equal(t, i, g.g, "no generation dropped below capacity: %+v", gens)
+			counted += g.n
+		}
 		// the count skips items whose bits were all set already (a false
-		// positive of the item), about 0.1% at this fill.
-		assert.InDelta(t, 3*perNode, gens[1].n, 0.01*3*perNode, "count %+v", gens)
+		// positive of the item), well below 1%.
+		assert.InDelta(t, 3*perNode, counted, 0.01*3*perNode, "count %+v", gens)
 	})
 	t.Run("rotation under concurrent marks keeps generations consistent", func(t *testing.T) {
 		r := redistest.Real(t)
 		const capacity, perNode = 500, 1000
 		nodes := run(t, r, capacity, perNode, 50)
-		gens := generations(t, r.Client, r.Prefix, "alice", DefaultGenerations)
-		cur, prev := gens[0], gens[1]
-		if prev.g > cur.g {
-			cur, prev = prev, cur
-		}
+		gens := generations(t, r.Client, r.Prefix, "alice")
+		require.Len(t, gens, DefaultGenerations, "%+v", gens)
+		prev, cur := gens[0], gens[1]
 		assert.Equal(t, cur.g-1, prev.g, "consecutive generations %+v", gens)
 		assert.Equal(t, capacity, prev.c)
 		assert.Equal(t, capacity, prev.n, "the previous generation was full")

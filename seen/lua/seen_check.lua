@@ -1,50 +1,46 @@
 -- seen_check.lua: answer for each of N items whether any kept generation of
--- a user's seen-filter has all of its bits set ("maybe seen") or not
--- ("certainly unseen"). Writes nothing.
+-- a user's scalable seen-filter has all of its bits set ("maybe seen") or
+-- not ("certainly unseen"). Writes nothing.
 --
--- KEYS[2s-1]  bits of generation slot s (string bitmap), s = 1..G
--- KEYS[2s]    meta of generation slot s (hash: g m k c n)
+-- KEYS[1]     the filter's description (hash): field "<g>" = "m k c n" for
+--             each kept generation g
+-- KEYS[1+s]   bits of slot s (string bitmap), s = 1..S; generation g lives
+--             in slot (g mod S) + 1
 -- ARGV[1]     the largest bitmap, in bytes, read whole with one GET rather
 --             than bit by bit with GETBIT
 -- ARGV[2]     N, the number of items
--- ARGV[3]     number of geometries sent; then for each geometry three
---             arguments: m, k, and the N*k bit positions (item i's k in a
---             row), each 4 bytes big-endian
+-- ARGV[3]     K, hash values sent per item
+-- ARGV[4]     the N*K hash values (item i's K in a row), each 8 bytes
+--             big-endian: bit j of a generation of m bits and k hashes is
+--             value j mod m, j < k
 -- returns     {1, flags}: flags is a string of N characters, '1' for maybe
 --             seen and '0' for certainly unseen, in the order of the items;
---             or {0, m1, k1, m2, k2, ...}: the geometries of kept
---             generations that were not sent
+--             or {0, k} when a kept generation needs k > K hash values
 
-local nslots = #KEYS / 2
+local nslots = #KEYS - 1
 local readWhole = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
+local K = tonumber(ARGV[3])
+local pos = ARGV[4]
 
-local geo = {}
-for j = 0, tonumber(ARGV[3]) - 1 do
-  local at = 4 + 3 * j
-  geo[ARGV[at] .. ':' .. ARGV[at + 1]] = ARGV[at + 2]
-end
-
+-- the kept generations, newest first: recent items are the likeliest hits
 local gens = {}
-local missing = {}
-for s = 1, nslots do
-  local v = redis.call('HMGET', KEYS[2 * s], 'm', 'k')
-  if v[1] and v[2] then
-    local pos = geo[v[1] .. ':' .. v[2]]
-    if pos then
-      local gen = {bits = KEYS[2 * s - 1], k = tonumber(v[2]), pos = pos}
-      if math.ceil(tonumber(v[1]) / 8) <= readWhole then
-        gen.str = redis.call('GET', gen.bits) or ''
-      end
-      gens[#gens + 1] = gen
-    else
-      missing[#missing + 1] = v[1]
-      missing[#missing + 1] = v[2]
-    end
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local m, k = string.match(all[i + 1], '^(%d+) (%d+) ')
+  if m then
+    local g = tonumber(all[i])
+    gens[#gens + 1] = {g = g, m = tonumber(m), k = tonumber(k), bits = KEYS[2 + g % nslots]}
   end
 end
-if #missing > 0 then
-  return {0, unpack(missing)}
+table.sort(gens, function(a, b) return a.g > b.g end)
+for _, gen in ipairs(gens) do
+  if gen.k > K then
+    return {0, gen.k}
+  end
+  if math.ceil(gen.m / 8) <= readWhole then
+    gen.str = redis.call('GET', gen.bits) or ''
+  end
 end
 
 local byte = string.byte
@@ -53,19 +49,23 @@ local weight = {128, 64, 32, 16, 8, 4, 2, 1} -- of bit p % 8 in its byte
 local out = {}
 for i = 0, n - 1 do
   local seen = '0'
-  for g = 1, #gens do
-    local gen = gens[g]
-    local str, pos, k = gen.str, gen.pos, gen.k
+  for _, gen in ipairs(gens) do
+    local str, m = gen.str, gen.m
     local hit = true
-    for j = i * k * 4 + 1, (i + 1) * k * 4, 4 do
-      local a, b, c, d = byte(pos, j, j + 3)
-      local p = a * 16777216 + b * 65536 + c * 256 + d
+    for j = 0, gen.k - 1 do
+      -- the 64-bit hash value mod m, exactly in doubles (below 2^49)
+      local at = (i * K + j) * 8 + 1
+      local a, b, c, d, e, f, g, h = byte(pos, at, at + 7)
+      local x = (((a * 256 + b) * 256 + c) * 256 + d) % m
+      x = (x * 65536) % m
+      x = (x * 65536) % m
+      local p = (x + ((e * 256 + f) * 256 + g) * 256 + h) % m
       local set
       if str then
         local r = p % 8
-        local x = byte(str, (p - r) / 8 + 1)
+        local y = byte(str, (p - r) / 8 + 1)
         local w = weight[r + 1]
-        set = x ~= nil and x % (w + w) >= w
+        set = y ~= nil and y % (w + w) >= w
       else
         set = redis.call('GETBIT', gen.bits, p) == 1
       end

@@ -1,65 +1,85 @@
--- seen_mark.lua: set the bits of N items in a user's current seen-filter
--- generation, starting a new generation first whenever the current one has
--- counted its capacity (the oldest kept generation is dropped to make room).
+-- seen_mark.lua: set the bits of N items in the newest generation of a
+-- user's scalable seen-filter, starting a new, larger generation first
+-- whenever the newest one has counted its capacity, and dropping the oldest
+-- generations the filter no longer needs.
 --
--- KEYS[2s-1]  bits of generation slot s (string bitmap), s = 1..G
--- KEYS[2s]    meta of generation slot s (hash: g m k c n); generation g
---             lives in slot (g mod G) + 1
--- ARGV[1]     TTL of every generation written, milliseconds
--- ARGV[2]     capacity of a new generation, items
+-- KEYS[1]     the filter's description (hash): field "<g>" = "m k c n" for
+--             each kept generation g (bits, hashes, capacity, items counted)
+-- KEYS[1+s]   bits of slot s (string bitmap), s = 1..S; generation g lives
+--             in slot (g mod S) + 1
+-- ARGV[1]     TTL of every key of the filter, milliseconds (all refreshed)
+-- ARGV[2]     R: the oldest generation is dropped when the older ones
+--             without it still hold at least R items (capacities)
 -- ARGV[3]     the largest bitmap, in bytes, rewritten whole (GET, change in
 --             Lua, SET) rather than bit by bit with SETBIT
 -- ARGV[4]     N, the number of items
--- ARGV[5]     number of geometries sent; then for each geometry three
---             arguments: m, k, and the N*k bit positions (item i's k in a
---             row), each 4 bytes big-endian. The first sizes new generations.
--- returns     {1, rotations} when marked, or {0, m, k} when the current
---             generation's geometry was not sent (nothing written)
+-- ARGV[5]     K, hash values sent per item
+-- ARGV[6]     T, the number of schedule entries; then T triples m, k, c:
+--             the size of generation 0, 1, ..., T-1; generation g >= T takes
+--             the last one
+-- ARGV[7+3T]  the N*K hash values (item i's K in a row), each 8 bytes
+--             big-endian: bit j of a generation of m bits and k hashes is
+--             value j mod m, j < k (bloom/v3's Locations)
+-- returns     {1, generations started}; or {0, k} when a kept generation
+--             needs k > K hash values (nothing written)
 
-local nslots = #KEYS / 2
+local meta = KEYS[1]
+local nslots = #KEYS - 1
 local ttl = ARGV[1]
-local capacity = tonumber(ARGV[2])
+local keep = tonumber(ARGV[2])
 local readWhole = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
-
--- geometry "m:k" -> its packed positions
-local geo = {}
-for j = 0, tonumber(ARGV[5]) - 1 do
-  local at = 6 + 3 * j
-  geo[ARGV[at] .. ':' .. ARGV[at + 1]] = ARGV[at + 2]
+local K = tonumber(ARGV[5])
+local nsched = tonumber(ARGV[6])
+local sched = {}
+for t = 0, nsched - 1 do
+  sched[t] = {m = tonumber(ARGV[7 + 3 * t]), k = tonumber(ARGV[8 + 3 * t]), c = tonumber(ARGV[9 + 3 * t])}
 end
-local first = {m = ARGV[6], k = tonumber(ARGV[7]), pos = ARGV[8]}
+local pos = ARGV[7 + 3 * nsched]
 
--- the current generation: the highest generation number kept
-local cur
-local curg = 0
-for s = 1, nslots do
-  local v = redis.call('HMGET', KEYS[2 * s], 'g', 'm', 'k', 'c', 'n')
-  local g = tonumber(v[1])
-  if g and g > curg then
-    curg = g
-    cur = {slot = s, m = v[2], k = tonumber(v[3]), c = tonumber(v[4]), n = tonumber(v[5])}
+local function bitsKey(g)
+  return KEYS[2 + g % nslots]
+end
+
+-- the kept generations, oldest first
+local gens = {}
+local all = redis.call('HGETALL', meta)
+for i = 1, #all, 2 do
+  local m, k, c, cnt = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
+  if m then
+    gens[#gens + 1] = {g = tonumber(all[i]), m = tonumber(m), k = tonumber(k), c = tonumber(c), n = tonumber(cnt)}
   end
 end
-if cur and cur.n < cur.c then
-  cur.pos = geo[cur.m .. ':' .. cur.k]
-  if not cur.pos then
-    return {0, cur.m, cur.k}
+table.sort(gens, function(a, b) return a.g < b.g end)
+for _, gen in ipairs(gens) do
+  if gen.k > K then
+    return {0, gen.k}
   end
 end
 
 local byte = string.byte
 local weight = {128, 64, 32, 16, 8, 4, 2, 1} -- of bit p % 8 in its byte
 
+-- bit j of item i (0-based) in a generation of m bits: the 64-bit hash
+-- value mod m, computed in doubles exactly (every step stays below 2^49)
+local function bit(i, j, m)
+  local at = (i * K + j) * 8 + 1
+  local a, b, c, d, e, f, g, h = byte(pos, at, at + 7)
+  local x = (((a * 256 + b) * 256 + c) * 256 + d) % m
+  x = (x * 65536) % m
+  x = (x * 65536) % m
+  return (x + ((e * 256 + f) * 256 + g) * 256 + h) % m
+end
+
 -- prepare gen for writes; a bitmap small enough is read whole, once
 local function open(gen, fresh)
-  gen.bits = KEYS[2 * gen.slot - 1]
-  local bytes = math.ceil(tonumber(gen.m) / 8)
+  gen.bits, gen.open = bitsKey(gen.g), true
+  local bytes = math.ceil(gen.m / 8)
   if bytes > readWhole then
     if fresh then
       -- allocate all m bits at once: a bitmap grown bit by bit keeps about
       -- twice its size in spare room
-      redis.call('SETBIT', gen.bits, tonumber(gen.m) - 1, 0)
+      redis.call('SETBIT', gen.bits, gen.m - 1, 0)
     end
     return
   end
@@ -95,7 +115,7 @@ local function set(gen, p)
   return true
 end
 
--- write gen's changed bytes, count and TTL
+-- write gen's changed bytes and count
 local function save(gen)
   if gen.str and #gen.order > 0 then
     table.sort(gen.order)
@@ -114,34 +134,54 @@ local function save(gen)
     parts[#parts + 1] = string.sub(gen.str, from)
     chunks[#chunks + 1] = table.concat(parts)
     redis.call('SET', gen.bits, table.concat(chunks))
+    gen.str, gen.changed, gen.order = nil, nil, nil
   end
-  redis.call('HSET', KEYS[2 * gen.slot], 'n', gen.n)
-  redis.call('PEXPIRE', gen.bits, ttl)
-  redis.call('PEXPIRE', KEYS[2 * gen.slot], ttl)
+  redis.call('HSET', meta, gen.g, gen.m .. ' ' .. gen.k .. ' ' .. gen.c .. ' ' .. gen.n)
 end
 
-if cur and cur.pos then
+-- start generation g: drop the oldest kept generations while the others
+-- still hold `keep` items (and while the slots are all taken), then make g
+-- with the schedule's size for it
+local function start(g)
+  local held = 0
+  for _, gen in ipairs(gens) do
+    held = held + gen.c
+  end
+  while #gens > 0 and (held - gens[1].c >= keep or #gens >= nslots) do
+    local old = table.remove(gens, 1)
+    held = held - old.c
+    redis.call('HDEL', meta, old.g)
+    redis.call('DEL', bitsKey(old.g))
+  end
+  local size = sched[math.min(g, nsched - 1)]
+  local gen = {g = g, m = size.m, k = size.k, c = size.c, n = 0}
+  redis.call('DEL', bitsKey(g))
+  gens[#gens + 1] = gen
+  open(gen, true)
+  return gen
+end
+
+local cur = gens[#gens]
+if cur and cur.n < cur.c then
   open(cur, false)
 end
-local rotations = 0
+local started = 0
 for i = 0, n - 1 do
   if not cur or cur.n >= cur.c then
-    if cur and cur.pos then
-      save(cur)
+    local g = 0
+    if cur then
+      if cur.open then
+        save(cur)
+      end
+      g = cur.g + 1
     end
-    curg = curg + 1
-    rotations = rotations + 1
-    local s = curg % nslots + 1
-    redis.call('DEL', KEYS[2 * s - 1], KEYS[2 * s])
-    redis.call('HSET', KEYS[2 * s], 'g', curg, 'm', first.m, 'k', first.k, 'c', capacity, 'n', 0)
-    cur = {slot = s, m = first.m, k = first.k, c = capacity, n = 0, pos = first.pos}
-    open(cur, true)
+    cur = start(g)
+    started = started + 1
   end
   local added = false
-  local pos, k = cur.pos, cur.k
-  for j = i * k * 4 + 1, (i + 1) * k * 4, 4 do
-    local a, b, c, d = byte(pos, j, j + 3)
-    if set(cur, a * 16777216 + b * 65536 + c * 256 + d) then
+  local m = cur.m
+  for j = 0, cur.k - 1 do
+    if set(cur, bit(i, j, m)) then
       added = true
     end
   end
@@ -150,4 +190,8 @@ for i = 0, n - 1 do
   end
 end
 save(cur)
-return {1, rotations}
+redis.call('PEXPIRE', meta, ttl)
+for _, gen in ipairs(gens) do
+  redis.call('PEXPIRE', bitsKey(gen.g), ttl)
+end
+return {1, started}
