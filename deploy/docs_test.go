@@ -1,0 +1,379 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/settings"
+)
+
+// The documents of docs/ are checked against each other and against the
+// source: docs/openapi.json must name exactly the routes web registers,
+// every $ref in it and in docs/ws-frames.schema.json must resolve, the
+// shapes both files share must be the same, and docs/PROTOCOL.md must list
+// every error code the server sends and every live setting as defined.
+
+var docsDir = filepath.Join("..", "docs")
+
+// readJSONDoc decodes a JSON document of docs/ into generic values.
+func readJSONDoc(t *testing.T, name string) map[string]any {
+	t.Helper()
+	p, err := os.ReadFile(filepath.Join(docsDir, name))
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(p, &doc), "%s is not valid JSON", name)
+	return doc
+}
+
+// resolvePointer follows a JSON pointer ("#/components/schemas/Room") in doc.
+func resolvePointer(doc any, ref string) (any, error) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, fmt.Errorf("%q is not a local reference (the documents must stand alone)", ref)
+	}
+	cur := doc
+	if ref == "#" {
+		return cur, nil
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return nil, fmt.Errorf("%q is not a JSON pointer", ref)
+	}
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := cur.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return nil, fmt.Errorf("%q: no %q", ref, tok)
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, fmt.Errorf("%q: no index %q", ref, tok)
+			}
+			cur = v[i]
+		default:
+			return nil, fmt.Errorf("%q: %q is inside a scalar", ref, tok)
+		}
+	}
+	return cur, nil
+}
+
+// refs returns every "$ref" value in v, with where it was found.
+func refs(v any, at string, out map[string]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && k == "$ref" {
+				out[at+"/$ref"] = s
+				continue
+			}
+			refs(x, at+"/"+k, out)
+		}
+	case []any:
+		for i, x := range v {
+			refs(x, at+"/"+strconv.Itoa(i), out)
+		}
+	}
+}
+
+func TestDocsReferencesResolve(t *testing.T) {
+	for _, name := range []string{"openapi.json", "ws-frames.schema.json"} {
+		t.Run(name, func(t *testing.T) {
+			doc := readJSONDoc(t, name)
+			found := map[string]string{}
+			refs(doc, "#", found)
+			require.NotEmpty(t, found, "no $ref at all: the test would prove nothing")
+			for at, ref := range found {
+				_, err := resolvePointer(doc, ref)
+				assert.NoError(t, err, "at %s", at)
+			}
+		})
+	}
+	t.Run("openapi.json is OpenAPI 3.1 with the error shape and both token schemes", func(t *testing.T) {
+		doc := readJSONDoc(t, "openapi.json")
+		assert.Equal(t, "3.1.0", doc["openapi"])
+		e, err := resolvePointer(doc, "#/components/schemas/Error/properties/error/required")
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []any{"code", "message"}, e)
+		for _, scheme := range []string{"userToken", "adminToken"} {
+			s, err := resolvePointer(doc, "#/components/securitySchemes/"+scheme)
+			require.NoError(t, err)
+			assert.Equal(t, "bearer", s.(map[string]any)["scheme"], scheme)
+		}
+	})
+	t.Run("ws-frames.schema.json is draft 2020-12 and every frame names its type", func(t *testing.T) {
+		doc := readJSONDoc(t, "ws-frames.schema.json")
+		assert.Equal(t, "https://json-schema.org/draft/2020-12/schema", doc["$schema"])
+		defs := doc["$defs"].(map[string]any)
+		for _, group := range []string{"ClientFrame", "ServerEvent"} {
+			one := defs[group].(map[string]any)["oneOf"].([]any)
+			require.NotEmpty(t, one, group)
+			seen := map[string]bool{}
+			for _, r := range one {
+				frame, err := resolvePointer(doc, r.(map[string]any)["$ref"].(string))
+				require.NoError(t, err)
+				f := frame.(map[string]any)
+				typ, _ := f["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)
+				assert.NotEmpty(t, typ, "%s: a frame without a const type", r)
+				assert.False(t, seen[typ], "%s: type %q twice", group, typ)
+				seen[typ] = true
+				assert.Contains(t, f["required"], "type", "%s", r)
+			}
+		}
+	})
+}
+
+// routeRe finds Fiber route registrations with a literal path:
+// api.Get("/rooms/:room", …), s.app.Post("/…", …).
+var routeRe = regexp.MustCompile(`\b([A-Za-z_][\w.]*)\.(Get|Post|Put|Delete|Patch)\(\s*"(/[^"]*)"`)
+
+// groupRe finds route groups: api := s.app.Group("/api/v1").
+var groupRe = regexp.MustCompile(`\b(\w+)\s*:?=\s*[\w.]+\.Group\(\s*"(/[^"]*)"`)
+
+// paramRe is a Fiber path parameter.
+var paramRe = regexp.MustCompile(`:(\w+)`)
+
+// registeredRoutes returns "METHOD /path" for every route web/*.go
+// registers, with Fiber's :param written as OpenAPI's {param}.
+func registeredRoutes(t *testing.T) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "web", "*.go"))
+	require.NoError(t, err)
+	var srcs []string
+	prefix := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		p, err := os.ReadFile(f)
+		require.NoError(t, err)
+		srcs = append(srcs, string(p))
+		for _, m := range groupRe.FindAllStringSubmatch(string(p), -1) {
+			prefix[m[1]] = m[2]
+		}
+	}
+	routes := map[string]bool{}
+	for _, src := range srcs {
+		for _, m := range routeRe.FindAllStringSubmatch(src, -1) {
+			recv := m[1][strings.LastIndex(m[1], ".")+1:]
+			path := prefix[recv] + m[3]
+			routes[strings.ToUpper(m[2])+" "+paramRe.ReplaceAllString(path, "{$1}")] = true
+		}
+	}
+	return routes
+}
+
+func TestDocsOpenAPIRoutesMatchTheServer(t *testing.T) {
+	routes := registeredRoutes(t)
+	require.Greater(t, len(routes), 20, "found only %v in web/*.go: has the route syntax changed?", routes)
+	require.Contains(t, routes, "POST /api/v1/session", "the /api/v1 group was not resolved")
+
+	doc := readJSONDoc(t, "openapi.json")
+	documented := map[string]bool{}
+	for path, item := range doc["paths"].(map[string]any) {
+		for method := range item.(map[string]any) {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				documented[strings.ToUpper(method)+" "+path] = true
+			}
+		}
+	}
+	// GET / is the browser client: staticRoutes serves index.html there from
+	// a loop over the embedded files, not from a literal route.
+	if _, err := os.Stat(filepath.Join("..", "web", "static", "index.html")); err == nil {
+		routes["GET /"] = true
+	}
+	var missing, extra []string
+	for r := range routes {
+		if !documented[r] {
+			missing = append(missing, r)
+		}
+	}
+	for r := range documented {
+		if !routes[r] {
+			extra = append(extra, r)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	assert.Empty(t, missing, "routes web registers that docs/openapi.json does not describe")
+	assert.Empty(t, extra, "docs/openapi.json describes routes web does not register")
+}
+
+func TestDocsSharedShapesAgree(t *testing.T) {
+	api := readJSONDoc(t, "openapi.json")
+	ws := readJSONDoc(t, "ws-frames.schema.json")
+	// The ws schema refers to its own $defs where openapi.json refers to
+	// components/schemas: rewrite before comparing.
+	norm := func(v any) any {
+		p, err := json.Marshal(v)
+		require.NoError(t, err)
+		s := strings.ReplaceAll(string(p), "#/components/schemas/", "#/$defs/")
+		var out any
+		require.NoError(t, json.Unmarshal([]byte(s), &out))
+		return out
+	}
+	for _, name := range []string{"Room", "Message", "RoomID", "MessageID", "ErrorCode", "SettingValue"} {
+		a, err := resolvePointer(api, "#/components/schemas/"+name)
+		require.NoError(t, err)
+		w, err := resolvePointer(ws, "#/$defs/"+name)
+		require.NoError(t, err)
+		assert.True(t, reflect.DeepEqual(norm(a), norm(w)), "%s differs between openapi.json and ws-frames.schema.json", name)
+	}
+}
+
+// codeRes find the error codes the server sends in its source: errf(status,
+// "code", …), mapping{err, status, "code"}, SendError("code", …) and "code":
+// "…" in maps.
+var codeRes = []*regexp.Regexp{
+	regexp.MustCompile(`errf\(\s*[^,()]+,\s*"([a-z_]+)"`),
+	regexp.MustCompile(`mapping\{[^{}]*,\s*"([a-z_]+)"\}`),
+	regexp.MustCompile(`SendError\(\s*"([a-z_]+)"`),
+	regexp.MustCompile(`"code":\s*"([a-z_]+)"`),
+}
+
+// commentRe is a whole-line Go or nginx comment (the error shape is
+// quoted in comments with a placeholder code).
+var commentRe = regexp.MustCompile(`(?m)^\s*(//|#).*$`)
+
+func TestDocsErrorCodes(t *testing.T) {
+	var files []string
+	for _, dir := range []string{"web", "realtime"} {
+		fs, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+		require.NoError(t, err)
+		files = append(files, fs...)
+	}
+	files = append(files, "nginx.conf")
+	sent := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		p, err := os.ReadFile(f)
+		require.NoError(t, err)
+		src := commentRe.ReplaceAllString(string(p), "")
+		for _, re := range codeRes {
+			for _, m := range re.FindAllStringSubmatch(src, -1) {
+				sent[m[1]] = f
+			}
+		}
+	}
+	require.Greater(t, len(sent), 15, "found only %v: has the error table's syntax changed?", sent)
+
+	api := readJSONDoc(t, "openapi.json")
+	e, err := resolvePointer(api, "#/components/schemas/ErrorCode/enum")
+	require.NoError(t, err)
+	enum := map[string]bool{}
+	for _, c := range e.([]any) {
+		enum[c.(string)] = true
+	}
+	proto, err := os.ReadFile(filepath.Join(docsDir, "PROTOCOL.md"))
+	require.NoError(t, err)
+	table := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| (\\d{3})").FindAllStringSubmatch(string(proto), -1) {
+		table[m[1]] = true
+	}
+	for code, where := range sent {
+		assert.True(t, enum[code], "%s sends %q, which openapi.json's ErrorCode does not list", where, code)
+		assert.True(t, table[code], "%s sends %q, which PROTOCOL.md's error table does not list", where, code)
+	}
+	for code := range enum {
+		assert.True(t, table[code], "openapi.json lists %q, PROTOCOL.md's error table does not", code)
+	}
+}
+
+func TestDocsSettingsTable(t *testing.T) {
+	proto, err := os.ReadFile(filepath.Join(docsDir, "PROTOCOL.md"))
+	require.NoError(t, err)
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(proto), "\n") {
+		if m := regexp.MustCompile("^\\| `([a-z_.]+)` \\| (int|number|string) \\|").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	defs := settings.Defs()
+	require.NotEmpty(t, defs)
+	for _, d := range defs {
+		row, ok := rows[d.Key]
+		if !assert.True(t, ok, "PROTOCOL.md's settings table has no row for %s", d.Key) {
+			continue
+		}
+		cells := strings.Split(row, "|")
+		require.GreaterOrEqual(t, len(cells), 6, row)
+		assert.Equal(t, d.Type, strings.TrimSpace(cells[2]), "type of %s", d.Key)
+		var def string
+		switch v := d.Default.(type) {
+		case string:
+			def = "`" + strconv.Quote(v) + "`"
+		case int:
+			def = strconv.Itoa(v)
+		case float64:
+			def = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		assert.Equal(t, def, strings.TrimSpace(cells[4]), "default of %s", d.Key)
+		rng := strings.TrimSpace(cells[3])
+		assert.Contains(t, rng, strconv.FormatFloat(d.Max, 'f', -1, 64), "range of %s", d.Key)
+		if !d.MinExclusive {
+			assert.True(t, strings.HasPrefix(rng, strconv.FormatFloat(d.Min, 'f', -1, 64)), "range of %s: %q", d.Key, rng)
+		}
+	}
+	assert.Len(t, rows, len(defs), "PROTOCOL.md lists settings the registry does not have")
+}
+
+// TestDocsLinks: the repository's documents link only to files it holds;
+// the contract is docs/PROTOCOL.md, not a file outside the repository.
+func TestDocsLinks(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	var docs []string
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && slices.Contains([]string{".git", ".run", "node_modules", "testdata"}, d.Name()) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			docs = append(docs, path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, docs)
+	for _, doc := range docs {
+		p, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		for _, m := range link.FindAllStringSubmatch(string(p), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path := filepath.Join(filepath.Dir(doc), target)
+			rel, err := filepath.Rel(root, path)
+			require.NoError(t, err)
+			if strings.HasPrefix(rel, "..") {
+				t.Errorf("%s links to %s, outside the repository: a dead link on any clone", doc, target)
+				continue
+			}
+			_, err = os.Stat(path)
+			assert.NoError(t, err, "%s links to %s, which is not in the repository", doc, target)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(readme), "](docs/PROTOCOL.md)"), "README.md must link docs/PROTOCOL.md")
+}
