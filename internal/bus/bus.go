@@ -17,8 +17,24 @@
 // every message to every node, so the count of subscriptions, not of
 // connections, is what a node pays for.
 //
+// Sharded pub/sub (Config.Sharded, Redis Cluster only): that broadcast is the
+// naive version's cost on a cluster — every PUBLISH crosses the cluster bus
+// to every master, so adding masters adds no pub/sub capacity. A channel
+// subscribed with SubscribeSharded is instead [SSUBSCRIBE]d on the master
+// that owns its slot and published with [SPUBLISH], which that shard alone
+// handles. The Bus keeps one pub/sub connection per master for these
+// (sharded.go): one SSUBSCRIBE per channel, since one command may not span
+// slots and go-redis's own resubscription sends them all in one. When a
+// shard's connection fails (its master died: go-redis is told to re-read the
+// slot map) or Redis unsubscribes a channel whose slot moved (an unasked
+// "sunsubscribe"), the Bus subscribes the channels again on their new owner
+// and calls Resubscribed, as after a reconnect. Node-wide channels (settings,
+// notices, the canary) stay classic: Subscribe.
+//
 // [SUBSCRIBE]: https://redis.io/commands/subscribe/
 // [PUBLISH]: https://redis.io/commands/publish/
+// [SSUBSCRIBE]: https://redis.io/commands/ssubscribe/
+// [SPUBLISH]: https://redis.io/commands/spublish/
 package bus
 
 import (
@@ -40,12 +56,14 @@ import (
 
 // Handler receives the messages of a channel.
 type Handler interface {
-	// Receive is called on the bus goroutine, in arrival order, for each
-	// message; it must not block. payload must not be modified.
+	// Receive is called for each message, in arrival order for a channel,
+	// never concurrently with another Receive or Resubscribed of the same
+	// Bus; it must not block. payload must not be modified.
 	Receive(channel string, payload []byte)
-	// Resubscribed is called on the bus goroutine after a reconnect has
-	// subscribed the channel again: messages published while the connection
-	// was down are lost, so re-read what you follow. It must not block.
+	// Resubscribed is called, like Receive, after a reconnect, a failover or
+	// a slot move has subscribed the channel again: messages published while
+	// it was not subscribed are lost, so re-read what you follow. It must not
+	// block.
 	Resubscribed()
 }
 
@@ -71,7 +89,8 @@ func (h HandlerFuncs) Resubscribed() {
 
 var _ Handler = HandlerFuncs{}
 
-// ErrClosed is returned by Subscribe after Run has returned.
+// ErrClosed is returned by Subscribe and SubscribeSharded after Run has
+// returned.
 var ErrClosed = errors.New("bus: closed")
 
 // Config configures a Bus.
@@ -87,15 +106,26 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer registers the bus metrics; nil = none.
 	Registerer prometheus.Registerer
+	// Sharded makes SubscribeSharded use sharded pub/sub (SSUBSCRIBE on the
+	// master owning the channel's slot) when the client is a
+	// *redis.ClusterClient; it is ignored for any other client. Publishers
+	// of those channels must then SPUBLISH (PublishSharded does). false =
+	// SubscribeSharded subscribes classically, like Subscribe.
+	Sharded bool
 }
 
 // Bus multiplexes channel subscriptions over one Redis pub/sub connection.
 type Bus struct {
 	rdb    redis.UniversalClient
+	cc     *redis.ClusterClient // rdb, when it is a cluster client
 	cfg    Config
 	ps     *redis.PubSub
 	canary string
 	log    *slog.Logger
+
+	// dispatchMu is held while handlers run, so that no two run at once
+	// although each shard has its own receiving goroutine.
+	dispatchMu sync.Mutex
 
 	// opMu orders the first SUBSCRIBE and last UNSUBSCRIBE of a channel with
 	// the map change that causes them, so a quick close-then-subscribe can't
@@ -105,6 +135,7 @@ type Bus struct {
 	channels map[string]*entry
 	resync   map[string]bool // channels to report Resubscribed for after a reconnect
 	closed   bool
+	sharded  shardedState // SubscribeSharded's channels and shards, when Config.Sharded
 
 	lastCanary atomic.Int64 // unix nanos a canary came back
 	metrics    metrics
@@ -114,12 +145,17 @@ type entry struct {
 	subs      []*Subscription
 	confirmed bool
 	waiters   []chan struct{}
+
+	// sharded channels only
+	shard  *shard // the shard it is SSUBSCRIBEd on; nil = to be assigned
+	resync bool   // call Resubscribed on the next confirmation
 }
 
 // Subscription is one handler's subscription to a channel.
 type Subscription struct {
 	b       *Bus
 	channel string
+	sharded bool
 	h       Handler
 	once    sync.Once
 }
@@ -147,6 +183,10 @@ func New(rdb redis.UniversalClient, cfg Config) *Bus {
 		resync:   map[string]bool{},
 		metrics:  newMetrics(cfg.Registerer),
 	}
+	b.cc, _ = rdb.(*redis.ClusterClient)
+	if cfg.Sharded && b.cc != nil {
+		b.sharded = newShardedState()
+	}
 	b.ps = rdb.Subscribe(context.Background())
 	return b
 }
@@ -154,18 +194,30 @@ func New(rdb redis.UniversalClient, cfg Config) *Bus {
 // Run receives messages until ctx ends, then closes the connection. It
 // reconnects by itself; a Subscribe waits for Run to confirm it.
 func (b *Bus) Run(ctx context.Context) error {
+	var shards sync.WaitGroup
 	defer func() {
 		b.mu.Lock()
 		b.closed = true
-		for _, e := range b.channels {
-			for _, w := range e.waiters {
-				close(w)
+		for _, m := range []map[string]*entry{b.channels, b.sharded.channels} {
+			for _, e := range m {
+				for _, w := range e.waiters {
+					close(w)
+				}
+				e.waiters = nil
 			}
-			e.waiters = nil
 		}
 		b.mu.Unlock()
 		_ = b.ps.Close()
+		b.closeShards()
+		shards.Wait()
 	}()
+	if b.sharded.on {
+		shards.Add(1)
+		go func() {
+			defer shards.Done()
+			b.runResharder(ctx, &shards)
+		}()
+	}
 	// The receive loop below confirms subscriptions, so the canary's must not
 	// wait for its confirmation.
 	if _, _, err := b.subscribe(ctx, b.canary, HandlerFuncs{OnReceive: func(string, []byte) {
@@ -191,6 +243,7 @@ func (b *Bus) Run(ctx context.Context) error {
 				b.markAllForResync()
 			}
 			wasDown = true
+			b.reloadSlots(ctx)
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond):
@@ -236,6 +289,17 @@ func (b *Bus) publishCanary(ctx context.Context) {
 	defer cancel()
 	if err := b.rdb.Publish(ctx, b.canary, "1").Err(); err != nil && ctx.Err() == nil {
 		b.log.Debug("canary publish failed", "err", err)
+		b.reloadSlots(ctx)
+	}
+}
+
+// reloadSlots asks a cluster client to re-read the slot map: a failed
+// connection may mean its master died and a replica took its slots, and
+// go-redis re-reads the map by itself only on a MOVED reply (which a dead
+// master never sends) or once a minute. go-redis coalesces the requests.
+func (b *Bus) reloadSlots(ctx context.Context) {
+	if b.cc != nil {
+		b.cc.ReloadState(ctx)
 	}
 }
 
@@ -271,9 +335,11 @@ func (b *Bus) dispatch(msg any) {
 		}
 		b.mu.Unlock()
 		payload := []byte(m.Payload)
+		b.dispatchMu.Lock()
 		for _, s := range subs {
 			s.h.Receive(m.Channel, payload)
 		}
+		b.dispatchMu.Unlock()
 	case *redis.Subscription:
 		if m.Kind != "subscribe" {
 			return
@@ -293,9 +359,11 @@ func (b *Bus) dispatch(msg any) {
 		}
 		delete(b.resync, m.Channel)
 		b.mu.Unlock()
+		b.dispatchMu.Lock()
 		for _, s := range resub {
 			s.h.Resubscribed()
 		}
+		b.dispatchMu.Unlock()
 	}
 }
 
@@ -304,6 +372,11 @@ func (b *Bus) dispatch(msg any) {
 // It returns ctx's error if ctx ends first, and ErrClosed after Run returned.
 func (b *Bus) Subscribe(ctx context.Context, channel string, h Handler) (*Subscription, error) {
 	s, wait, err := b.subscribe(ctx, channel, h)
+	return b.await(ctx, s, wait, err)
+}
+
+// await waits for the confirmation wait of subscribe or subscribeSharded.
+func (b *Bus) await(ctx context.Context, s *Subscription, wait chan struct{}, err error) (*Subscription, error) {
 	if err != nil || wait == nil {
 		return s, err
 	}
@@ -371,6 +444,10 @@ func (s *Subscription) Close(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
 		b := s.b
+		if s.sharded {
+			err = b.closeSharded(ctx, s)
+			return
+		}
 		b.opMu.Lock()
 		defer b.opMu.Unlock()
 		b.mu.Lock()

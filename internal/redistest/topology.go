@@ -331,3 +331,45 @@ func (r *Redis) SentinelMasterAddr(tb testing.TB) string {
 	tb.Fatalf("redistest: no Sentinel names the master: %v", lastErr)
 	return ""
 }
+
+// MoveSlot moves the slot of key, with its keys, from its master to the
+// master to, as redis-cli --cluster reshard does (SETSLOT IMPORTING and
+// MIGRATING, MIGRATE, SETSLOT NODE on both). It fails the test on error.
+func (r *Redis) MoveSlot(tb testing.TB, key string, to *Server) {
+	tb.Helper()
+	from := r.NodeOf(tb, key)
+	if from == to {
+		tb.Fatalf("redistest: %q is already on %s", key, to.Addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	src, dst := from.Client(tb), to.Client(tb)
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatalf("redistest: move slot of %q: %v", key, err)
+		}
+	}
+	slot, err := src.ClusterKeySlot(ctx, key).Result()
+	must(err)
+	srcID, err := src.Do(ctx, "CLUSTER", "MYID").Text()
+	must(err)
+	dstID, err := dst.Do(ctx, "CLUSTER", "MYID").Text()
+	must(err)
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		must(err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(src.Do(ctx, args...).Err())
+	}
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+}
