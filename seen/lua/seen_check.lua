@@ -30,7 +30,9 @@ for i = 1, #all, 2 do
   local m, k = string.match(all[i + 1], '^(%d+) (%d+) ')
   if m then
     local g = tonumber(all[i])
-    gens[#gens + 1] = {g = g, m = tonumber(m), k = tonumber(k), bits = KEYS[2 + g % nslots]}
+    m = tonumber(m)
+    gens[#gens + 1] = {g = g, m = m, k = tonumber(k), bits = KEYS[2 + g % nslots],
+      A = 281474976710656 % m, B = 4294967296 % m} -- 2^48, 2^32 mod m
   end
 end
 table.sort(gens, function(a, b) return a.g > b.g end)
@@ -50,16 +52,14 @@ local out = {}
 for i = 0, n - 1 do
   local seen = '0'
   for _, gen in ipairs(gens) do
-    local str, m = gen.str, gen.m
+    local str, m, A, B = gen.str, gen.m, gen.A, gen.B
     local hit = true
     for j = 0, gen.k - 1 do
-      -- the 64-bit hash value mod m, exactly in doubles (below 2^49)
+      -- the 64-bit hash value mod m, exactly in doubles (every term is
+      -- below 2^48): v = (a b)·2^48 + (c d)·2^32 + (e f g h)
       local at = (i * K + j) * 8 + 1
       local a, b, c, d, e, f, g, h = byte(pos, at, at + 7)
-      local x = (((a * 256 + b) * 256 + c) * 256 + d) % m
-      x = (x * 65536) % m
-      x = (x * 65536) % m
-      local p = (x + ((e * 256 + f) * 256 + g) * 256 + h) % m
+      local p = ((a * 256 + b) * A + (c * 256 + d) * B + ((e * 256 + f) * 256 + g) * 256 + h) % m
       local set
       if str then
         local r = p % 8

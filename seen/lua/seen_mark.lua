@@ -60,20 +60,19 @@ end
 local byte = string.byte
 local weight = {128, 64, 32, 16, 8, 4, 2, 1} -- of bit p % 8 in its byte
 
--- bit j of item i (0-based) in a generation of m bits: the 64-bit hash
--- value mod m, computed in doubles exactly (every step stays below 2^49)
-local function bit(i, j, m)
+-- bit j of item i (0-based) in gen: the 64-bit hash value mod m, exactly
+-- in doubles (every term is below 2^48): v = (a b)·2^48 + (c d)·2^32 +
+-- (e f g h), with A = 2^48 mod m and B = 2^32 mod m
+local function bit(i, j, gen)
   local at = (i * K + j) * 8 + 1
   local a, b, c, d, e, f, g, h = byte(pos, at, at + 7)
-  local x = (((a * 256 + b) * 256 + c) * 256 + d) % m
-  x = (x * 65536) % m
-  x = (x * 65536) % m
-  return (x + ((e * 256 + f) * 256 + g) * 256 + h) % m
+  return ((a * 256 + b) * gen.A + (c * 256 + d) * gen.B + ((e * 256 + f) * 256 + g) * 256 + h) % gen.m
 end
 
 -- prepare gen for writes; a bitmap small enough is read whole, once
 local function open(gen, fresh)
   gen.bits, gen.open = bitsKey(gen.g), true
+  gen.A, gen.B = 281474976710656 % gen.m, 4294967296 % gen.m -- 2^48, 2^32
   local bytes = math.ceil(gen.m / 8)
   if bytes > readWhole then
     if fresh then
@@ -179,9 +178,8 @@ for i = 0, n - 1 do
     started = started + 1
   end
   local added = false
-  local m = cur.m
   for j = 0, cur.k - 1 do
-    if set(cur, bit(i, j, m)) then
+    if set(cur, bit(i, j, cur)) then
       added = true
     end
   end
