@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/redistest"
 )
 
@@ -98,6 +99,8 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 	watch := r.Prefix + ":{watched}"
 	tr := startTraffic(t, rdb, r.Prefix, watch)
 	require.Eventually(t, func() bool { return tr.lastOK.Load() != 0 }, 5*time.Second, 10*time.Millisecond)
+	b, got := startBus(t, rdb, r.Prefix)
+	ch := r.Prefix + ":{watched}:events" // on the master that dies
 
 	dead := r.NodeOf(t, watch)
 	dead.Kill(t)
@@ -108,4 +111,80 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 		"writes to the dead master's slots succeed again through the same client (errors: %v)", tr.errors())
 	t.Logf("writes resumed %v after the kill (%v after the failover); %d ok, %d failed, errors on the watched key %v",
 		time.Duration(tr.lastOK.Load()-killed.UnixNano()), time.Duration(tr.lastOK.Load()-killed.Add(took).UnixNano()), tr.ok.Load(), tr.failed.Load(), tr.errors())
+	busReceivesAgain(t, b, rdb, ch, got)
+	t.Logf("bus receives again %v after the kill", time.Since(killed))
+}
+
+// startBus starts a bus on rdb subscribed to the classic channel
+// prefix:{watched}:events, whose messages it sends to the returned channel.
+func startBus(t *testing.T, rdb redis.UniversalClient, prefix string) (*bus.Bus, chan string) {
+	b := bus.New(rdb, bus.Config{Prefix: prefix, CanaryEvery: 100 * time.Millisecond})
+	t.Cleanup(b.Start(context.Background()))
+	got := make(chan string, 100)
+	_, err := b.Subscribe(context.Background(), prefix+":{watched}:events", bus.HandlerFuncs{
+		OnReceive: func(_ string, p []byte) {
+			select {
+			case got <- string(p):
+			default:
+			}
+		},
+	})
+	require.NoError(t, err)
+	require.Eventually(t, b.Ready, 5*time.Second, 20*time.Millisecond)
+	return b, got
+}
+
+// busReceivesAgain publishes to ch until the bus receives it, and waits for
+// the bus's canary.
+func busReceivesAgain(t *testing.T, b *bus.Bus, rdb redis.UniversalClient, ch string, got chan string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = rdb.Publish(ctx, ch, "again").Err()
+		select {
+		case m := <-got:
+			return m == "again"
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	}, 15*time.Second, 10*time.Millisecond, "the bus receives again")
+	require.Eventually(t, b.Ready, 15*time.Second, 20*time.Millisecond, "the bus is ready again")
+}
+
+func TestSentinelClientFollowsAFailover(t *testing.T) {
+	t.Parallel()
+	r := redistest.OwnSentinel(t)
+	spec, err := redisOptions(r.URL())
+	require.NoError(t, err)
+	require.NotNil(t, spec.failover, "%s is a Sentinel URL", r.URL())
+	rdb := spec.client()
+	defer rdb.Close()
+
+	watch := r.Prefix + ":{watched}"
+	tr := startTraffic(t, rdb, r.Prefix, watch)
+	require.Eventually(t, func() bool { return tr.lastOK.Load() != 0 }, 5*time.Second, 10*time.Millisecond)
+	b, got := startBus(t, rdb, r.Prefix)
+
+	r.Nodes[0].Kill(t)
+	killed := time.Now()
+	require.Eventually(t, func() bool { return r.SentinelMasterAddr(t) == r.Nodes[1].Addr }, 30*time.Second, 50*time.Millisecond,
+		"the Sentinels promote the replica")
+	took := time.Since(killed)
+	t.Logf("Sentinels promoted the replica %v after the kill", took)
+	require.Eventually(t, func() bool { return tr.lastOK.Load() > killed.Add(took).UnixNano() }, 15*time.Second, 50*time.Millisecond,
+		"writes succeed again through the same client (errors: %v)", tr.errors())
+	t.Logf("writes resumed %v after the kill; %d ok, %d failed, errors on the watched key %v",
+		time.Duration(tr.lastOK.Load()-killed.UnixNano()), tr.ok.Load(), tr.failed.Load(), tr.errors())
+	ctx := context.Background()
+	cn := rdb.(*redis.Client).Conn()
+	defer cn.Close()
+	addr, err := cn.ClientInfo(ctx).Result()
+	require.NoError(t, err)
+	t.Logf("a new connection reaches %s (the promoted replica is %s)", addr.LAddr, r.Nodes[1].Addr)
+	role, err := rdb.Do(ctx, "ROLE").Slice()
+	require.NoError(t, err)
+	require.Equal(t, "master", role[0], "the client now talks to a master")
+	busReceivesAgain(t, b, rdb, r.Prefix+":{watched}:events", got)
+	t.Logf("bus receives again %v after the kill", time.Since(killed))
 }
