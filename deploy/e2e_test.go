@@ -20,7 +20,7 @@ import (
 
 // End-to-end tests on real processes: three chatd nodes on a private
 // redis-server behind nginx (deploy/nginx.conf as cluster.sh renders it).
-// Clients speak only HTTP and WebSocket to nginx, as PROTOCOL.md describes;
+// Clients speak only HTTP and WebSocket to nginx, as docs/PROTOCOL.md describes;
 // the tests reach a node directly only to check that a setting arrived.
 
 const members = 6 // two per node under least_conn
@@ -486,7 +486,7 @@ func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 
 	// One user, two devices: least_conn puts the second connection on
 	// another node. Closing one must not free the seat the other still
-	// sits in (PROTOCOL.md: the close of a user's *last* connection in a
+	// sits in (docs/PROTOCOL.md: the close of a user's *last* connection in a
 	// room frees the seat).
 	phone := newMember(ctx, c, "twice")
 	require.NoError(t, phone.connect(ctx))

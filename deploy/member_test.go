@@ -15,7 +15,7 @@ import (
 	"github.com/fasthttp/websocket"
 )
 
-// member is a chat user as PROTOCOL.md describes one: a session token from
+// member is a chat user as docs/PROTOCOL.md describes one: a session token from
 // POST /api/v1/session, a WebSocket through the balancer, join/say/resume
 // frames. It records every message it receives, so a test can check that
 // nothing acked is missing, nothing came twice, and ids came in order.

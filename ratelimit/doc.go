@@ -16,7 +16,7 @@
 // it takes to fill up again (a full bucket and no bucket mean the same, so
 // idle users cost no memory). The rate is read from a live function on every
 // check, so a change of the rate.messages_per_second setting applies to the
-// next message; the burst is max(1, rate), as PROTOCOL.md says, so a rate
+// next message; the burst is max(1, rate), as docs/PROTOCOL.md says, so a rate
 // below one still lets one message through and then one per 1/rate seconds.
 //
 // # Why the naive versions fail

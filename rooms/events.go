@@ -14,7 +14,7 @@ const (
 )
 
 // Event is what the seat and message scripts publish on a room's channel:
-// JSON exactly as the WebSocket server→client frames of PROTOCOL.md, so a
+// JSON exactly as the WebSocket server→client frames of docs/PROTOCOL.md, so a
 // node forwards the payload to its local members verbatim:
 //
 //	{"type":"message","message":{"id":"…","room":"…","from":"…","text":"…","ts":"…"}}

@@ -16,7 +16,7 @@ import (
 	"github.com/chatd/chatd/names"
 )
 
-// Message is a chat message, as PROTOCOL.md shows it. Its JSON form has
+// Message is a chat message, as docs/PROTOCOL.md shows it. Its JSON form has
 // "ts" in RFC 3339 with milliseconds, UTC.
 type Message struct {
 	// ID is the message's stream id, zero-padded ("1700000000000-000003"

@@ -166,7 +166,7 @@ func (s *Service) leaseDur() time.Duration {
 	return DefaultLease
 }
 
-// Room is a room of a lobby, as PROTOCOL.md shows it.
+// Room is a room of a lobby, as docs/PROTOCOL.md shows it.
 type Room struct {
 	// ID is "{lobby}-{seq}".
 	ID string `json:"id"`

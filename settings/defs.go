@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// The keys of the registry, as in PROTOCOL.md's "Live settings" table.
+// The keys of the registry, as in docs/PROTOCOL.md's "Live settings" table.
 const (
 	RoomCapacity          = "room.capacity"
 	MessageMaxLength      = "message.max_length"
@@ -83,7 +83,7 @@ var byKey = func() map[string]*Def {
 	return m
 }()
 
-// Defs returns the registry, in the order of PROTOCOL.md's table.
+// Defs returns the registry, in the order of docs/PROTOCOL.md's table.
 func Defs() []Def {
 	return append([]Def(nil), defs...)
 }

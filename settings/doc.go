@@ -13,7 +13,7 @@
 //	prefix:{settings:live}:version  STRING  the version: INCR'd by every accepted write
 //	prefix:{settings:live}:changes  channel one JSON change per write
 //
-// The registry (Defs) lists every setting of PROTOCOL.md with its type,
+// The registry (Defs) lists every setting of docs/PROTOCOL.md with its type,
 // default, bounds and description; Validate refuses a wrong JSON type or an
 // out-of-range value with a reason, and an unknown key, before anything
 // touches Redis.

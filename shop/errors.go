@@ -27,7 +27,7 @@ var (
 	ErrIdempotencyMismatch = errors.New("shop: idempotency key was used for a different purchase")
 )
 
-// outcome codes stored in idempotency records, as PROTOCOL.md spells them.
+// outcome codes stored in idempotency records, as docs/PROTOCOL.md spells them.
 const (
 	codeSoldOut      = "sold_out"
 	codeInsufficient = "insufficient_funds"

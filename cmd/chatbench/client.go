@@ -31,7 +31,7 @@ func newAPI(conns int, admin string) *API {
 	return &API{hc: &http.Client{Transport: tr, Timeout: 40 * time.Second}, admin: admin}
 }
 
-// APIError is an answer outside 2xx, with PROTOCOL.md's error code.
+// APIError is an answer outside 2xx, with docs/PROTOCOL.md's error code.
 type APIError struct {
 	Status int
 	Code   string
@@ -115,7 +115,7 @@ func (a *API) ResetSetting(ctx context.Context, base, key string) error {
 	return err
 }
 
-// Room is PROTOCOL.md's Room.
+// Room is docs/PROTOCOL.md's Room.
 type Room struct {
 	ID       string   `json:"id"`
 	Lobby    string   `json:"lobby"`
@@ -124,7 +124,7 @@ type Room struct {
 	Members  []string `json:"members"`
 }
 
-// Message is PROTOCOL.md's Message.
+// Message is docs/PROTOCOL.md's Message.
 type Message struct {
 	ID   string `json:"id"`
 	Room string `json:"room"`

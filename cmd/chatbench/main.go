@@ -3,7 +3,7 @@
 // and bare Fiber hubs (unless given addresses), measures the anchors
 // (redis-benchmark, raw pub/sub, a bare WebSocket hub, a bare HTTP
 // handler), then drives chatd through HTTP and WebSocket only, as
-// PROTOCOL.md describes, and reports each figure as a ratio to its anchor,
+// docs/PROTOCOL.md describes, and reports each figure as a ratio to its anchor,
 // with repeats interleaved so the machine's drift hits both alike.
 //
 //	go run ./cmd/chatbench            # full run, ~10 minutes on 2 cores

@@ -52,7 +52,7 @@ func strField(ev []byte, key string) []byte {
 }
 
 // eventType is the event's "type" (nil if none). The top-level "type" is
-// the first key both servers write, and no nested object of a PROTOCOL.md
+// the first key both servers write, and no nested object of a docs/PROTOCOL.md
 // event has one.
 func eventType(ev []byte) []byte {
 	if bytes.HasPrefix(ev, []byte(`{"type":"`)) { // the common case, without a search

@@ -20,7 +20,7 @@ import (
 	"github.com/chatd/chatd/names"
 )
 
-// Config is chatd's configuration: every flag of PROTOCOL.md's "Running"
+// Config is chatd's configuration: every flag of docs/PROTOCOL.md's "Running"
 // table, each with its environment twin.
 type Config struct {
 	Addr           string
