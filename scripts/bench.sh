@@ -7,12 +7,15 @@
 #   scripts/bench.sh ./rooms ./ranking   # only these packages
 #   OUT=bench.txt scripts/bench.sh
 #
-# Benchmarks that need Redis use a real redis-server when it is on PATH
-# (internal/redistest), else miniredis: install redis-server for figures
-# worth comparing. The load generator against running nodes is
+# Strict: benchmarks run with CHATD_TEST_STRICT=1, so one that needs a real
+# redis-server (or a cluster, which needs redis-cli too) fails instead of
+# skipping or falling back to miniredis; the script refuses to start without
+# redis-server. The load generator against running nodes is
 # `go run ./cmd/chatbench` (see cmd/chatbench/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CHATD_TEST_STRICT=1
+command -v redis-server >/dev/null || { echo "bench.sh: redis-server is not on PATH (apt-get install redis-server)" >&2; exit 1; }
 benchtime=${BENCHTIME:-1s}
 out=${OUT:-tmp/bench-$(date -u +%Y%m%dT%H%M%SZ).txt}
 mkdir -p "$(dirname "$out")"
@@ -27,7 +30,7 @@ if [ ${#pkgs[@]} -eq 0 ]; then
 fi
 {
 	echo "# go test -bench . -benchmem -benchtime $benchtime  ($(date -u +%FT%TZ))"
-	echo "# $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version 2>/dev/null | cut -d' ' -f3 || echo 'no redis-server')"
+	echo "# $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3)"
 	go test -run '^$' -bench . -benchmem -benchtime "$benchtime" -count 1 "${pkgs[@]}"
 } 2>&1 | tee "$out"
 echo "written to $out" >&2

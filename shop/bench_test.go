@@ -38,14 +38,15 @@ func BenchmarkBuy(b *testing.B) {
 }
 
 // BenchmarkLuaVsWatch is the ratio quoted for the two purchase paths: 32
-// buyers (one user each) hammer one item, in rounds of 64 purchases per path,
+// buyers (one user each) hammer one item, in rounds of 1,000 purchases per
+// path (long enough that the last backoff of a round weighs little),
 // each iteration one round of each, the order swapped every iteration, so
 // both paths see the same machine load. It reports lua/watch, the ratio of
 // successful purchases per second, and each path's rate and WATCH retries
 // per attempt. It needs a real redis-server (skips without one, fails under
 // CHATD_TEST_STRICT=1).
 func BenchmarkLuaVsWatch(b *testing.B) {
-	const buyers, round = 32, 64
+	const buyers, round = 32, 1000
 	r := redistest.Real(b)
 	ctx := context.Background()
 	rdb := benchClient(b, r)
