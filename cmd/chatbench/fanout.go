@@ -74,6 +74,7 @@ type fanClient struct {
 	i      int
 	ws     *WS
 	room   string
+	rm     *fanRoom
 	sender bool
 	phase  *atomic.Int32
 	sample int
@@ -92,6 +93,33 @@ type fanClient struct {
 	done                               chan struct{}
 	errMu                              sync.Mutex
 	err                                string
+}
+
+// maxLag bounds, in a saturated run, how many messages the slowest member
+// of a room may be behind the room's senders: a sender waits while it is
+// reached. Both servers drop a member with 256 frames queued; without the
+// bound, senders that only wait for their own echo outrun a member the
+// scheduler starves, and the run measures slow-consumer drops instead of
+// delivery.
+const maxLag = 128
+
+// fanRoom is one room's members and senders.
+type fanRoom struct {
+	members, senders []*fanClient
+}
+
+// lagging reports whether the slowest member is maxLag or more messages
+// behind what the room's senders sent.
+func (r *fanRoom) lagging() bool {
+	var sent int64
+	for _, c := range r.senders {
+		sent += c.sent.Load()
+	}
+	low := sent
+	for _, c := range r.members {
+		low = min(low, c.delivered[1].Load())
+	}
+	return sent-low >= maxLag
 }
 
 // seqAt is the last sequence number a member saw from one sender.
@@ -283,12 +311,19 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		return res, fmt.Errorf("%s: set up: %w", s.label, err)
 	}
 	members := map[string]int{}
+	rooms := map[string]*fanRoom{}
 	var senders []*fanClient
 	for _, c := range cs {
 		members[c.room]++
+		if rooms[c.room] == nil {
+			rooms[c.room] = &fanRoom{}
+		}
+		c.rm = rooms[c.room]
+		c.rm.members = append(c.rm.members, c)
 		if members[c.room] <= s.senders {
 			c.sender = true
 			senders = append(senders, c)
+			c.rm.senders = append(c.rm.senders, c)
 			for range s.window {
 				c.win <- struct{}{}
 			}
@@ -339,6 +374,14 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 					case <-c.win:
 					case <-stop:
 						return
+					}
+					for c.rm.lagging() {
+						select {
+						case <-stop:
+							return
+						default:
+							time.Sleep(200 * time.Microsecond)
+						}
 					}
 					if err := c.say(1, k); err != nil {
 						c.fail(err.Error())

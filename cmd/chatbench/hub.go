@@ -93,15 +93,17 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 		c.cap = n
 	}
 	var joined []string
+	written := make(chan struct{})
 	defer func() {
 		c.close()
+		<-written // the handler's return recycles conn: the writer must be done with it
 		h.mu.Lock()
 		for _, r := range joined {
 			delete(h.rooms[r], c)
 		}
 		h.mu.Unlock()
 	}()
-	go h.write(c)
+	go h.write(c, written)
 	c.enqueue(mustJSON(map[string]string{"type": "hello", "user": c.user, "node": h.node, "motd": ""}))
 	for {
 		_, p, err := conn.ReadMessage()
@@ -146,17 +148,25 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 	}
 }
 
-func (h *hub) write(c *hubClient) {
-	defer c.conn.Close()
+// write is the connection's only writer. When the client is dropped (its
+// queue overflowed) it sends close 1013, as chatd does, and wakes the
+// reader so that the handler returns: closing the conn from here would do
+// nothing, fasthttp closes a hijacked connection only when the handler
+// returns, and a dropped client would go on silently receiving nothing.
+func (h *hub) write(c *hubClient, finished chan<- struct{}) {
+	defer close(finished)
 	for {
 		select {
 		case p := <-c.send:
 			_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 			if err := c.conn.WriteMessage(websocket.TextMessage, p); err != nil {
 				c.close()
+				_ = c.conn.SetReadDeadline(time.Now())
 				return
 			}
 		case <-c.done:
+			_ = c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(1013, "send queue full"), time.Now().Add(time.Second))
+			_ = c.conn.SetReadDeadline(time.Now())
 			return
 		}
 	}

@@ -377,6 +377,10 @@ func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n, si
 				return out, err
 			}
 			out[v.name] = append(out[v.name], r)
+			if !r.Lossless() {
+				b.prog.Say("%s: LOSS: sent %d acked %d refused %d delivered %d of %d dups %d disorder %d dropped %d first error %q",
+					label, r.Sent, r.Acked, r.Refused, r.Delivered, r.Expected, r.Duplicates, r.OutOfOrder, r.Dropped, r.FirstError)
+			}
 			b.settle(ctx, v.targets)
 		}
 	}

@@ -92,15 +92,15 @@ func TestFrameReader(t *testing.T) {
 	big := strings.Repeat("b", 70000)
 	mid := strings.Repeat("m", 300)
 	var stream []byte
-	stream = append(stream, serverFrame(true, opText, []byte(`{"type":"message","n":1}`))...)         // one event
+	stream = append(stream, serverFrame(true, opText, []byte(`{"type":"message","n":1}`))...)              // one event
 	stream = append(stream, serverFrame(true, opText, []byte("{\"n\":2}\n{\"n\":3}\r\n\n{\"n\":4}\n"))...) // batched, blank line, CRLF, trailing newline
-	stream = append(stream, serverFrame(false, opText, []byte(`{"n":`))...)                              // fragmented…
-	stream = append(stream, serverFrame(true, opPing, []byte("are you there"))...)                       // …a ping in between…
+	stream = append(stream, serverFrame(false, opText, []byte(`{"n":`))...)                                // fragmented…
+	stream = append(stream, serverFrame(true, opPing, []byte("are you there"))...)                         // …a ping in between…
 	stream = append(stream, serverFrame(false, opCont, []byte("5}\n{\"n\""))...)
 	stream = append(stream, serverFrame(true, opCont, []byte(":6}"))...) // …an event split across fragments
 	stream = append(stream, serverFrame(true, opPong, nil)...)
-	stream = append(stream, serverFrame(true, opText, []byte(mid))...)                     // 16-bit length
-	stream = append(stream, serverFrame(true, opText, []byte(big))...)                     // 64-bit length
+	stream = append(stream, serverFrame(true, opText, []byte(mid))...)                   // 16-bit length
+	stream = append(stream, serverFrame(true, opText, []byte(big))...)                   // 64-bit length
 	stream = append(stream, serverFrame(true, opText, []byte(`{"n":7}`), 1, 2, 3, 4)...) // masked
 	stream = append(stream, serverFrame(true, opClose, append([]byte{0x03, 0xf5}, "try later"...))...)
 	want := []string{`{"type":"message","n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`, `{"n":5}`, `{"n":6}`, mid, big, `{"n":7}`}
