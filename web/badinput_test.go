@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime"
 )
 
 // badNames are names no endpoint may turn into a Redis key: key and
@@ -413,7 +414,7 @@ func wsLimits(t *testing.T, c *cluster, n *testNode) int {
 			}
 		}
 		assert.Equal(t, websocket.ClosePolicyViolation, w.closeCode())
-		assert.Equal(t, abuseLimit, limited, "closed after %d rate-limited frames in a row", abuseLimit)
+		assert.Equal(t, realtime.AbuseLimit, limited, "closed after %d rate-limited frames in a row", realtime.AbuseLimit)
 		assert.GreaterOrEqual(t, acked, 1, "the burst got through")
 	})
 
@@ -476,7 +477,7 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 	// This node allows 3 connections per user, and a close is cleaned up
 	// on the server after the client's Close returns: wait for it.
 	gone := func() {
-		require.Eventually(t, func() bool { return len(n.srv.conns.of("grace")) == 0 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return len(n.srv.node.Hub().UserClients("grace")) == 0 }, 10*time.Second, 5*time.Millisecond)
 	}
 	for _, o := range []string{"http://" + host, "https://" + host, "HTTP://" + strings.ToUpper(host)} {
 		w := dialHeaders(t, n, "grace", tok, origin(o))
@@ -535,7 +536,7 @@ func (c *cluster) resetSetting(key string) {
 	var out struct{ Version int64 }
 	require.Equal(c.t, 200, c.do(c.nodes[0], "DELETE", "/api/v1/settings/"+key, testAdmin, nil, &out))
 	for _, n := range c.nodes {
-		require.Eventually(c.t, func() bool { return n.srv.settings.Version() >= out.Version }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(c.t, func() bool { return n.srv.node.Settings().Version() >= out.Version }, 5*time.Second, 5*time.Millisecond)
 	}
 }
 
@@ -636,15 +637,15 @@ func TestRequestStringsOutliveTheRequest(t *testing.T) {
 				c.do(n, "PUT", p, testAdmin, map[string]any{"value": 1}, nil)
 			}
 		}
-		require.Eventually(t, func() bool { return n.srv.settings.Float("rate.messages_per_second") == want }, 2*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return n.srv.node.Settings().Float("rate.messages_per_second") == want }, 2*time.Second, 5*time.Millisecond,
 			"round %d: the value set is lost from the node that set it", round)
-		_, vals := n.srv.settings.Values()
+		_, vals := n.srv.node.Settings().Values()
 		require.Len(t, vals, 7, "settings keys: %v", vals)
 	}
 }
 
 // TestRateLimitedFramesBetweenAcksDoNotAddUp: the close with 1008 is for
-// abuseLimit rate-limited frames in a row; a client a little over its rate
+// realtime.AbuseLimit rate-limited frames in a row; a client a little over its rate
 // gets some acks between refusals and stays connected.
 func TestRateLimitedFramesBetweenAcksDoNotAddUp(t *testing.T) {
 	t.Parallel()
@@ -662,7 +663,7 @@ func TestRateLimitedFramesBetweenAcksDoNotAddUp(t *testing.T) {
 		offset.Add(int64(2 * time.Second)) // a token is back
 		w.send(map[string]string{"type": "say", "room": room, "text": "ok", "ref": fmt.Sprint("ok", round)})
 		require.Equal(t, "ack", w.outcome(fmt.Sprint("ok", round))["type"], "round %d", round)
-		for i := 0; i < abuseLimit-1; i++ {
+		for i := 0; i < realtime.AbuseLimit-1; i++ {
 			ref := fmt.Sprintf("r%d-%d", round, i)
 			w.send(map[string]string{"type": "say", "room": room, "text": "too fast", "ref": ref})
 			require.Equal(t, "rate_limited", w.outcome(ref)["code"], ref)

@@ -13,8 +13,17 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/notices"
+	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/ratelimit"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/seen"
 	"github.com/chatd/chatd/settings"
+	"github.com/chatd/chatd/shop"
 )
 
 // APIError is an error in the documented shape:
@@ -50,6 +59,42 @@ type mapping struct {
 // error's own text becomes the message.
 var errorTable = []mapping{
 	{names.ErrBadName, http.StatusBadRequest, "bad_name"},
+	{realtime.ErrDraining, http.StatusServiceUnavailable, "draining"},
+	{realtime.ErrTooManyConnections, http.StatusTooManyRequests, "rate_limited"},
+	{realtime.ErrEmptyText, http.StatusBadRequest, "bad_request"},
+	{realtime.ErrBadUTF8, http.StatusBadRequest, "bad_request"},
+	{realtime.ErrTooLong, http.StatusBadRequest, "too_long"},
+	{rooms.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{rooms.ErrUnknownRoom, http.StatusNotFound, "unknown_room"},
+	{rooms.ErrNotSeated, http.StatusForbidden, "not_seated"},
+	{rooms.ErrRoomFull, http.StatusConflict, "room_full"},
+	{rooms.ErrSeatedElsewhere, http.StatusConflict, "seated_elsewhere"},
+	{rooms.ErrBusy, http.StatusServiceUnavailable, "busy"},
+	{rooms.ErrResumeGap, http.StatusConflict, "resume_gap"},
+	{rooms.ErrBadID, http.StatusBadRequest, "bad_request"},
+	{rooms.ErrBadText, http.StatusBadRequest, "bad_request"},
+	{lock.ErrNotObtained, http.StatusServiceUnavailable, "busy"},
+	{settings.ErrUnknownSetting, http.StatusBadRequest, "unknown_setting"},
+	{settings.ErrBadValue, http.StatusBadRequest, "bad_value"},
+	{ranking.ErrBadScore, http.StatusBadRequest, "bad_value"},
+	{ranking.ErrBadMode, http.StatusBadRequest, "bad_value"},
+	{ranking.ErrBadLimit, http.StatusBadRequest, "bad_request"},
+	{ranking.ErrBadRadius, http.StatusBadRequest, "bad_request"},
+	{ranking.ErrBatchTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{ranking.ErrUnknownPlayer, http.StatusNotFound, "unknown_player"},
+	{seen.ErrTooManyItems, http.StatusRequestEntityTooLarge, "too_large"},
+	{seen.ErrBadItem, http.StatusBadRequest, "bad_value"},
+	{shop.ErrUnknownItem, http.StatusNotFound, "unknown_item"},
+	{shop.ErrSoldOut, http.StatusConflict, "sold_out"},
+	{shop.ErrInsufficientFunds, http.StatusConflict, "insufficient_funds"},
+	{shop.ErrConflict, http.StatusConflict, "conflict"},
+	{shop.ErrBadValue, http.StatusBadRequest, "bad_value"},
+	{shop.ErrBalanceOverflow, http.StatusBadRequest, "bad_value"},
+	{shop.ErrBadIdempotencyKey, http.StatusBadRequest, "bad_request"},
+	{shop.ErrIdempotencyMismatch, http.StatusBadRequest, "bad_request"},
+	{notices.ErrBadText, http.StatusBadRequest, "bad_value"},
+	{ratelimit.ErrLimited, http.StatusTooManyRequests, "rate_limited"},
+	{dirty.ErrBadID, http.StatusBadRequest, "bad_request"},
 }
 
 // toAPIError turns any error into the documented shape: domain sentinels by
@@ -70,6 +115,14 @@ func toAPIError(err error) *APIError {
 		}
 		return &APIError{Status: http.StatusBadRequest, Code: "bad_value", Message: sentence(se.Reason)}
 	}
+	var rl *rooms.RateLimitError
+	if errors.As(err, &rl) {
+		return errf(http.StatusTooManyRequests, "rate_limited", "you are sending too fast; wait %.1f s", rl.RetryAfter.Seconds())
+	}
+	var tl *realtime.TooLongError
+	if errors.As(err, &tl) {
+		return errf(http.StatusBadRequest, "too_long", "the message is %d characters long; at most %d are allowed", tl.Got, tl.Max)
+	}
 	for _, m := range errorTable {
 		if errors.Is(err, m.err) {
 			return &APIError{Status: m.status, Code: m.code, Message: detail(err, m.err)}
@@ -84,7 +137,7 @@ func toAPIError(err error) *APIError {
 func fiberError(fe *fiber.Error) *APIError {
 	switch fe.Code {
 	case http.StatusNotFound:
-		return errf(fe.Code, "not_found", "no such endpoint; see the HTTP API in the README")
+		return errf(fe.Code, "not_found", "no such endpoint; see docs/PROTOCOL.md or GET /api/v1/openapi.json")
 	case http.StatusMethodNotAllowed:
 		return errf(fe.Code, "method_not_allowed", "this endpoint does not take that method")
 	case http.StatusRequestEntityTooLarge:

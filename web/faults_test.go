@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime"
 )
 
 // shortTimeouts gives each node a client that fails fast while Redis is
@@ -229,7 +230,7 @@ func TestSlowClientIsDroppedAndOthersGetEverything(t *testing.T) {
 		// are full the server can only cut the connection (1006).
 		var ce *websocket.CloseError
 		require.True(t, asClose(err, &ce), "the connection is closed: %v", err)
-		assert.Contains(t, []int{closeTryLater, websocket.CloseAbnormalClosure}, ce.Code)
+		assert.Contains(t, []int{realtime.CloseTryLater, websocket.CloseAbnormalClosure}, ce.Code)
 		break
 	}
 }
@@ -263,7 +264,7 @@ func TestGoroutinesReturnToBaselineAfterManyConnections(t *testing.T) {
 		}
 		require.NoError(t, conn.Close())
 	}
-	require.Eventually(t, func() bool { return c.nodes[0].srv.conns.count() == 0 }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return c.nodes[0].srv.node.Hub().Count() == 0 }, 15*time.Second, 20*time.Millisecond,
 		"every connection is unregistered")
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, 15*time.Second, 50*time.Millisecond,
 		"goroutines: baseline %d, now %d", base, runtime.NumGoroutine())
@@ -280,7 +281,7 @@ func TestShutdownTellsClientsToReconnectAndFreesSeats(t *testing.T) {
 
 	c.nodes[0].stop()
 	<-a.closed
-	assert.Equal(t, closeServiceRestart, a.closeCode())
+	assert.Equal(t, realtime.CloseServiceReboot, a.closeCode())
 	left := b.next("presence")
 	assert.Equal(t, "leaver", left["user"])
 	assert.Equal(t, "left", left["state"], "the seat is freed at once, not after the lease")

@@ -1,13 +1,11 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/shop"
@@ -31,10 +29,6 @@ func (s *Server) gameRoutes(api fiber.Router, user, admin fiber.Handler) {
 	api.Post("/shop/buy", user, s.buy)
 }
 
-// boardTopic is the dirty-tracking topic of a board: its followers are the
-// players who posted to it.
-func boardTopic(board string) string { return "lb:" + board }
-
 func entries(es []ranking.Entry) []ranking.Entry {
 	if es == nil {
 		return []ranking.Entry{}
@@ -47,7 +41,7 @@ func (s *Server) boardTop(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.ranking.Top(c.UserContext(), c.Params("board"), limit)
+	es, err := s.node.Ranking().Top(c.UserContext(), c.Params("board"), limit)
 	if err != nil {
 		return err
 	}
@@ -70,55 +64,15 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	board := c.Params("board")
-	changed := new(bool)
-	ctx := context.WithValue(c.UserContext(), boardChangedKey{}, changed)
-	e, err := s.ranking.Post(ctx, board, req.Player, score, ranking.Mode(req.Mode))
+	e, err := s.node.PostScore(c.UserContext(), sessionOf(c).User, c.Params("board"), req.Player, score, ranking.Mode(req.Mode))
 	if err != nil {
 		return err
 	}
-	user := sessionOf(c).User
-	s.goRun(func() {
-		// the poster follows the board, then, if the post changed it,
-		// everyone who follows it is told
-		ctx, cancel := contextTimeout()
-		err := s.dirty.Follow(ctx, boardTopic(board), user)
-		cancel()
-		if err != nil {
-			s.log.Debug("follow board", "err", err)
-		}
-		if *changed {
-			s.markBoard(board)
-		}
-	})
 	return c.JSON(fiber.Map{"entry": e})
 }
 
-// boardChangedKey marks the context of a score post; noteBoardChange,
-// the ranking service's OnChange hook, sets the flag it carries when the
-// post changed the board.
-type boardChangedKey struct{}
-
-func noteBoardChange(ctx context.Context, _ string, _ ranking.Entry) {
-	if p, ok := ctx.Value(boardChangedKey{}).(*bool); ok {
-		*p = true
-	}
-}
-
-// markBoard sets the leaderboards bit of every session of the board's
-// followers, coalesced per board (see coalesce). A post that changes
-// nothing marks nobody.
-func (s *Server) markBoard(board string) {
-	key := boardTopic(board)
-	s.coalesce(key, dirty.Of(dirty.Leaderboards), func(ctx context.Context, bits dirty.Mask) {
-		if err := s.dirty.MarkFollowers(ctx, key, bits); err != nil {
-			s.log.Debug("mark board followers", "board", board, "err", err)
-		}
-	})
-}
-
 func (s *Server) boardPlayer(c *fiber.Ctx) error {
-	e, err := s.ranking.Get(c.UserContext(), c.Params("board"), c.Params("player"))
+	e, err := s.node.Ranking().Get(c.UserContext(), c.Params("board"), c.Params("player"))
 	if err != nil {
 		return err
 	}
@@ -130,7 +84,7 @@ func (s *Server) boardAround(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.ranking.Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
+	es, err := s.node.Ranking().Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
 	if err != nil {
 		return err
 	}
@@ -152,7 +106,7 @@ func (s *Server) boardRange(c *fiber.Ctx) error {
 			bounds[i] = &v
 		}
 	}
-	es, err := s.ranking.Range(c.UserContext(), c.Params("board"), bounds[0], bounds[1], limit)
+	es, err := s.node.Ranking().Range(c.UserContext(), c.Params("board"), bounds[0], bounds[1], limit)
 	if err != nil {
 		return err
 	}
@@ -166,7 +120,7 @@ func (s *Server) boardRanks(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	es, err := s.ranking.Ranks(c.UserContext(), c.Params("board"), req.Players)
+	es, err := s.node.Ranking().Ranks(c.UserContext(), c.Params("board"), req.Players)
 	if err != nil {
 		return err
 	}
@@ -182,7 +136,7 @@ func (s *Server) markSeen(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	if err := s.seen.Mark(c.UserContext(), sessionOf(c).User, req.Items); err != nil {
+	if err := s.node.Seen().Mark(c.UserContext(), sessionOf(c).User, req.Items); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -193,7 +147,7 @@ func (s *Server) filterSeen(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	unseen, err := s.seen.Unseen(c.UserContext(), sessionOf(c).User, req.Items)
+	unseen, err := s.node.Seen().Unseen(c.UserContext(), sessionOf(c).User, req.Items)
 	if err != nil {
 		return err
 	}
@@ -204,7 +158,7 @@ func (s *Server) filterSeen(c *fiber.Ctx) error {
 }
 
 func (s *Server) shopItems(c *fiber.Ctx) error {
-	items, err := s.shop.Items(c.UserContext())
+	items, err := s.node.Shop().Items(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -226,7 +180,7 @@ func (s *Server) stockItem(c *fiber.Ctx) error {
 	if req.Stock == nil || req.Price == nil {
 		return errf(http.StatusBadRequest, "bad_request", `send {"item": "sword", "stock": 10, "price": 100}`)
 	}
-	if err := s.shop.Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
+	if err := s.node.Shop().Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -246,16 +200,15 @@ func (s *Server) grant(c *fiber.Ctx) error {
 	if err := names.User(req.User); err != nil {
 		return err
 	}
-	bal, err := s.shop.Grant(c.UserContext(), req.User, *req.Amount)
+	bal, err := s.node.Shop().Grant(c.UserContext(), req.User, *req.Amount)
 	if err != nil {
 		return err
 	}
-	s.markWallet(req.User)
 	return c.JSON(fiber.Map{"balance": bal})
 }
 
 func (s *Server) wallet(c *fiber.Ctx) error {
-	w, err := s.shop.Wallet(c.UserContext(), sessionOf(c).User)
+	w, err := s.node.Shop().Wallet(c.UserContext(), sessionOf(c).User)
 	if err != nil {
 		return err
 	}
@@ -275,20 +228,9 @@ func (s *Server) buy(c *fiber.Ctx) error {
 		qty = *req.Qty
 	}
 	user := sessionOf(c).User
-	w, err := s.shop.Buy(c.UserContext(), user, req.Item, qty, c.Get("Idempotency-Key"))
+	w, err := s.node.Shop().Buy(c.UserContext(), user, req.Item, qty, c.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}
-	s.markWallet(user)
 	return c.JSON(w)
-}
-
-func (s *Server) markWallet(user string) {
-	s.goRun(func() {
-		ctx, cancel := contextTimeout()
-		defer cancel()
-		if err := s.dirty.MarkUsers(ctx, []string{user}, dirty.Of(dirty.Wallet)); err != nil {
-			s.log.Debug("mark wallet dirty", "err", err)
-		}
-	})
 }

@@ -8,15 +8,9 @@ import (
 )
 
 type httpMetrics struct {
-	requests    *prometheus.HistogramVec
-	panics      prometheus.Counter
-	wsOpen      prometheus.Gauge
-	wsRefused   *prometheus.CounterVec
-	slowClients prometheus.Counter
-	delivered   prometheus.Counter
-	badEvents   prometheus.Counter
-	gapFills    prometheus.Counter
-	gapFilled   prometheus.Counter
+	requests  *prometheus.HistogramVec
+	panics    prometheus.Counter
+	wsRefused *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -29,29 +23,11 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatd_http_panics_total", Help: "Handler panics recovered.",
 		}),
-		wsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "chatd_ws_connections", Help: "Open WebSocket connections on this node.",
-		}),
 		wsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatd_ws_refused_total", Help: "WebSocket connections refused or closed by the server, by reason.",
 		}, []string{"reason"}),
-		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chatd_ws_slow_clients_total", Help: "Clients closed with 1013 because their send queue was full.",
-		}),
-		delivered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chatd_ws_frames_delivered_total", Help: "Room events queued to local WebSocket clients.",
-		}),
-		badEvents: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chatd_room_bad_events_total", Help: "Malformed payloads received on room channels.",
-		}),
-		gapFills: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chatd_room_gap_fills_total", Help: "Gap fills run after the pub/sub connection came back.",
-		}),
-		gapFilled: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chatd_room_gap_filled_messages_total", Help: "Messages delivered from history by gap fills: missed live.",
-		}),
 	}
-	reg.MustRegister(m.requests, m.panics, m.wsOpen, m.wsRefused, m.slowClients, m.delivered, m.badEvents, m.gapFills, m.gapFilled)
+	reg.MustRegister(m.requests, m.panics, m.wsRefused)
 	return m
 }
 

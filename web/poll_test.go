@@ -737,7 +737,7 @@ func TestPollSettingsAnswerWhatRedisHoldsEvenIfThisNodeMissedTheChange(t *testin
 	ks := keyspace.New(r.Prefix)
 	require.NoError(t, r.Client.HSet(ctx, ks.Key("settings", "live", "values"), "motd", `"missed"`).Err())
 	require.NoError(t, r.Client.Incr(ctx, ks.Key("settings", "live", "version")).Err())
-	require.NoError(t, c.nodes[0].srv.dirty.MarkSessions(ctx, []string{c.sessionID(alice)}, dirtyOf("settings")))
+	require.NoError(t, c.nodes[0].srv.node.Dirty().MarkSessions(ctx, []string{c.sessionID(alice)}, dirtyOf("settings")))
 
 	a := exactly(t, c.poll(c.nodes[1], alice, ""), "settings")
 	var st struct {

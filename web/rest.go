@@ -1,9 +1,7 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,51 +9,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
-	"github.com/chatd/chatd/notices"
-	"github.com/chatd/chatd/ranking"
-	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/rooms"
-	"github.com/chatd/chatd/seen"
 	"github.com/chatd/chatd/settings"
-	"github.com/chatd/chatd/shop"
 )
-
-func init() {
-	errorTable = append(errorTable,
-		mapping{rooms.ErrUnknownRoom, http.StatusNotFound, "unknown_room"},
-		mapping{rooms.ErrNotSeated, http.StatusForbidden, "not_seated"},
-		mapping{rooms.ErrRoomFull, http.StatusConflict, "room_full"},
-		mapping{rooms.ErrSeatedElsewhere, http.StatusConflict, "seated_elsewhere"},
-		mapping{rooms.ErrBusy, http.StatusServiceUnavailable, "busy"},
-		mapping{rooms.ErrResumeGap, http.StatusConflict, "resume_gap"},
-		mapping{rooms.ErrBadID, http.StatusBadRequest, "bad_request"},
-		mapping{rooms.ErrBadText, http.StatusBadRequest, "bad_request"},
-		mapping{lock.ErrNotObtained, http.StatusServiceUnavailable, "busy"},
-		mapping{settings.ErrUnknownSetting, http.StatusBadRequest, "unknown_setting"},
-		mapping{settings.ErrBadValue, http.StatusBadRequest, "bad_value"},
-		mapping{ranking.ErrBadScore, http.StatusBadRequest, "bad_value"},
-		mapping{ranking.ErrBadMode, http.StatusBadRequest, "bad_value"},
-		mapping{ranking.ErrBadLimit, http.StatusBadRequest, "bad_request"},
-		mapping{ranking.ErrBadRadius, http.StatusBadRequest, "bad_request"},
-		mapping{ranking.ErrBatchTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
-		mapping{ranking.ErrUnknownPlayer, http.StatusNotFound, "unknown_player"},
-		mapping{seen.ErrTooManyItems, http.StatusRequestEntityTooLarge, "too_large"},
-		mapping{seen.ErrBadItem, http.StatusBadRequest, "bad_value"},
-		mapping{shop.ErrUnknownItem, http.StatusNotFound, "unknown_item"},
-		mapping{shop.ErrSoldOut, http.StatusConflict, "sold_out"},
-		mapping{shop.ErrInsufficientFunds, http.StatusConflict, "insufficient_funds"},
-		mapping{shop.ErrConflict, http.StatusConflict, "conflict"},
-		mapping{shop.ErrBadValue, http.StatusBadRequest, "bad_value"},
-		mapping{shop.ErrBalanceOverflow, http.StatusBadRequest, "bad_value"},
-		mapping{shop.ErrBadIdempotencyKey, http.StatusBadRequest, "bad_request"},
-		mapping{shop.ErrIdempotencyMismatch, http.StatusBadRequest, "bad_request"},
-		mapping{notices.ErrBadText, http.StatusBadRequest, "bad_value"},
-		mapping{ratelimit.ErrLimited, http.StatusTooManyRequests, "rate_limited"},
-		mapping{dirty.ErrBadID, http.StatusBadRequest, "bad_request"},
-	)
-}
 
 func (s *Server) apiRoutes(api fiber.Router) {
 	user, admin := s.requireUser, s.requireAdmin
@@ -83,34 +40,23 @@ func (s *Server) apiRoutes(api fiber.Router) {
 
 func (s *Server) joinLobby(c *fiber.Ctx) error {
 	sess := sessionOf(c)
-	room, err := s.rooms.Join(c.UserContext(), c.Params("lobby"), sess.User)
+	room, err := s.node.JoinREST(c.UserContext(), sess.User, sess.ID, c.Params("lobby"))
 	if err != nil {
 		return err
 	}
-	s.restEnter(c.UserContext(), sess, room.ID)
-	s.goRun(func() { s.markRoom(room.ID, dirty.Of(dirty.Rooms)) })
 	return c.JSON(fiber.Map{"room": room})
 }
 
 func (s *Server) leaveRoom(c *fiber.Ctx) error {
 	sess := sessionOf(c)
-	room := c.Params("room")
-	if err := names.Room(room); err != nil {
+	if err := s.node.LeaveREST(c.UserContext(), sess.User, sess.ID, c.Params("room")); err != nil {
 		return err
 	}
-	err := s.rooms.Leave(c.UserContext(), room, sess.User)
-	if err != nil && !errors.Is(err, rooms.ErrNotSeated) {
-		return err
-	}
-	if err := s.dirty.DropCursor(c.UserContext(), sess.ID, room); err != nil {
-		s.log.Debug("drop cursor", "err", err)
-	}
-	s.goRun(func() { s.markRoom(room, dirty.Of(dirty.Rooms)) })
 	return c.JSON(fiber.Map{"ok": true})
 }
 
 func (s *Server) listRooms(c *fiber.Ctx) error {
-	rs, err := s.rooms.Rooms(c.UserContext(), c.Params("lobby"))
+	rs, err := s.node.Rooms().Rooms(c.UserContext(), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -121,7 +67,7 @@ func (s *Server) listRooms(c *fiber.Ctx) error {
 }
 
 func (s *Server) getRoom(c *fiber.Ctx) error {
-	r, err := s.rooms.Room(c.UserContext(), c.Params("room"))
+	r, err := s.node.Rooms().Room(c.UserContext(), c.Params("room"))
 	if err != nil {
 		return err
 	}
@@ -135,7 +81,7 @@ func (s *Server) postMessage(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	msg, err := s.say(c.UserContext(), sessionOf(c).User, c.Params("room"), req.Text)
+	msg, err := s.node.Say(c.UserContext(), sessionOf(c).User, c.Params("room"), req.Text)
 	if err != nil {
 		return err
 	}
@@ -147,7 +93,7 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := s.rooms.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
+	msgs, err := s.node.Rooms().History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
 	if err != nil {
 		return err
 	}
@@ -162,7 +108,7 @@ func (s *Server) getPresence(c *fiber.Ctx) error {
 	if err := names.User(user); err != nil {
 		return err
 	}
-	st, err := s.presence.Get(c.UserContext(), user)
+	st, err := s.node.Presence().Get(c.UserContext(), user)
 	if err != nil {
 		return err
 	}
@@ -177,7 +123,7 @@ func (s *Server) getPresence(c *fiber.Ctx) error {
 }
 
 func (s *Server) listNodes(c *fiber.Ctx) error {
-	ns, err := s.presence.Nodes(c.UserContext())
+	ns, err := s.node.Presence().Nodes(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -190,19 +136,19 @@ func (s *Server) listNodes(c *fiber.Ctx) error {
 
 func (s *Server) getStats(c *fiber.Ctx) error {
 	ctx := c.UserContext()
-	msgs, roomsTotal, err := s.rooms.Counters(ctx)
+	msgs, roomsTotal, err := s.node.Rooms().Counters(ctx)
 	if err != nil {
 		return err
 	}
-	online, err := s.presence.Online(ctx)
+	online, err := s.node.Presence().Online(ctx)
 	if err != nil {
 		return err
 	}
-	ns, err := s.presence.Nodes(ctx)
+	ns, err := s.node.Presence().Nodes(ctx)
 	if err != nil {
 		return err
 	}
-	purchases, err := s.shop.Purchases(ctx)
+	purchases, err := s.node.Shop().Purchases(ctx)
 	if err != nil {
 		return err
 	}
@@ -210,7 +156,7 @@ func (s *Server) getStats(c *fiber.Ctx) error {
 }
 
 func (s *Server) getSettings(c *fiber.Ctx) error {
-	v, vals := s.settings.Values()
+	v, vals := s.node.Settings().Values()
 	return c.JSON(fiber.Map{"version": v, "values": vals})
 }
 
@@ -228,20 +174,20 @@ func (s *Server) putSetting(c *fiber.Ctx) error {
 	if req.Value == nil {
 		return errf(http.StatusBadRequest, "bad_request", `send {"value": …}`)
 	}
-	v, err := s.settings.Set(c.UserContext(), c.Params("key"), *req.Value)
+	v, err := s.node.Settings().Set(c.UserContext(), c.Params("key"), *req.Value)
 	if err != nil {
 		return err
 	}
-	s.goRun(func() { s.markAll(dirty.Of(dirty.Settings)) })
+	s.node.MarkAll(dirty.Of(dirty.Settings))
 	return c.JSON(fiber.Map{"version": v})
 }
 
 func (s *Server) deleteSetting(c *fiber.Ctx) error {
-	v, err := s.settings.Reset(c.UserContext(), c.Params("key"))
+	v, err := s.node.Settings().Reset(c.UserContext(), c.Params("key"))
 	if err != nil {
 		return err
 	}
-	s.goRun(func() { s.markAll(dirty.Of(dirty.Settings)) })
+	s.node.MarkAll(dirty.Of(dirty.Settings))
 	return c.JSON(fiber.Map{"version": v})
 }
 
@@ -252,84 +198,12 @@ func (s *Server) postNotice(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	n, err := s.notices.Post(c.UserContext(), req.Text)
+	n, err := s.node.Notices().Post(c.UserContext(), req.Text)
 	if err != nil {
 		return err
 	}
-	s.goRun(func() { s.markAll(dirty.Of(dirty.Notices)) })
+	s.node.MarkAll(dirty.Of(dirty.Notices))
 	return c.JSON(fiber.Map{"id": n.ID})
-}
-
-// markAll marks every live REST session; the node that took the write
-// does it, once.
-func (s *Server) markAll(bits dirty.Mask) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.dirty.MarkAll(ctx, bits); err != nil {
-		s.log.Warn("mark all sessions dirty", "err", err)
-	}
-}
-
-// onNotice delivers a new notice to this node's WebSocket clients and
-// marks it seen for them.
-func (s *Server) onNotice(_ string, p []byte) {
-	ev, err := notices.DecodeEvent(p)
-	if err != nil {
-		return
-	}
-	frame := mustJSON(map[string]string{"type": "notice", "id": ev.ID, "text": ev.Text})
-	cs := s.conns.all()
-	users := map[string]struct{}{}
-	for _, c := range cs {
-		c.enqueue(frame)
-		users[c.user] = struct{}{}
-	}
-	s.goRun(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for u := range users {
-			if err := s.seen.Mark(ctx, u, []string{ev.ID}); err != nil {
-				s.log.Debug("mark notice seen", "user", u, "err", err)
-			}
-		}
-	})
-}
-
-// deliverUnseenNotices sends a new connection the recent notices its user
-// has not seen (by the user's seen filter), then marks them seen.
-func (s *Server) deliverUnseenNotices(c *client) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ids, byID, err := s.unseenNotices(ctx, c.user)
-	if err != nil || len(ids) == 0 {
-		return
-	}
-	// Mark first, then send: a notice is shown once (at most), even when the
-	// user's next connection opens before this one has finished.
-	if err := s.seen.Mark(ctx, c.user, ids); err != nil {
-		s.log.Debug("mark notices seen", "user", c.user, "err", err)
-		return
-	}
-	for _, id := range ids {
-		c.sendJSON(map[string]string{"type": "notice", "id": id, "text": byID[id].Text})
-	}
-}
-
-// unseenNotices returns the ids of the recent notices user has not seen,
-// oldest first.
-func (s *Server) unseenNotices(ctx context.Context, user string) ([]string, map[string]notices.Notice, error) {
-	recent, err := s.notices.Recent(ctx, 0)
-	if err != nil || len(recent) == 0 {
-		return nil, nil, err
-	}
-	ids := make([]string, len(recent))
-	byID := make(map[string]notices.Notice, len(recent))
-	for i, n := range recent {
-		ids[i] = n.ID
-		byID[n.ID] = n
-	}
-	unseen, err := s.seen.Unseen(ctx, user, ids)
-	return unseen, byID, err
 }
 
 // intQuery reads an integer query parameter within [min, max].
@@ -343,12 +217,4 @@ func intQuery(c *fiber.Ctx, name string, def, min, max int) (int, error) {
 		return 0, errf(http.StatusBadRequest, "bad_request", "%s must be an integer from %d to %d", name, min, max)
 	}
 	return n, nil
-}
-
-func mustJSON(v any) []byte {
-	p, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return p
 }

@@ -1,12 +1,13 @@
 // Package web is chatd's transport: the Fiber app with the HTTP API, the
-// WebSocket gateway and the browser client, over the domain packages.
+// WebSocket gateway (upgrade, read pump, and the frame writer the realtime
+// client writes through) and the embedded browser client.
 //
-// A Server is one chatd node. It owns the node's pub/sub Bus, its Hub of
-// local WebSocket connections, and one instance of each domain service, all
-// on one Redis client; it keeps no state another node needs, so a load
-// balancer can send any request to any node. Handlers only decode, call the
-// domain and encode; one function (toAPIError) turns every error into the
-// documented shape.
+// A Server is one chatd node's front: everything a request or a frame
+// decides is decided by its realtime.Node, which owns the domain services,
+// the pub/sub bridge and the background work. Handlers only decode, call
+// the node (or one of its services) and encode; one error table
+// (toAPIError) turns every error into the documented shape, for HTTP
+// answers and WebSocket error events alike.
 package web
 
 import (
@@ -30,17 +31,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
-	"github.com/chatd/chatd/notices"
-	"github.com/chatd/chatd/presence"
-	"github.com/chatd/chatd/ranking"
-	"github.com/chatd/chatd/ratelimit"
-	"github.com/chatd/chatd/rooms"
-	"github.com/chatd/chatd/seen"
-	"github.com/chatd/chatd/settings"
-	"github.com/chatd/chatd/shop"
+	"github.com/chatd/chatd/realtime"
 )
 
 // Config configures a Server.
@@ -75,43 +67,22 @@ type Config struct {
 	// MaxConnsPerUser bounds one user's WebSocket connections on this
 	// node; 0 = 10, negative = no bound.
 	MaxConnsPerUser int
+	// ShardedPubSub makes room channels sharded (SPUBLISH/SSUBSCRIBE); only
+	// with a Redis Cluster client.
+	ShardedPubSub bool
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
 
-// Server is one chatd node.
+// Server is one chatd node's HTTP and WebSocket front.
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	app    *fiber.App
 	rdb    redis.UniversalClient
-	bus    *bus.Bus
+	node   *realtime.Node
 	tokens *tokens
 	m      *httpMetrics
-	hub    *hub
-	conns  *conns
-
-	pollRenewals renewals
-	marksMu      sync.Mutex
-	marks        map[string]*pendingMark // room marks in flight (markRoom)
-
-	settings *settings.Store
-	rooms    *rooms.Service
-	limiter  *ratelimit.Limiter
-	presence *presence.Presence
-	dirty    *dirty.Tracker
-	notices  *notices.Board
-	seen     *seen.Filter
-	ranking  *ranking.Service
-	shop     *shop.Shop
-
-	mu        sync.Mutex
-	cancel    context.CancelFunc
-	running   sync.WaitGroup
-	runMu     sync.Mutex // orders goRun's Add before Shutdown's Wait
-	stopped   bool
-	draining  chan struct{}
-	drainOnce sync.Once
 }
 
 // New builds a node; Start starts its background work.
@@ -160,16 +131,17 @@ func New(cfg Config) (*Server, error) {
 		rdb:    cfg.Redis,
 		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now},
 		m:      newHTTPMetrics(cfg.Registry),
-
-		draining: make(chan struct{}),
-		marks:    map[string]*pendingMark{},
 	}
-	s.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: s.log, Registerer: cfg.Registry})
-	if err := s.newServices(); err != nil {
+	node, err := realtime.New(realtime.Config{
+		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
+		MaxConnsPerUser: cfg.MaxConnsPerUser, ShardedPubSub: cfg.ShardedPubSub,
+		ErrorCode: func(err error) (string, string) { ae := toAPIError(err); return ae.Code, ae.Message },
+		Now:       cfg.Now, Logger: s.log, Registerer: cfg.Registry,
+	})
+	if err != nil {
 		return nil, err
 	}
-	s.hub = newHub(s)
-	s.conns = newConns()
+	s.node = node
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -194,129 +166,28 @@ func (s *Server) App() *fiber.App { return s.app }
 // Node returns this node's id.
 func (s *Server) Node() string { return s.cfg.Node }
 
+// Node returns the realtime core of this node.
+func (s *Server) Core() *realtime.Node { return s.node }
+
 // Start starts the node's background work: the pub/sub bus and what
 // follows it. It returns once the node can serve.
-func (s *Server) Start(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.mu.Lock()
-	s.cancel = cancel
-	s.mu.Unlock()
-	s.goRun(func() { _ = s.bus.Run(ctx) })
-	if err := s.settings.Start(ctx, s.bus); err != nil {
-		cancel()
-		return fmt.Errorf("web: start settings: %w", err)
-	}
-	if err := s.dirty.Start(ctx, s.bus); err != nil {
-		cancel()
-		return fmt.Errorf("web: start dirty tracker: %w", err)
-	}
-	if _, err := s.bus.Subscribe(ctx, s.notices.Channel(), bus.HandlerFuncs{OnReceive: s.onNotice}); err != nil {
-		cancel()
-		return fmt.Errorf("web: subscribe notices: %w", err)
-	}
-	s.watchSettings()
-	s.startBackground(ctx)
-	return nil
-}
-
-// newServices builds the node's domain services on its Redis client, wired
-// to the live settings.
-func (s *Server) newServices() error {
-	cfg, rdb, reg := s.cfg, s.cfg.Redis, s.cfg.Registry
-	s.settings = settings.New(rdb, settings.Config{Prefix: cfg.Prefix, Logger: s.log, Registerer: reg})
-	var err error
-	s.rooms, err = rooms.New(rdb, rooms.Config{
-		Prefix:     cfg.Prefix,
-		Capacity:   func() int { return s.settings.Int(settings.RoomCapacity) },
-		Lease:      s.lease,
-		Now:        cfg.Now,
-		Logger:     s.log,
-		Registerer: reg,
-	})
-	if err != nil {
-		return err
-	}
-	s.limiter = ratelimit.New(rdb, ratelimit.Config{
-		Prefix:     cfg.Prefix,
-		Rate:       func() float64 { return s.settings.Float(settings.RateMessagesPerSecond) },
-		Now:        cfg.Now,
-		Registerer: reg,
-	})
-	s.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
-	s.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: cfg.Now, Logger: s.log, Registerer: reg})
-	s.notices = notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: cfg.Now})
-	s.seen = seen.New(rdb, seen.Config{
-		Prefix:     cfg.Prefix,
-		Capacity:   func() int { return s.settings.Int(settings.SeenCapacity) },
-		FPRate:     func() float64 { return s.settings.Float(settings.SeenFPRate) },
-		Registerer: reg,
-	})
-	s.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
-		OnChange: noteBoardChange,
-	})
-	s.shop = shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg})
-	return nil
-}
-
-func (s *Server) goRun(fn func()) {
-	s.runMu.Lock()
-	if s.stopped {
-		s.runMu.Unlock()
-		return // shut down: late work (a mark, a presence touch) is dropped
-	}
-	s.running.Add(1)
-	s.runMu.Unlock()
-	go func() {
-		defer s.running.Done()
-		fn()
-	}()
-}
+func (s *Server) Start(ctx context.Context) error { return s.node.Start(ctx) }
 
 // Serve serves HTTP and WebSocket on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
 // Shutdown drains the node within ctx: it stops accepting connections,
-// tells every WebSocket client to reconnect elsewhere (close 1012), which
-// frees their seats at once, lets HTTP requests finish (long polls return
-// early), leaves the node registry and stops the background work.
+// tells every WebSocket client to reconnect elsewhere (close 1012) and
+// detaches it (a seat is freed only where that was the user's last
+// attachment), lets HTTP requests finish (long polls return early), leaves
+// the node registry and stops the background work.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.drainOnce.Do(func() { close(s.draining) })
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.app.ShutdownWithContext(ctx) }()
-
-	for _, c := range s.conns.all() {
-		c.close(closeServiceRestart, "server restarting: reconnect")
-	}
-	var errs []error
-	for s.conns.count() > 0 {
-		if ctx.Err() != nil {
-			errs = append(errs, fmt.Errorf("web: %d websocket clients still open: %w", s.conns.count(), ctx.Err()))
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	errs := []error{s.node.Shutdown(ctx)}
 	select {
 	case err := <-httpDone:
 		errs = append(errs, err)
-	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
-	}
-	if err := s.presence.Leave(ctx, s.cfg.Node); err != nil {
-		s.log.Debug("leave node registry", "err", err)
-	}
-	s.mu.Lock()
-	cancel := s.cancel
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	s.runMu.Lock()
-	s.stopped = true // no Add may race the Wait below
-	s.runMu.Unlock()
-	done := make(chan struct{})
-	go func() { s.running.Wait(); close(done) }()
-	select {
-	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
@@ -324,7 +195,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Draining is closed when Shutdown starts.
-func (s *Server) Draining() <-chan struct{} { return s.draining }
+func (s *Server) Draining() <-chan struct{} { return s.node.Draining() }
 
 func (s *Server) routes() {
 	s.app.Use(s.recoverer, s.logRequests)
@@ -357,11 +228,11 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		return errf(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer PING within %s", s.cfg.RedisTimeout)
 	}
 	select {
-	case <-s.draining:
+	case <-s.node.Draining():
 		return errf(http.StatusServiceUnavailable, "draining", "this node is shutting down")
 	default:
 	}
-	if !s.bus.Ready() {
+	if !s.node.Ready() {
 		return errf(http.StatusServiceUnavailable, "redis_unavailable", "this node's pub/sub connection is not receiving yet")
 	}
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})

@@ -3,17 +3,23 @@ package web
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/presence"
-	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/realtime"
+)
+
+// WebSocket limits and timings.
+const (
+	maxFrame = 64 << 10         // frames over 64 KiB close the connection with 1009
+	pongWait = 60 * time.Second // no frame or pong for this long drops the client
 )
 
 // wsUpgrade refuses a bad Origin (403) or token (401) before the upgrade.
@@ -32,19 +38,16 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 		s.m.wsRefused.WithLabelValues("token").Inc()
 		return errf(http.StatusUnauthorized, "bad_token", "open the WebSocket with ?token=<session token> (from POST /api/v1/session)")
 	}
-	if !s.conns.reserve(sess.User, s.cfg.MaxConnsPerUser) {
+	if n := len(s.node.Hub().UserClients(sess.User)); s.cfg.MaxConnsPerUser > 0 && n >= s.cfg.MaxConnsPerUser {
 		s.m.wsRefused.WithLabelValues("too_many").Inc()
 		return errf(http.StatusTooManyRequests, "rate_limited", "too many connections for this user on this node (at most %d)", s.cfg.MaxConnsPerUser)
 	}
 	c.Locals(localSession, sess)
-	if err := c.Next(); err != nil {
-		// the upgrade failed (a bad handshake): serveWS never runs to take
-		// the reservation over
-		s.conns.unreserve(sess.User)
-		return err
-	}
-	return nil
+	c.Locals(localBatch, c.Query("batch") == "1")
+	return c.Next()
 }
+
+const localBatch = "batch"
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
 // must be in the allow-list, or, without one, name the request's own host.
@@ -68,136 +71,188 @@ func (s *Server) originAllowed(origin, host string) bool {
 }
 
 // serveWS is the life of one WebSocket connection; the contrib handler must
-// block until the connection is done, so this is the reader loop.
+// block until the connection is done, so this is the read pump. The write
+// pump is the realtime client's writer, through a wsConn.
 func (s *Server) serveWS(conn *websocket.Conn) {
 	sess, _ := conn.Locals(localSession).(session)
-	c := &client{
-		s: s, conn: conn, user: sess.User, sid: sess.ID,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
-		rooms: map[string]*clientRoom{},
+	batch, _ := conn.Locals(localBatch).(bool)
+	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
+	defer w.release()
+	c, err := s.node.Connect(sess.User, sess.ID, w)
+	if err != nil {
+		code := realtime.CloseTryLater
+		if errors.Is(err, realtime.ErrDraining) {
+			code = realtime.CloseServiceReboot
+		}
+		w.Close(code, toAPIError(err).Message)
+		return
 	}
-	s.conns.add(c)
-	s.m.wsOpen.Inc()
-	writerDone := make(chan struct{})
-	go c.writeLoop(writerDone)
 	defer func() {
-		c.close(websocket.CloseNormalClosure, "")
-		<-writerDone
-		s.disconnect(c)
-		s.m.wsOpen.Dec()
+		c.Close(realtime.CloseNormal, "")
+		<-c.Finished()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.node.Disconnect(ctx, c)
+		cancel()
 	}()
 
-	conn.SetReadLimit(maxFrame)
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
-
-	c.sendJSON(map[string]string{"type": "hello", "user": c.user, "node": s.cfg.Node, "motd": s.settings.String("motd")})
-	s.goRun(func() { // online at once, not at the next presence tick
-		ctx, cancel := contextTimeout()
-		defer cancel()
-		s.touchUser(ctx, c.user)
+	// Answer pings and close frames through wsConn's lock, never with the
+	// library's own writes (see wsConn).
+	conn.SetPingHandler(func(data string) error {
+		_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+		return w.control(websocket.PongMessage, []byte(data))
 	})
-	go s.deliverUnseenNotices(c)
-
-	// The contrib handler recycles conn when serveWS returns: nothing may
-	// touch it after that, so this watcher is waited for.
-	ctx, cancel := context.WithCancel(context.Background())
-	watcher := make(chan struct{})
+	conn.SetCloseHandler(func(code int, _ string) error {
+		if code == websocket.CloseNoStatusReceived {
+			code = websocket.CloseNormalClosure
+		}
+		c.Close(code, "")
+		return nil
+	})
+	// Wake the reader when the client closes from elsewhere (a slow client,
+	// a kick, the drain).
 	go func() {
-		defer close(watcher)
 		select {
-		case <-c.done:
-			cancel()
-			_ = conn.SetReadDeadline(time.Now()) // wake the reader
-		case <-ctx.Done():
+		case <-c.Done():
+			w.wake()
+		case <-c.Finished():
 		}
 	}()
-	defer func() { cancel(); <-watcher }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	buf := make([]byte, 0, 512)
 	for {
-		typ, p, err := conn.ReadMessage()
+		typ, r, err := conn.NextReader()
 		if err != nil {
-			if errors.Is(err, websocket.ErrReadLimit) {
-				s.m.wsRefused.WithLabelValues("too_big").Inc()
-				c.close(websocket.CloseMessageTooBig, "frame larger than 64 KiB")
-			}
+			return
+		}
+		buf, err = readLimited(r, buf[:0], maxFrame)
+		if errors.Is(err, errFrameTooBig) {
+			s.m.wsRefused.WithLabelValues("too_big").Inc()
+			c.Close(realtime.CloseTooBig, "frame larger than 64 KiB")
+			return
+		}
+		if err != nil {
 			return
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(pongWait))
-		if typ != websocket.TextMessage {
-			c.sendError(errf(http.StatusBadRequest, "bad_json", "send text frames holding one JSON object"), "")
-			continue
-		}
-		f, err := decodeFrame(p)
-		if err != nil {
-			c.sendError(err, f.Ref)
-			continue
-		}
-		if ctx.Err() != nil {
+		select {
+		case <-c.Done():
 			return // closing: frames read meanwhile are not handled
+		default:
 		}
-		fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
-		c.handle(fctx, f)
-		fcancel()
-	}
-}
-
-// disconnect forgets a closed client: it leaves the hub, updates the
-// user's presence on this node, and frees each seat the user holds on no
-// other connection — on this node or, by presence, on any other.
-func (s *Server) disconnect(c *client) {
-	s.conns.remove(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var orphaned []string
-	for _, room := range c.roomsHeld() {
-		if !s.hub.remove(room, c) {
-			orphaned = append(orphaned, room)
-		}
-	}
-	s.touchUser(ctx, c.user)
-	if len(orphaned) == 0 {
-		return
-	}
-	elsewhere := map[string]bool{}
-	if st, err := s.presence.Get(ctx, c.user); err == nil {
-		for _, r := range st.Rooms {
-			elsewhere[r] = true
-		}
-	}
-	for _, room := range orphaned {
-		if elsewhere[room] {
-			continue // the user is in the room on another node: keep the seat
-		}
-		if err := s.rooms.Leave(ctx, room, c.user); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
-			s.log.Debug("free seat on disconnect", "room", room, "user", c.user, "err", err)
+		if typ != websocket.TextMessage {
+			c.ReportError(errf(http.StatusBadRequest, "bad_json", "send text frames holding one JSON object"), "", "")
 			continue
 		}
-		s.goRun(func() { s.markRoom(room, dirty.Of(dirty.Rooms)) })
+		f, err := decodeFrame(buf)
+		if err != nil {
+			c.ReportError(err, f.Room, f.Ref)
+			continue
+		}
+		if len(buf) > 4<<10 {
+			buf = make([]byte, 0, 512) // don't keep a large buffer while idle
+		}
+		s.handleFrame(ctx, c, f)
 	}
 }
 
-// touchUser writes this node's presence claim for user now: the rooms of
-// all its local connections, or offline when it has none here.
-func (s *Server) touchUser(ctx context.Context, user string) {
-	cs := s.conns.of(user)
-	if len(cs) == 0 {
-		if err := s.presence.Offline(ctx, user, s.cfg.Node); err != nil {
-			s.log.Debug("presence offline", "user", user, "err", err)
+var errFrameTooBig = errors.New("frame too big")
+
+// readLimited reads r into buf up to max bytes; more is errFrameTooBig.
+func readLimited(r io.Reader, buf []byte, max int) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > max {
+				return buf, errFrameTooBig
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > max {
+			return buf, errFrameTooBig
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// inFrame is any client → server frame.
+type inFrame struct {
+	Type  string `json:"type"`
+	Lobby string `json:"lobby"`
+	Room  string `json:"room"`
+	Text  string `json:"text"`
+	Ref   string `json:"ref"`
+	After string `json:"after"`
+}
+
+// decodeFrame decodes a client frame strictly: one JSON object with a
+// string "type"; wrong field types and deep nesting are errors.
+func decodeFrame(p []byte) (inFrame, error) {
+	var f inFrame
+	if !utf8.Valid(p) {
+		return f, errf(http.StatusBadRequest, "bad_json", "frames must be UTF-8 text")
+	}
+	if err := decodeJSON(p, &f); err != nil {
+		return f, err
+	}
+	if f.Type == "" {
+		return f, errf(http.StatusBadRequest, "bad_request", `every frame needs a "type"`)
+	}
+	if len(f.Ref) > 64 {
+		return inFrame{Type: f.Type}, errf(http.StatusBadRequest, "bad_request", `"ref" is longer than 64 characters`)
+	}
+	return f, nil
+}
+
+// handleFrame runs one frame. A say is queued on the client's say worker
+// (its ack or error follows); every other frame waits for the says before
+// it, so a client's frames take effect in the order sent. Errors go back as
+// error events naming the frame's room and ref; the connection stays open.
+func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame) {
+	if f.Type == "say" {
+		if err := c.Say(f.Room, f.Text, f.Ref); err != nil {
+			c.ReportError(err, f.Room, f.Ref)
 		}
 		return
 	}
-	set := map[string]struct{}{}
-	for _, c := range cs {
-		for _, r := range c.roomsHeld() {
-			set[r] = struct{}{}
-		}
+	c.Flush()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	switch f.Type {
+	case "ping":
+		c.SendJSON(map[string]string{"type": "pong"})
+	case "join":
+		err = c.Join(fctx, f.Lobby)
+	case "leave":
+		err = c.Leave(fctx, f.Room)
+	case "resume":
+		err = c.Resume(fctx, f.Room, f.After)
+	default:
+		err = errf(http.StatusBadRequest, "unknown_type", "unknown frame type %q; use join, say, leave, resume or ping", clipText(f.Type, 40))
 	}
-	st := presence.UserState{User: user, Rooms: make([]string, 0, len(set))}
-	for r := range set {
-		st.Rooms = append(st.Rooms, r)
+	if err != nil {
+		c.ReportError(err, f.Room, f.Ref)
+		return
 	}
-	if err := s.presence.Touch(ctx, s.cfg.Node, []presence.UserState{st}); err != nil {
-		s.log.Debug("presence touch", "user", user, "err", err)
+	c.Good() // only refusals in a row count as abuse
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -1,0 +1,339 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Transport is what a Client writes through: the WebSocket connection in
+// package web. Only the Client's writer calls it, one call at a time.
+type Transport interface {
+	// Write sends events (each one JSON object) to the peer, in order, in
+	// as few writes as it can, with one deadline for the whole batch.
+	Write(events [][]byte) error
+	// Ping sends a keep-alive ping.
+	Ping() error
+	// Close sends a close frame with code and reason (best effort) and
+	// closes the connection. code 0 closes without a close frame.
+	Close(code int, reason string)
+}
+
+// Aborter is a Transport that can cut a write in progress short (from any
+// goroutine): used when a client is dropped for not reading.
+type Aborter interface{ Abort() }
+
+// isTimeout reports whether err is a write deadline passing.
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Close codes the core uses (RFC 6455 and chatd's own).
+const (
+	CloseNormal        = 1000
+	CloseGoingAway     = 1001
+	ClosePolicy        = 1008
+	CloseTooBig        = 1009
+	CloseInternal      = 1011
+	CloseServiceReboot = 1012 // the node is draining: reconnect elsewhere
+	CloseTryLater      = 1013 // the client did not read its messages
+	CloseAbnormal      = 0    // the connection broke: no close frame
+)
+
+// Flow-control limits of a client's send queue. A client is too slow when
+// its queue holds more than softQueueBytes and its writer has made no
+// progress for stallTimeout, or when the queue passes hardQueueBytes at
+// all. A large replay or a pub/sub backlog alone never closes a client
+// that reads: replays go page by page after the writer drains
+// (waitDrained), and a backlog is written as fast as the peer reads.
+const (
+	softQueueBytes = 1 << 20
+	hardQueueBytes = 16 << 20
+	stallTimeout   = 5 * time.Second
+	drainedBytes   = 64 << 10
+)
+
+// Timings of a client's writer.
+const (
+	PingEvery = 25 * time.Second // below the balancer's read timeout (75 s in deploy/nginx.conf)
+)
+
+// Client is one realtime connection of a user. It owns its send queue and
+// its per-room feeds; it writes through its Transport from a writer
+// goroutine that exists only while there is something to write, so an idle
+// connection costs no goroutine of its own and no queue memory.
+type Client struct {
+	node    *Node
+	t       Transport
+	user    string
+	session string
+	id      string // attachment id of this connection: unique per node run
+
+	qmu       sync.Mutex
+	queue     [][]byte
+	queued    int       // bytes in queue
+	since     time.Time // when the writer last made progress or the queue became non-empty
+	writing   bool      // a writer goroutine is running
+	pingDue   bool
+	closing   bool
+	closeCode int
+	closeText string
+	progress  chan struct{} // cap 1: the writer wrote a batch
+	done      chan struct{} // closed when the client starts closing
+	finished  chan struct{} // closed when the transport was closed
+	ping      *time.Timer
+
+	fmu   sync.Mutex
+	feeds map[string]*Feed // room → this client's feed of it
+
+	abuse atomic.Int32 // rate-limited frames in a row
+
+	says saySerial
+}
+
+// User returns the client's user name.
+func (c *Client) User() string { return c.user }
+
+// ID returns the client's attachment id.
+func (c *Client) ID() string { return c.id }
+
+// Done is closed when the client starts closing.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Finished is closed when the transport has been closed.
+func (c *Client) Finished() <-chan struct{} { return c.finished }
+
+func newClient(n *Node, t Transport, user, session, id string) *Client {
+	c := &Client{
+		node: n, t: t, user: user, session: session, id: id,
+		progress: make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		finished: make(chan struct{}),
+		feeds:    map[string]*Feed{},
+	}
+	c.ping = time.AfterFunc(PingEvery, c.pingTick)
+	return c
+}
+
+func (c *Client) pingTick() {
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		return
+	}
+	c.pingDue = true
+	c.kickLocked()
+	c.qmu.Unlock()
+	c.ping.Reset(PingEvery)
+}
+
+// Send queues one encoded event for the client without ever blocking. A
+// client whose writer is stalled with a full queue is closed with 1013, so
+// a reader that stopped never delays the others.
+func (c *Client) Send(frame []byte) {
+	if frame == nil {
+		return
+	}
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		return
+	}
+	now := time.Now()
+	if len(c.queue) == 0 {
+		c.since = now
+	}
+	c.queue = append(c.queue, frame)
+	c.queued += len(frame)
+	if c.queued > hardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
+		c.qmu.Unlock()
+		c.node.m.slowClients.Inc()
+		c.Close(CloseTryLater, "send queue full: you are reading too slowly")
+		if a, ok := c.t.(Aborter); ok {
+			a.Abort() // unblock a writer stuck on the peer
+		}
+		return
+	}
+	c.kickLocked()
+	c.qmu.Unlock()
+}
+
+// SendJSON encodes v and queues it.
+func (c *Client) SendJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.node.log.Error("encode frame", "err", err)
+		return
+	}
+	c.Send(b)
+}
+
+// SendError queues an error event; room and ref are added when not empty.
+func (c *Client) SendError(code, message, room, ref string) {
+	ev := map[string]string{"type": "error", "code": code, "message": message}
+	if room != "" {
+		ev["room"] = room
+	}
+	if ref != "" {
+		ev["ref"] = ref
+	}
+	c.SendJSON(ev)
+}
+
+// kickLocked starts the writer unless it runs. qmu is held.
+func (c *Client) kickLocked() {
+	if !c.writing {
+		c.writing = true
+		go c.write()
+	}
+}
+
+// write is the writer: it takes everything queued, writes it in one
+// transport call, and repeats until the queue is empty, then exits.
+func (c *Client) write() {
+	for {
+		c.qmu.Lock()
+		batch, ping, closing := c.queue, c.pingDue, c.closing
+		c.queue, c.queued, c.pingDue = nil, 0, false
+		if len(batch) == 0 && !ping && !closing {
+			c.writing = false
+			c.qmu.Unlock()
+			return
+		}
+		c.qmu.Unlock()
+		if closing {
+			c.finish(batch)
+			return
+		}
+		var err error
+		if len(batch) > 0 {
+			err = c.t.Write(batch)
+		}
+		if err == nil && ping {
+			err = c.t.Ping()
+		}
+		if err != nil {
+			if isTimeout(err) {
+				// the peer did not take a batch within the write deadline
+				c.node.m.slowClients.Inc()
+				c.Close(CloseTryLater, "send queue full: you are reading too slowly")
+			} else {
+				c.Close(CloseAbnormal, "")
+			}
+			c.finish(nil)
+			return
+		}
+		c.qmu.Lock()
+		c.since = time.Now()
+		c.qmu.Unlock()
+		select {
+		case c.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish flushes what is queued (not for a client closed as too slow) and
+// closes the transport. It runs once, on the writer.
+func (c *Client) finish(batch [][]byte) {
+	if c.closeCode != CloseTryLater && c.closeCode != CloseAbnormal && len(batch) > 0 {
+		_ = c.t.Write(batch)
+	}
+	c.t.Close(c.closeCode, c.closeText)
+	c.ping.Stop()
+	close(c.finished)
+}
+
+// Close starts closing the client with a close code and reason; the writer
+// flushes what is queued, sends the close frame and closes the transport.
+// Only the first call counts.
+func (c *Client) Close(code int, reason string) {
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		return
+	}
+	c.closing, c.closeCode, c.closeText = true, code, reason
+	close(c.done)
+	if c.writing {
+		c.qmu.Unlock()
+		return // the running writer sees closing
+	}
+	c.writing = true
+	c.qmu.Unlock()
+	go c.write()
+}
+
+// waitDrained waits until the client's queue holds less than drainedBytes:
+// the pace of replays.
+func (c *Client) waitDrained(ctx context.Context) error {
+	for {
+		c.qmu.Lock()
+		q, closing := c.queued, c.closing
+		c.qmu.Unlock()
+		if closing {
+			return errClientClosed
+		}
+		if q < drainedBytes {
+			return nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-c.progress:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// Abuse counts a refusal for rate limiting and reports whether the client
+// went over the limit of refusals in a row; Good resets the count.
+func (c *Client) Abuse() bool { return c.abuse.Add(1) >= AbuseLimit }
+
+// Good resets the count of refusals in a row.
+func (c *Client) Good() { c.abuse.Store(0) }
+
+// AbuseLimit is how many rate-limited frames in a row close a client (1008).
+const AbuseLimit = 20
+
+// feed returns the client's feed of room, or nil.
+func (c *Client) feed(room string) *Feed {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	return c.feeds[room]
+}
+
+// rooms returns the rooms the client is in.
+func (c *Client) roomList() []string {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	out := make([]string, 0, len(c.feeds))
+	for r := range c.feeds {
+		out = append(out, r)
+	}
+	return out
+}
+
+// InRoom reports whether the client is in room.
+func (c *Client) InRoom(room string) bool { return c.feed(room) != nil }
+
+// receive offers a room event from the hub: messages go through the room's
+// feed (once each, in order); other events pass if the client is in the room.
+func (c *Client) receive(room string, ev event) {
+	f := c.feed(room)
+	if f == nil {
+		return
+	}
+	if ev.id != "" {
+		f.Live(ev.id, ev.frame)
+		return
+	}
+	c.Send(ev.frame)
+}

@@ -1,0 +1,60 @@
+package realtime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the realtime core; the transport maps them (and the domain
+// packages' sentinels) to codes in its one error table.
+var (
+	// ErrDraining is returned by Connect while the node shuts down.
+	ErrDraining = errors.New("realtime: node is draining")
+	// ErrTooManyConnections is returned by Connect when the user has
+	// Config.MaxConnsPerUser clients on this node.
+	ErrTooManyConnections = errors.New("realtime: too many connections for this user on this node")
+	// ErrEmptyText is returned for a say without text.
+	ErrEmptyText = errors.New("realtime: text is empty")
+	// ErrBadUTF8 is returned for a say whose text is not UTF-8.
+	ErrBadUTF8 = errors.New("realtime: text is not valid UTF-8")
+	// ErrTooLong is matched by a *TooLongError.
+	ErrTooLong = errors.New("realtime: message too long")
+)
+
+// TooLongError is returned for a say longer than message.max_length.
+type TooLongError struct{ Max, Got int }
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("the message is %d characters long; at most %d are allowed", e.Got, e.Max)
+}
+
+// Is makes errors.Is(err, ErrTooLong) true.
+func (e *TooLongError) Is(target error) bool { return target == ErrTooLong }
+
+// reportError sends err to the client as an error event naming the room
+// and ref of the frame that caused it; a client refused for rate limiting
+// too many times in a row is closed (1008).
+func (n *Node) reportError(c *Client, err error, room, ref string) {
+	code, msg := n.errorCode(err)
+	c.SendError(code, msg, room, ref)
+	if code == "rate_limited" {
+		if c.Abuse() {
+			c.Close(ClosePolicy, "too many messages")
+		}
+	} else {
+		c.Good()
+	}
+}
+
+// ReportError is reportError for the transport's own refusals.
+func (c *Client) ReportError(err error, room, ref string) { c.node.reportError(c, err, room, ref) }
+
+func (n *Node) errorCode(err error) (code, msg string) {
+	if n.cfg.ErrorCode != nil {
+		code, msg = n.cfg.ErrorCode(err)
+	}
+	if code == "" {
+		code, msg = "internal", "internal error; it has been logged"
+	}
+	return code, msg
+}

@@ -1,0 +1,227 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/chatd/chatd/rooms"
+)
+
+// ReadFunc reads up to limit messages of one room after the message id
+// after, oldest first; after == "" means the latest limit messages. It
+// returns rooms.ErrResumeGap when after is no longer in the history.
+type ReadFunc func(ctx context.Context, after string, limit int) ([]rooms.Message, error)
+
+// DeliverFunc hands one message event (id, encoded frame) on, in order. It
+// runs under the feed's lock and must not block.
+type DeliverFunc func(id string, frame []byte)
+
+// Feed is "catch up from history, hold live messages, then go live" for one
+// room and one receiver: a client that joins or resumes, or a node's room
+// after its pub/sub connection came back. Every message id reaches deliver
+// once, in increasing order, whatever the interleaving of live messages
+// (Live) and history reads (CatchUp).
+//
+// The naive version reads the history, then subscribes: a message sent in
+// between is lost. Subscribing first and then reading delivers the overlap
+// twice and, worse, live messages overtake the history being read. A Feed
+// subscribes first (its owner does), holds live messages while it reads,
+// delivers the history, then the held messages it has not delivered yet,
+// all under one lock, and compares ids so the seam has neither gap nor
+// duplicate.
+type Feed struct {
+	deliver DeliverFunc
+
+	mu       sync.Mutex
+	last     string // id of the last message delivered; "" = none yet
+	catching bool   // CatchUp runs: live messages are held
+	held     []heldMessage
+	heldB    int  // bytes held
+	overflow bool // held messages were dropped: read history again
+}
+
+type heldMessage struct {
+	id    string
+	frame []byte
+}
+
+// Hold limits: past them held messages are dropped and read from the
+// history again, so a long catch-up under heavy traffic costs bounded memory.
+const (
+	maxHeld      = 4096
+	maxHeldBytes = 4 << 20
+)
+
+// NewFeed returns a feed positioned after the message id after ("" =
+// nothing delivered yet). It starts in catch-up: live messages are held
+// until CatchUp or GoLive.
+func NewFeed(after string, deliver DeliverFunc) *Feed {
+	return &Feed{deliver: deliver, last: after, catching: true}
+}
+
+// Last returns the id of the last message delivered.
+func (f *Feed) Last() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+// Live offers a message that arrived live: delivered now unless the feed is
+// catching up (then held) or it was delivered already.
+func (f *Feed) Live(id string, frame []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.catching {
+		if f.overflow {
+			return // will be read from history
+		}
+		if len(f.held) >= maxHeld || f.heldB+len(frame) > maxHeldBytes {
+			f.held, f.heldB, f.overflow = nil, 0, true
+			return
+		}
+		f.held = append(f.held, heldMessage{id, frame})
+		f.heldB += len(frame)
+		return
+	}
+	if id <= f.last {
+		return
+	}
+	f.last = id
+	f.deliver(id, frame)
+}
+
+// Hold puts the feed back into catch-up: live messages are held from now
+// on (call it before the re-read starts, e.g. when a subscription came
+// back). It reports false when a catch-up is already running.
+func (f *Feed) Hold() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.catching {
+		return false
+	}
+	f.catching = true
+	return true
+}
+
+// Page limits of CatchUp.
+const (
+	// JoinHistory is how many of the latest messages a join replays.
+	JoinHistory = 50
+	// ResumeMax is the most messages a resume replays.
+	ResumeMax = 1000
+	pageSize  = 100
+)
+
+// CatchUp delivers the history, then goes live. With an empty position it
+// delivers the latest `latest` messages; otherwise everything after the
+// position, up to max messages (0 = no bound), page by page. pace, when set,
+// is called before each page and may wait (for the receiver's writer to
+// drain), so a large replay never piles up in a send queue. A position no
+// longer in the history returns rooms.ErrResumeGap before anything was
+// delivered; the caller decides (typically: tell the client, then CatchUp
+// from ""). Live messages held meanwhile are delivered after the history;
+// if too many arrived they were dropped and are read from the history too.
+//
+// On any other error the feed stays in catch-up, holding live messages, so
+// the caller may retry or drop it.
+func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace func(context.Context) error) error {
+	f.mu.Lock()
+	fromLatest := f.last == ""
+	f.mu.Unlock()
+	total := 0
+	if fromLatest {
+		msgs, err := read(ctx, "", latest)
+		if err != nil {
+			return err
+		}
+		f.page(msgs)
+		if f.tryGoLive() {
+			return nil
+		}
+		max = 0 // held messages were dropped: read on until caught up
+	}
+	for {
+		n := pageSize
+		if max > 0 {
+			n = min(n, max-total)
+		}
+		if n > 0 {
+			if pace != nil {
+				if err := pace(ctx); err != nil {
+					return err
+				}
+			}
+			msgs, err := read(ctx, f.Last(), n)
+			if errors.Is(err, rooms.ErrResumeGap) && (total > 0 || fromLatest) {
+				// trimmed while we read: what is left is the latest window
+				msgs, err = read(ctx, "", rooms.MaxHistoryLimit)
+			}
+			if err != nil {
+				return err
+			}
+			f.page(msgs)
+			total += len(msgs)
+			if len(msgs) == n {
+				continue
+			}
+		}
+		if f.tryGoLive() || n == 0 {
+			f.GoLive()
+			return nil
+		}
+	}
+}
+
+// tryGoLive delivers the held messages and goes live unless held messages
+// were dropped (then it clears the flag and reports false: read again).
+func (f *Feed) tryGoLive() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.overflow {
+		f.overflow = false
+		return false
+	}
+	f.goLiveLocked()
+	return true
+}
+
+// GoLive delivers what was held and ends the catch-up without reading.
+func (f *Feed) GoLive() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.goLiveLocked()
+}
+
+func (f *Feed) goLiveLocked() {
+	for _, h := range f.held {
+		if h.id > f.last {
+			f.last = h.id
+			f.deliver(h.id, h.frame)
+		}
+	}
+	f.held, f.heldB, f.overflow, f.catching = nil, 0, false, false
+}
+
+// page delivers history messages newer than the last one delivered.
+func (f *Feed) page(msgs []rooms.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range msgs {
+		if msgs[i].ID <= f.last {
+			continue
+		}
+		f.last = msgs[i].ID
+		f.deliver(msgs[i].ID, encodeMessage(&msgs[i]))
+	}
+}
+
+// encodeMessage is the message event frame of m.
+func encodeMessage(m *rooms.Message) []byte {
+	b, err := json.Marshal(rooms.Event{Type: rooms.EventMessage, Message: m})
+	if err != nil {
+		return nil
+	}
+	return b
+}

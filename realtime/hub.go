@@ -1,0 +1,377 @@
+package realtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"hash/maphash"
+	"sync"
+
+	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/rooms"
+)
+
+// Hub is the node's one registry of local clients, by room and by user,
+// behind sharded locks, and the bridge from each room with a local member
+// to its Redis channel. It holds no pointer back to the transport.
+//
+// A room's channel is subscribed while the node has at least one local
+// member there. Every message that arrives passes the room's Feed (in
+// channel order, once each) and is handed to each member's own feed, which
+// queues it. After the bus reconnects, the room's feed holds live messages,
+// reads the stream after the last id it delivered and then goes live: the
+// same catch-up a client does when it joins or resumes.
+type Hub struct {
+	n      *Node
+	seed   maphash.Seed
+	rooms  [64]roomShard
+	users  [64]userShard
+	counts sync.Mutex // orders user-count checks with adds
+}
+
+type roomShard struct {
+	mu    sync.Mutex
+	rooms map[string]*hubRoom
+}
+
+type userShard struct {
+	mu    sync.Mutex
+	users map[string]map[*Client]struct{}
+}
+
+// hubRoom is one room with local members.
+type hubRoom struct {
+	id   string
+	hub  *Hub
+	feed *Feed // the node's position in the room's stream
+
+	ready chan struct{} // closed once subscribed (or failed: err set)
+	err   error
+	sub   *bus.Subscription
+
+	mu      sync.Mutex // guards members; deliveries hold it (they run under feed.mu)
+	members map[*Client]struct{}
+	gone    bool // removed from the hub; a new hubRoom takes over
+}
+
+// event is a room event as it goes to members: its message id ("" for
+// events that are not messages) and its encoded frame, shared by all.
+type event struct {
+	id    string
+	frame []byte
+}
+
+func newHub(n *Node) *Hub {
+	h := &Hub{n: n, seed: maphash.MakeSeed()}
+	for i := range h.rooms {
+		h.rooms[i].rooms = map[string]*hubRoom{}
+		h.users[i].users = map[string]map[*Client]struct{}{}
+	}
+	return h
+}
+
+func (h *Hub) roomShard(room string) *roomShard {
+	return &h.rooms[maphash.String(h.seed, room)%uint64(len(h.rooms))]
+}
+
+func (h *Hub) userShard(user string) *userShard {
+	return &h.users[maphash.String(h.seed, user)%uint64(len(h.users))]
+}
+
+// addUser registers c under its user unless the user has max clients here
+// already (max <= 0: no bound).
+func (h *Hub) addUser(c *Client, max int) bool {
+	sh := h.userShard(c.user)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	m := sh.users[c.user]
+	if max > 0 && len(m) >= max {
+		return false
+	}
+	if m == nil {
+		m = map[*Client]struct{}{}
+		sh.users[c.user] = m
+	}
+	m[c] = struct{}{}
+	return true
+}
+
+func (h *Hub) removeUser(c *Client) {
+	sh := h.userShard(c.user)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	delete(sh.users[c.user], c)
+	if len(sh.users[c.user]) == 0 {
+		delete(sh.users, c.user)
+	}
+}
+
+// UserClients returns user's clients on this node.
+func (h *Hub) UserClients(user string) []*Client {
+	sh := h.userShard(user)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	out := make([]*Client, 0, len(sh.users[user]))
+	for c := range sh.users[user] {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Clients returns every client on this node.
+func (h *Hub) Clients() []*Client {
+	var out []*Client
+	for i := range h.users {
+		sh := &h.users[i]
+		sh.mu.Lock()
+		for _, m := range sh.users {
+			for c := range m {
+				out = append(out, c)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// Count returns the number of clients on this node.
+func (h *Hub) Count() int {
+	n := 0
+	for i := range h.users {
+		sh := &h.users[i]
+		sh.mu.Lock()
+		for _, m := range sh.users {
+			n += len(m)
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// addToRoom makes c a local member of room, subscribing the room's channel
+// first if c is the node's first member there. When it returns nil, every
+// message published from now on reaches c's feed of the room.
+func (h *Hub) addToRoom(ctx context.Context, room string, c *Client) error {
+	for {
+		sh := h.roomShard(room)
+		sh.mu.Lock()
+		r := sh.rooms[room]
+		first := r == nil
+		if first {
+			r = &hubRoom{id: room, hub: h, ready: make(chan struct{}), members: map[*Client]struct{}{}}
+			r.feed = NewFeed("", r.broadcast)
+			sh.rooms[room] = r
+		}
+		r.mu.Lock()
+		r.members[c] = struct{}{}
+		r.mu.Unlock()
+		sh.mu.Unlock()
+
+		if first {
+			r.subscribe(ctx)
+		}
+		select {
+		case <-r.ready:
+		case <-ctx.Done():
+			h.removeFromRoom(room, c)
+			return ctx.Err()
+		}
+		if r.err != nil {
+			h.removeFromRoom(room, c)
+			return r.err
+		}
+		r.mu.Lock()
+		gone := r.gone
+		r.mu.Unlock()
+		if !gone {
+			return nil
+		}
+		// the room was torn down while we waited: join its successor
+	}
+}
+
+// subscribe subscribes the room's channel, then learns the newest message
+// id, from which a gap fill would start, and lets live messages through.
+func (r *hubRoom) subscribe(ctx context.Context) {
+	defer close(r.ready)
+	n := r.hub.n
+	sub, err := n.bus.Subscribe(ctx, n.rooms.Channel(r.id), bus.HandlerFuncs{
+		OnReceive:      func(_ string, p []byte) { r.receive(p) },
+		OnResubscribed: r.resubscribed,
+	})
+	if err != nil {
+		r.err = err
+		r.hub.drop(r)
+		return
+	}
+	r.sub = sub
+	// The node's position starts at the newest message: messages before it
+	// are each client's own catch-up; messages after it arrive live.
+	last, err := n.rooms.History(ctx, r.id, "", 1)
+	r.feed.mu.Lock()
+	if err == nil && len(last) == 1 && r.feed.last == "" {
+		r.feed.last = last[0].ID
+	}
+	r.feed.mu.Unlock()
+	r.feed.GoLive()
+}
+
+// removeFromRoom takes c out of room; the node unsubscribes with its last
+// member.
+func (h *Hub) removeFromRoom(room string, c *Client) {
+	sh := h.roomShard(room)
+	sh.mu.Lock()
+	r := sh.rooms[room]
+	if r == nil {
+		sh.mu.Unlock()
+		return
+	}
+	r.mu.Lock()
+	delete(r.members, c)
+	empty := len(r.members) == 0
+	if empty {
+		r.gone = true
+		delete(sh.rooms, room)
+	}
+	r.mu.Unlock()
+	sh.mu.Unlock()
+	if empty {
+		h.n.goRun(func(ctx context.Context) {
+			<-r.ready
+			if r.sub != nil {
+				_ = r.sub.Close(ctx)
+			}
+		})
+	}
+}
+
+// drop removes a room whose subscription failed.
+func (h *Hub) drop(r *hubRoom) {
+	sh := h.roomShard(r.id)
+	sh.mu.Lock()
+	if sh.rooms[r.id] == r {
+		delete(sh.rooms, r.id)
+	}
+	sh.mu.Unlock()
+	r.mu.Lock()
+	r.gone = true
+	r.mu.Unlock()
+}
+
+// messagePrefix starts every message event the send script publishes.
+var messagePrefix = []byte(`{"type":"message","message":{"id":"`)
+
+// parseEvent finds an event's type and message id: by prefix for the
+// messages the send script publishes, by decoding for the rest.
+func parseEvent(p []byte) (event, bool) {
+	if bytes.HasPrefix(p, messagePrefix) {
+		rest := p[len(messagePrefix):]
+		if i := bytes.IndexByte(rest, '"'); i > 0 {
+			return event{id: string(rest[:i]), frame: p}, true
+		}
+	}
+	var head struct {
+		Type    string `json:"type"`
+		Message struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(p, &head); err != nil || head.Type == "" {
+		return event{}, false
+	}
+	if head.Type == rooms.EventMessage {
+		if head.Message.ID == "" {
+			return event{}, false
+		}
+		return event{id: head.Message.ID, frame: p}, true
+	}
+	return event{frame: p}, true
+}
+
+// receive takes one payload of the room's channel (on the bus goroutine).
+func (r *hubRoom) receive(p []byte) {
+	ev, ok := parseEvent(p)
+	if !ok {
+		r.hub.n.m.badEvents.Inc()
+		return
+	}
+	if ev.id != "" {
+		r.feed.Live(ev.id, ev.frame)
+		return
+	}
+	r.fanout(ev)
+}
+
+// broadcast is the room feed's deliver: a message, in order, once.
+func (r *hubRoom) broadcast(id string, frame []byte) { r.fanout(event{id: id, frame: frame}) }
+
+func (r *hubRoom) fanout(ev event) {
+	r.mu.Lock()
+	for c := range r.members {
+		c.receive(r.id, ev)
+	}
+	n := len(r.members)
+	r.mu.Unlock()
+	r.hub.n.m.delivered.Add(float64(n))
+}
+
+// resubscribed runs on the bus goroutine when the room's channel was
+// subscribed again after a reconnect: from here on live messages are held
+// until the gap fill has delivered what was missed. Holding before the bus
+// dispatches the next message is what keeps a live message from moving the
+// position past the missed ones.
+func (r *hubRoom) resubscribed() {
+	r.mu.Lock()
+	gone := r.gone
+	r.mu.Unlock()
+	if gone || !r.feed.Hold() {
+		return // a fill is running; it reads to the end of the stream
+	}
+	r.hub.n.goRun(r.gapFill)
+}
+
+// gapFill reads the room's stream after the last delivered id, retrying
+// while Redis comes back, and delivers what was missed.
+func (r *hubRoom) gapFill(ctx context.Context) {
+	n := r.hub.n
+	read := n.reader(r.id)
+	for attempt := 0; ; attempt++ {
+		n.m.gapFills.Inc()
+		err := r.feed.CatchUp(ctx, read, rooms.MaxHistoryLimit, 0, nil)
+		if err == rooms.ErrResumeGap || isGap(err) {
+			// the position was trimmed or Redis lost the stream: the
+			// latest window is all there is
+			r.feed.mu.Lock()
+			r.feed.last = ""
+			r.feed.mu.Unlock()
+			continue
+		}
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if attempt >= 50 {
+			n.log.Warn("gap fill gave up", "room", r.id, "err", err)
+			r.feed.GoLive()
+			return
+		}
+		sleep(ctx, 200e6)
+	}
+}
+
+// localSeats returns the attachments of this node's clients.
+func (h *Hub) localSeats() []rooms.Attachment {
+	var out []rooms.Attachment
+	for i := range h.rooms {
+		sh := &h.rooms[i]
+		sh.mu.Lock()
+		for id, r := range sh.rooms {
+			r.mu.Lock()
+			for c := range r.members {
+				out = append(out, rooms.Attachment{Room: id, User: c.user, ID: c.id})
+			}
+			r.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}

@@ -1,0 +1,43 @@
+package realtime
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/promreg"
+)
+
+type metrics struct {
+	open        prometheus.Gauge
+	slowClients prometheus.Counter
+	delivered   prometheus.Counter
+	badEvents   prometheus.Counter
+	gapFills    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chatd_ws_connections", Help: "Open realtime connections on this node.",
+		}),
+		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_ws_slow_clients_total", Help: "Clients closed with 1013: their writer stalled with a full queue.",
+		}),
+		delivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_ws_frames_delivered_total", Help: "Room events handed to local clients.",
+		}),
+		badEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_room_bad_events_total", Help: "Malformed payloads received on room channels.",
+		}),
+		gapFills: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_room_gap_fills_total", Help: "History reads run after the pub/sub connection came back.",
+		}),
+	}
+	if reg != nil {
+		m.open = promreg.Register(reg, m.open)
+		m.slowClients = promreg.Register(reg, m.slowClients)
+		m.delivered = promreg.Register(reg, m.delivered)
+		m.badEvents = promreg.Register(reg, m.badEvents)
+		m.gapFills = promreg.Register(reg, m.gapFills)
+	}
+	return m
+}

@@ -1,0 +1,170 @@
+package web
+
+import (
+	"encoding/binary"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/contrib/websocket"
+)
+
+// wsConn is a client's realtime.Transport over a WebSocket: it writes
+// frames itself, straight onto the connection, so that everything queued
+// for a client leaves in one write system call with one deadline, however
+// many events it holds. (Writing each event with WriteMessage costs a
+// write and a deadline per event: two thirds of a loaded node's CPU.)
+// With batching on (the client opened /ws?batch=1), consecutive events go
+// in one text frame separated by '\n', up to maxBatchFrame bytes a frame.
+//
+// Only the client's writer calls Write, Ping and Close, one at a time. The
+// reader never writes: pings and close frames from the peer are answered
+// through the writer (handlers set in serveWS), and the read limit is
+// enforced by the reader itself, so the library never writes a frame of
+// its own in the middle of ours.
+type wsConn struct {
+	conn  *websocket.Conn
+	raw   net.Conn
+	batch bool
+
+	mu       sync.Mutex
+	released bool        // serveWS returned: the library reuses conn
+	gone     atomic.Bool // released, for Abort
+	closed   bool        // a close frame was sent
+}
+
+// Writing limits.
+const (
+	writeWait     = 10 * time.Second // a batch that takes longer drops the client
+	maxBatchFrame = 64 << 10
+)
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// Write sends events as text frames in one write.
+func (w *wsConn) Write(events [][]byte) error {
+	bp := framePool.Get().(*[]byte)
+	buf := (*bp)[:0]
+	if w.batch {
+		for i := 0; i < len(events); {
+			size, j := len(events[i]), i+1
+			for j < len(events) && size+1+len(events[j]) <= maxBatchFrame {
+				size += 1 + len(events[j])
+				j++
+			}
+			buf = appendHeader(buf, websocket.TextMessage, size)
+			for k := i; k < j; k++ {
+				if k > i {
+					buf = append(buf, '\n')
+				}
+				buf = append(buf, events[k]...)
+			}
+			i = j
+		}
+	} else {
+		for _, e := range events {
+			buf = appendHeader(buf, websocket.TextMessage, len(e))
+			buf = append(buf, e...)
+		}
+	}
+	err := w.writeRaw(buf)
+	if cap(buf) <= 1<<20 {
+		*bp = buf
+		framePool.Put(bp)
+	}
+	return err
+}
+
+// Ping sends a ping frame.
+func (w *wsConn) Ping() error {
+	return w.writeRaw(appendHeader(nil, websocket.PingMessage, 0))
+}
+
+// control writes a control frame (a pong from the reader: wsConn's lock
+// keeps it from landing inside a batch).
+func (w *wsConn) control(op int, payload []byte) error {
+	if len(payload) > 125 {
+		payload = payload[:125]
+	}
+	return w.writeRaw(append(appendHeader(nil, op, len(payload)), payload...))
+}
+
+// Close sends a close frame (code 0: none) and closes the connection.
+func (w *wsConn) Close(code int, reason string) {
+	if code != 0 {
+		if len(reason) > 123 {
+			reason = reason[:123]
+		}
+		p := make([]byte, 2, 2+len(reason))
+		binary.BigEndian.PutUint16(p, uint16(code))
+		p = append(p, reason...)
+		w.mu.Lock()
+		if !w.released && !w.closed {
+			w.closed = true
+			_ = w.raw.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = w.raw.Write(append(appendHeader(nil, websocket.CloseMessage, len(p)), p...))
+		}
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	if !w.released {
+		_ = w.raw.Close()
+	}
+	w.mu.Unlock()
+}
+
+func (w *wsConn) writeRaw(b []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.released {
+		return net.ErrClosed
+	}
+	if err := w.raw.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
+		return err
+	}
+	_, err := w.raw.Write(b)
+	return err
+}
+
+// Abort cuts a write in progress short: the client is dropped for not
+// reading. It may run concurrently with a Write, so it takes no lock; the
+// net.Conn's deadline methods are safe for that.
+func (w *wsConn) Abort() {
+	if !w.gone.Load() {
+		_ = w.raw.SetWriteDeadline(time.Now())
+	}
+}
+
+// wake makes the reader return (the client is closing).
+func (w *wsConn) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.released {
+		_ = w.raw.SetReadDeadline(time.Now())
+	}
+}
+
+// release marks the connection as handed back to the library: nothing may
+// touch it after this.
+func (w *wsConn) release() {
+	w.mu.Lock()
+	w.released = true
+	w.gone.Store(true)
+	w.mu.Unlock()
+}
+
+// appendHeader appends a server frame header (FIN set, not masked).
+func appendHeader(b []byte, op, n int) []byte {
+	b = append(b, 0x80|byte(op))
+	switch {
+	case n < 126:
+		b = append(b, byte(n))
+	case n <= 0xFFFF:
+		b = append(b, 126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return b
+}
