@@ -3,10 +3,12 @@ package dirty
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -371,4 +373,86 @@ func TestBadInput(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, Mask(0), m)
 	})
+}
+
+// recorder is a go-redis hook recording every command a client sends, and
+// its round trips: nothing is filtered out.
+type recorder struct {
+	mu   sync.Mutex
+	cmds []string
+	rtts int
+}
+
+func (h *recorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *recorder) add(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rtts++
+	for _, c := range cmds {
+		h.cmds = append(h.cmds, c.FullName())
+	}
+}
+
+// take returns what was sent since the last take, and forgets it.
+func (h *recorder) take() (cmds []string, rtts int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cmds, rtts = h.cmds, h.rtts
+	h.cmds, h.rtts = nil, 0
+	return cmds, rtts
+}
+
+// TestCleanPollIsOneCommand: a clean poll (Open, its renewal throttled, then
+// Take) sends one command, GETDEL, counting everything the client sends; a
+// renewal once due is one round trip. The client's connection is opened
+// before the hook, so no handshake is counted — and any would fail the test.
+func TestCleanPollIsOneCommand(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	rdb := r.NewClient(t)
+	ctx := context.Background()
+	clk := newClock()
+	const ttl = 12 * time.Minute
+	tr := New(rdb, Config{Prefix: r.Prefix, SessionTTL: ttl, Now: clk.Now, Logger: quiet})
+	_, err := tr.Open(ctx, "clean", "erin")
+	require.NoError(t, err)
+	_, err = tr.Take(ctx, "clean") // a new session starts all dirty
+	require.NoError(t, err)
+
+	rec := &recorder{}
+	rdb.AddHook(rec)
+	for i := 0; i < 5; i++ {
+		clk.Add(10 * time.Second)
+		created, err := tr.Open(ctx, "clean", "erin")
+		require.NoError(t, err)
+		require.False(t, created)
+		m, err := tr.Take(ctx, "clean")
+		require.NoError(t, err)
+		require.Zero(t, m)
+		cmds, rtts := rec.take()
+		assert.Equal(t, []string{"getdel"}, cmds, "poll %d", i)
+		assert.Equal(t, 1, rtts, "poll %d", i)
+	}
+
+	clk.Add(ttl / 4)
+	_, err = tr.Open(ctx, "clean", "erin")
+	require.NoError(t, err)
+	cmds, rtts := rec.take()
+	assert.Equal(t, 1, rtts, "a due renewal is one round trip: %v", cmds)
+	assert.NotEmpty(t, cmds)
 }

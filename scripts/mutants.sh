@@ -197,6 +197,31 @@ mutant dirty-user-sessions-never-expire dirty '^TestSessionExpiry$' <<'PATCH'
  	}, openScript)
 PATCH
 
+# ---- dirty: a clean poll is one command (every command the client sends)
+
+mutant dirty-open-never-throttled dirty '^TestCleanPollIsOneCommand$' <<'PATCH'
+--- a/dirty/tracker.go
++++ b/dirty/tracker.go
+@@ -119,5 +119,5 @@
+ 	}
+ 	now := t.now()
+-	if t.renewed.fresh(now, session, user) {
++	if false && t.renewed.fresh(now, session, user) {
+ 		return false, nil
+ 	}
+PATCH
+
+mutant dirty-take-extra-exists dirty '^TestCleanPollIsOneCommand$' <<'PATCH'
+--- a/dirty/tracker.go
++++ b/dirty/tracker.go
+@@ -154,4 +154,5 @@
+ 		return 0, fmt.Errorf("dirty: take: %w", err)
+ 	}
++	t.rdb.Exists(ctx, t.k.owner(session))
+ 	b, err := t.rdb.GetDel(ctx, t.k.mask(session)).Result()
+ 	if err != nil && !errors.Is(err, redis.Nil) {
+PATCH
+
 # ----
 
 [ $list = 1 ] && exit 0
