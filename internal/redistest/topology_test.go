@@ -16,9 +16,17 @@ func TestOwnClusterWithReplicasFailsOver(t *testing.T) {
 	require.Len(t, r.Nodes, 6)
 	ctx := context.Background()
 	key := r.Prefix + ":{k}"
-	require.NoError(t, r.Client.Set(ctx, key, "v", 0).Err())
 	master := r.NodeOf(t, key)
 	assert.Contains(t, r.Nodes[:3], master, "the first three nodes are the masters")
+	// SET and WAIT on one connection: the write reaches the replica before
+	// the kill (replication is asynchronous), or the promoted replica lacks it
+	cmds, err := master.Client(t).Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, "v", 0)
+		p.Do(ctx, "WAIT", 1, 5000)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), cmds[1].(*redis.Cmd).Val(), "one replica acknowledged the write")
 
 	master.Kill(t)
 	took := r.WaitFailover(t, master, 30*time.Second)
@@ -34,9 +42,15 @@ func TestOwnSentinelPromotesTheReplica(t *testing.T) {
 	r := OwnSentinel(t)
 	ctx := context.Background()
 	require.Equal(t, r.Nodes[0].Addr, r.SentinelMasterAddr(t))
-	require.NoError(t, r.Client.Set(ctx, r.Prefix+":k", "v", 0).Err())
-	// the write must reach the replica before the kill, or it is lost
-	require.NoError(t, r.Client.Do(ctx, "WAIT", 1, 5000).Err())
+	// SET and WAIT on one connection: the write must reach the replica
+	// before the kill, or it is lost
+	cmds, err := r.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, r.Prefix+":k", "v", 0)
+		p.Do(ctx, "WAIT", 1, 5000)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), cmds[1].(*redis.Cmd).Val(), "one replica acknowledged the write")
 
 	r.Nodes[0].Kill(t)
 	start := time.Now()
