@@ -101,7 +101,7 @@ type fanClient struct {
 // bound, senders that only wait for their own echo outrun a member the
 // scheduler starves, and the run measures slow-consumer drops instead of
 // delivery.
-const maxLag = 128
+const maxLag = 192
 
 // fanRoom is one room's members and senders.
 type fanRoom struct {

@@ -134,7 +134,7 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.Secret, "secret", "chatbench-secret-0123456789abcdef", "session secret given to the chatd nodes chatbench starts")
 	clients := fs.String("clients", "", "fan-out member counts, comma-separated (default 200,2000; -quick 200); up to 200 share one room, more fill rooms of 50")
 	fs.IntVar(&o.Senders, "senders", 4, "fan-out: members per room that send")
-	fs.IntVar(&o.Window, "window", 16, "fan-out, saturated: says each sender keeps in flight")
+	fs.IntVar(&o.Window, "window", 32, "fan-out, saturated: says each sender keeps in flight")
 	fs.BoolVar(&o.WSBatch, "ws-batch", true, "open WebSockets with ?batch=1 (a server may then send several events per frame)")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any goal or check is missed")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")

@@ -249,7 +249,7 @@ func (b *Bench) scenarioFanout(ctx context.Context) error {
 		mx := func(r fanResult) float64 { return r.Lat.Max }
 		ack99 := func(r fanResult) float64 { return r.AckLat.P99 }
 		ping99 := func(r fanResult) float64 { return r.PingLat.P99 }
-		at := fmt.Sprintf(" at %.0f says/s = %.0f deliveries/s (½ A4 ceiling)", rate, rate*float64(size))
+		at := fmt.Sprintf(" at %.0f says/s = %s deliveries/s (½ A4 ceiling)", rate, fmtNum(rate*float64(size)))
 		for _, v := range fixed[1:] {
 			if v.name == hubN.name {
 				continue
@@ -262,10 +262,7 @@ func (b *Bench) scenarioFanout(ctx context.Context) error {
 			b.rep.add(newRow(scen, v.name+": send→receive p99"+at, "ms", lat(v, p99)).vs(anchor.name, lat(anchor, p99)).goalRatio(false, 1.5))
 			b.rep.add(newRow(scen, v.name+": send→receive max"+at, "ms", lat(v, mx)).vs(anchor.name, lat(anchor, mx)))
 		}
-		for _, v := range fixed {
-			if v.name == hubN.name || v.name == chatdN.name {
-				continue
-			}
+		for _, v := range []fanVariant{hub1, chatd1} {
 			b.rep.add(newRow(scen, v.name+": say→ack p99"+at, "ms", lat(v, ack99)).vs("Redis PING p99, same run", lat(v, ping99)).
 				note("one PING every 5 ms on its own connection while the run goes"))
 		}
