@@ -8,7 +8,8 @@
 //
 //	go run ./cmd/chatbench            # full run, ~10 minutes on 2 cores
 //	go run ./cmd/chatbench -quick     # ~2 minutes
-//	go run ./cmd/chatbench -json > bench.json
+//	go run ./cmd/chatbench -json -strict > bench.json
+//	go run ./cmd/chatbench -h         # flags and more examples
 //
 // See README.md beside this file.
 package main
