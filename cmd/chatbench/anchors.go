@@ -132,7 +132,8 @@ func (b *Bench) seatClaims(ctx context.Context, n, k, capacity int) (float64, er
 	lobby := "sc-" + tag
 	t0 := time.Now()
 	err = parallel(ctx, n, k, func(i int) error {
-		_, err := svc.Join(ctx, lobby, fmt.Sprintf("%sx%d", tag, i))
+		user := fmt.Sprintf("%sx%d", tag, i)
+		_, err := svc.Join(ctx, lobby, user, rooms.Attach{ID: "ws:bench:" + user})
 		return err
 	})
 	return float64(n) / time.Since(t0).Seconds(), err
