@@ -13,8 +13,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Fuzz targets of the web layer's decoders. CI runs each for 5 s
-// (.ci/run); for a longer run:
+// Fuzz targets of the web layer's decoders. CI runs each for 5,000 inputs
+// (-fuzztime=5000x in .ci/run: a count, not a duration); for a longer run:
 //
 //	go test ./web/ -run='^$' -fuzz='^FuzzDecodeFrame$' -fuzztime=10m
 //
