@@ -83,7 +83,7 @@ func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed
 		v, err = s.runLobby(ctx, seatDetachScript, lobby, user, seq, attID).Int64Slice()
 		switch {
 		case err != nil:
-		case len(v) != 2:
+		case len(v) != 2 && len(v) != 6:
 			err = errUnexpectedReply
 		case v[0] == -1:
 			err = ErrUnknownRoom
@@ -91,18 +91,22 @@ func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed
 			if v[1] == 1 {
 				s.retire(ctx, lobby)
 			}
+			if c, ok := countOfInts(lobby, v[2:]); ok {
+				s.indexCounts(ctx, c)
+			}
 			return v[0] == 1, nil
 		}
 	}
 	return false, fmt.Errorf("rooms: detach %s from %s as %s: %w", clip(attID), roomID, user, err)
 }
 
-// lobbyKeys are KEYS[1..12] of every seat script (see lua/lobby_lib.lua).
+// lobbyKeys are KEYS[1..13] of every seat script (see lua/lobby_lib.lua).
 func (s *Service) lobbyKeys(lobby string) []string {
 	return []string{
 		usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), openCapKey(s.ks, lobby),
 		dueKey(s.ks, lobby), seqKey(s.ks, lobby), attsKey(s.ks, lobby), s.fenceKey(lobby),
 		seatsPrefix(s.ks, lobby), recordPrefix(s.ks, lobby), historyPrefix(s.ks, lobby), restPrefix(s.ks, lobby),
+		verKey(s.ks, lobby),
 	}
 }
 

@@ -240,6 +240,8 @@ type batchResult struct {
 	seqs       []int
 	members    map[int][]string
 	woke, idle bool
+	count      lobbyCount // the lobby's count, when counted
+	counted    bool
 }
 
 func parseBatch(v any, n int) (batchResult, error) {
@@ -249,7 +251,7 @@ func parseBatch(v any, n int) (batchResult, error) {
 		return batchResult{}, bad
 	}
 	flags, _ := a[3].([]any)
-	if len(flags) != 2 {
+	if len(flags) != 2 && len(flags) != 6 {
 		return batchResult{}, bad
 	}
 	codes, _ := a[0].([]any)
@@ -260,6 +262,7 @@ func parseBatch(v any, n int) (batchResult, error) {
 	}
 	r := batchResult{codes: make([]int64, len(codes)), seqs: make([]int, len(codes)), members: map[int][]string{},
 		woke: flags[0] == int64(1), idle: flags[1] == int64(1)}
+	r.count, r.counted = countOf("", flags[2:])
 	for i := range codes {
 		if r.codes[i], ok = codes[i].(int64); !ok {
 			return batchResult{}, bad
@@ -323,13 +326,18 @@ func (s *Service) claim(ctx context.Context, lobby, target string, batch []*join
 	return r, err
 }
 
-// indexed keeps the sweeper's index in step with what a seat script did.
+// indexed keeps the sweeper's index and the lobby index in step with what
+// a seat script did.
 func (s *Service) indexed(ctx context.Context, lobby string, r batchResult) {
 	switch {
 	case r.idle:
 		s.retire(ctx, lobby)
 	case r.woke:
 		s.register(ctx, lobby)
+	}
+	if r.counted {
+		r.count.lobby = lobby
+		s.indexCounts(ctx, r.count)
 	}
 }
 

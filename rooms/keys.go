@@ -98,6 +98,33 @@ func channel(ks keyspace.Space, lobby string, seq int) string {
 	return channelPrefix(ks, lobby) + strconv.Itoa(seq) // CHANNEL
 }
 
+// verKey is the stamp of the lobby's last change of seated users or rooms
+// (µs, strictly increasing), which orders its counts in the lobby index.
+func verKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "ver") } // STRING int
+
+// readKey holds user's last-read message id (padded) in each room of the
+// lobby, room number → id; it expires Config.IdleTTL after the last MarkRead.
+func readKey(ks keyspace.Space, lobby, user string) string {
+	return ks.Key("lobby", lobby, "read", user) // HASH
+}
+
+// The lobby index (Lobbies) lives in one slot of its own, {rooms:index}:
+// onlineKey, onlineInfoKey and onlineGoneKey are written together by
+// lobbies_count.lua.
+
+// onlineKey scores each lobby with seated users by minus their number, so
+// that ZRANGE lists the most seated first and ties by name.
+func onlineKey(ks keyspace.Space) string { return ks.Key("rooms", "index", "online") } // ZSET
+
+// onlineInfoKey holds, for each lobby in onlineKey, "<stamp> <rooms>": the
+// stamp of the count indexed and the lobby's number of rooms.
+func onlineInfoKey(ks keyspace.Space) string { return ks.Key("rooms", "index", "info") } // HASH
+
+// onlineGoneKey maps each lobby recently indexed with no seat to the stamp
+// of that count (a tombstone, trimmed after lobbyTombstone), so that an
+// older count arriving late cannot bring it back.
+func onlineGoneKey(ks keyspace.Space) string { return ks.Key("rooms", "index", "gone") } // ZSET
+
 // lobbiesKey maps every lobby that has rooms to the time (unix ms) the
 // sweeper should next look at it, a lower bound of its earliest lease expiry.
 func lobbiesKey(ks keyspace.Space) string { return ks.Global("rooms", "lobbies") } // ZSET

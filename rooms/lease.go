@@ -62,6 +62,9 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 	}
 	now := s.now()
 	pipe := s.rdb.Pipeline()
+	// The counts of the previous Renew ride along, repairing index entries
+	// whose write failed; stamps make a count that old harmless.
+	healed := s.queueCounts(ctx, pipe)
 	for _, b := range batches {
 		b.cmd = seatRenewScript.EvalSha(ctx, pipe, b.keys, b.args...)
 		// Keep the lobby known to the sweeper, should its index entry be lost.
@@ -70,7 +73,9 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
 		return nil, fmt.Errorf("rooms: renew %d attachments: %w", len(atts), err)
 	}
+	s.checkCounts(ctx, healed)
 	var idle []string
+	counts := make([]lobbyCount, 0, len(batches))
 	for _, b := range batches {
 		if isNoScript(b.cmd.Err()) {
 			b.cmd = seatRenewScript.Run(ctx, s.rdb, b.keys, b.args...)
@@ -80,7 +85,7 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 			return nil, fmt.Errorf("rooms: renew attachments in %s: %w", b.lobby, err)
 		}
 		var gone []any
-		ok := len(v) == 2
+		ok := len(v) == 2 || len(v) == 6
 		if ok {
 			gone, ok = v[0].([]any)
 		}
@@ -95,8 +100,13 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 		if v[1] == int64(1) {
 			idle = append(idle, b.lobby)
 		}
+		if c, ok := countOf(b.lobby, v[2:]); ok {
+			counts = append(counts, c)
+		}
 	}
 	s.retire(ctx, idle...)
+	s.indexCounts(ctx, counts...) // reaped seats: at once
+	s.holdCounts(counts)          // all: with the next Renew
 	return lost, nil
 }
 
@@ -142,14 +152,21 @@ func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
 			return reaped, fmt.Errorf("rooms: sweep %d lobbies: %w", len(lobbies), err)
 		}
 		next := make([]redis.Z, 0, len(lobbies))
+		counts := make([]lobbyCount, 0, len(lobbies))
 		var idle []string
 		for i, lobby := range lobbies {
 			if isNoScript(cmds[i].Err()) {
 				cmds[i] = lobbySweepScript.Run(ctx, s.rdb, keys(lobby), args(lobby)...)
 			}
 			v, err := cmds[i].Slice()
-			if err != nil || len(v) != 4 {
+			if err != nil || (len(v) != 4 && len(v) != 8) {
 				return reaped, fmt.Errorf("rooms: sweep %s: %w (reply %v)", lobby, err, v)
+			}
+			if c, ok := countOf(lobby, v[4:]); ok {
+				// Seats reaped, or an idle lobby whose removal from the
+				// index may have failed before.
+				c.changed = c.changed || v[3] == int64(1)
+				counts = append(counts, c)
 			}
 			n, _ := v[0].(int64)
 			visited, _ := v[1].(int64)
@@ -179,6 +196,7 @@ func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
 			}
 		}
 		s.retire(ctx, idle...)
+		s.indexCounts(ctx, counts...)
 		if len(lobbies) < sweepLobbies && !anyDue(next, nowMs) {
 			return reaped, nil
 		}

@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	counterErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "chatd", Subsystem: "rooms", Name: "counter_errors_total",
-		Help: "Failed updates of the global message and room counters and of the sweeper's lobby index (the operation itself succeeded; the index heals on the next renewal or sweep).",
+		Help: "Failed updates of the global message and room counters and of the sweeper's and the listing's lobby indexes (the operation itself succeeded; the index heals on the next renewal or sweep).",
 	})
 	sweepErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "chatd", Subsystem: "rooms", Name: "sweep_errors_total",

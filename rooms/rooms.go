@@ -87,6 +87,9 @@ type Service struct {
 	queues   map[string]*joinQueue // lobby → joins waiting for this node's drain
 	maxBatch int                   // most joins per seat script call
 
+	heldMu sync.Mutex
+	held   map[string]lobbyCount // lobby → count for the next Renew to index
+
 	// beforeCreate, when set (tests), runs between taking the lobby's lock
 	// and running the room-creation script.
 	beforeCreate func(ctx context.Context, l *lock.Lock)
@@ -246,7 +249,7 @@ func (s *Service) Leave(ctx context.Context, roomID, user string) error {
 		v, err = s.runLobby(ctx, seatReleaseScript, lobby, user, seq).Int64Slice()
 		switch {
 		case err != nil:
-		case len(v) != 2:
+		case len(v) != 2 && len(v) != 6:
 			err = errUnexpectedReply
 		case v[0] == -1:
 			err = ErrUnknownRoom
@@ -255,6 +258,9 @@ func (s *Service) Leave(ctx context.Context, roomID, user string) error {
 		default:
 			if v[1] == 1 {
 				s.retire(ctx, lobby)
+			}
+			if c, ok := countOfInts(lobby, v[2:]); ok {
+				s.indexCounts(ctx, c)
 			}
 			return nil
 		}

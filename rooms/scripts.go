@@ -30,6 +30,14 @@ var (
 	lobbyRoomsSrc string
 	//go:embed lua/message_send.lua
 	messageSendSrc string
+	//go:embed lua/lobbies_count.lua
+	lobbiesCountSrc string
+	//go:embed lua/lobbies_top.lua
+	lobbiesTopSrc string
+	//go:embed lua/read_mark.lua
+	readMarkSrc string
+	//go:embed lua/unread_count.lua
+	unreadCountSrc string
 )
 
 var (
@@ -41,6 +49,11 @@ var (
 	lobbySweepScript  = redis.NewScript(lobbyLib + lobbySweepSrc)
 	lobbyRoomsScript  = redis.NewScript(lobbyRoomsSrc)
 	messageSendScript = redis.NewScript(messageSendSrc)
+
+	lobbiesCountScript = redis.NewScript(lobbiesCountSrc)
+	lobbiesTopScript   = redis.NewScript(lobbiesTopSrc)
+	readMarkScript     = redis.NewScript(readMarkSrc)
+	unreadCountScript  = redis.NewScript(unreadCountSrc)
 )
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply to an EVALSHA of

@@ -1,7 +1,7 @@
 -- lobby_lib.lua: local functions shared by the seat scripts of one lobby.
 -- scripts.go prepends this file to each of them (Redis Lua has no modules).
 --
--- Every seat script takes the same first 12 KEYS and 7 ARGV (Service.lobbyKeys
+-- Every seat script takes the same first 13 KEYS and 7 ARGV (Service.lobbyKeys
 -- and Service.lobbyArgs), read by lobby_args into L:
 --
 -- KEYS[1]   users    HASH    user -> room number of the user's seat in the lobby
@@ -16,6 +16,7 @@
 -- KEYS[10]  record   prefix of the room record HASHes
 -- KEYS[11]  history  prefix of the room history STREAMs
 -- KEYS[12]  rest     prefix of the rooms' REST SETs (users with a live REST attachment)
+-- KEYS[13]  ver      STRING  stamp of the lobby's last count change (see lobby_count)
 --   The prefixes carry the lobby's hash tag: a room number appended to one
 --   names a key in the same Cluster slot.
 -- ARGV[1]   now, unix ms
@@ -41,6 +42,8 @@ local function lobby_args(keys, argv)
     users = keys[1], rooms = keys[2], open = keys[3], opencap = keys[4],
     due = keys[5], seq = keys[6], atts = keys[7], fence = keys[8],
     seats = keys[9], record = keys[10], history = keys[11], rest = keys[12],
+    ver = keys[13],
+    online0 = redis.call('HLEN', keys[1]), rooms0 = redis.call('ZCARD', keys[2]),
     now_s = argv[1], now = tonumber(argv[1]),
     exp_s = argv[2], exp = tonumber(argv[2]), cap = tonumber(argv[3]),
     lobby = argv[4], chan = argv[5], pub = argv[6], idle = tonumber(argv[7]),
@@ -119,7 +122,7 @@ end
 -- lobby_keys_of returns every key of the lobby that lives until it is idle:
 -- the lobby's own keys and each room's record and history.
 local function lobby_keys_of(L)
-  local keys = {L.rooms, L.open, L.opencap, L.due, L.seq, L.fence}
+  local keys = {L.rooms, L.open, L.opencap, L.due, L.seq, L.fence, L.ver}
   for _, seq in ipairs(redis.call('ZRANGE', L.rooms, 0, -1)) do
     keys[#keys + 1] = L.record .. seq
     keys[#keys + 1] = L.history .. seq
@@ -161,16 +164,42 @@ local function lobby_wake(L)
   end
 end
 
+-- lobby_count returns the lobby's seated users (HLEN users: seats not yet
+-- reaped count until they are) and rooms, the stamp that orders this count
+-- among the lobby's counts, and 1 when either changed during this script
+-- (else 0). Go copies the count into the global lobby index, which is in
+-- another Cluster slot, applying a count only when its stamp is at least the
+-- one the index holds, so counts that reach the index out of order cannot
+-- put an older count back. A change bumps the stamp to max(server time in
+-- µs, previous + 1): strictly increasing within the lobby (its scripts run
+-- one at a time on one master) and, after the key expired with an idle
+-- lobby, still above every stamp handed out before. Stamp 0 means "nothing
+-- to index" (no seat, no change, no stamp yet): no key is written then.
+local function lobby_count(L)
+  local online = redis.call('HLEN', L.users)
+  local nrooms = redis.call('ZCARD', L.rooms)
+  local changed = online ~= L.online0 or nrooms ~= L.rooms0
+  local stamp = tonumber(redis.call('GET', L.ver) or '0')
+  if changed or (stamp == 0 and online > 0) then
+    local t = redis.call('TIME')
+    stamp = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]), stamp + 1)
+    redis.call('SET', L.ver, string.format('%.0f', stamp), 'KEEPTTL')
+  end
+  return online, nrooms, stamp, changed and 1 or 0
+end
+
 -- lobby_finish is the last call of every seat script: when the script
 -- removed a seat or wrote to the lobby's keys (L.check_idle) and the lobby
--- has no seat left, it retires the lobby. Returns {woke, idle} flags (1/0)
--- for the script's reply.
+-- has no seat left, it retires the lobby. Returns {woke, idle, online,
+-- rooms, stamp, changed} for the script's reply: the flags woke and idle
+-- (1/0), then lobby_count's values.
 local function lobby_finish(L)
+  local online, nrooms, stamp, changed = lobby_count(L)
   local idle = false
   if L.check_idle then
     idle = lobby_retire(L)
   end
-  return {L.woke and 1 or 0, idle and 1 or 0}
+  return {L.woke and 1 or 0, idle and 1 or 0, online, nrooms, stamp, changed}
 end
 
 -- lobby_free removes user's seat in room seq and their attachments, puts
@@ -315,7 +344,7 @@ local function lobby_find(L)
 end
 
 -- lobby_reply is a seat script's reply: {codes, room numbers, rooms,
--- {woke, idle}}, the first two with one entry per user ("" for no room),
+-- lobby_finish's values}, the first two with one entry per user ("" for no room),
 -- the third {room number, {live members}, ...} for each room in the second.
 local function lobby_reply(L, codes, seqs)
   local rooms, seen = {}, {}

@@ -8,7 +8,8 @@
 --
 -- Returns {seats reaped ("left" published for each), rooms visited, the
 -- lobby's earliest due score after the sweep or "" when no room has seats,
--- idle}: idle is 1 when the lobby has no seat (its keys then expire after
+-- idle, online, rooms, stamp, changed}: the last four are the lobby's count
+-- (lobby_count in lobby_lib.lua); idle is 1 when the lobby has no seat (its keys then expire after
 -- the idle TTL; a lobby that had none already keeps its expiry, or gets one
 -- if it had none).
 local L = lobby_args(KEYS, ARGV)
@@ -17,8 +18,9 @@ local first = redis.call('ZRANGE', L.due, 0, 0, 'WITHSCORES')
 if redis.call('EXISTS', L.users) == 0 and redis.call('PTTL', L.rooms) == -1 then
   L.check_idle = true -- a lobby idle from before expiries existed
 end
-local idle = lobby_finish(L)[2]
+local f = lobby_finish(L)
+local idle = f[2]
 if redis.call('EXISTS', L.users) == 0 then
   idle = 1
 end
-return {n, visited, first[2] or '', idle}
+return {n, visited, first[2] or '', idle, f[3], f[4], f[5], f[6]}

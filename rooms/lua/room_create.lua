@@ -12,7 +12,8 @@
 -- Returns {codes, room numbers, {room number, {live members}, ...},
 -- {woke, idle}} as seat_claim.lua, every user seated: code 3 for the user a
 -- room was created for (the others in it get 1); {{-3}, {""}, {}, {0, 0}}
--- when a newer fence was issued, writing nothing.
+-- when a newer fence was issued, writing nothing (no count: Go indexes
+-- nothing).
 if not fence_is_current(KEYS[8], ARGV[8]) then
   return {{-3}, {''}, {}, {0, 0}}
 end

@@ -21,7 +21,8 @@
 --  -2  the user holds a live seat in another room of the lobby (ARGV[8] set)
 -- The attachment is recorded (expiry ARGV[2]) for codes 2 and 1 only. woke
 -- is 1 when the lobby had no seat before (register it with the sweeper);
--- idle is 1 when it has none after (unregister it).
+-- idle is 1 when it has none after (unregister it). The last element is
+-- lobby_finish's {woke, idle, online, rooms, stamp, changed} (lobby_lib.lua).
 local L = lobby_args(KEYS, ARGV)
 lobby_sync_open(L)
 local codes, seqs = {}, {}

@@ -8,7 +8,8 @@
 -- ARGV[9]   room number
 -- ARGV[10]  attachment id
 --
--- Returns {code, idle}:
+-- Returns {code, idle, online, rooms, stamp, changed} when the script
+-- freed or dropped a seat, else {code, 0}:
 --   1  the seat was freed ("left" published): no live attachment is left
 --      once this one (and the expired ones) are gone, or the seat had
 --      expired (then reaped)
@@ -18,7 +19,9 @@
 --      nothing that holds a seat is touched
 --  -1  the room does not exist
 -- Expired attachments of the user are dropped too; the seat's lease becomes
--- the latest of the remaining ones. idle is 1 when the lobby has no seat left.
+-- the latest of the remaining ones. idle is 1 when the lobby has no seat
+-- left; online, rooms, stamp and changed are the lobby's count (lobby_count
+-- in lobby_lib.lua).
 local L = lobby_args(KEYS, ARGV)
 local user, seq, id = ARGV[8], ARGV[9], ARGV[10]
 if not redis.call('ZSCORE', L.rooms, seq) then
@@ -40,7 +43,8 @@ if not exp or tonumber(exp) <= L.now then
     atts_drop(L, user, seq)
     L.check_idle = true
   end
-  return {freed, lobby_finish(L)[2]}
+  local f = lobby_finish(L)
+  return {freed, f[2], f[3], f[4], f[5], f[6]}
 end
 local a, n, _, _, dropped = atts_get(L, user)
 local had = a[id] ~= nil
@@ -54,7 +58,8 @@ end
 if n == 0 then
   -- No live attachment holds the seat any more.
   lobby_free(L, seq, user)
-  return {1, lobby_finish(L)[2]}
+  local f = lobby_finish(L)
+  return {1, f[2], f[3], f[4], f[5], f[6]}
 end
 local latest, rest = 0, false
 for _, v in pairs(a) do

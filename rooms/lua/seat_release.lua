@@ -6,9 +6,10 @@
 -- ARGV[8]  user
 -- ARGV[9]  room number
 --
--- Returns {code, idle}: code 1 when the seat was freed ("left" published);
--- 0 when the user held no seat in the room; -1 when the room does not
--- exist. idle is 1 when the lobby has no seat left.
+-- Returns {code, idle, online, rooms, stamp, changed} when the seat was
+-- freed: code 1 ("left" published), idle 1 when the lobby has no seat left,
+-- then the lobby's count (lobby_count in lobby_lib.lua); {0, 0} when the
+-- user held no seat in the room; {-1, 0} when the room does not exist.
 local L = lobby_args(KEYS, ARGV)
 local user, seq = ARGV[8], ARGV[9]
 if not redis.call('ZSCORE', L.rooms, seq) then
@@ -18,4 +19,5 @@ if not redis.call('ZSCORE', L.seats .. seq, user) then
   return {0, 0}
 end
 lobby_free(L, seq, user)
-return {1, lobby_finish(L)[2]}
+local f = lobby_finish(L)
+return {1, f[2], f[3], f[4], f[5], f[6]}

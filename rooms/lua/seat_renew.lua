@@ -9,10 +9,12 @@
 -- ARGV[1..7]   see lobby_lib.lua (ARGV[2]: the new expiry)
 -- ARGV[8..]  room number, user, attachment id, ...: triples
 --
--- Returns {lost, idle}: lost the 1-based positions of the triples whose
--- attachment is gone (never attached, detached, expired, or its seat is
--- gone or in another room), ascending; idle 1 when the lobby has no seat
--- left (rooms with an expired seat are reaped first, "left" published).
+-- Returns {lost, idle, online, rooms, stamp, changed}: lost the 1-based
+-- positions of the triples whose attachment is gone (never attached,
+-- detached, expired, or its seat is gone or in another room), ascending;
+-- idle 1 when the lobby has no seat left (rooms with an expired seat are
+-- reaped first, "left" published); then the lobby's count (lobby_count in
+-- lobby_lib.lua).
 local L = lobby_args(KEYS, ARGV)
 
 -- chunks calls fn(argv, i, n) with argv = head..., then args[i..i+n-1],
@@ -110,4 +112,5 @@ for _, seq in ipairs(order) do
   end)
 end
 table.sort(lost)
-return {lost, lobby_finish(L)[2]}
+local f = lobby_finish(L)
+return {lost, f[2], f[3], f[4], f[5], f[6]}
