@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -542,30 +543,11 @@ func waitersKey(prefix, session string) string {
 
 func TestLongPollWakesOnAMarkFromAnotherNode(t *testing.T) {
 	t.Parallel()
-	r := redistest.Real(t)
-	c := newCluster(t, r, 3)
-	ctx := context.Background()
+	c := newCluster(t, redistest.Real(t), 3)
 	alice := c.session(c.nodes[0], "alice")
 	c.poll(c.nodes[0], alice, "")
-	sid := c.sessionID(alice)
 
-	// parks a long poll on node 0 and returns where its answer will come
-	park := func(query string) <-chan pollAnswer {
-		ch := make(chan pollAnswer, 1)
-		go func() {
-			var a pollAnswer
-			status, body, _, err := c.call(c.nodes[0], "GET", "/api/v1/poll"+query, alice, nil, nil)
-			if err == nil && status == 200 {
-				_ = json.Unmarshal(body, &a)
-			} else {
-				a.Dirty = []string{fmt.Sprintf("error %d %s %v", status, body, err)}
-			}
-			ch <- a
-		}()
-		require.Eventually(t, func() bool { return r.Client.Exists(ctx, waitersKey(r.Prefix, sid)).Val() == 1 },
-			5*time.Second, 5*time.Millisecond, "the long poll registers as waiting")
-		return ch
-	}
+	park := func(query string) <-chan pollAnswer { return c.park(c.nodes[0], alice, query) }
 
 	for _, query := range []string{"?wait=5", "?wait=31", "?wait=1000"} {
 		t.Run(query+" returns at the mark, before the wait is up", func(t *testing.T) {
@@ -638,90 +620,167 @@ func TestPollRenewsTheCallersSeats(t *testing.T) {
 	assert.Empty(t, p.Rooms)
 }
 
-// cmdCounter is a go-redis hook that records the commands whose arguments
-// mention one of match (a session id, a user name): the commands a request
-// of that session sends, and not the node's background work.
-type cmdCounter struct {
-	mu    sync.Mutex
-	match []string
-	cmds  []string
+// cmdLog is a go-redis hook on one node's own client that records every
+// command the client sends, nothing filtered, each with the side that sent
+// it: the serving of an HTTP request (the goroutine is a fasthttp worker:
+// its stack holds valyala/fasthttp) or the node's background work (its
+// loops, marks and bus, on goroutines of their own). A test that sends one
+// request at a time to the node knows every request-side command between
+// two takes is that request's; the background ones are kept apart, so a
+// sweep that runs meanwhile neither hides nor fakes a command.
+type cmdLog struct {
+	mu      sync.Mutex
+	request []string
+	other   []string
+	// hold, when set, runs before each command is sent (outside the lock):
+	// it may block the command.
+	hold func(name string)
 }
 
-func (h *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.record(cmd)
 		return next(ctx, cmd)
 	}
 }
 
-func (h *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.record(cmd)
-		}
+		h.record(cmds...)
 		return next(ctx, cmds)
 	}
 }
 
-func (h *cmdCounter) record(cmd redis.Cmder) {
+func (h *cmdLog) record(cmds ...redis.Cmder) {
+	buf := make([]byte, 64<<10)
+	request := bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("github.com/valyala/fasthttp."))
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, a := range cmd.Args() {
-		s := fmt.Sprint(a)
-		for _, m := range h.match {
-			if m != "" && strings.Contains(s, m) {
-				h.cmds = append(h.cmds, cmd.Name())
-				return
-			}
+	hold := h.hold
+	for _, c := range cmds {
+		if request {
+			h.request = append(h.request, c.FullName())
+		} else {
+			h.other = append(h.other, c.FullName())
+		}
+	}
+	h.mu.Unlock()
+	if hold != nil {
+		for _, c := range cmds {
+			hold(c.FullName())
 		}
 	}
 }
 
-func (h *cmdCounter) reset(match ...string) {
+// take returns the commands recorded since the last take, request side
+// and background, and forgets them.
+func (h *cmdLog) take() (request, other []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.match, h.cmds = match, nil
+	request, other = h.request, h.other
+	h.request, h.other = nil, nil
+	return request, other
 }
 
-func (h *cmdCounter) taken() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.cmds)
+// logCommands gives each node of a cluster a cmdLog, by node id.
+func logCommands(logs map[string]*cmdLog) nodeOpts {
+	return nodeOpts{configure: func(cfg *Config) {
+		h := &cmdLog{}
+		logs[cfg.Node] = h
+		cfg.Redis.AddHook(h)
+	}}
 }
 
+// park starts a long poll of tok on n and returns once it is parked: its
+// registration is in Redis (the session's waiters key, which must be gone
+// first: a registration outlives a poll that timed out by a margin) and no
+// answer came yet. The answer, or an error as its only dirty entry, comes
+// on the channel.
+func (c *cluster) park(n *testNode, tok, query string) <-chan pollAnswer {
+	c.t.Helper()
+	ctx := context.Background()
+	key := waitersKey(c.r.Prefix, c.sessionID(tok))
+	parked := func() bool { return c.r.Client.Exists(ctx, key).Val() == 1 }
+	require.Eventually(c.t, func() bool { return !parked() }, 15*time.Second, 5*time.Millisecond,
+		"an earlier long poll's registration is still in Redis")
+	ch := make(chan pollAnswer, 1)
+	go func() {
+		var a pollAnswer
+		status, body, _, err := c.call(n, "GET", "/api/v1/poll"+query, tok, nil, nil)
+		if err == nil && status == 200 {
+			err = json.Unmarshal(body, &a)
+		}
+		if err != nil || status != 200 {
+			a.Dirty = []string{fmt.Sprintf("error %d %s %v", status, body, err)}
+		}
+		ch <- a
+	}()
+	require.Eventually(c.t, parked, 15*time.Second, 2*time.Millisecond, "the long poll registers as waiting")
+	select {
+	case a := <-ch:
+		c.t.Fatalf("the long poll answered before anything was marked: %+v", a)
+	default:
+	}
+	return ch
+}
+
+// TestCleanPollIsOneRedisCommand counts every command a node's client
+// sends (cmdLog: nothing filtered), split into the request's and the
+// background's. With the longest seat lease, a session's seats and its
+// dirty-tracking session are renewed by its first polls on each node only
+// (a warm-up, logged); after that a clean poll is exactly one GETDEL, a
+// clean long poll that times out exactly one EVALSHA (the wait script),
+// and a long poll woken by a mark made on another node exactly the wait
+// script twice (parking, then the wake-up's take) plus the wallet read
+// the mark asks for (one MULTI/GET/HGETALL/EXEC).
 func TestCleanPollIsOneRedisCommand(t *testing.T) {
 	t.Parallel()
-	hooks := map[string]*cmdCounter{}
-	c := newCluster(t, redistest.Real(t), 3, nodeOpts{configure: func(cfg *Config) {
-		h := &cmdCounter{}
-		hooks[cfg.Node] = h
-		cfg.Redis.AddHook(h)
-	}})
+	logs := map[string]*cmdLog{}
+	c := newCluster(t, redistest.Real(t), 3, logCommands(logs))
+	c.putSetting("seat.lease_seconds", 3600)
 	const user = "pollcounted"
 	tok := c.session(c.nodes[0], user)
-	sid := c.sessionID(tok)
 	c.poll(c.nodes[0], tok, "")
 	c.join(c.nodes[1], tok, "counted")
 	exactly(t, c.pollUntil(tok, dirtyAny), "rooms")
 
-	for _, n := range c.nodes {
-		h := hooks[n.srv.Node()]
-		h.reset(sid, user)
-		c.poll(n, tok, "") // the session's first poll on this node may renew
-		t.Logf("the session's first poll on %s: %v", n.srv.Node(), h.taken())
-		for i := 0; i < 5; i++ {
-			h.reset(sid, user)
+	background := 0
+	for i, n := range c.nodes {
+		h := logs[n.srv.Node()]
+		c.poll(n, tok, "")
+		c.poll(n, tok, "?wait=1")
+		req, _ := h.take()
+		t.Logf("the session's warm-up polls on %s: %v", n.srv.Node(), req)
+
+		for k := 0; k < 10; k++ {
 			a := c.poll(n, tok, "")
+			req, other := h.take()
+			background += len(other)
 			require.Empty(t, a.Dirty)
-			assert.Equal(t, []string{"getdel"}, h.taken(), "a clean poll on %s is one GETDEL", n.srv.Node())
+			assert.Equal(t, []string{"getdel"}, req, "clean poll %d on %s is one GETDEL", k, n.srv.Node())
 		}
-		h.reset(sid, user)
+
 		a := c.poll(n, tok, "?wait=1")
+		req, other := h.take()
+		background += len(other)
 		require.Empty(t, a.Dirty)
-		assert.Len(t, h.taken(), 1, "a clean long poll that times out is one script call on %s: %v", n.srv.Node(), h.taken())
+		assert.Equal(t, []string{"evalsha"}, req, "a clean long poll that times out on %s is one script call", n.srv.Node())
+
+		ch := c.park(n, tok, "?wait=30")
+		c.grant(c.nodes[(i+1)%3], user, 1)
+		select {
+		case a := <-ch:
+			assert.Equal(t, []string{"wallet"}, a.Dirty, "woken by the mark")
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the long poll on %s was not woken by a grant on another node", n.srv.Node())
+		}
+		req, other = h.take()
+		background += len(other)
+		assert.Equal(t, []string{"evalsha", "evalsha", "multi", "get", "hgetall", "exec"}, req,
+			"a long poll woken by a mark on %s: the wait script twice, then the wallet", n.srv.Node())
 	}
+	t.Logf("background commands sent while the polls ran: %d", background)
 }
 
 func TestPollSettingsAnswerWhatRedisHoldsEvenIfThisNodeMissedTheChange(t *testing.T) {
