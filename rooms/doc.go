@@ -11,8 +11,10 @@
 // a REST session, the set of rooms that may have a free seat, the rooms'
 // next-expiry index, the room counter, each room's message history (a
 // Stream), each sender's say bucket, and — kept there by the lock package —
-// the lobby lock's fence. Outside it: a global index of the lobbies that
-// have seats, for the sweeper, and the global message and room counters.
+// the lobby lock's fence, the stamp of its last count change and each
+// user's last-read ids. Outside it: a global index of the lobbies that
+// have seats, for the sweeper; the lobby listing's index ({rooms:index});
+// and the global message and room counters.
 //
 // # The pattern: atomic seat claims, a lock only for creation, leases
 //
@@ -105,6 +107,35 @@
 // is removed first and its users are looked at after; a seat taken in
 // between is seen then, or its own registration comes later still.
 //
+// # The lobby listing: an index written after the script, newest stamp wins
+//
+// Lobbies lists lobbies by seated users from one global ZSET (lobby → minus
+// its seated users, so [ZRANGE] gives the most seated first, ties by name)
+// with a HASH of each lobby's rooms. The naive version has the seat script
+// [ZADD] the global key; on Redis Cluster that key lives in another slot and
+// the script fails with CROSSSLOT. So each seat script returns the lobby's
+// count (users [HLEN], rooms [ZCARD]) and, when it changed, a stamp from the
+// lobby's own slot (max(server µs, last + 1) in {lobby:L}:ver), and Go copies
+// it into the index right after the reply (lobbies_count.lua on the index's
+// slot). The index keeps the newest stamp per lobby: two nodes whose copies
+// arrive out of order cannot put an older count back, and a lobby that lost
+// its last seat leaves a tombstone (10 minutes) so a late copy cannot bring
+// it back as a ghost. The index lags a change by one round trip, and a copy
+// that failed stays stale until the lobby's next change; every Renew
+// therefore holds the counts it saw and sends them along with the next
+// Renew's pipeline (no extra round trip), so a lost copy is repaired within
+// a renewal period. A listing may be that far off; who may sit where is
+// decided by the seat scripts, never by the index.
+//
+// # Unread counts
+//
+// MarkRead keeps each user's last-read id per room in {lobby:L}:read:<user>
+// (room number → padded id; padded ids compare as strings in send order),
+// moved forward only, by one script comparing ids; the key expires
+// Config.IdleTTL after the last mark. Unread counts, per room, the history's
+// entries after that id ([XRANGE] exclusive, COUNT 1,001, capped at 1,000)
+// or [XLEN] when nothing was read, all rooms in one pipeline.
+//
 // Messages: one script checks the sender's seat, takes a token from the
 // sender's say bucket, appends to the room's history ([XADD] MAXLEN ~
 // HistoryMax) and [PUBLISH]es the event on the room's channel ([SPUBLISH]
@@ -163,4 +194,6 @@
 // [SCARD]: https://redis.io/commands/scard/
 // [PEXPIREAT]: https://redis.io/commands/pexpireat/
 // [PERSIST]: https://redis.io/commands/persist/
+// [HLEN]: https://redis.io/commands/hlen/
+// [XLEN]: https://redis.io/commands/xlen/
 package rooms
