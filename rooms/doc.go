@@ -10,9 +10,9 @@
 // JSON {attachment id: [expiry, REST?]}), each room's set of users held by
 // a REST session, the set of rooms that may have a free seat, the rooms'
 // next-expiry index, the room counter, each room's message history (a
-// Stream), each sender's say bucket, and — kept there by the lock package —
-// the lobby lock's fence, the stamp of its last count change and each
-// user's last-read ids. Outside it: a global index of the lobbies that
+// Stream), each sender's say bucket, the stamp of the lobby's last count
+// change, each user's last-read ids, and — kept there by the lock package —
+// the lobby lock's fence. Outside it: a global index of the lobbies that
 // have seats, for the sweeper; the lobby listing's index ({rooms:index});
 // and the global message and room counters.
 //
