@@ -18,6 +18,19 @@
 // check, so a change of the rate.messages_per_second setting applies to the
 // next message; the burst is max(1, rate), as docs/PROTOCOL.md says, so a rate
 // below one still lets one message through and then one per 1/rate seconds.
+// Config.Burst, also read live, sets the capacity apart from the rate: a cap
+// of N per minute is a Limiter of rate N/60 and burst N (N at once, then one
+// every 60/N seconds), a bucket that never holds more than N tokens where a
+// fixed per-minute window would let 2N through across its boundary. Give
+// each such limiter a Prefix of its own: the bucket key is per user, not per
+// limiter.
+//
+// # What is bounded
+//
+// One small hash per user (or per key such as identity.RateKey) that has
+// spent tokens in the last burst/rate seconds plus a minute: the key expires
+// once it would be full again, so the memory is that of the active callers,
+// whatever they send.
 //
 // # Why the naive versions fail
 //

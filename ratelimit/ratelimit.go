@@ -31,9 +31,13 @@ type Config struct {
 	Prefix string
 	// Rate returns the current rate in messages per second, read on every
 	// check (wire it to the live setting rate.messages_per_second); nil, or
-	// a result that is not a positive finite number, = DefaultRate. The
-	// burst is max(1, rate).
+	// a result that is not a positive finite number, = DefaultRate.
 	Rate func() float64
+	// Burst returns the bucket's capacity, read on every check with Rate;
+	// nil, or a result that is not a finite number >= 1, = max(1, rate).
+	// A per-minute cap of N is Rate N/60 with Burst N: N at once, then one
+	// every 60/N seconds.
+	Burst func() float64
 	// Now is the clock passed to Redis with each check; nil = time.Now.
 	Now func() time.Time
 	// Registerer receives the limiter's metrics; nil = not registered.
@@ -46,6 +50,7 @@ type Limiter struct {
 	rdb    redis.UniversalClient
 	keys   keys
 	rate   func() float64
+	burst  func() float64
 	now    func() time.Time
 	checks *prometheus.CounterVec
 }
@@ -53,10 +58,11 @@ type Limiter struct {
 // New returns a Limiter over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Limiter {
 	l := &Limiter{
-		rdb:  rdb,
-		keys: keys{keyspace.New(cfg.Prefix)},
-		rate: cfg.Rate,
-		now:  cfg.Now,
+		rdb:   rdb,
+		keys:  keys{keyspace.New(cfg.Prefix)},
+		rate:  cfg.Rate,
+		burst: cfg.Burst,
+		now:   cfg.Now,
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "chatd",
 			Subsystem: "ratelimit",
@@ -87,7 +93,8 @@ func register(r prometheus.Registerer, c *prometheus.CounterVec) *prometheus.Cou
 	return c
 }
 
-// Rate returns the rate in force now, in tokens per second, and the burst.
+// Rate returns the rate in force now, in tokens per second, and the burst:
+// Config.Burst when it gives a finite number >= 1, else max(1, rate).
 func (l *Limiter) Rate() (rate, burst float64) {
 	rate = DefaultRate
 	if l.rate != nil {
@@ -95,7 +102,13 @@ func (l *Limiter) Rate() (rate, burst float64) {
 			rate = r
 		}
 	}
-	return rate, math.Max(1, rate)
+	burst = math.Max(1, rate)
+	if l.burst != nil {
+		if b := l.burst(); b >= 1 && !math.IsInf(b, 0) {
+			burst = b
+		}
+	}
+	return rate, burst
 }
 
 // Allow takes one token from user's bucket: ok is true when the message may

@@ -159,6 +159,44 @@ func TestAllow(t *testing.T) {
 		assert.Equal(t, float64(DefaultRate), rate)
 	})
 
+	t.Run("a per-minute cap is rate N/60 with burst N", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(5.0 / 60), Burst: rateOf(5), Now: clk.Now})
+		rate, burst := l.Rate()
+		assert.InDelta(t, 5.0/60, rate, 1e-12)
+		assert.Equal(t, 5.0, burst)
+		assert.Equal(t, 5, drain(t, l, "perminute"), "five at once")
+		_, retry, err := l.Allow(ctx, "perminute")
+		require.NoError(t, err)
+		assert.Equal(t, 12*time.Second, retry, "then one every 60/5 s")
+		clk.Add(12*time.Second - time.Millisecond)
+		ok, _, err := l.Allow(ctx, "perminute")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		clk.Add(time.Millisecond)
+		ok, _, err = l.Allow(ctx, "perminute")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		clk.Add(time.Hour)
+		assert.Equal(t, 5, drain(t, l, "perminute"), "an hour refills the burst, no more")
+		ttl, err := r.Client.PTTL(ctx, l.keys.bucket("perminute")).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 55*time.Second+slack, "empty: full again after burst/rate = 60 s")
+		assert.LessOrEqual(t, ttl, 60*time.Second+slack)
+	})
+
+	t.Run("a burst below one or not finite falls back to max(1, rate)", func(t *testing.T) {
+		for _, tc := range []struct{ rate, burst, want float64 }{
+			{10, 0, 10}, {10, 0.5, 10}, {0.5, -3, 1}, {10, math.NaN(), 10}, {10, math.Inf(1), 10}, {10, 1, 1}, {0.5, 2, 2},
+		} {
+			_, burst := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(tc.rate), Burst: rateOf(tc.burst)}).Rate()
+			assert.Equal(t, tc.want, burst, "rate %v burst %v", tc.rate, tc.burst)
+		}
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(10), Burst: rateOf(3), Now: clk.Now})
+		assert.Equal(t, 3, drain(t, l, "smallburst"), "a burst below the rate caps it")
+	})
+
 	t.Run("bad user name is refused before Redis", func(t *testing.T) {
 		l := New(r.Client, Config{Prefix: r.Prefix})
 		ok, _, err := l.Allow(ctx, "a}{b")
