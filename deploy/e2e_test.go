@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -93,20 +94,24 @@ func chatAll(ctx context.Context, ms []*member, room string, want int, stop <-ch
 	}
 }
 
-// logRefusals logs the says refused after a reconnect (not_seated: the
-// seat was lost in the move and not yet taken back). They are retried and
-// never acked, so they cost no message; the count shows how long members
-// could not speak.
+// logRefusals logs how many error frames of each code every member got
+// (the retried says: not_seated after a reconnect, while the seat was
+// lost in the move and not yet taken back; rate_limited). Retried says are
+// never acked, so they cost no message; the counts show how long members
+// could not speak. A refused say with another code already failed chat.
 func logRefusals(t *testing.T, ms []*member) {
 	t.Helper()
+	total := map[string]int{}
 	for _, m := range ms {
 		m.mu.Lock()
-		n := m.refusals["not_seated"]
+		codes := maps.Clone(m.refusals)
 		m.mu.Unlock()
-		if n > 0 {
-			t.Logf("%s: %d says refused with not_seated after a reconnect", m.user, n)
+		for _, code := range slices.Sorted(maps.Keys(codes)) {
+			t.Logf("%s: %d error frames %s", m.user, codes[code], code)
+			total[code] += codes[code]
 		}
 	}
+	t.Logf("error frames by code, all members: %v", total)
 }
 
 // assertDelivered checks that every member received every acked id, none

@@ -326,10 +326,15 @@ func (m *member) reconnect(ctx context.Context, room string) error {
 	}
 }
 
+// retried are the error codes a say may be refused with and then retried:
+// not_seated while a moved connection's seat is taken back, rate_limited. A
+// say refused with any other code ends the chat with an error.
+var retried = map[string]bool{"not_seated": true, "rate_limited": true}
+
 // chat says numbered lines in room until it has `want` acks (0 = no bound)
 // or stop closes, pausing between lines; a lost connection is reconnected
-// and resumed. Refused says (not_seated while a seat is taken back,
-// rate_limited) are counted and retried with a new ref.
+// and resumed. Says refused with a code in retried are counted (refusals)
+// and retried with a new ref; any other refusal is returned.
 func (m *member) chat(ctx context.Context, room string, want int, stop <-chan struct{}, pause time.Duration) error {
 	for seq := 1; ; seq++ {
 		if want > 0 && m.ackCount() >= want {
@@ -345,7 +350,11 @@ func (m *member) chat(ctx context.Context, room string, want int, stop <-chan st
 		_, err := m.say(ctx, room, fmt.Sprintf("%s line %d", m.user, seq), fmt.Sprintf("%s-%d", m.user, seq))
 		var r refusal
 		switch {
-		case err == nil, errors.As(err, &r):
+		case err == nil:
+		case errors.As(err, &r):
+			if !retried[r.code] {
+				return fmt.Errorf("%s: say refused with %s, which is not retried: %w", m.user, r.code, err)
+			}
 		case errors.Is(err, errClosed), errors.Is(err, errNoAnswer):
 			if err := m.reconnect(ctx, room); err != nil {
 				return err

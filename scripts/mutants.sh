@@ -222,6 +222,72 @@ mutant dirty-take-extra-exists dirty '^TestCleanPollIsOneCommand$' <<'PATCH'
  	if err != nil && !errors.Is(err, redis.Nil) {
 PATCH
 
+# ---- web: a poll's cost is every command the node's client sends for it
+
+mutant poll-extra-get web '^TestCleanPollIsOneRedisCommand$' <<'PATCH'
+--- a/realtime/poll.go
++++ b/realtime/poll.go
+@@ -27,6 +27,7 @@
+ 	if _, err := n.dirty.Open(ctx, session, user); err != nil {
+ 		return PollResult{}, err
+ 	}
++	n.rdb.Get(ctx, "mutant-unrelated-key")
+ 	if n.renewed.due(session, n.cfg.Now(), n.lease()/3) {
+ 		n.renewREST(ctx, user, session)
+ 	}
+PATCH
+
+# ---- web: a burst of board posts marks the followers coalesced, per node
+
+mutant marks-no-coalescing web '^TestBoardBurstMarksFollowersCoalescedAndLosesNone$' <<'PATCH'
+--- a/realtime/marks.go
++++ b/realtime/marks.go
+@@ -20,6 +20,8 @@
+ 
+ // do runs mark(bits) for key now, unless one runs: then bits wait for it.
+ func (co *coalescer) do(key string, bits dirty.Mask, mark func(context.Context, dirty.Mask)) {
++	co.n.goRun(func(ctx context.Context) { mark(ctx, bits) })
++	return
+ 	co.mu.Lock()
+ 	if co.pending == nil {
+ 		co.pending = map[string]*dirty.Mask{}
+PATCH
+
+# ---- web: a long poll parks (registers in Redis) and is woken by the mark
+
+mutant longpoll-loops-takes web '^TestPollShopBoardsAndSeenOnRedisCluster$' <<'PATCH'
+--- a/realtime/poll.go
++++ b/realtime/poll.go
+@@ -41,7 +41,9 @@
+ 			case <-wctx.Done():
+ 			}
+ 		}()
+-		mask, err = n.dirty.Wait(wctx, session, wait)
++		for end := time.Now().Add(wait); err == nil && mask == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
++			mask, err = n.dirty.Take(wctx, session)
++		}
+ 		cancel()
+ 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+ 			mask, err = n.dirty.Take(ctx, session)
+PATCH
+
+# ---- deploy: a say refused with a code other than not_seated or rate_limited fails the chat
+
+mutant say-refused-busy deploy '^TestE2EChatThroughBalancer$' <<'PATCH'
+--- a/realtime/say.go
++++ b/realtime/say.go
+@@ -39,6 +39,9 @@
+ }
+ 
+ func (n *Node) send(ctx context.Context, user, room, text string) (rooms.Message, error) {
++	if time.Now().UnixNano()/1000%4 == 0 {
++		return rooms.Message{}, rooms.ErrBusy
++	}
+ 	res, err := n.rooms.Send(ctx, room, user, text, n.sendOptions())
+ 	if err != nil {
+ 		return rooms.Message{}, err
+PATCH
+
 # ----
 
 [ $list = 1 ] && exit 0
