@@ -1,12 +1,18 @@
 // Package identity decides who may use a guest name: while a session holds
 // a name, nobody else gets a token for it. Without it, POST /session mints a
 // token for any name, also one whose owner is connected and holds a wallet.
+// It also counts the WebSockets of each client address across all nodes
+// (Conns), so one address cannot open more than limit.connections_per_ip.
 //
 // # What it owns
 //
 // One key per claimed name, in the user's unit (see keys.go):
 //
 //	chatd:{user:alice}:claim   STRING  the holding session's id, PX ttl
+//
+// and one key per client address with open WebSockets (see conns.go):
+//
+//	chatd:{ip:ip4-cb007107}:conns  ZSET  connection id -> lease end (ms), PX lease
 //
 // # One name, one session
 //
@@ -65,10 +71,46 @@
 // claims spread over Redis Cluster shards with their users. Metrics
 // (Config.Registerer): chatd_identity_calls_total{op, result}.
 //
+// # Connections per address (Conns)
+//
+// limit.connections_per_ip caps the WebSockets one client address holds
+// across all nodes (an IPv6 /64 is one address, as in RateKey). Each
+// connection is a lease: a member of its address's [ZSET] scored with the
+// time its lease ends. Admit is one script: [ZREMRANGEBYSCORE] the ended
+// leases, [ZCARD] below the cap (or the connection already a member) →
+// [ZADD] now+lease and [PEXPIRE] the key for a lease. The node renews its
+// connections every lease/3 in one pipeline (ZADD XX, so an ended lease is
+// never brought back, and PEXPIRE) and releases one on close ([ZREM]).
+//
+// The naive version is a counter: [INCR] on connect, [DECR] on close. A node
+// that dies (kill -9, OOM, a partition) never sends its DECRs, and its
+// addresses stay over the cap for good — one crash behind a big NAT locks
+// the whole network out. A SET of connection ids with a TTL on the key has
+// the same flaw member by member while other connections keep the key
+// alive. With leases nothing is permanent: a dead node's connections stop
+// counting one lease (60 s by default) after its last renewal, and a key
+// holds at most the cap plus the connections admitted with no cap, each
+// gone a lease after its holder stops renewing; an address with no open
+// connection has no key.
+//
+// # What is bounded
+//
+// Claims: one STRING per name used in the last TTL. Connection leases: per
+// address at most max(cap, open connections) members, each ending a lease
+// after its last renewal, and the key with its newest lease. Nothing this
+// package writes lacks an expiry.
+//
 // [SET]: https://redis.io/commands/set/
 // [GET]: https://redis.io/commands/get/
 // [PEXPIRE]: https://redis.io/commands/pexpire/
 // [DEL]: https://redis.io/commands/del/
 // [PTTL]: https://redis.io/commands/pttl/
 // [EVALSHA]: https://redis.io/commands/evalsha/
+// [ZSET]: https://redis.io/docs/latest/develop/data-types/sorted-sets/
+// [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/
+// [ZCARD]: https://redis.io/commands/zcard/
+// [ZADD]: https://redis.io/commands/zadd/
+// [ZREM]: https://redis.io/commands/zrem/
+// [INCR]: https://redis.io/commands/incr/
+// [DECR]: https://redis.io/commands/decr/
 package identity

@@ -15,6 +15,8 @@ var (
 	releaseSrc string
 	//go:embed lua/claim_read.lua
 	readSrc string
+	//go:embed lua/conns_admit.lua
+	admitSrc string
 
 	// acquireScript claims a free name or renews the caller's own claim.
 	acquireScript = redis.NewScript(acquireSrc)
@@ -24,4 +26,6 @@ var (
 	releaseScript = redis.NewScript(releaseSrc)
 	// readScript returns the holder and its remaining TTL.
 	readScript = redis.NewScript(readSrc)
+	// admitScript drops ended leases and adds one under the cap.
+	admitScript = redis.NewScript(admitSrc)
 )

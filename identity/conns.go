@@ -1,0 +1,229 @@
+package identity
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/promreg"
+	"github.com/chatd/chatd/names"
+)
+
+// DefaultLease is how long a connection's lease lasts after its last Admit
+// or Renew when ConnsConfig.Lease is nil or returns less than a millisecond.
+const DefaultLease = 60 * time.Second
+
+// MaxConnIDLen is the longest connection id, in bytes.
+const MaxConnIDLen = 64
+
+// ConnsConfig configures a Conns. The zero value is usable.
+type ConnsConfig struct {
+	// Prefix is the key prefix; "" means keyspace.DefaultPrefix.
+	Prefix string
+	// Lease returns how long a connection counts after its last Admit or
+	// Renew, read on every call; nil, or less than a millisecond, means
+	// DefaultLease. The caller renews every Lease/3, so a connection
+	// survives two lost renewals, and the connections of a node that died
+	// stop counting at most one lease after its last renewal.
+	Lease func() time.Duration
+	// Now is the clock of the lease ends written to Redis; nil means
+	// time.Now. Nodes compare each other's lease ends, so their clocks must
+	// agree to well under a lease (NTP gives milliseconds).
+	Now func() time.Time
+	// Registerer receives chatd_identity_conns_total{op, result}; nil means
+	// not registered. Several Conns may share one.
+	Registerer prometheus.Registerer
+}
+
+// Conn names one leased connection: the client address as given to Admit
+// and the connection id.
+type Conn struct {
+	Addr string
+	ID   string
+}
+
+// Conns counts the WebSockets of each client address across all nodes, as
+// leases in Redis, so that one address cannot hold more than a cap of
+// them. It is safe for concurrent use and keeps no local state; every node
+// uses its own Conns on the same Redis.
+type Conns struct {
+	rdb   redis.Cmdable
+	space keyspace.Space
+	lease func() time.Duration
+	now   func() time.Time
+	calls *prometheus.CounterVec
+}
+
+// NewConns returns a Conns whose leases live in rdb.
+func NewConns(rdb redis.Cmdable, cfg ConnsConfig) *Conns {
+	c := &Conns{
+		rdb:   rdb,
+		space: keyspace.New(cfg.Prefix),
+		lease: cfg.Lease,
+		now:   cfg.Now,
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "chatd", Subsystem: "identity", Name: "conns_total",
+			Help: "Connection-lease calls by op (admit, renew, release) and result " +
+				"(admitted, refused, renewed, released, error).",
+		}, []string{"op", "result"}),
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if cfg.Registerer != nil {
+		c.calls = promreg.Register(cfg.Registerer, c.calls)
+	}
+	return c
+}
+
+// Lease returns the lease length in force now; renew every Lease()/3.
+func (c *Conns) Lease() time.Duration {
+	if c.lease != nil {
+		if d := c.lease(); d >= time.Millisecond {
+			return d
+		}
+	}
+	return DefaultLease
+}
+
+// Admit gives connection connID of client address addr (an IPv4 or IPv6
+// address as Fiber's c.IP() gives it; an IPv6 /64 counts as one address, as
+// in RateKey) a lease of Lease(), unless the address already holds max
+// live leases of other connections: ok is false then, nothing is written,
+// and the upgrade should be refused (429 too_many_connections). max <= 0
+// means no cap, but the lease is still recorded so that a cap set later
+// counts the connections already open. Admit is idempotent: a connection
+// that holds a lease gets it renewed, even at the cap. Leases that have
+// ended are dropped by the same script. It returns names.ErrBadName
+// (wrapped) for an address that does not parse or a bad connection id
+// (1-MaxConnIDLen of [A-Za-z0-9_-]), or the Redis error with ok false. One
+// round trip.
+func (c *Conns) Admit(ctx context.Context, addr, connID string, max int) (ok bool, err error) {
+	k, err := c.key(addr, connID)
+	if err != nil {
+		c.calls.WithLabelValues("admit", "error").Inc()
+		return false, fmt.Errorf("identity: admit connection: %w", err)
+	}
+	if max < 0 {
+		max = 0
+	}
+	res, err := admitScript.Run(ctx, c.rdb, []string{k}, c.now().UnixMilli(), c.Lease().Milliseconds(), max, connID).Int64()
+	if err != nil {
+		c.calls.WithLabelValues("admit", "error").Inc()
+		return false, fmt.Errorf("identity: admit connection %s: %w", connID, err)
+	}
+	if res != 1 {
+		c.calls.WithLabelValues("admit", "refused").Inc()
+		return false, nil
+	}
+	c.calls.WithLabelValues("admit", "admitted").Inc()
+	return true, nil
+}
+
+// key returns the lease key of addr, validating addr and connID.
+func (c *Conns) key(addr, connID string) (string, error) {
+	if err := checkConnID(connID); err != nil {
+		return "", err
+	}
+	k, err := RateKey(addr)
+	if err != nil {
+		return "", err
+	}
+	return connsKey(c.space, k), nil
+}
+
+// Renew extends the lease of every connection in conns by Lease() from now,
+// in one pipeline (per address a ZADD XX of its connections and a PEXPIRE
+// of its key; on Redis Cluster go-redis sends one pipeline per shard).
+// Call it every Lease()/3 with the node's open connections. A lease that
+// has already ended (the node stalled for a whole lease, or Redis lost it)
+// is not created again: that connection goes uncounted until it closes,
+// which errs towards admitting, never towards refusing. It returns
+// names.ErrBadName (wrapped) for a bad address or id, before sending
+// anything, or the first Redis error (the other commands were still sent).
+func (c *Conns) Renew(ctx context.Context, conns []Conn) error {
+	if len(conns) == 0 {
+		return nil
+	}
+	byKey := map[string][]redis.Z{}
+	var order []string
+	lease := c.Lease()
+	end := float64(c.now().Add(lease).UnixMilli())
+	for _, cn := range conns {
+		k, err := c.key(cn.Addr, cn.ID)
+		if err != nil {
+			c.calls.WithLabelValues("renew", "error").Inc()
+			return fmt.Errorf("identity: renew: %w", err)
+		}
+		if _, seen := byKey[k]; !seen {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], redis.Z{Score: end, Member: cn.ID})
+	}
+	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range order {
+			p.ZAddXX(ctx, k, byKey[k]...)
+			p.PExpire(ctx, k, lease)
+		}
+		return nil
+	})
+	if err != nil {
+		c.calls.WithLabelValues("renew", "error").Inc()
+		return fmt.Errorf("identity: renew %d connections: %w", len(conns), err)
+	}
+	c.calls.WithLabelValues("renew", "renewed").Add(float64(len(conns)))
+	return nil
+}
+
+// Release ends connID's lease at once (the WebSocket closed), freeing its
+// place under the cap. Releasing a connection that holds no lease is not
+// an error. It returns names.ErrBadName (wrapped) for a bad address or id,
+// or the Redis error. One command (ZREM; the key goes with its last
+// member).
+func (c *Conns) Release(ctx context.Context, addr, connID string) error {
+	k, err := c.key(addr, connID)
+	if err != nil {
+		c.calls.WithLabelValues("release", "error").Inc()
+		return fmt.Errorf("identity: release connection: %w", err)
+	}
+	if err := c.rdb.ZRem(ctx, k, connID).Err(); err != nil {
+		c.calls.WithLabelValues("release", "error").Inc()
+		return fmt.Errorf("identity: release connection %s: %w", connID, err)
+	}
+	c.calls.WithLabelValues("release", "released").Inc()
+	return nil
+}
+
+// Count returns how many live leases addr holds now (for an admin view or
+// a test; Admit does not need it). It returns names.ErrBadName (wrapped)
+// for an address that does not parse, or the Redis error. One ZCOUNT.
+func (c *Conns) Count(ctx context.Context, addr string) (int, error) {
+	k, err := RateKey(addr)
+	if err != nil {
+		return 0, fmt.Errorf("identity: count connections: %w", err)
+	}
+	n, err := c.rdb.ZCount(ctx, connsKey(c.space, k), "("+strconv.FormatInt(c.now().UnixMilli(), 10), "+inf").Result()
+	if err != nil {
+		return 0, fmt.Errorf("identity: count connections: %w", err)
+	}
+	return int(n), nil
+}
+
+// checkConnID validates a connection id: 1-MaxConnIDLen of [A-Za-z0-9_-].
+func checkConnID(id string) error {
+	if id == "" || len(id) > MaxConnIDLen {
+		return fmt.Errorf("%w: connection id must have 1-%d characters", names.ErrBadName, MaxConnIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		b := id[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-') {
+			return fmt.Errorf("%w: connection id may only hold A-Z a-z 0-9 _ -", names.ErrBadName)
+		}
+	}
+	return nil
+}
