@@ -214,6 +214,9 @@ type cluster struct {
 	lb     string // nginx host:port
 	nginx  *proc
 	client *http.Client
+
+	mu     sync.Mutex
+	tokens map[string]string // user → first session token
 }
 
 // startCluster starts the topology of cluster.sh for one test, on a
@@ -453,9 +456,22 @@ func (c *cluster) session(ctx context.Context, user string) string {
 	var out struct {
 		Token string `json:"token"`
 	}
-	_, err := c.do(ctx, c.lb, http.MethodPost, "/api/v1/session", "", map[string]string{"user": user}, &out)
+	// a guest name is held by its first session: later sessions of the
+	// same user show that one's token (a second device of the same guest)
+	c.mu.Lock()
+	prev := c.tokens[user]
+	c.mu.Unlock()
+	_, err := c.do(ctx, c.lb, http.MethodPost, "/api/v1/session", prev, map[string]string{"user": user}, &out)
 	require.NoError(c.t, err)
 	require.NotEmpty(c.t, out.Token)
+	c.mu.Lock()
+	if c.tokens == nil {
+		c.tokens = map[string]string{}
+	}
+	if c.tokens[user] == "" {
+		c.tokens[user] = out.Token
+	}
+	c.mu.Unlock()
 	return out.Token
 }
 

@@ -71,6 +71,7 @@ type Client struct {
 	t       Transport
 	user    string
 	session string
+	holder  string // guest holder id of the name ("" for login-service tokens)
 	id      string // attachment id of this connection: unique per node run
 
 	qmu       sync.Mutex
@@ -107,9 +108,9 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // Finished is closed when the transport has been closed.
 func (c *Client) Finished() <-chan struct{} { return c.finished }
 
-func newClient(n *Node, t Transport, user, session, id string) *Client {
+func newClient(n *Node, t Transport, user, session, holder, id string) *Client {
 	c := &Client{
-		node: n, t: t, user: user, session: session, id: id,
+		node: n, t: t, user: user, session: session, holder: holder, id: id,
 		progress: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),

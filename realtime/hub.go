@@ -195,7 +195,7 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client) error {
 func (r *hubRoom) subscribe(ctx context.Context) {
 	defer close(r.ready)
 	n := r.hub.n
-	sub, err := n.bus.Subscribe(ctx, n.rooms.Channel(r.id), bus.HandlerFuncs{
+	sub, err := n.bus.SubscribeSharded(ctx, n.rooms.Channel(r.id), bus.HandlerFuncs{
 		OnReceive:      func(_ string, p []byte) { r.receive(p) },
 		OnResubscribed: r.resubscribed,
 	})

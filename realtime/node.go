@@ -16,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/ranking"
@@ -39,9 +41,10 @@ type Config struct {
 	// MaxConnsPerUser bounds one user's realtime clients on this node;
 	// 0 = 10, negative = no bound.
 	MaxConnsPerUser int
-	// ShardedPubSub makes room channels sharded (SPUBLISH/SSUBSCRIBE); use
-	// it only with a Redis Cluster client.
-	ShardedPubSub bool
+	// ClassicPubSub keeps room channels on classic PUBLISH/SUBSCRIBE on a
+	// Redis Cluster; by default a Cluster client gets sharded pub/sub
+	// (SPUBLISH/SSUBSCRIBE: a message goes to its room's shard only).
+	ClassicPubSub bool
 	// ErrorCode maps an error to the documented error code and message
 	// (the transport's one error table); nil = every error is "internal".
 	ErrorCode func(error) (code, message string)
@@ -77,8 +80,11 @@ type Node struct {
 	seen     *seen.Filter
 	ranking  *ranking.Service
 	shop     *shop.Shop
+	identity *identity.Registry
+	mod      *moderation.Service
 
 	marks   coalescer
+	modc    modCache
 	rest    restSessions
 	renewed renewals
 
@@ -120,7 +126,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.marks.n = n
-	n.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: n.log, Registerer: cfg.Registerer})
+	_, cluster := cfg.Redis.(*redis.ClusterClient)
+	n.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: n.log, Registerer: cfg.Registerer,
+		Sharded: cluster && !cfg.ClassicPubSub})
 	if err := n.newServices(); err != nil {
 		return nil, err
 	}
@@ -138,7 +146,7 @@ func (n *Node) newServices() error {
 		Prefix:        cfg.Prefix,
 		Capacity:      func() int { return n.settings.Int(settings.RoomCapacity) },
 		Lease:         n.lease,
-		ShardedPubSub: cfg.ShardedPubSub,
+		ShardedPubSub: n.bus.Sharded(),
 		Now:           cfg.Now,
 		Logger:        n.log,
 		Registerer:    reg,
@@ -153,11 +161,16 @@ func (n *Node) newServices() error {
 		Prefix:     cfg.Prefix,
 		Capacity:   func() int { return n.settings.Int(settings.SeenCapacity) },
 		FPRate:     func() float64 { return n.settings.Float(settings.SeenFPRate) },
+		TTL:        func() time.Duration { return time.Duration(n.settings.Int(settings.SeenTTLSeconds)) * time.Second },
 		Registerer: reg,
 	})
 	n.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
 		OnChange: noteBoardChange,
 	})
+	n.identity = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
+		TTL: func() time.Duration { return time.Duration(n.settings.Int(settings.SessionIdleSeconds)) * time.Second },
+	})
+	n.mod = moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: cfg.Now, Logger: n.log})
 	n.shop = shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
 		OnWalletChange: func(_ context.Context, user string) { n.markUser(user, dirty.Of(dirty.Wallet)) },
 	})
@@ -165,16 +178,18 @@ func (n *Node) newServices() error {
 }
 
 // Services of the node, for the transport's plain request handlers.
-func (n *Node) Settings() *settings.Store    { return n.settings }
-func (n *Node) Rooms() *rooms.Service        { return n.rooms }
-func (n *Node) Presence() *presence.Presence { return n.presence }
-func (n *Node) Dirty() *dirty.Tracker        { return n.dirty }
-func (n *Node) Notices() *notices.Board      { return n.notices }
-func (n *Node) Seen() *seen.Filter           { return n.seen }
-func (n *Node) Ranking() *ranking.Service    { return n.ranking }
-func (n *Node) Shop() *shop.Shop             { return n.shop }
-func (n *Node) Hub() *Hub                    { return n.hub }
-func (n *Node) ID() string                   { return n.cfg.Node }
+func (n *Node) Settings() *settings.Store       { return n.settings }
+func (n *Node) Rooms() *rooms.Service           { return n.rooms }
+func (n *Node) Presence() *presence.Presence    { return n.presence }
+func (n *Node) Dirty() *dirty.Tracker           { return n.dirty }
+func (n *Node) Notices() *notices.Board         { return n.notices }
+func (n *Node) Seen() *seen.Filter              { return n.seen }
+func (n *Node) Ranking() *ranking.Service       { return n.ranking }
+func (n *Node) Shop() *shop.Shop                { return n.shop }
+func (n *Node) Identity() *identity.Registry    { return n.identity }
+func (n *Node) Moderation() *moderation.Service { return n.mod }
+func (n *Node) Hub() *Hub                       { return n.hub }
+func (n *Node) ID() string                      { return n.cfg.Node }
 
 // Ready reports whether the node's pub/sub connection is receiving.
 func (n *Node) Ready() bool { return n.bus.Ready() }
@@ -195,6 +210,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if _, err := n.bus.Subscribe(ctx, n.notices.Channel(), bus.HandlerFuncs{OnReceive: n.onNotice}); err != nil {
 		return fmt.Errorf("realtime: subscribe notices: %w", err)
+	}
+	if _, err := n.bus.Subscribe(ctx, n.mod.Channel(), bus.HandlerFuncs{OnReceive: n.onModeration, OnResubscribed: n.modc.reset}); err != nil {
+		return fmt.Errorf("realtime: subscribe moderation: %w", err)
 	}
 	n.settings.Watch("", func(ch settings.Change) {
 		n.broadcast(mustJSON(map[string]any{"type": "settings", "key": ch.Key, "value": ch.Value, "version": ch.Version}))
@@ -263,15 +281,23 @@ func (n *Node) lease() time.Duration {
 	return time.Duration(n.settings.Int(settings.SeatLeaseSeconds)) * time.Second
 }
 
-// every runs fn now and then every interval() until ctx ends.
+// every runs fn now and then every interval() until ctx ends. interval is
+// read again while waiting, so a shorter lease (seat.lease_seconds lowered)
+// takes effect within half a second, not after the old, longer wait.
 func (n *Node) every(ctx context.Context, interval func() time.Duration, fn func(context.Context)) {
 	for {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fn(fctx)
 		cancel()
-		d := max(interval(), 100*time.Millisecond)
-		if !sleep(ctx, d) {
-			return
+		last := time.Now()
+		for {
+			left := max(interval(), 100*time.Millisecond) - time.Since(last)
+			if left <= 0 {
+				break
+			}
+			if !sleep(ctx, min(left, 500*time.Millisecond)) {
+				return
+			}
 		}
 	}
 }

@@ -2,7 +2,9 @@ package realtime
 
 import (
 	"context"
+	"unicode/utf8"
 
+	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 )
 
@@ -61,4 +63,50 @@ func (n *Node) unseenNotices(ctx context.Context, user string) ([]string, map[st
 	}
 	unseen, err := n.seen.Unseen(ctx, user, ids)
 	return unseen, byID, err
+}
+
+// Close codes of moderation (docs/PROTOCOL.md).
+const (
+	CloseKicked = 4001
+	CloseBanned = 4003
+	// CloseSessionEnded closes a client whose guest session ended (signed
+	// out, or its name lapsed and was claimed by someone else).
+	CloseSessionEnded = 4000
+)
+
+// onModeration acts on a moderation event from any node: a kick or a ban
+// closes the user's clients on this node at once.
+func (n *Node) onModeration(_ string, p []byte) {
+	ev, err := moderation.DecodeEvent(p)
+	if err != nil {
+		return
+	}
+	n.modc.drop(ev.User) // re-read at the next check: the change is in Redis already
+	code := 0
+	switch ev.Type {
+	case "kick":
+		code = CloseKicked
+	case "ban":
+		code = CloseBanned
+	default:
+		return
+	}
+	reason := ev.Reason
+	if reason == "" {
+		reason = ev.Type
+	}
+	for _, c := range n.hub.UserClients(ev.User) {
+		c.Close(code, clip(reason, 120))
+	}
+}
+
+// clip cuts s to at most n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -39,6 +39,9 @@ func (n *Node) checkSay(room, text string) error {
 }
 
 func (n *Node) send(ctx context.Context, user, room, text string) (rooms.Message, error) {
+	if err := n.checkMuted(ctx, user); err != nil {
+		return rooms.Message{}, err
+	}
 	res, err := n.rooms.Send(ctx, room, user, text, n.sendOptions())
 	if err != nil {
 		return rooms.Message{}, err

@@ -6,24 +6,25 @@ import (
 	"strconv"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
 )
 
 // Connect registers a realtime client of user (session is its token's
-// session id) writing through t, and sends it hello and the notices it has
+// session id, holder its guest holder id or "") writing through t, and sends it hello and the notices it has
 // not seen. It returns ErrTooManyConnections when the user has
 // MaxConnsPerUser clients on this node already, ErrDraining while the node
 // shuts down.
-func (n *Node) Connect(user, session string, t Transport) (*Client, error) {
+func (n *Node) Connect(user, session, holder string, t Transport) (*Client, error) {
 	select {
 	case <-n.draining:
 		return nil, ErrDraining
 	default:
 	}
 	id := "ws:" + n.cfg.Node + ":" + n.run + ":" + strconv.FormatUint(n.seqN.Add(1), 36)
-	c := newClient(n, t, user, session, id)
+	c := newClient(n, t, user, session, holder, id)
 	if !n.hub.addUser(c, n.cfg.MaxConnsPerUser) {
 		c.ping.Stop()
 		return nil, ErrTooManyConnections
@@ -219,6 +220,12 @@ func (n *Node) touchPresence(ctx context.Context) {
 	}
 	for _, c := range n.hub.Clients() {
 		add(c.user, c.roomList())
+		if c.holder != "" {
+			// an open WebSocket is activity: it keeps the guest's name
+			if err := n.identity.Touch(ctx, c.user, c.holder); errors.Is(err, identity.ErrNotHolder) {
+				c.Close(CloseSessionEnded, "your session ended: sign in again")
+			}
+		}
 	}
 	for user, rs := range n.rest.all(n.cfg.Now(), n.lease()) {
 		add(user, rs)
@@ -265,5 +272,16 @@ func (n *Node) touchUser(ctx context.Context, user string) {
 	}
 	if err := n.presence.Touch(ctx, n.cfg.Node, []presence.UserState{st}); err != nil {
 		n.log.Debug("presence touch", "user", user, "err", err)
+	}
+}
+
+// SignedOut closes user's clients on this node after the guest signed out
+// (holder "" = any); other nodes close theirs when their renewal finds the
+// name released.
+func (n *Node) SignedOut(user, holder string) {
+	for _, c := range n.hub.UserClients(user) {
+		if holder == "" || c.holder == holder {
+			c.Close(CloseSessionEnded, "signed out")
+		}
 	}
 }

@@ -19,6 +19,10 @@ const (
 	MOTD                  = "motd"
 	SeenCapacity          = "seen.capacity"
 	SeenFPRate            = "seen.fp_rate"
+	SeenTTLSeconds        = "seen.ttl_seconds"
+	SessionIdleSeconds    = "session.idle_seconds"
+	ConnectionsPerIP      = "limit.connections_per_ip"
+	SessionsPerIPPerMin   = "limit.sessions_per_ip_per_minute"
 )
 
 // The value types of a Def.
@@ -64,7 +68,7 @@ var defs = []Def{
 	{Key: MessageMaxLength, Type: TypeInt, Default: 2000, Min: 1, Max: 16384,
 		Description: "longest chat text, in characters; longer is refused with too_long"},
 	{Key: RateMessagesPerSecond, Type: TypeNumber, Default: 10.0, Min: 0, MinExclusive: true, Max: MaxRate,
-		Description: "messages per second per user across all nodes (token bucket, burst max(1, rate))"},
+		Description: "messages per second per user in each lobby, across all nodes (token bucket, burst max(1, rate))"},
 	{Key: SeatLeaseSeconds, Type: TypeInt, Default: 30, Min: 2, Max: 3600,
 		Description: "seconds after which a seat whose node stopped heartbeating is freed"},
 	{Key: MOTD, Type: TypeString, Default: "", Min: 0, Max: 1000,
@@ -73,6 +77,14 @@ var defs = []Def{
 		Description: "items per user a new seen-filter is sized for"},
 	{Key: SeenFPRate, Type: TypeNumber, Default: 0.01, Min: 0.0001, Max: 0.1,
 		Description: "false-positive rate a new seen-filter is sized for"},
+	{Key: SeenTTLSeconds, Type: TypeInt, Default: 7 * 24 * 3600, Min: 3600, Max: 90 * 24 * 3600,
+		Description: "seconds a user's seen-filter is kept after its last mark"},
+	{Key: SessionIdleSeconds, Type: TypeInt, Default: 1800, Min: 60, Max: 7 * 24 * 3600,
+		Description: "seconds a guest name stays held by its session after the session's last request or open WebSocket"},
+	{Key: ConnectionsPerIP, Type: TypeInt, Default: 500, Min: 0, Max: 1000000,
+		Description: "open WebSockets from one client address across all nodes; 0 = no cap"},
+	{Key: SessionsPerIPPerMin, Type: TypeInt, Default: 120, Min: 0, Max: 1000000,
+		Description: "POST /api/v1/session per client address per minute across all nodes; 0 = no cap"},
 }
 
 var byKey = func() map[string]*Def {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/names"
 )
 
@@ -37,24 +39,38 @@ type tokens struct {
 // claims are the token claims.
 type claims struct {
 	Session string `json:"sid"`
+	Holder  string `json:"hid,omitempty"`
 	jwt.RegisteredClaims
 }
 
-// session is who a request acts as.
+// session is who a request acts as. Holder is set on guest tokens: the id
+// under which the guest holds the name (package identity); every session
+// of one guest carries the same holder.
 type session struct {
-	User string
-	ID   string
+	User   string
+	ID     string
+	Holder string
 }
 
-func (t *tokens) mint(user string) (string, session, error) {
+// randomID is a fresh 96-bit id, hex-encoded.
+func randomID() (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func (t *tokens) mint(user, holder string) (string, session, error) {
+	id, err := randomID()
+	if err != nil {
 		return "", session{}, err
 	}
-	s := session{User: user, ID: hex.EncodeToString(b[:])}
+	s := session{User: user, ID: id, Holder: holder}
 	now := t.now()
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
 		Session: s.ID,
+		Holder:  holder,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   user,
 			Issuer:    "chatd",
@@ -87,7 +103,10 @@ func (t *tokens) verify(raw string) (session, error) {
 	if c.Session == "" || len(c.Session) > 64 || names.User(c.Session) != nil {
 		return session{}, fmt.Errorf("%w: missing or bad session id", errBadToken)
 	}
-	return session{User: c.Subject, ID: c.Session}, nil
+	if len(c.Holder) > 64 || (c.Holder != "" && names.User(c.Holder) != nil) {
+		return session{}, fmt.Errorf("%w: bad holder id", errBadToken)
+	}
+	return session{User: c.Subject, ID: c.Session, Holder: c.Holder}, nil
 }
 
 // bearer returns the token of an Authorization: Bearer header.
@@ -101,14 +120,37 @@ func bearer(c *fiber.Ctx) string {
 
 const localSession = "session"
 
-// requireUser admits requests with a valid session token.
+// requireUser admits requests with a valid session token of a user who is
+// not banned and, for a guest, still holds the name.
 func (s *Server) requireUser(c *fiber.Ctx) error {
 	sess, err := s.tokens.verify(bearer(c))
 	if err != nil {
 		return errUnauthorized
 	}
+	if err := s.admit(c.UserContext(), sess); err != nil {
+		return err
+	}
 	c.Locals(localSession, sess)
 	return c.Next()
+}
+
+// admit checks a verified session: the user is not banned, and a guest's
+// name is still held by its holder (renewing the claim: activity keeps a
+// guest name). Both answers come from caches most of the time.
+func (s *Server) admit(ctx context.Context, sess session) error {
+	if err := s.node.CheckBanned(ctx, sess.User); err != nil {
+		return err
+	}
+	if sess.Holder == "" {
+		return nil // a token of the operator's login service
+	}
+	if err := s.node.Identity().Touch(ctx, sess.User, sess.Holder); err != nil {
+		if errors.Is(err, identity.ErrNotHolder) {
+			return errSessionEnded
+		}
+		return err
+	}
+	return nil
 }
 
 // requireAdmin admits requests whose bearer token is the admin token,

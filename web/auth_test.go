@@ -103,7 +103,7 @@ func TestTokensVerify(t *testing.T) {
 	tk := &tokens{secret: secret, ttl: time.Hour, now: func() time.Time { return now }}
 
 	t.Run("a minted token verifies as its user and session", func(t *testing.T) {
-		raw, sess, err := tk.mint("alice")
+		raw, sess, err := tk.mint("alice", "")
 		require.NoError(t, err)
 		got, err := tk.verify(raw)
 		require.NoError(t, err)
@@ -120,9 +120,9 @@ func TestTokensVerify(t *testing.T) {
 		assert.NoError(t, err)
 	})
 	t.Run("each session token has its own session id", func(t *testing.T) {
-		a, sa, err := tk.mint("alice")
+		a, sa, err := tk.mint("alice", "")
 		require.NoError(t, err)
-		b, sb, err := tk.mint("alice")
+		b, sb, err := tk.mint("alice", "")
 		require.NoError(t, err)
 		assert.NotEqual(t, a, b)
 		assert.NotEqual(t, sa.ID, sb.ID)
@@ -134,7 +134,7 @@ func TestTokensVerify(t *testing.T) {
 		})
 	}
 	t.Run("a token is refused once its expiry passed", func(t *testing.T) {
-		raw, _, err := tk.mint("alice")
+		raw, _, err := tk.mint("alice", "")
 		require.NoError(t, err)
 		later := &tokens{secret: secret, ttl: time.Hour, now: func() time.Time { return now.Add(time.Hour + time.Minute) }}
 		_, err = later.verify(raw)

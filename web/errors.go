@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/lock"
+	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/ranking"
@@ -46,6 +49,8 @@ var (
 	errUnauthorized = errf(http.StatusUnauthorized, "bad_token", "send a valid session token: Authorization: Bearer <token> (get one from POST /api/v1/session)")
 	errAdminOnly    = errf(http.StatusForbidden, "forbidden", "this endpoint needs the admin token")
 	errNoAdmin      = errf(http.StatusForbidden, "forbidden", "admin endpoints are disabled: the server was started without --admin-token")
+	errSessionEnded = errf(http.StatusUnauthorized, "bad_token", "this session has ended (signed out, or idle too long and the name was taken); sign in again")
+	errGuestOff     = errf(http.StatusForbidden, "forbidden", "this server runs with --auth jwt: sessions come from its login service, POST /api/v1/session is off")
 )
 
 // mapping is one row of the domain error table: a sentinel, its status and code.
@@ -64,6 +69,11 @@ var errorTable = []mapping{
 	{realtime.ErrEmptyText, http.StatusBadRequest, "bad_request"},
 	{realtime.ErrBadUTF8, http.StatusBadRequest, "bad_request"},
 	{realtime.ErrTooLong, http.StatusBadRequest, "too_long"},
+	{realtime.ErrMuted, http.StatusForbidden, "muted"},
+	{realtime.ErrBanned, http.StatusForbidden, "banned"},
+	{identity.ErrNameTaken, http.StatusConflict, "name_taken"},
+	{moderation.ErrBadDuration, http.StatusBadRequest, "bad_request"},
+	{moderation.ErrBadReason, http.StatusBadRequest, "bad_request"},
 	{rooms.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{rooms.ErrUnknownRoom, http.StatusNotFound, "unknown_room"},
 	{rooms.ErrNotSeated, http.StatusForbidden, "not_seated"},
@@ -118,6 +128,14 @@ func toAPIError(err error) *APIError {
 	var rl *rooms.RateLimitError
 	if errors.As(err, &rl) {
 		return errf(http.StatusTooManyRequests, "rate_limited", "you are sending too fast; wait %.1f s", rl.RetryAfter.Seconds())
+	}
+	var me *realtime.MutedError
+	if errors.As(err, &me) {
+		return errf(http.StatusForbidden, "muted", "you are muted until %s", me.Until.UTC().Format(time.RFC3339))
+	}
+	var be *realtime.BannedError
+	if errors.As(err, &be) {
+		return errf(http.StatusForbidden, "banned", "you are banned until %s", be.Until.UTC().Format(time.RFC3339))
 	}
 	var tl *realtime.TooLongError
 	if errors.As(err, &tl) {

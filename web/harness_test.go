@@ -43,6 +43,9 @@ type cluster struct {
 	r     *redistest.Redis
 	nodes []*testNode
 	http  *http.Client
+
+	mu     sync.Mutex
+	tokens map[string]string // user → first session token
 }
 
 type nodeOpts struct {
@@ -133,7 +136,20 @@ func (c *cluster) do(n *testNode, method, path, token string, body any, out any)
 func (c *cluster) session(n *testNode, user string) string {
 	c.t.Helper()
 	var out struct{ Token string }
-	require.Equal(c.t, 200, c.do(n, "POST", "/api/v1/session", "", map[string]string{"user": user}, &out))
+	// a guest name is held by its first session: later sessions of the
+	// same user show that one's token (a second device of the same guest)
+	c.mu.Lock()
+	prev := c.tokens[user]
+	c.mu.Unlock()
+	require.Equal(c.t, 200, c.do(n, "POST", "/api/v1/session", prev, map[string]string{"user": user}, &out))
+	c.mu.Lock()
+	if c.tokens == nil {
+		c.tokens = map[string]string{}
+	}
+	if c.tokens[user] == "" {
+		c.tokens[user] = out.Token
+	}
+	c.mu.Unlock()
 	return out.Token
 }
 

@@ -31,7 +31,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -67,9 +69,16 @@ type Config struct {
 	// MaxConnsPerUser bounds one user's WebSocket connections on this
 	// node; 0 = 10, negative = no bound.
 	MaxConnsPerUser int
-	// ShardedPubSub makes room channels sharded (SPUBLISH/SSUBSCRIBE); only
-	// with a Redis Cluster client.
-	ShardedPubSub bool
+	// Auth is "guest" (the default: POST /session mints tokens for free
+	// guest names, held while in use) or "jwt" (POST /session is off; only
+	// tokens of the operator's login service, signed with Secret).
+	Auth string
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// address (per-address caps); empty = trust none.
+	TrustedProxies []*net.IPNet
+	// ClassicPubSub keeps room channels on classic pub/sub on a Redis
+	// Cluster (by default they are sharded there).
+	ClassicPubSub bool
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
@@ -82,7 +91,9 @@ type Server struct {
 	rdb    redis.UniversalClient
 	node   *realtime.Node
 	tokens *tokens
-	m      *httpMetrics
+
+	sessionLimiter *ratelimit.Limiter
+	m              *httpMetrics
 }
 
 // New builds a node; Start starts its background work.
@@ -122,6 +133,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Auth == "" {
+		cfg.Auth = "guest"
+	}
+	if cfg.Auth != "guest" && cfg.Auth != "jwt" {
+		return nil, fmt.Errorf("web: Config.Auth %q: expected guest or jwt", cfg.Auth)
+	}
 	if cfg.MaxConnsPerUser == 0 {
 		cfg.MaxConnsPerUser = 10
 	}
@@ -134,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
-		MaxConnsPerUser: cfg.MaxConnsPerUser, ShardedPubSub: cfg.ShardedPubSub,
+		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
 		ErrorCode: func(err error) (string, string) { ae := toAPIError(err); return ae.Code, ae.Message },
 		Now:       cfg.Now, Logger: s.log, Registerer: cfg.Registry,
 	})
@@ -142,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.node = node
+	s.sessionLimiter = s.newSessionLimiter()
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -215,6 +233,7 @@ func (s *Server) routes() {
 
 	api := s.app.Group("/api/v1")
 	api.Post("/session", s.createSession)
+	api.Delete("/session", s.requireUser, s.deleteSession)
 	s.apiRoutes(api)
 	s.staticRoutes()
 }
@@ -238,7 +257,15 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
 }
 
+// createSession answers POST /session in guest mode: a token for a guest
+// name. A free name is claimed for a new holder (identity.Claim: SET NX
+// PX); a name in use answers 409 name_taken, unless the request carries a
+// live token of that same guest (a second device or tab: the new session
+// joins the holder). Sessions per client address per minute are capped.
 func (s *Server) createSession(c *fiber.Ctx) error {
+	if s.cfg.Auth == "jwt" {
+		return errGuestOff
+	}
 	var req struct {
 		User string `json:"user"`
 	}
@@ -248,11 +275,51 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 	if err := names.User(req.User); err != nil {
 		return err
 	}
-	tok, _, err := s.tokens.mint(req.User)
+	ctx := c.UserContext()
+	if err := s.allowSession(ctx, s.clientIP(c)); err != nil {
+		return err
+	}
+	if err := s.node.CheckBanned(ctx, req.User); err != nil {
+		return err
+	}
+	holder := ""
+	if prev, err := s.tokens.verify(bearer(c)); err == nil && prev.User == req.User && prev.Holder != "" {
+		if err := s.admit(ctx, prev); err != nil {
+			return err
+		}
+		holder = prev.Holder
+	} else {
+		id, err := randomID()
+		if err != nil {
+			return err
+		}
+		if err := s.node.Identity().Claim(ctx, req.User, id); err != nil {
+			if errors.Is(err, identity.ErrNameTaken) {
+				return errf(http.StatusConflict, "name_taken", "the name %q is in use by another guest; pick another, or wait until that guest signs out or is idle for %s", req.User, s.node.Identity().TTL())
+			}
+			return err
+		}
+		holder = id
+	}
+	tok, _, err := s.tokens.mint(req.User, holder)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"token": tok, "user": req.User})
+}
+
+// deleteSession signs a guest out: the name is free again at once, and the
+// guest's connections on this node close (on other nodes at their next
+// renewal).
+func (s *Server) deleteSession(c *fiber.Ctx) error {
+	sess := sessionOf(c)
+	if sess.Holder != "" {
+		if err := s.node.Identity().Release(c.UserContext(), sess.User, sess.Holder); err != nil && !errors.Is(err, identity.ErrNotHolder) {
+			return err
+		}
+	}
+	s.node.SignedOut(sess.User, sess.Holder)
+	return c.JSON(fiber.Map{"ok": true})
 }
 
 // handleError is Fiber's error handler: every error leaves in the documented

@@ -38,6 +38,10 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 		s.m.wsRefused.WithLabelValues("token").Inc()
 		return errf(http.StatusUnauthorized, "bad_token", "open the WebSocket with ?token=<session token> (from POST /api/v1/session)")
 	}
+	if err := s.admit(c.UserContext(), sess); err != nil {
+		s.m.wsRefused.WithLabelValues("token").Inc()
+		return err
+	}
 	if n := len(s.node.Hub().UserClients(sess.User)); s.cfg.MaxConnsPerUser > 0 && n >= s.cfg.MaxConnsPerUser {
 		s.m.wsRefused.WithLabelValues("too_many").Inc()
 		return errf(http.StatusTooManyRequests, "rate_limited", "too many connections for this user on this node (at most %d)", s.cfg.MaxConnsPerUser)
@@ -78,7 +82,7 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 	batch, _ := conn.Locals(localBatch).(bool)
 	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
 	defer w.release()
-	c, err := s.node.Connect(sess.User, sess.ID, w)
+	c, err := s.node.Connect(sess.User, sess.ID, sess.Holder, w)
 	if err != nil {
 		code := realtime.CloseTryLater
 		if errors.Is(err, realtime.ErrDraining) {

@@ -18,6 +18,9 @@ import (
 type API struct {
 	hc    *http.Client
 	admin string
+
+	mu     sync.Mutex
+	tokens map[string]string // user → first token: later sessions of a guest show it
 }
 
 func newAPI(conns int, admin string) *API {
@@ -91,12 +94,23 @@ func (a *API) Session(ctx context.Context, base, user string) (string, error) {
 	var s struct {
 		Token string `json:"token"`
 	}
-	if _, err := a.Do(ctx, http.MethodPost, base+"/api/v1/session", "", map[string]string{"user": user}, &s); err != nil {
+	a.mu.Lock()
+	prev := a.tokens[user]
+	a.mu.Unlock()
+	if _, err := a.Do(ctx, http.MethodPost, base+"/api/v1/session", prev, map[string]string{"user": user}, &s); err != nil {
 		return "", fmt.Errorf("session %s: %w", user, err)
 	}
 	if s.Token == "" {
 		return "", fmt.Errorf("session %s: empty token", user)
 	}
+	a.mu.Lock()
+	if a.tokens == nil {
+		a.tokens = map[string]string{}
+	}
+	if a.tokens[user] == "" {
+		a.tokens[user] = s.Token
+	}
+	a.mu.Unlock()
 	return s.Token, nil
 }
 

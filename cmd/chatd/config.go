@@ -32,6 +32,8 @@ type Config struct {
 	AllowedOrigins []string
 	LogLevel       slog.Level
 	ShutdownGrace  time.Duration
+	Auth           string       // "guest" or "jwt"
+	TrustedProxies []*net.IPNet // peers whose X-Forwarded-For is believed
 }
 
 // flagSpec is one flag: its name, environment twin, default and help.
@@ -49,6 +51,8 @@ var flagSpecs = []flagSpec{
 	{"allowed-origins", "CHATD_ALLOWED_ORIGINS", "", "comma-separated WebSocket Origin allow-list (scheme://host[:port]); empty = same host only"},
 	{"log-level", "CHATD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"shutdown-grace", "CHATD_SHUTDOWN_GRACE", "10s", "how long a shutdown may take to drain"},
+	{"auth", "CHATD_AUTH", "guest", "guest: POST /api/v1/session mints a token for any free guest name (held while in use); jwt: POST /api/v1/session is off, only tokens from your login service (signed with --secret) are accepted"},
+	{"trusted-proxies", "CHATD_TRUSTED_PROXIES", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client address (per-address caps); empty = trust none"},
 }
 
 // parseConfig reads flags from args; a flag not on the command line takes
@@ -130,6 +134,29 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return c, fmt.Errorf("--shutdown-grace %q: expected a positive duration such as 10s", *vals["shutdown-grace"])
 	}
 	c.ShutdownGrace = d
+	switch c.Auth = *vals["auth"]; c.Auth {
+	case "guest", "jwt":
+	default:
+		return c, fmt.Errorf("--auth %q: expected guest or jwt", c.Auth)
+	}
+	for _, p := range strings.Split(*vals["trusted-proxies"], ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			if strings.Contains(p, ":") {
+				p += "/128"
+			} else {
+				p += "/32"
+			}
+		}
+		_, n, err := net.ParseCIDR(p)
+		if err != nil {
+			return c, fmt.Errorf("--trusted-proxies: %q: expected a CIDR such as 10.0.0.0/8 or an address", p)
+		}
+		c.TrustedProxies = append(c.TrustedProxies, n)
+	}
 	return c, nil
 }
 

@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,13 +47,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	redis.SetLogger(redisLogger{log})
 
 	var rdb redis.UniversalClient
+	generatedAdmin := false
 	if cfg.Redis == "" {
 		emb, err := embedded.Start()
 		if err != nil {
 			return err
 		}
 		defer emb.Close()
-		log.Warn("NO --redis GIVEN: using an EMBEDDED in-process Redis. This node can not share state with other nodes, and everything is lost when it stops. Use --redis for anything but a single-node trial.", "addr", emb.Addr())
+		log.Warn("NO --redis GIVEN: using an EMBEDDED Redis (miniredis, in this process, nothing persisted). This node can not share state with other nodes, and everything is lost when it stops. Use --redis for anything but a single-node trial.", "addr", emb.Addr())
+		if cfg.AdminToken == "" {
+			cfg.AdminToken = randomToken()
+			generatedAdmin = true
+		}
 		rdb = redis.NewClient(&redis.Options{Addr: emb.Addr()})
 	} else {
 		spec, _ := redisOptions(cfg.Redis)
@@ -78,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Secret:         []byte(cfg.Secret),
 		AdminToken:     cfg.AdminToken,
 		AllowedOrigins: cfg.AllowedOrigins,
+		Auth:           cfg.Auth,
+		TrustedProxies: cfg.TrustedProxies,
 		Logger:         log,
 	})
 	if err != nil {
@@ -90,7 +99,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("chatd listening", "addr", ln.Addr().String(), "node", srv.Node(), "redis", redactURL(cfg.Redis))
+	openAt := openURL(ln.Addr())
+	log.Info("chatd listening: open "+openAt, "addr", ln.Addr().String(), "node", srv.Node(), "redis", redactURL(cfg.Redis), "auth", cfg.Auth)
+	if generatedAdmin {
+		// as Jupyter prints its token URL: the admin console of a trial
+		// node works at once, and the token is new on every start
+		log.Info("admin console (embedded mode, a new admin token each start; set --admin-token to choose one): " + openAt + "admin#token=" + cfg.AdminToken)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -123,4 +138,26 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+// openURL is the address to open in a browser for a listener: a wildcard
+// host ([::] or 0.0.0.0) becomes localhost.
+func openURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String() + "/"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// randomToken is a fresh 128-bit secret, hex-encoded.
+func randomToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
 }
