@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -209,38 +211,68 @@ func TestE2EChatThroughBalancer(t *testing.T) {
 				Messages map[string][]chatMessage `json:"messages"`
 			} `json:"data"`
 		}
-		polls := make(chan pollAnswer, 16)
-		pollCtx, stopPolling := context.WithCancel(ctx)
-		defer stopPolling()
+		poll := func(ctx context.Context, query string) (pollAnswer, error) {
+			var a pollAnswer
+			_, err := c.do(ctx, c.lb, "GET", "/api/v1/poll"+query, tok, nil, &a)
+			return a, err
+		}
+		// Marks of the join may still be on their way: a long poll must
+		// time out clean first, so only the say can wake the parked one.
+		quiet := false
+		for tries := 0; tries < 10 && !quiet; tries++ {
+			a, err := poll(ctx, "?wait=1")
+			require.NoError(t, err)
+			quiet = len(a.Dirty) == 0
+		}
+		require.True(t, quiet, "marks kept coming after the join")
+
+		// Parked: the session's long-poll registration is in Redis (the
+		// dirty package's waiters key; gone first, as a registration
+		// outlives a poll that timed out by a margin).
+		waiters := keyspace.New(c.redis.Prefix).Key("session", sessionID(t, tok), "waiters")
+		parked := func() bool { return c.redis.Client.Exists(ctx, waiters).Val() == 1 }
+		require.Eventually(t, func() bool { return !parked() }, 15*time.Second, 5*time.Millisecond)
+		answer := make(chan pollAnswer, 1)
 		go func() {
-			defer close(polls)
-			for pollCtx.Err() == nil {
-				var a pollAnswer
-				// wait=30, the most: a poll parked before the say must be
-				// woken by it, or it outlasts the deadline below.
-				if _, err := c.do(pollCtx, c.lb, "GET", "/api/v1/poll?wait=30", tok, nil, &a); err != nil {
-					return
-				}
-				polls <- a
+			a, err := poll(ctx, "?wait=30")
+			if err != nil {
+				a.Dirty = []string{"error: " + err.Error()}
 			}
+			answer <- a
 		}()
+		require.Eventually(t, parked, 15*time.Second, 2*time.Millisecond, "the long poll registers as waiting")
+		select {
+		case a := <-answer:
+			t.Fatalf("the long poll answered before the say: %+v", a)
+		default:
+		}
 		id, err := ms[len(ms)-1].say(ctx, room.ID, "for the poller", "poll-1")
 		require.NoError(t, err)
-		deadline := time.After(15 * time.Second)
-		for {
-			select {
-			case a, ok := <-polls:
-				require.True(t, ok, "polling failed")
-				for _, msg := range a.Data.Messages[room.ID] {
-					if msg.ID == id {
-						return
-					}
-				}
-			case <-deadline:
-				t.Fatalf("no poll returned message %s within 15s", id)
+		select {
+		case a := <-answer:
+			assert.Equal(t, []string{"messages"}, a.Dirty, "woken by the say")
+			var ids []string
+			for _, msg := range a.Data.Messages[room.ID] {
+				ids = append(ids, msg.ID)
 			}
+			assert.Equal(t, []string{id}, ids, "the answer carries the message said")
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the parked long poll was not woken by message %s within 15s", id)
 		}
 	})
+}
+
+// sessionID is the session id ("sid") inside a session token.
+func sessionID(t *testing.T, token string) string {
+	t.Helper()
+	var cl struct {
+		Session string `json:"sid"`
+		jwt.RegisteredClaims
+	}
+	_, err := jwt.ParseWithClaims(token, &cl, func(*jwt.Token) (any, error) { return []byte(testSecret), nil })
+	require.NoError(t, err)
+	require.NotEmpty(t, cl.Session)
+	return cl.Session
 }
 
 func TestE2ENodeKilledMidChat(t *testing.T) {
@@ -272,11 +304,36 @@ func TestE2ENodeKilledMidChat(t *testing.T) {
 		}
 	}
 
-	wait := chatAll(ctx, chatters, room.ID, 25, nil)
-	require.Eventually(t, func() bool { return totalAcks(chatters) >= 25 }, 20*time.Second, 10*time.Millisecond)
+	// Chat until stopped; the kill comes once every chatter has 10 acks,
+	// and the chat stops once every chatter, movers included, has 15 more
+	// after the kill: acked through the node it moved to.
+	stop := make(chan struct{})
+	wait := chatAll(ctx, chatters, room.ID, 0, stop)
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+			_ = wait()
+		}
+	}()
+	each := func(n func(*member) int) {
+		t.Helper()
+		for _, m := range chatters {
+			require.Eventually(t, func() bool { return m.ackCount() >= n(m) }, 30*time.Second, 10*time.Millisecond,
+				"%s stalled at %d acks, wanted %d: %s", m.user, m.ackCount(), n(m), m.summary())
+		}
+	}
+	each(func(*member) int { return 10 })
+	atKill := map[*member]int{}
+	for _, m := range chatters {
+		atKill[m] = m.ackCount()
+	}
 	killed := time.Now()
 	c.node(victim).p.kill()
 	t.Logf("killed %s with -9 after %d acked messages; ghost %s, movers %d", victim, totalAcks(chatters), ghost.user, len(movers))
+	each(func(m *member) int { return atKill[m] + 15 })
+	close(stop)
+	stopped = true
 	require.NoError(t, wait())
 
 	t.Run("its clients reconnect through the balancer to other nodes", func(t *testing.T) {
@@ -488,6 +545,12 @@ func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// A short lease, so the wait below outlasts a whole lease. A node's
+	// seat-renewal loop adopts a shorter lease only after the interval it
+	// is sleeping (lease/3 of the lease it started with: 10 s); until then
+	// a WebSocket seat of the new 3 s lease lapses unrenewed. Wait that out.
+	c.setSetting(ctx, "seat.lease_seconds", 3)
+	time.Sleep(12 * time.Second)
 
 	// One user, two devices: least_conn puts the second connection on
 	// another node. Closing one must not free the seat the other still
@@ -509,18 +572,35 @@ func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 	}
 
 	t.Run("the other connection keeps its seat and can speak", func(t *testing.T) {
-		// Give the phone's node time to act on the close before asking.
+		// The phone's node acted on the close once the phone's attachment
+		// is gone from the seat's record in Redis (the rooms package's
+		// lobby atts hash: user → {attachment id: …}; a WebSocket
+		// attachment id is ws:<node>:…): the laptop's is left alone.
+		atts := keyspace.New(c.redis.Prefix).Key("lobby", "devices", "atts")
+		var ids []string
 		require.Eventually(t, func() bool {
-			r, err := c.room(ctx, laptop.token, room.ID)
-			return err == nil && r.ID == room.ID
-		}, 5*time.Second, 50*time.Millisecond)
+			raw, err := c.redis.Client.HGet(ctx, atts, "twice").Result()
+			if err != nil {
+				return false
+			}
+			var byID map[string]json.RawMessage
+			if json.Unmarshal([]byte(raw), &byID) != nil {
+				return false
+			}
+			ids = slices.Sorted(maps.Keys(byID))
+			return len(ids) == 1
+		}, 15*time.Second, 20*time.Millisecond, "the phone's attachment was not detached: %v", ids)
+		require.True(t, strings.HasPrefix(ids[0], "ws:"+laptop.node()+":"), "the attachment left is the laptop's: %v", ids)
+
+		// Past a whole lease (3 s, renewed every second) and a sweep, the
+		// seat stays: the laptop's node renews the attachment left.
 		var members []string
 		seated := func() bool {
 			r, err := c.room(ctx, laptop.token, room.ID)
 			members = r.Members
 			return err == nil && slices.Contains(r.Members, "twice")
 		}
-		assert.Never(t, func() bool { return !seated() }, time.Second, 50*time.Millisecond, "seat freed: members %v", members)
+		assert.Never(t, func() bool { return !seated() }, 5*time.Second, 50*time.Millisecond, "seat freed: members %v", members)
 		_, err := laptop.say(ctx, room.ID, "still here", "after-close")
 		if !assert.NoError(t, err, "%s", laptop.summary()) {
 			start := time.Now()
