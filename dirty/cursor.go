@@ -55,8 +55,26 @@ func (t *Tracker) SetCursor(ctx context.Context, session string, cur map[string]
 }
 
 // Follow makes user a follower of topic (say a board the user posted to) for
-// Config.FollowTTL: MarkFollowers then reaches the user's sessions. It returns
-// an error wrapping ErrBadID or names.ErrBadName for bad input.
+// Config.FollowTTL: MarkFollowers then reaches the user's sessions. A user
+// follows at most Config.MaxFollows topics: a Follow past the cap drops the
+// topics followed longest ago, and the user from their followers.
+//
+// One pipelined round trip when nothing is dropped: a script adds the user
+// to the topic's followers SET and refreshes its TTL ({topic:T} slot), and
+// a script adds the topic to the user's follows ZSET, refreshes its TTL and
+// trims it to the cap ({user:U} slot); one more round trip SREMs the user
+// from each dropped topic's followers. The two slots cannot share a
+// transaction, so a failure may leave them apart, each side still bounded
+// by its TTL: with the followers side missed, the topic is listed by
+// Following but its changes do not mark the user; with the follows side
+// missed, the user is marked but the topic is not listed and never dropped
+// by the cap, until the followers SET lapses FollowTTL after the topic's
+// last Follow; with the SREM missed, a dropped topic still marks the user
+// until that SET lapses. Follow is idempotent: a retry (the next post)
+// repairs the first two.
+//
+// It returns an error wrapping ErrBadID or names.ErrBadName for bad input,
+// or the Redis error.
 func (t *Tracker) Follow(ctx context.Context, topic, user string) error {
 	if err := checkID("topic", topic); err != nil {
 		return fmt.Errorf("dirty: follow: %w", err)
@@ -64,25 +82,31 @@ func (t *Tracker) Follow(ctx context.Context, topic, user string) error {
 	if err := names.User(user); err != nil {
 		return fmt.Errorf("dirty: follow: %w", err)
 	}
-	key := t.k.followers(topic)
-	_, err := t.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.SAdd(ctx, key, user)
-		pipe.PExpire(ctx, key, t.follow)
-		return nil
-	})
+	now := t.now()
+	ttl := t.follow.Milliseconds()
+	var index *redis.Cmd
+	_, err := pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
+		followersScript.EvalSha(ctx, pipe, []string{t.k.followers(topic)}, user, ttl)
+		index = indexScript.EvalSha(ctx, pipe, []string{t.k.follows(user)}, now.UnixMilli(), now.Add(t.follow).UnixMilli(), ttl, t.maxFol, topic)
+	}, followersScript, indexScript)
 	if err != nil {
 		return fmt.Errorf("dirty: follow %s: %w", topic, err)
 	}
-	// The user's own index of what it follows (Following), in the user's
-	// slot: a second transaction, since one can't span two slots.
-	follows := t.k.follows(user)
-	_, err = t.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.ZAdd(ctx, follows, redis.Z{Score: float64(t.now().Add(t.follow).UnixMilli()), Member: topic})
-		pipe.PExpire(ctx, follows, t.follow)
+	dropped := stringsOf(index.Val())
+	if len(dropped) == 0 {
+		return nil
+	}
+	t.metrics.droppedFollows.Add(float64(len(dropped)))
+	_, err = t.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, d := range dropped {
+			if checkID("topic", d) == nil {
+				pipe.SRem(ctx, t.k.followers(d), user)
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("dirty: follow %s: %w", topic, err)
+		return fmt.Errorf("dirty: follow %s: unfollow %d dropped topics: %w", topic, len(dropped), err)
 	}
 	return nil
 }

@@ -15,9 +15,10 @@
 //	chatd:{session:S}:mask      STRING  the dirty bitmap
 //	chatd:{session:S}:waiters   SET     wake channels of nodes where a long poll waits
 //	chatd:{session:S}:cursor    HASH    room -> last delivered message id
-//	chatd:{user:U}:dirty:sessions  ZSET session -> expiry, for MarkUsers
-//	chatd:dirty:sessions        ZSET    session -> expiry, for MarkAll
+//	chatd:{user:U}:dirty:sessions  ZSET session -> expiry, for MarkUsers (capped)
+//	chatd:dirty:sessions        ZSET    session -> expiry, for MarkAll (swept)
 //	chatd:{topic:T}:followers   SET     users to mark when topic (a board) changes
+//	chatd:{user:U}:dirty:follows   ZSET topic -> lapse, what U follows (capped)
 //	chatd:dirty:wake:<node>     channel a node's long-poll wake-ups
 //
 // Marking is lua/session_mark.lua per session ([EXISTS], SETBIT, [PEXPIRE],
@@ -32,6 +33,44 @@
 // one wake per registration), so the poll wakes within a pub/sub hop of the
 // mark on any node and takes again. Wake-ups lost while the Bus was
 // reconnecting are covered by waking every local waiter on Resubscribed.
+//
+// # What is bounded, and how
+//
+// Nothing a client does grows these keys without bound; every key has a TTL.
+//
+//   - A user's session index holds at most Config.MaxSessionsPerUser (10)
+//     sessions. Open adds to it with lua/index_add.lua, which in the same
+//     step removes expired entries ([ZREMRANGEBYSCORE]), [ZADD]s the session
+//     and, past the cap, drops the sessions renewed longest ago ([ZRANGE],
+//     [ZREM]); Go then ZREMs them from the live set. A dropped session's own
+//     keys expire by SessionTTL. So a message to a room of a user who opened
+//     2,000 sessions marks 10 of them, not 2,000 (TestSessionsPerUserCapped:
+//     15 commands per message for that room of 3 users instead of 2,005).
+//     The naive index, one ZADD per Open trimmed only of expired entries,
+//     grows with every token a client mints within a TTL, and every message
+//     pays for all of them.
+//   - The live set (MarkAll's) is trimmed of every session whose expiry score
+//     passed, by MarkAll itself and by Sweep, which a node calls
+//     periodically: it holds the sessions opened or renewed within
+//     SessionTTL, plus at most one sweep period of expired ones. It is the
+//     one key without a hash tag of a unit; a TTL on it would not help (it is
+//     written on every Open, so it would never lapse), trimming by score does.
+//   - A user follows at most Config.MaxFollows (100) topics: Follow runs
+//     lua/followers_add.lua on the topic ([SADD] and PEXPIRE FollowTTL in one
+//     step, so a followers SET never exists without a TTL) and
+//     lua/index_add.lua on the user's follows in one pipeline, then [SREM]s
+//     the user from the followers of every topic the cap dropped. The two
+//     sides are in different slots ({topic:T}, {user:U}), so no transaction
+//     spans them: a failure between them leaves the user marked for a topic
+//     it no longer lists, or listing one it is not marked for, until the next
+//     Follow repairs it or the followers SET lapses FollowTTL after its last
+//     Follow (Follow's doc lists each case).
+//
+// What remains proportional to use rather than capped: a followers SET keeps
+// a user whose follow lapsed without being dropped by the cap for as long as
+// others keep following the topic (SMEMBERS returns them; MarkUsers finds no
+// live session for most of them). It is bounded by the users who followed
+// the topic since it was last idle for FollowTTL.
 //
 // # Why bitmask dirty flags
 //
@@ -54,7 +93,8 @@
 // wait scripts are atomic on one Cluster slot and sessions spread evenly over
 // the shards; a MarkUsers pipeline fans out to every shard in parallel. The
 // two session indexes are per user ({user:U}) and global (one key on one
-// shard, written once per session per SessionTTL/4, read by MarkAll only).
+// shard, written once per session per SessionTTL/4, read by MarkAll and
+// trimmed by MarkAll and Sweep).
 //
 // [SETBIT]: https://redis.io/commands/setbit/
 // [GETDEL]: https://redis.io/commands/getdel/
@@ -66,4 +106,9 @@
 // [DEL]: https://redis.io/commands/del/
 // [ZRANGEBYSCORE]: https://redis.io/commands/zrangebyscore/
 // [ZSCAN]: https://redis.io/commands/zscan/
+// [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/
+// [ZADD]: https://redis.io/commands/zadd/
+// [ZRANGE]: https://redis.io/commands/zrange/
+// [ZREM]: https://redis.io/commands/zrem/
+// [SREM]: https://redis.io/commands/srem/
 package dirty

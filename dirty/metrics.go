@@ -3,12 +3,17 @@ package dirty
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	opened  prometheus.Counter
-	marked  prometheus.Counter
-	dirty   prometheus.Counter
-	clean   prometheus.Counter
-	wakes   prometheus.Counter
-	waiting prometheus.Gauge
+	opened prometheus.Counter
+	// droppedSessions and droppedFollows count what the caps dropped;
+	// swept counts expired sessions trimmed from the live set.
+	droppedSessions prometheus.Counter
+	droppedFollows  prometheus.Counter
+	swept           prometheus.Counter
+	marked          prometheus.Counter
+	dirty           prometheus.Counter
+	clean           prometheus.Counter
+	wakes           prometheus.Counter
+	waiting         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -22,6 +27,15 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		marked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatd_dirty_marks_total", Help: "Live sessions marked dirty (one per session per Mark call).",
 		}),
+		droppedSessions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_dirty_sessions_dropped_total", Help: "Sessions dropped from their user's index by MaxSessionsPerUser.",
+		}),
+		droppedFollows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_dirty_follows_dropped_total", Help: "Follows dropped by MaxFollows.",
+		}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_dirty_sessions_swept_total", Help: "Expired sessions trimmed from the live set by Sweep and MarkAll.",
+		}),
 		dirty: takes.WithLabelValues("dirty"),
 		clean: takes.WithLabelValues("clean"),
 		wakes: prometheus.NewCounter(prometheus.CounterOpts{
@@ -32,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.opened, m.marked, takes, m.wakes, m.waiting)
+		reg.MustRegister(m.opened, m.droppedSessions, m.droppedFollows, m.swept, m.marked, takes, m.wakes, m.waiting)
 	}
 	return m
 }

@@ -17,6 +17,14 @@ var (
 	markSrc    string
 	markScript = redis.NewScript(markSrc)
 
+	//go:embed lua/index_add.lua
+	indexSrc    string
+	indexScript = redis.NewScript(indexSrc)
+
+	//go:embed lua/followers_add.lua
+	followersSrc    string
+	followersScript = redis.NewScript(followersSrc)
+
 	//go:embed lua/session_wait.lua
 	waitSrc    string
 	waitScript = redis.NewScript(waitSrc)

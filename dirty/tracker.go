@@ -30,6 +30,13 @@ type Config struct {
 	SessionTTL time.Duration
 	// FollowTTL is how long a Follow lasts without being repeated; 0 = 7 days.
 	FollowTTL time.Duration
+	// MaxSessionsPerUser caps a user's session index (what MarkUsers
+	// reaches): an Open past it drops the user's sessions renewed longest
+	// ago from the index and from the live set; 0 = DefaultMaxSessionsPerUser.
+	MaxSessionsPerUser int
+	// MaxFollows caps the topics a user follows: a Follow past it drops the
+	// topic followed longest ago; 0 = DefaultMaxFollows.
+	MaxFollows int
 	// Batch is how many sessions one MarkAll/MarkSessions pipeline marks;
 	// 0 = 500.
 	Batch int
@@ -42,6 +49,14 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// Defaults of the caps in Config.
+const (
+	// DefaultMaxSessionsPerUser is Config.MaxSessionsPerUser's default.
+	DefaultMaxSessionsPerUser = 10
+	// DefaultMaxFollows is Config.MaxFollows's default.
+	DefaultMaxFollows = 100
+)
+
 // Tracker keeps the per-session dirty bitmasks of REST pollers. It is safe
 // for concurrent use. Producers call the Mark methods; the poll handler calls
 // Open then Take or Wait.
@@ -52,6 +67,8 @@ type Tracker struct {
 	ttl     time.Duration
 	follow  time.Duration
 	batch   int
+	maxSess int
+	maxFol  int
 	now     func() time.Time
 	log     *slog.Logger
 	metrics metrics
@@ -80,6 +97,12 @@ func New(rdb redis.UniversalClient, cfg Config) *Tracker {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 500
 	}
+	if cfg.MaxSessionsPerUser <= 0 {
+		cfg.MaxSessionsPerUser = DefaultMaxSessionsPerUser
+	}
+	if cfg.MaxFollows <= 0 {
+		cfg.MaxFollows = DefaultMaxFollows
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -94,6 +117,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Tracker {
 		ttl:     cfg.SessionTTL,
 		follow:  cfg.FollowTTL,
 		batch:   cfg.Batch,
+		maxSess: cfg.MaxSessionsPerUser,
+		maxFol:  cfg.MaxFollows,
 		now:     cfg.Now,
 		log:     cfg.Logger.With("component", "dirty", "node", cfg.Node),
 		metrics: newMetrics(cfg.Registerer),
@@ -109,7 +134,17 @@ func New(rdb redis.UniversalClient, cfg Config) *Tracker {
 // full state, and created is true. Call it on every poll, before Take or
 // Wait: a renewal costs one pipelined round trip, and this node sends it at
 // most once per SessionTTL/4 per session, so most polls pay nothing for it.
-// It returns an error wrapping ErrBadID or names.ErrBadName for bad input.
+//
+// The user's session index keeps Config.MaxSessionsPerUser sessions: when
+// this one is one too many, the sessions renewed longest ago are dropped
+// from the index by the same script (MarkUsers no longer reaches them) and
+// then from the live set (nor MarkAll) in one more round trip (logged, not
+// returned, when it fails: a Sweep trims them later); their own keys expire
+// by the session TTL. A dropped session that still polls is
+// added back by its next renewal, dropping the next oldest in turn.
+//
+// It returns an error wrapping ErrBadID or names.ErrBadName for bad input,
+// or the Redis error.
 func (t *Tracker) Open(ctx context.Context, session, user string) (created bool, err error) {
 	if err := checkID("session", session); err != nil {
 		return false, fmt.Errorf("dirty: open: %w", err)
@@ -121,17 +156,14 @@ func (t *Tracker) Open(ctx context.Context, session, user string) (created bool,
 	if t.renewed.fresh(now, session, user) {
 		return false, nil
 	}
-	exp := float64(now.Add(t.ttl).UnixMilli())
-	var open *redis.Cmd
+	exp := now.Add(t.ttl).UnixMilli()
+	var open, index *redis.Cmd
 	_, err = pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
 		args := append([]any{user, t.ttl.Milliseconds()}, AllSections.offsets()...)
 		open = openScript.EvalSha(ctx, pipe, []string{t.k.owner(session), t.k.mask(session), t.k.cursor(session)}, args...)
-		us := t.k.userSessions(user)
-		pipe.ZRemRangeByScore(ctx, us, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
-		pipe.ZAdd(ctx, us, redis.Z{Score: exp, Member: session})
-		pipe.PExpire(ctx, us, t.ttl)
-		pipe.ZAdd(ctx, t.k.liveSessions(), redis.Z{Score: exp, Member: session})
-	}, openScript)
+		index = indexScript.EvalSha(ctx, pipe, []string{t.k.userSessions(user)}, now.UnixMilli(), exp, t.ttl.Milliseconds(), t.maxSess, session)
+		pipe.ZAdd(ctx, t.k.liveSessions(), redis.Z{Score: float64(exp), Member: session})
+	}, openScript, indexScript)
 	if err != nil {
 		return false, fmt.Errorf("dirty: open %s: %w", session, err)
 	}
@@ -140,7 +172,32 @@ func (t *Tracker) Open(ctx context.Context, session, user string) (created bool,
 	if created {
 		t.metrics.opened.Inc()
 	}
+	if dropped := stringsOf(index.Val()); len(dropped) > 0 {
+		t.metrics.droppedSessions.Add(float64(len(dropped)))
+		members := make([]any, len(dropped))
+		for i, s := range dropped {
+			members[i] = s
+		}
+		if err := t.rdb.ZRem(ctx, t.k.liveSessions(), members...).Err(); err != nil {
+			// Open itself succeeded, so the poll goes on: the dropped
+			// sessions stay in the live set until their expiry score
+			// passes and a Sweep or MarkAll trims them.
+			t.log.Warn("dropping sessions from the live set", "user", user, "sessions", len(dropped), "err", err)
+		}
+	}
 	return created, nil
+}
+
+// stringsOf returns the strings of a script's array reply.
+func stringsOf(v any) []string {
+	vals, _ := v.([]any)
+	out := make([]string, 0, len(vals))
+	for _, x := range vals {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Take reads and clears the session's dirty mask in ONE Redis command
@@ -256,9 +313,10 @@ func (t *Tracker) sessionsOf(ctx context.Context, users []string) ([]string, err
 }
 
 // MarkAll makes bits dirty in every live session (a setting changed, a
-// notice was posted): it trims expired sessions, then walks the live set with
-// [ZSCAN] and marks each page in one pipeline of up to Config.Batch sessions.
-// A session opened during the walk may be missed; it starts all dirty anyway.
+// notice was posted): it trims expired sessions (as Sweep does), then walks
+// the live set with [ZSCAN] and marks each page in one pipeline of up to
+// Config.Batch sessions. A session opened during the walk may be missed; it
+// starts all dirty anyway. It returns the Redis error.
 //
 // [ZSCAN]: https://redis.io/commands/zscan/
 func (t *Tracker) MarkAll(ctx context.Context, bits Mask) error {
@@ -267,7 +325,7 @@ func (t *Tracker) MarkAll(ctx context.Context, bits Mask) error {
 	}
 	key := t.k.liveSessions()
 	now := t.now().UnixMilli()
-	if err := t.rdb.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(now, 10)).Err(); err != nil {
+	if _, err := t.sweep(ctx, now); err != nil {
 		return fmt.Errorf("dirty: mark all %s: %w", bits, err)
 	}
 	var cursor uint64
@@ -294,6 +352,33 @@ func (t *Tracker) MarkAll(ctx context.Context, bits Mask) error {
 			return nil
 		}
 	}
+}
+
+// Sweep removes from the live set (the global index MarkAll walks) every
+// session whose expiry score has passed: one [ZREMRANGEBYSCORE]. Opens add
+// to that set and only Sweep and MarkAll trim it, so a node calls Sweep
+// periodically (every minute, or SessionTTL/4, whichever is shorter); then
+// the set holds the sessions opened or renewed within SessionTTL plus at
+// most one period of expired ones. It returns how many it removed, or the
+// Redis error.
+//
+// [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/
+func (t *Tracker) Sweep(ctx context.Context) (removed int, err error) {
+	n, err := t.sweep(ctx, t.now().UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("dirty: sweep: %w", err)
+	}
+	return n, nil
+}
+
+// sweep trims the live set of sessions expired at now (unix ms).
+func (t *Tracker) sweep(ctx context.Context, now int64) (int, error) {
+	n, err := t.rdb.ZRemRangeByScore(ctx, t.k.liveSessions(), "-inf", strconv.FormatInt(now, 10)).Result()
+	if err != nil {
+		return 0, err
+	}
+	t.metrics.swept.Add(float64(n))
+	return int(n), nil
 }
 
 // checkID checks a session or topic id before it becomes part of a key.
