@@ -59,6 +59,7 @@ type hubRoom struct {
 type event struct {
 	id    string
 	frame []byte
+	from  string // the typing user: not relayed back to that user
 }
 
 func newHub(n *Node) *Hub {
@@ -272,6 +273,7 @@ func parseEvent(p []byte) (event, bool) {
 	}
 	var head struct {
 		Type    string `json:"type"`
+		User    string `json:"user"`
 		Message struct {
 			ID string `json:"id"`
 		} `json:"message"`
@@ -284,6 +286,9 @@ func parseEvent(p []byte) (event, bool) {
 			return event{}, false
 		}
 		return event{id: head.Message.ID, frame: p}, true
+	}
+	if head.Type == "typing" {
+		return event{frame: p, from: head.User}, true
 	}
 	return event{frame: p}, true
 }
@@ -308,6 +313,9 @@ func (r *hubRoom) broadcast(id string, frame []byte) { r.fanout(event{id: id, fr
 func (r *hubRoom) fanout(ev event) {
 	r.mu.Lock()
 	for c := range r.members {
+		if ev.from != "" && c.user == ev.from {
+			continue
+		}
 		c.receive(r.id, ev)
 	}
 	n := len(r.members)

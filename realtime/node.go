@@ -85,6 +85,7 @@ type Node struct {
 
 	marks   coalescer
 	modc    modCache
+	typing  throttle
 	rest    restSessions
 	renewed renewals
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/identity"
@@ -284,4 +286,81 @@ func (n *Node) SignedOut(user, holder string) {
 			c.Close(CloseSessionEnded, "signed out")
 		}
 	}
+}
+
+// Typing relays a typing indicator of the client's user to the room's
+// other members on every node: never stored, at most one per user and room
+// every TypingEvery (more are dropped silently). The client must be in the
+// room.
+func (c *Client) Typing(ctx context.Context, room string) error {
+	if !c.InRoom(room) {
+		return rooms.ErrNotSeated
+	}
+	if !c.node.typing.allow(c.user+"\x00"+room, time.Now()) {
+		return nil
+	}
+	return c.node.rooms.PublishTyping(ctx, room, c.user)
+}
+
+// Read records that the client's user has read room up to message id.
+func (c *Client) Read(ctx context.Context, room, id string) error {
+	return c.node.rooms.MarkRead(ctx, room, c.user, id)
+}
+
+// TypingEvery is the least time between two relayed typing events of one
+// user in one room.
+const TypingEvery = 2 * time.Second
+
+// throttle lets one event per key through every TypingEvery.
+type throttle struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (t *throttle) allow(key string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[string]time.Time{}
+	}
+	if last, ok := t.last[key]; ok && now.Sub(last) < TypingEvery {
+		return false
+	}
+	if len(t.last) > 100_000 {
+		for k, v := range t.last {
+			if now.Sub(v) >= TypingEvery {
+				delete(t.last, k)
+			}
+		}
+	}
+	t.last[key] = now
+	return true
+}
+
+// Unread returns, for each room user is seated in (on any node, over
+// WebSocket or REST), the messages after the user's last-read id, capped.
+func (n *Node) Unread(ctx context.Context, user, session string) (map[string]int, error) {
+	set := map[string]struct{}{}
+	st, err := n.presence.Get(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range st.Rooms {
+		set[r] = struct{}{}
+	}
+	cur, err := n.dirty.Cursors(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	for r := range cur {
+		set[r] = struct{}{}
+	}
+	list := make([]string, 0, len(set))
+	for r := range set {
+		list = append(list, r)
+	}
+	if len(list) == 0 {
+		return map[string]int{}, nil
+	}
+	return n.rooms.Unread(ctx, user, list)
 }

@@ -72,6 +72,7 @@ var errorTable = []mapping{
 	{realtime.ErrMuted, http.StatusForbidden, "muted"},
 	{realtime.ErrBanned, http.StatusForbidden, "banned"},
 	{identity.ErrNameTaken, http.StatusConflict, "name_taken"},
+	{rooms.ErrNoMessage, http.StatusNotFound, "unknown_message"},
 	{moderation.ErrBadDuration, http.StatusBadRequest, "bad_request"},
 	{moderation.ErrBadReason, http.StatusBadRequest, "bad_request"},
 	{rooms.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},

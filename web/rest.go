@@ -35,6 +35,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 	api.Post("/notices", admin, s.postNotice)
 
 	s.gameRoutes(api, user, admin)
+	s.chatRoutes(api, user, admin)
 	api.Get("/poll", user, s.poll)
 }
 
@@ -218,3 +219,5 @@ func intQuery(c *fiber.Ctx, name string, def, min, max int) (int, error) {
 	}
 	return n, nil
 }
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

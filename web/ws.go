@@ -196,6 +196,7 @@ type inFrame struct {
 	Text  string `json:"text"`
 	Ref   string `json:"ref"`
 	After string `json:"after"`
+	ID    string `json:"id"`
 }
 
 // decodeFrame decodes a client frame strictly: one JSON object with a
@@ -241,8 +242,12 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 		err = c.Leave(fctx, f.Room)
 	case "resume":
 		err = c.Resume(fctx, f.Room, f.After)
+	case "typing":
+		err = c.Typing(fctx, f.Room)
+	case "read":
+		err = c.Read(fctx, f.Room, f.ID)
 	default:
-		err = errf(http.StatusBadRequest, "unknown_type", "unknown frame type %q; use join, say, leave, resume or ping", clipText(f.Type, 40))
+		err = errf(http.StatusBadRequest, "unknown_type", "unknown frame type %q; use join, say, leave, resume, typing, read or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		c.ReportError(err, f.Room, f.Ref)

@@ -1,0 +1,171 @@
+package web
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/chatd/chatd/moderation"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/rooms"
+)
+
+// chatRoutes are the second wave's chat endpoints: lobbies, unread counts,
+// read marks, moderation and message removal.
+func (s *Server) chatRoutes(api fiber.Router, user, admin fiber.Handler) {
+	api.Get("/lobbies", user, s.listLobbies)
+	api.Get("/unread", user, s.unread)
+	api.Post("/rooms/:room/read", user, s.markRead)
+	api.Delete("/rooms/:room/messages/:id", admin, s.removeMessage)
+
+	api.Get("/moderation", admin, s.listModeration)
+	api.Post("/moderation/kick", admin, s.kick)
+	api.Post("/moderation/mute", admin, s.mute)
+	api.Post("/moderation/ban", admin, s.ban)
+	api.Delete("/moderation/mute/:user", admin, s.unmute)
+	api.Delete("/moderation/ban/:user", admin, s.unban)
+}
+
+func (s *Server) listLobbies(c *fiber.Ctx) error {
+	limit, err := intQuery(c, "limit", rooms.DefaultLobbiesLimit, 1, rooms.MaxLobbiesLimit)
+	if err != nil {
+		return err
+	}
+	ls, err := s.node.Rooms().Lobbies(c.UserContext(), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]fiber.Map, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, fiber.Map{"lobby": l.Lobby, "online": l.Online, "rooms": l.Rooms})
+	}
+	return c.JSON(fiber.Map{"lobbies": out})
+}
+
+func (s *Server) unread(c *fiber.Ctx) error {
+	sess := sessionOf(c)
+	counts, err := s.node.Unread(c.UserContext(), sess.User, sess.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"rooms": counts})
+}
+
+func (s *Server) markRead(c *fiber.Ctx) error {
+	var req struct {
+		ID string `json:"id"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.ID == "" {
+		return errf(http.StatusBadRequest, "bad_request", `send {"id": "<message id>"}: the last message read`)
+	}
+	if err := s.node.Rooms().MarkRead(c.UserContext(), c.Params("room"), sessionOf(c).User, req.ID); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (s *Server) removeMessage(c *fiber.Ctx) error {
+	room, id := c.Params("room"), c.Params("id")
+	if err := s.node.Rooms().Remove(c.UserContext(), room, id); err != nil {
+		return err
+	}
+	s.log.Info("admin removed a message", "room", room, "id", id, "from", s.clientIP(c))
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (s *Server) listModeration(c *fiber.Ctx) error {
+	mutes, bans, err := s.node.Moderation().List(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"mutes": entriesOf(mutes), "bans": entriesOf(bans)})
+}
+
+func entriesOf(es []moderation.Entry) []fiber.Map {
+	out := make([]fiber.Map, 0, len(es))
+	for _, e := range es {
+		out = append(out, fiber.Map{"user": e.User, "until": e.Until.UTC().Format(time.RFC3339), "reason": e.Reason})
+	}
+	return out
+}
+
+type modReq struct {
+	User    string `json:"user"`
+	Seconds *int64 `json:"seconds"`
+	Reason  string `json:"reason"`
+}
+
+func (s *Server) decodeMod(c *fiber.Ctx, needSeconds bool) (modReq, time.Duration, error) {
+	var req modReq
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return req, 0, err
+	}
+	if err := names.User(req.User); err != nil {
+		return req, 0, err
+	}
+	if !needSeconds {
+		return req, 0, nil
+	}
+	max := int64(moderation.MaxDuration / time.Second)
+	if req.Seconds == nil || *req.Seconds < 1 || *req.Seconds > max {
+		got := "nothing"
+		if req.Seconds != nil {
+			got = itoa64(*req.Seconds)
+		}
+		return req, 0, errf(http.StatusBadRequest, "bad_request", "seconds must be an integer from 1 to %d; got %s", max, got)
+	}
+	return req, time.Duration(*req.Seconds) * time.Second, nil
+}
+
+func (s *Server) kick(c *fiber.Ctx) error {
+	req, _, err := s.decodeMod(c, false)
+	if err != nil {
+		return err
+	}
+	if err := s.node.Moderation().Kick(c.UserContext(), req.User, req.Reason); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (s *Server) mute(c *fiber.Ctx) error {
+	req, d, err := s.decodeMod(c, true)
+	if err != nil {
+		return err
+	}
+	until, err := s.node.Moderation().Mute(c.UserContext(), req.User, d, req.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"until": until.UTC().Format(time.RFC3339)})
+}
+
+func (s *Server) ban(c *fiber.Ctx) error {
+	req, d, err := s.decodeMod(c, true)
+	if err != nil {
+		return err
+	}
+	until, err := s.node.Moderation().Ban(c.UserContext(), req.User, d, req.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"until": until.UTC().Format(time.RFC3339)})
+}
+
+func (s *Server) unmute(c *fiber.Ctx) error {
+	if err := s.node.Moderation().Unmute(c.UserContext(), c.Params("user")); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (s *Server) unban(c *fiber.Ctx) error {
+	if err := s.node.Moderation().Unban(c.UserContext(), c.Params("user")); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
