@@ -17,7 +17,8 @@
 // can be found by name. Rank 0 is the best.
 //
 // Commands: the post script (lua/board_post.lua) does [HGET], [INCR], [ZREM],
-// [ZADD], [HSET], [EXPIREAT] and [ZRANK] atomically; Top is [ZRANGE]; Get and
+// [ZADD], [HSET], [EXPIREAT] (or [PEXPIRE], or [PERSIST]) and [ZRANK]
+// atomically; Top is [ZRANGE]; Get and
 // Ranks run one script of [HMGET] and [ZRANK] per player; Around one script of
 // [HGET], [ZRANK] and [ZRANGE]; Range is [ZLEXCOUNT] and [ZRANGEBYLEX] in one
 // MULTI. Each is one round trip and O(log N) per entry read.
@@ -56,8 +57,38 @@
 // A board named "name@daily" or "name@weekly" maps to one unit per UTC day or
 // ISO week (Monday 00:00 UTC): {lb:name@daily:2026-11-30},
 // {lb:name@weekly:2026-W49}. Each post sets EXPIREAT to the end of the
-// period plus Config.Grace, a time every node computes alike from the period;
-// all-time boards have no TTL. Reads always use the current period.
+// period plus Config.Grace, a time every node computes alike from the period.
+// Reads always use the current period.
+//
+// # What is bounded: idle boards expire
+//
+// Any user may name a new board by posting to it, so boards that nobody
+// keeps would pile up for ever. An all-time board expires Config.IdleTTL (30
+// days) after its last post: every post, changed or not, sets [PEXPIRE] on
+// its three keys in the post script, so they carry one expiry and go
+// together (a script runs at one frozen time and sees all three or none;
+// were the player hash to outlive the ZSET, a later post would read a rev:seq
+// whose member is gone). Boards named by Config.Permanent (the ones the
+// operator created or lists in settings) never expire, and a post to one
+// that had a TTL removes it ([PERSIST]), so declaring a board permanent
+// later keeps it. Periodic boards keep their period's expiry. Exists (one
+// [EXISTS]) lets the web layer tell the creation of a board from a post to
+// an existing one and rate-limit creations per user; together a user can
+// keep at most (creations per minute × IdleTTL) boards alive, and only by
+// posting to each of them.
+//
+// The naive alternatives fail: no TTL keeps every board ever named; a TTL
+// set once at creation deletes busy boards; a TTL on the ZSET alone leaves
+// the player hash and counter behind, and a board that reappears then
+// ranks players by a hash that no longer matches its members.
+//
+// # Many boards at once
+//
+// GetMany reads one player's entry on many boards in one pipeline of the
+// read script, one per board (the boards are different units, so no single
+// script may read them; on a Cluster the pipeline is split per shard and
+// sent in parallel). A poll that shows a player's place on ten boards pays
+// one round trip, not ten.
 //
 // # Unit and scale
 //
@@ -88,4 +119,7 @@
 // [ZRANGEBYLEX]: https://redis.io/commands/zrangebylex/
 // [ZLEXCOUNT]: https://redis.io/commands/zlexcount/
 // [EXPIREAT]: https://redis.io/commands/expireat/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
+// [PERSIST]: https://redis.io/commands/persist/
+// [EXISTS]: https://redis.io/commands/exists/
 package ranking

@@ -98,10 +98,19 @@ func TestPeriodicBoards(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"c"}, players(top))
 	})
-	t.Run("an all-time board has no TTL", func(t *testing.T) {
+	t.Run("an all-time board expires IdleTTL after its last post", func(t *testing.T) {
 		post(t, s, "clicks", "a", "1", Best)
 		for _, key := range []string{boardKey(s.sp, "clicks"), playersKey(s.sp, "clicks"), seqKey(s.sp, "clicks")} {
-			assert.Equal(t, time.Duration(-1), ttl(t, key), key)
+			assert.InDelta(t, DefaultIdleTTL.Seconds(), ttl(t, key).Seconds(), 5, key)
+		}
+	})
+	t.Run("a periodic board keeps its period's expiry, not the idle one", func(t *testing.T) {
+		clk.Set(today.Add(time.Hour))
+		post(t, s, "laps@daily", "a", "1", Best)
+		post(t, s, "laps@daily", "a", "0", Best) // unchanged: no expiry written
+		id := "laps@daily:" + today.Format(time.DateOnly)
+		for _, key := range []string{boardKey(s.sp, id), playersKey(s.sp, id), seqKey(s.sp, id)} {
+			assertExpiresAt(t, key, today.AddDate(0, 0, 1).Add(time.Hour))
 		}
 	})
 	t.Run("a period whose grace has passed is gone", func(t *testing.T) {

@@ -31,8 +31,11 @@ const (
 	MaxLimit      = 1000 // the largest limit of Top and Range
 	DefaultRadius = 10   // the radius of Around when the client gives none
 	MaxRadius     = 500  // the largest radius of Around (2*500+1 entries)
-	MaxBatch      = 1000 // the most players one Ranks call may ask for
+	MaxBatch      = 1000 // the most players one Ranks call, or boards one GetMany call, may ask for
 	DefaultGrace  = 24 * time.Hour
+	// DefaultIdleTTL is how long a board that is neither periodic nor
+	// permanent lives after its last post.
+	DefaultIdleTTL = 30 * 24 * time.Hour
 )
 
 // Entry is a player's place on a board. Rank 0 is the best; of equal scores,
@@ -54,6 +57,17 @@ type Config struct {
 	// late jobs that read the finished board); zero means DefaultGrace (24h),
 	// negative means none: the keys expire when the period ends.
 	Grace time.Duration
+	// IdleTTL is how long an all-time board (not "@daily" or "@weekly") that
+	// is not Permanent lives after its last post: every post, changed or not,
+	// sets it again on all of the board's keys, which then expire together.
+	// Zero means DefaultIdleTTL (30 days); negative means never (every
+	// all-time board is permanent).
+	IdleTTL time.Duration
+	// Permanent, when set, says which all-time boards never expire (the ones
+	// an operator created, or named in settings); it is asked on every post.
+	// A post to a board it names removes any TTL the board had. nil means
+	// none is: every all-time board expires IdleTTL after its last post.
+	Permanent func(board string) bool
 	// Registerer receives the package's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// OnChange, when set, is called after every post that changed a board
@@ -70,6 +84,8 @@ type Service struct {
 	sp       keyspace.Space
 	now      func() time.Time
 	grace    time.Duration
+	idle     time.Duration
+	perm     func(board string) bool
 	onChange func(ctx context.Context, board string, e Entry)
 	m        *metrics
 }
@@ -82,6 +98,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Service {
 		sp:       keyspace.New(cfg.Prefix),
 		now:      cfg.Now,
 		grace:    cfg.Grace,
+		idle:     cfg.IdleTTL,
+		perm:     cfg.Permanent,
 		onChange: cfg.OnChange,
 		m:        newMetrics(cfg.Registerer),
 	}
@@ -94,13 +112,22 @@ func New(rdb redis.UniversalClient, cfg Config) *Service {
 	case s.grace < 0:
 		s.grace = 0
 	}
+	switch {
+	case s.idle == 0:
+		s.idle = DefaultIdleTTL
+	case s.idle < 0:
+		s.idle = 0
+	}
 	return s
 }
 
 // Post records score for player on board in mode (empty for Best) and returns
 // the player's entry after it. A post that leaves the score as it was (a lower
 // or equal best, an equal set, an incr by 0) changes nothing, not even the
-// time that orders equal scores.
+// time that orders equal scores — but it does keep an idle board alive: the
+// keys of an all-time board that is not Permanent expire Config.IdleTTL after
+// its last post, all together, and a periodic board's at the end of its
+// period plus Config.Grace.
 //
 // Errors: names.ErrBadName for a bad board or player name, ErrBadMode,
 // ErrBadScore for a score outside the domain or an incr whose sum would leave
@@ -116,13 +143,16 @@ func (s *Service) Post(ctx context.Context, board, player string, score Score, m
 	}
 	p := s.period(board)
 	hi, lo := splitScore(score)
-	expire := int64(0)
-	if !p.expireAt.IsZero() {
+	expire, idle := int64(0), int64(0)
+	switch {
+	case !p.expireAt.IsZero():
 		expire = p.expireAt.Unix()
+	case s.idle > 0 && (s.perm == nil || !s.perm(board)):
+		idle = max(1, s.idle.Milliseconds())
 	}
 	res, err := postScript.Run(ctx, s.rdb,
 		[]string{boardKey(s.sp, p.id), playersKey(s.sp, p.id), seqKey(s.sp, p.id)},
-		player, string(mode), hi, lo, expire).Slice()
+		player, string(mode), hi, lo, expire, idle).Slice()
 	if err != nil {
 		s.m.post(mode, "error")
 		var rerr redis.Error
@@ -264,20 +294,7 @@ func (s *Service) ranks(ctx context.Context, board string, players []string) ([]
 		return nil, fmt.Errorf("ranking: ranks script answered %d values for %d players", len(res), len(players))
 	}
 	for i, player := range players {
-		prefix, _ := res[2*i].(string)
-		rank, ok := res[2*i+1].(int64)
-		if !ok {
-			return nil, fmt.Errorf("ranking: ranks script answered %v", res[2*i+1])
-		}
-		out[i] = Entry{Player: player, Rank: rank}
-		if rank < 0 {
-			out[i].Rank = -1
-			continue
-		}
-		if len(prefix) != prefixLen {
-			return nil, fmt.Errorf("ranking: corrupt entry %q of %s", prefix, player)
-		}
-		if out[i].Score, err = scoreOfRev(prefix[:revWidth]); err != nil {
+		if out[i], err = entryOf(player, res[2*i], res[2*i+1]); err != nil {
 			return nil, err
 		}
 	}

@@ -8,7 +8,12 @@
 -- ARGV[3] hi, ARGV[4] lo: the score (the increment for incr) in thousandths, as
 --         hi*1e9 + lo with 0 <= lo < 1e9. Lua numbers are doubles, exact only up
 --         to 2^53, so 1e18 thousandths are handled as two base-1e9 limbs.
--- ARGV[5] unix seconds at which the board's keys expire, "0" for never
+-- ARGV[5] unix seconds at which the board's keys expire (a period of a
+--         periodic board: set on each post that changes it), "0" for none
+-- ARGV[6] idle TTL in ms (a board that expires when idle: set on every post,
+--         changed or not), "0" for none
+--         With both "0" the board is permanent: any TTL is removed (PERSIST),
+--         so a board declared permanent after it was created stops expiring.
 -- Returns {prefix, rank, changed}: the player's "rev:seq" after the post, its
 --         0-based rank, and 1 if the post changed the board, 0 if it left the
 --         score as it was (which then keeps its seq: its time).
@@ -74,9 +79,21 @@ if changed then
   redis.call('HSET', KEYS[2], player, prefix)
 end
 local rank = redis.call('ZRANK', KEYS[1], prefix .. ':' .. player)
-if changed and ARGV[5] ~= '0' then
+-- The three keys always carry the same expiry, so they expire together: a
+-- script sees them all or none (Redis freezes its clock for a script).
+if ARGV[5] ~= '0' then
+  if changed then
+    for i = 1, 3 do
+      redis.call('EXPIREAT', KEYS[i], ARGV[5])
+    end
+  end
+elseif ARGV[6] ~= '0' then
   for i = 1, 3 do
-    redis.call('EXPIREAT', KEYS[i], ARGV[5])
+    redis.call('PEXPIRE', KEYS[i], ARGV[6])
+  end
+else
+  for i = 1, 3 do
+    redis.call('PERSIST', KEYS[i])
   end
 end
 return {prefix, rank, changed and 1 or 0}
