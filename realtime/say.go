@@ -117,31 +117,54 @@ func (c *Client) sayWorker(ctx context.Context) {
 			return
 		}
 		s.mu.Unlock()
-		for _, r := range batch {
+		for len(batch) > 0 {
+			k := min(len(batch), maxSayBatch)
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			c.sayOne(sctx, r)
+			c.sayBatch(sctx, batch[:k])
 			cancel()
+			batch = batch[k:]
 		}
 	}
 }
 
-func (c *Client) sayOne(ctx context.Context, r sayReq) {
+// maxSayBatch bounds the says of one client sent in one pipeline.
+const maxSayBatch = 64
+
+// sayBatch sends a client's queued says in one pipelined round trip, in
+// order, and answers each (ack or error) in the same order.
+func (c *Client) sayBatch(ctx context.Context, batch []sayReq) {
 	n := c.node
-	msg, err := n.send(ctx, c.user, r.room, r.text)
-	if errors.Is(err, rooms.ErrNotSeated) && c.InRoom(r.room) {
-		// The seat went while this connection still shows the room (its
-		// lease ran out during an outage): take it back if it is free, and
-		// send once more.
-		if _, rerr := n.rooms.Reclaim(ctx, r.room, c.user, rooms.Attach{ID: c.id}); rerr == nil {
-			msg, err = n.send(ctx, c.user, r.room, r.text)
+	if err := n.checkMuted(ctx, c.user); err != nil {
+		for _, r := range batch {
+			n.reportError(c, err, r.room, r.ref)
 		}
-	}
-	if err != nil {
-		c.node.reportError(c, err, r.room, r.ref)
 		return
 	}
-	c.Good()
-	if r.ref != "" {
-		c.SendJSON(map[string]string{"type": "ack", "ref": r.ref, "id": msg.ID, "room": r.room})
+	reqs := make([]rooms.SendRequest, len(batch))
+	for i, r := range batch {
+		reqs[i] = rooms.SendRequest{Room: r.room, User: c.user, Text: r.text}
+	}
+	replies := n.rooms.SendMany(ctx, reqs, n.sendOptions())
+	for i, r := range batch {
+		res, err := replies[i].SendResult, replies[i].Err
+		if errors.Is(err, rooms.ErrNotSeated) && c.InRoom(r.room) {
+			// The seat went while this connection still shows the room (its
+			// lease ran out during an outage): take it back if it is free,
+			// and send once more.
+			if _, rerr := n.rooms.Reclaim(ctx, r.room, c.user, rooms.Attach{ID: c.id}); rerr == nil {
+				res, err = n.rooms.Send(ctx, r.room, c.user, r.text, n.sendOptions())
+			}
+		}
+		if err != nil {
+			n.reportError(c, err, r.room, r.ref)
+			continue
+		}
+		if res.HasREST {
+			n.markRoom(r.room, dirty.Of(dirty.Messages))
+		}
+		c.Good()
+		if r.ref != "" {
+			c.SendJSON(map[string]string{"type": "ack", "ref": r.ref, "id": res.Message.ID, "room": r.room})
+		}
 	}
 }

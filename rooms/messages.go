@@ -156,74 +156,143 @@ func (s *Service) Send(ctx context.Context, roomID, user, text string, opt SendO
 }
 
 func (s *Service) send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
-	lobby, seq, err := ParseRoom(roomID)
+	out := s.sendMany(ctx, []SendRequest{{Room: roomID, User: user, Text: text}}, opt)
+	return out[0].SendResult, out[0].Err
+}
+
+// SendRequest is one message of SendMany.
+type SendRequest struct{ Room, User, Text string }
+
+// SendReply is what SendMany did with one request: a result, or the error
+// Send would have returned.
+type SendReply struct {
+	SendResult
+	Err error
+}
+
+// SendMany sends several messages in one pipelined round trip, in order:
+// the send scripts reach Redis in the order given (one connection; on a
+// Redis Cluster the messages of one room share a slot, hence a node), so
+// one client's says are stored in the order sent without each waiting for
+// the previous one's answer. Each reply is what Send would have answered
+// for that message alone.
+func (s *Service) SendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
+	out := s.sendMany(ctx, reqs, opt)
+	for i := range out {
+		if out[i].Err != nil {
+			out[i].Err = fmt.Errorf("rooms: send to %s as %s: %w", reqs[i].Room, reqs[i].User, out[i].Err)
+		} else {
+			s.m.sent.Inc()
+		}
+	}
+	return out
+}
+
+type prepared struct {
+	m    Message
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+	err  error
+}
+
+func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time) prepared {
+	lobby, seq, err := ParseRoom(r.Room)
+	if err == nil {
+		err = names.User(r.User)
+	}
+	if err == nil && (r.Text == "" || !utf8.ValidString(r.Text)) {
+		err = ErrBadText
+	}
 	if err != nil {
-		return SendResult{}, err
+		return prepared{err: err}
 	}
-	if err := names.User(user); err != nil {
-		return SendResult{}, err
-	}
-	if text == "" || !utf8.ValidString(text) {
-		return SendResult{}, ErrBadText
-	}
-	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
-	m := Message{Room: roomID, From: user, Text: text, TS: now}
+	m := Message{Room: r.Room, From: r.User, Text: r.Text, TS: now}
 	pre, post, err := splitEvent(m)
 	if err != nil {
-		return SendResult{}, err
+		return prepared{err: err}
 	}
-	rate, burst := opt.Rate, max(opt.Burst, 1)
-	if rate < 0 {
-		rate = 0
+	rate, burst := max(opt.Rate, 0), max(opt.Burst, 1)
+	return prepared{m: m,
+		keys: []string{roomsKey(s.ks, lobby), seatsKey(s.ks, lobby, seq), historyKey(s.ks, lobby, seq),
+			rateKey(s.ks, lobby, r.User), restKey(s.ks, lobby, seq)},
+		args: []any{seq, r.User, now.UnixMilli(), s.historyMax, r.Text, channel(s.ks, lobby, seq), pre, post,
+			s.publish, rate, burst},
 	}
-	keys := []string{roomsKey(s.ks, lobby), seatsKey(s.ks, lobby, seq), historyKey(s.ks, lobby, seq),
-		rateKey(s.ks, lobby, user), restKey(s.ks, lobby, seq)}
-	args := []any{seq, user, now.UnixMilli(), s.historyMax, text, channel(s.ks, lobby, seq), pre, post,
-		s.publish, rate, burst}
+}
 
+func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
+	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
+	ps := make([]prepared, len(reqs))
 	pipe := s.rdb.Pipeline()
-	cmd := messageSendScript.EvalSha(ctx, pipe, keys, args...)
-	incr := pipe.Incr(ctx, messagesTotalKey(s.ks))
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	if isNoScript(cmd.Err()) {
-		cmd = messageSendScript.Run(ctx, s.rdb, keys, args...)
-	}
-	v, err := cmd.Slice()
-	if err == nil && len(v) == 0 {
-		err = errUnexpectedReply
-	}
-	if err == nil {
-		if id, ok := v[0].(string); ok && len(v) == 2 {
-			if incr.Err() != nil {
-				s.m.counterErrors.Inc()
-			}
-			rest, _ := v[1].(int64)
-			m.ID, err = padID(id)
-			return SendResult{Message: m, HasREST: rest > 0}, err
-		}
-		switch v[0] {
-		case int64(0):
-			err = ErrNotSeated
-		case int64(-1):
-			err = ErrUnknownRoom
-		case int64(-2):
-			wait := time.Millisecond
-			if len(v) == 2 {
-				if n, ok := v[1].(int64); ok && n > 1 {
-					wait = time.Duration(n) * time.Millisecond
-				}
-			}
-			err = &RateLimitError{RetryAfter: wait}
-		default:
-			err = fmt.Errorf("%w %v", errUnexpectedReply, v)
+	n := 0
+	for i, r := range reqs {
+		ps[i] = s.prepare(r, opt, now)
+		if ps[i].err == nil {
+			ps[i].cmd = messageSendScript.EvalSha(ctx, pipe, ps[i].keys, ps[i].args...)
+			n++
 		}
 	}
-	if incr.Err() == nil { // counted a message that was not sent
-		if derr := s.rdb.Decr(ctx, messagesTotalKey(s.ks)).Err(); derr != nil {
+	var incr *redis.IntCmd
+	if n > 0 {
+		incr = pipe.IncrBy(ctx, messagesTotalKey(s.ks), int64(n))
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+	}
+	out := make([]SendReply, len(reqs))
+	refused := 0
+	for i := range ps {
+		p := &ps[i]
+		if p.err != nil {
+			out[i].Err = p.err
+			continue
+		}
+		if isNoScript(p.cmd.Err()) {
+			p.cmd = messageSendScript.Run(ctx, s.rdb, p.keys, p.args...)
+		}
+		out[i].SendResult, out[i].Err = s.sendReply(p)
+		if out[i].Err != nil {
+			refused++
+		}
+	}
+	if incr != nil && incr.Err() != nil {
+		s.m.counterErrors.Inc()
+	} else if refused > 0 { // counted messages that were not sent
+		if err := s.rdb.DecrBy(ctx, messagesTotalKey(s.ks), int64(refused)).Err(); err != nil {
 			s.m.counterErrors.Inc()
 		}
 	}
-	return SendResult{}, err
+	return out
+}
+
+func (s *Service) sendReply(p *prepared) (SendResult, error) {
+	v, err := p.cmd.Slice()
+	if err != nil {
+		return SendResult{}, err
+	}
+	if len(v) == 0 {
+		return SendResult{}, errUnexpectedReply
+	}
+	if id, ok := v[0].(string); ok && len(v) == 2 {
+		rest, _ := v[1].(int64)
+		m := p.m
+		m.ID, err = padID(id)
+		return SendResult{Message: m, HasREST: rest > 0}, err
+	}
+	switch v[0] {
+	case int64(0):
+		return SendResult{}, ErrNotSeated
+	case int64(-1):
+		return SendResult{}, ErrUnknownRoom
+	case int64(-2):
+		wait := time.Millisecond
+		if len(v) == 2 {
+			if n, ok := v[1].(int64); ok && n > 1 {
+				wait = time.Duration(n) * time.Millisecond
+			}
+		}
+		return SendResult{}, &RateLimitError{RetryAfter: wait}
+	}
+	return SendResult{}, fmt.Errorf("%w %v", errUnexpectedReply, v)
 }
 
 // splitEvent encodes the message Event of m with an empty id and returns
