@@ -566,6 +566,12 @@ func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 	again, err := laptop.join(ctx, "devices")
 	require.NoError(t, err)
 	require.Equal(t, room.ID, again.ID)
+	// Another user in the room, told of every seat freed in it.
+	observer := newMember(ctx, c, "observer")
+	require.NoError(t, observer.connect(ctx))
+	seen, err := observer.join(ctx, "devices")
+	require.NoError(t, err)
+	require.Equal(t, room.ID, seen.ID)
 
 	phone.close()
 	for range phone.conn.events { // the phone's connection is gone
@@ -601,6 +607,8 @@ func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 			return err == nil && slices.Contains(r.Members, "twice")
 		}
 		assert.Never(t, func() bool { return !seated() }, 5*time.Second, 50*time.Millisecond, "seat freed: members %v", members)
+		assert.False(t, observer.sawPresence(room.ID, "twice", "left"),
+			"the room was told twice left (the seat was freed, then taken back): %s", observer.summary())
 		_, err := laptop.say(ctx, room.ID, "still here", "after-close")
 		if !assert.NoError(t, err, "%s", laptop.summary()) {
 			start := time.Now()

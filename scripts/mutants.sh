@@ -288,6 +288,57 @@ mutant say-refused-busy deploy '^TestE2EChatThroughBalancer$' <<'PATCH'
  		return rooms.Message{}, err
 PATCH
 
+# ---- web: no acked message is lost across a pub/sub kill and a Redis restart
+
+mutant hub-no-gap-fill web '^TestNoAckedMessageLostAcrossPubSubKillAndRedisRestart$' <<'PATCH'
+--- a/realtime/hub.go
++++ b/realtime/hub.go
+@@ -327,7 +327,7 @@
+ 	if gone || !r.feed.Hold() {
+ 		return // a fill is running; it reads to the end of the stream
+ 	}
+-	r.hub.n.goRun(r.gapFill)
++	r.feed.GoLive()
+ }
+ 
+ // gapFill reads the room's stream after the last delivered id, retrying
+PATCH
+
+# ---- deploy: a REST long poll parked behind the balancer is woken by a say
+
+mutant longpoll-loops-takes-e2e deploy '^TestE2EChatThroughBalancer$' <<'PATCH'
+--- a/realtime/poll.go
++++ b/realtime/poll.go
+@@ -41,7 +41,9 @@
+ 			case <-wctx.Done():
+ 			}
+ 		}()
+-		mask, err = n.dirty.Wait(wctx, session, wait)
++		for end := time.Now().Add(wait); err == nil && mask == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
++			mask, err = n.dirty.Take(wctx, session)
++		}
+ 		cancel()
+ 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+ 			mask, err = n.dirty.Take(ctx, session)
+PATCH
+
+# ---- deploy: closing one of a user's two connections leaves the other's seat
+
+mutant disconnect-leaves-seat deploy '^TestE2ETwoConnectionsOnTwoNodes$' <<'PATCH'
+--- a/realtime/session.go
++++ b/realtime/session.go
+@@ -52,7 +52,8 @@
+ }
+ 
+ func (n *Node) detach(ctx context.Context, room string, c *Client) {
+-	freed, err := n.rooms.Detach(ctx, room, c.user, c.id)
++	err := n.rooms.Leave(ctx, room, c.user)
++	freed := err == nil
+ 	if err != nil && !errors.Is(err, rooms.ErrNotSeated) && !errors.Is(err, rooms.ErrUnknownRoom) {
+ 		n.log.Debug("detach", "room", room, "user", c.user, "err", err)
+ 		return
+PATCH
+
 # ----
 
 [ $list = 1 ] && exit 0
