@@ -72,6 +72,8 @@ type Client struct {
 	user    string
 	session string
 	holder  string // guest holder id of the name ("" for login-service tokens)
+	addr    string // client address, and the lease id counting it (AdmitConn)
+	connID  string
 	id      string // attachment id of this connection: unique per node run
 
 	qmu       sync.Mutex

@@ -17,6 +17,12 @@ var (
 	ErrEmptyText = errors.New("realtime: text is empty")
 	// ErrBadUTF8 is returned for a say whose text is not UTF-8.
 	ErrBadUTF8 = errors.New("realtime: text is not valid UTF-8")
+	// ErrTooManyFromAddr is returned by AdmitConn when the client address
+	// has limit.connections_per_ip open connections across all nodes.
+	ErrTooManyFromAddr = errors.New("realtime: too many connections from this address")
+	// ErrTooManyBoards is returned by PostScore when the user created
+	// limit.new_boards_per_user_per_minute boards in the last minute.
+	ErrTooManyBoards = errors.New("realtime: too many new leaderboards")
 	// ErrTooLong is matched by a *TooLongError.
 	ErrTooLong = errors.New("realtime: message too long")
 )

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/seen"
 	"github.com/chatd/chatd/settings"
@@ -81,7 +84,9 @@ type Node struct {
 	ranking  *ranking.Service
 	shop     *shop.Shop
 	identity *identity.Registry
+	conns    *identity.Conns
 	mod      *moderation.Service
+	boards   *ratelimit.Limiter // new boards per user per minute
 
 	marks   coalescer
 	modc    modCache
@@ -166,8 +171,13 @@ func (n *Node) newServices() error {
 		Registerer: reg,
 	})
 	n.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
-		OnChange: noteBoardChange,
+		OnChange:  noteBoardChange,
+		Permanent: n.permanentBoard,
 	})
+	perMin := func() float64 { return float64(n.settings.Int(settings.NewBoardsPerUserPerMin)) }
+	n.boards = ratelimit.New(rdb, ratelimit.Config{Prefix: keyspacePrefix(cfg.Prefix) + ":newboards", Now: cfg.Now, Registerer: reg,
+		Rate: func() float64 { return perMin() / 60 }, Burst: perMin})
+	n.conns = identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
 	n.identity = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
 		TTL: func() time.Duration { return time.Duration(n.settings.Int(settings.SessionIdleSeconds)) * time.Second },
 	})
@@ -224,6 +234,10 @@ func (n *Node) Start(ctx context.Context) error {
 	})
 	n.goRun(func(ctx context.Context) { n.every(ctx, func() time.Duration { return 5 * time.Second }, n.heartbeat) })
 	n.goRun(func(ctx context.Context) { _ = n.rooms.RunSweeper(ctx, time.Second) })
+	n.goRun(func(ctx context.Context) { n.every(ctx, func() time.Duration { return time.Minute }, n.sweepSessions) })
+	n.goRun(func(ctx context.Context) {
+		n.every(ctx, func() time.Duration { return n.conns.Lease() / 3 }, n.renewConns)
+	})
 	return nil
 }
 
@@ -347,4 +361,74 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+func keyspacePrefix(p string) string {
+	if p == "" {
+		return "chatd"
+	}
+	return p
+}
+
+// permanentBoard says whether an all-time board is declared permanent
+// (setting boards.permanent); the others expire when idle.
+func (n *Node) permanentBoard(board string) bool {
+	for _, b := range strings.Split(n.settings.String(settings.PermanentBoards), ",") {
+		if strings.TrimSpace(b) == board {
+			return true
+		}
+	}
+	return false
+}
+
+// sweepSessions trims the global index of REST sessions of the idle ones.
+func (n *Node) sweepSessions(ctx context.Context) {
+	if _, err := n.dirty.Sweep(ctx); err != nil {
+		n.log.Debug("sweep sessions", "err", err)
+	}
+}
+
+// renewConns renews the per-address connection leases of this node's
+// clients, in one pipeline.
+func (n *Node) renewConns(ctx context.Context) {
+	var cs []identity.Conn
+	for _, c := range n.hub.Clients() {
+		if c.addr != "" {
+			cs = append(cs, identity.Conn{Addr: c.addr, ID: c.connID})
+		}
+	}
+	if len(cs) == 0 {
+		return
+	}
+	if err := n.conns.Renew(ctx, cs); err != nil {
+		n.log.Debug("renew connection leases", "err", err)
+	}
+}
+
+// AdmitConn counts a new connection from addr against
+// limit.connections_per_ip across all nodes and returns its lease id, or
+// ErrTooManyFromAddr. Give the id to Connect, or to ReleaseConn if the
+// connection does not open. A Redis error admits (the cap is a guard, not
+// a dependency): the id is then "".
+func (n *Node) AdmitConn(ctx context.Context, addr string) (string, error) {
+	id := "c-" + n.run + "-" + strconv.FormatUint(n.seqN.Add(1), 36)
+	ok, err := n.conns.Admit(ctx, addr, id, n.settings.Int(settings.ConnectionsPerIP))
+	if err != nil {
+		n.log.Debug("admit connection", "addr", addr, "err", err)
+		return "", nil
+	}
+	if !ok {
+		return "", ErrTooManyFromAddr
+	}
+	return id, nil
+}
+
+// ReleaseConn gives back a connection lease of addr.
+func (n *Node) ReleaseConn(ctx context.Context, addr, id string) {
+	if id == "" {
+		return
+	}
+	if err := n.conns.Release(ctx, addr, id); err != nil {
+		n.log.Debug("release connection", "addr", addr, "err", err)
+	}
 }

@@ -144,22 +144,25 @@ func (n *Node) pollData(ctx context.Context, user, session string, mask dirty.Ma
 		if err != nil {
 			return err
 		}
-		boards := map[string]ranking.Entry{}
+		var boards []string
 		for _, t := range topics {
-			board, ok := isBoardTopic(t)
-			if !ok {
-				continue
+			if board, ok := isBoardTopic(t); ok {
+				boards = append(boards, board)
 			}
-			e, err := n.ranking.Get(ctx, board, user)
-			if errors.Is(err, ranking.ErrUnknownPlayer) {
-				continue
-			}
+		}
+		entries := map[string]ranking.Entry{}
+		for len(boards) > 0 { // one pipeline per MaxBatch boards
+			k := min(len(boards), ranking.MaxBatch)
+			got, err := n.ranking.GetMany(ctx, boards[:k], user)
 			if err != nil {
 				return err
 			}
-			boards[board] = e
+			for b, e := range got {
+				entries[b] = e
+			}
+			boards = boards[k:]
 		}
-		data["leaderboards"] = boards
+		data["leaderboards"] = entries
 	}
 	if mask.Has(dirty.Notices) {
 		ids, byID, err := n.unseenNotices(ctx, user)

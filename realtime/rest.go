@@ -9,7 +9,9 @@ import (
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
 )
 
 // restAttach is the attachment of a REST session to its seats.
@@ -230,6 +232,27 @@ func isBoardTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") 
 // board every follower is marked (through the ranking service's OnChange
 // hook).
 func (n *Node) PostScore(ctx context.Context, user, board, player string, score ranking.Score, mode ranking.Mode) (ranking.Entry, error) {
+	if err := names.Board(board); err != nil {
+		return ranking.Entry{}, err
+	}
+	if err := names.Player(player); err != nil {
+		return ranking.Entry{}, err // a bad post costs no new-board token
+	}
+	if n.settings.Int(settings.NewBoardsPerUserPerMin) > 0 {
+		exists, err := n.ranking.Exists(ctx, board)
+		if err != nil {
+			return ranking.Entry{}, err
+		}
+		if !exists {
+			ok, _, err := n.boards.Allow(ctx, user)
+			if err != nil {
+				return ranking.Entry{}, err
+			}
+			if !ok {
+				return ranking.Entry{}, ErrTooManyBoards
+			}
+		}
+	}
 	changed := new(bool)
 	e, err := n.ranking.Post(context.WithValue(ctx, boardChangedKey{}, changed), board, player, score, mode)
 	if err != nil {

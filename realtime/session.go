@@ -19,7 +19,7 @@ import (
 // not seen. It returns ErrTooManyConnections when the user has
 // MaxConnsPerUser clients on this node already, ErrDraining while the node
 // shuts down.
-func (n *Node) Connect(user, session, holder string, t Transport) (*Client, error) {
+func (n *Node) Connect(user, session, holder, addr, connID string, t Transport) (*Client, error) {
 	select {
 	case <-n.draining:
 		return nil, ErrDraining
@@ -27,6 +27,7 @@ func (n *Node) Connect(user, session, holder string, t Transport) (*Client, erro
 	}
 	id := "ws:" + n.cfg.Node + ":" + n.run + ":" + strconv.FormatUint(n.seqN.Add(1), 36)
 	c := newClient(n, t, user, session, holder, id)
+	c.addr, c.connID = addr, connID
 	if !n.hub.addUser(c, n.cfg.MaxConnsPerUser) {
 		c.ping.Stop()
 		return nil, ErrTooManyConnections
@@ -51,6 +52,7 @@ func (n *Node) Disconnect(ctx context.Context, c *Client) {
 		n.detach(ctx, room, c)
 	}
 	n.touchUser(ctx, c.user)
+	n.ReleaseConn(ctx, c.addr, c.connID)
 }
 
 func (n *Node) detach(ctx context.Context, room string, c *Client) {

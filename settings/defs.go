@@ -12,17 +12,19 @@ import (
 
 // The keys of the registry, as in docs/PROTOCOL.md's "Live settings" table.
 const (
-	RoomCapacity          = "room.capacity"
-	MessageMaxLength      = "message.max_length"
-	RateMessagesPerSecond = "rate.messages_per_second"
-	SeatLeaseSeconds      = "seat.lease_seconds"
-	MOTD                  = "motd"
-	SeenCapacity          = "seen.capacity"
-	SeenFPRate            = "seen.fp_rate"
-	SeenTTLSeconds        = "seen.ttl_seconds"
-	SessionIdleSeconds    = "session.idle_seconds"
-	ConnectionsPerIP      = "limit.connections_per_ip"
-	SessionsPerIPPerMin   = "limit.sessions_per_ip_per_minute"
+	RoomCapacity           = "room.capacity"
+	MessageMaxLength       = "message.max_length"
+	RateMessagesPerSecond  = "rate.messages_per_second"
+	SeatLeaseSeconds       = "seat.lease_seconds"
+	MOTD                   = "motd"
+	SeenCapacity           = "seen.capacity"
+	SeenFPRate             = "seen.fp_rate"
+	SeenTTLSeconds         = "seen.ttl_seconds"
+	SessionIdleSeconds     = "session.idle_seconds"
+	ConnectionsPerIP       = "limit.connections_per_ip"
+	SessionsPerIPPerMin    = "limit.sessions_per_ip_per_minute"
+	NewBoardsPerUserPerMin = "limit.new_boards_per_user_per_minute"
+	PermanentBoards        = "boards.permanent"
 )
 
 // The value types of a Def.
@@ -85,6 +87,10 @@ var defs = []Def{
 		Description: "open WebSockets from one client address across all nodes; 0 = no cap"},
 	{Key: SessionsPerIPPerMin, Type: TypeInt, Default: 120, Min: 0, Max: 1000000,
 		Description: "POST /api/v1/session per client address per minute across all nodes; 0 = no cap"},
+	{Key: NewBoardsPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
+		Description: "leaderboards a user may create (first post to a board that does not exist) per minute across all nodes; 0 = no cap"},
+	{Key: PermanentBoards, Type: TypeString, Default: "", Min: 0, Max: 2000,
+		Description: "comma-separated all-time boards that never expire; every other all-time board expires 30 days after its last post"},
 }
 
 var byKey = func() map[string]*Def {

@@ -69,6 +69,8 @@ var errorTable = []mapping{
 	{realtime.ErrEmptyText, http.StatusBadRequest, "bad_request"},
 	{realtime.ErrBadUTF8, http.StatusBadRequest, "bad_request"},
 	{realtime.ErrTooLong, http.StatusBadRequest, "too_long"},
+	{realtime.ErrTooManyFromAddr, http.StatusTooManyRequests, "too_many_connections"},
+	{realtime.ErrTooManyBoards, http.StatusTooManyRequests, "rate_limited"},
 	{realtime.ErrMuted, http.StatusForbidden, "muted"},
 	{realtime.ErrBanned, http.StatusForbidden, "banned"},
 	{identity.ErrNameTaken, http.StatusConflict, "name_taken"},

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/settings"
 )
 
 // WebSocket limits and timings.
@@ -46,12 +47,28 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 		s.m.wsRefused.WithLabelValues("too_many").Inc()
 		return errf(http.StatusTooManyRequests, "rate_limited", "too many connections for this user on this node (at most %d)", s.cfg.MaxConnsPerUser)
 	}
+	ip := s.clientIP(c)
+	connID, err := s.node.AdmitConn(c.UserContext(), ip)
+	if err != nil {
+		s.m.wsRefused.WithLabelValues("too_many_from_addr").Inc()
+		return errf(http.StatusTooManyRequests, "too_many_connections",
+			"too many open WebSockets from your address (at most %d across all nodes)", s.node.Settings().Int(settings.ConnectionsPerIP))
+	}
 	c.Locals(localSession, sess)
 	c.Locals(localBatch, c.Query("batch") == "1")
-	return c.Next()
+	c.Locals(localConn, [2]string{ip, connID})
+	if err := c.Next(); err != nil {
+		// the upgrade failed: serveWS never runs to take the lease over
+		s.node.ReleaseConn(context.WithoutCancel(c.UserContext()), ip, connID)
+		return err
+	}
+	return nil
 }
 
-const localBatch = "batch"
+const (
+	localBatch = "batch"
+	localConn  = "conn"
+)
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
 // must be in the allow-list, or, without one, name the request's own host.
@@ -80,10 +97,14 @@ func (s *Server) originAllowed(origin, host string) bool {
 func (s *Server) serveWS(conn *websocket.Conn) {
 	sess, _ := conn.Locals(localSession).(session)
 	batch, _ := conn.Locals(localBatch).(bool)
+	lease, _ := conn.Locals(localConn).([2]string)
 	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
 	defer w.release()
-	c, err := s.node.Connect(sess.User, sess.ID, sess.Holder, w)
+	c, err := s.node.Connect(sess.User, sess.ID, sess.Holder, lease[0], lease[1], w)
 	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.node.ReleaseConn(ctx, lease[0], lease[1])
+		cancel()
 		code := realtime.CloseTryLater
 		if errors.Is(err, realtime.ErrDraining) {
 			code = realtime.CloseServiceReboot
