@@ -235,6 +235,7 @@ func (s *Server) routes() {
 	api.Post("/session", s.createSession)
 	api.Delete("/session", s.requireUser, s.deleteSession)
 	s.apiRoutes(api)
+	s.specRoutes(api)
 	s.staticRoutes()
 }
 
