@@ -34,6 +34,7 @@ type Config struct {
 	ShutdownGrace  time.Duration
 	Auth           string       // "guest" or "jwt"
 	TrustedProxies []*net.IPNet // peers whose X-Forwarded-For is believed
+	DebugAddr      string       // net/http/pprof listener; "" = none
 }
 
 // flagSpec is one flag: its name, environment twin, default and help.
@@ -52,6 +53,7 @@ var flagSpecs = []flagSpec{
 	{"log-level", "CHATD_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"shutdown-grace", "CHATD_SHUTDOWN_GRACE", "10s", "how long a shutdown may take to drain"},
 	{"auth", "CHATD_AUTH", "guest", "guest: POST /api/v1/session mints a token for any free guest name (held while in use); jwt: POST /api/v1/session is off, only tokens from your login service (signed with --secret) are accepted"},
+	{"debug-addr", "CHATD_DEBUG_ADDR", "", "listen address of a net/http/pprof endpoint for profiling (e.g. 127.0.0.1:6060); empty = none; never expose it"},
 	{"trusted-proxies", "CHATD_TRUSTED_PROXIES", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client address (per-address caps); empty = trust none"},
 }
 
@@ -134,6 +136,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return c, fmt.Errorf("--shutdown-grace %q: expected a positive duration such as 10s", *vals["shutdown-grace"])
 	}
 	c.ShutdownGrace = d
+	if c.DebugAddr = *vals["debug-addr"]; c.DebugAddr != "" {
+		if _, _, err := net.SplitHostPort(c.DebugAddr); err != nil {
+			return c, fmt.Errorf("--debug-addr %q: expected host:port", c.DebugAddr)
+		}
+	}
 	switch c.Auth = *vals["auth"]; c.Auth {
 	case "guest", "jwt":
 	default:

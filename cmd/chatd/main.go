@@ -14,6 +14,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -96,6 +98,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := srv.Start(ctx); err != nil {
 		_ = ln.Close()
 		return err
+	}
+	if cfg.DebugAddr != "" {
+		dln, err := net.Listen("tcp", cfg.DebugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr %s: %v", cfg.DebugAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		dsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = dsrv.Serve(dln) }()
+		defer dsrv.Close()
+		log.Warn("profiling endpoint open: keep it off public networks", "addr", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -123,7 +123,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		assert.Equal(t, Config{
 			Addr: "127.0.0.1:9000", Redis: "redis://127.0.0.1:6379/2", NodeID: "env-node", Prefix: "envprefix",
 			Secret: secret, AdminToken: adminToken, AllowedOrigins: []string{"https://a.example", "http://b.example:8080"},
-			LogLevel: slog.LevelDebug, ShutdownGrace: 3 * time.Second,
+			LogLevel: slog.LevelDebug, ShutdownGrace: 3 * time.Second, Auth: "guest",
 		}, c)
 	})
 	t.Run("flags win over the environment", func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		assert.Equal(t, Config{
 			Addr: ":7000", Redis: "127.0.0.1:7001,127.0.0.1:7002", NodeID: "flag-node", Prefix: "flagprefix",
 			Secret: "flag-secret-0123456789", AdminToken: "flag-admin", AllowedOrigins: []string{"https://c.example"},
-			LogLevel: slog.LevelWarn, ShutdownGrace: time.Minute,
+			LogLevel: slog.LevelWarn, ShutdownGrace: time.Minute, Auth: "guest",
 		}, c)
 	})
 	t.Run("an empty flag wins over the environment too", func(t *testing.T) {
@@ -188,7 +188,7 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-var listening = regexp.MustCompile(`msg="chatd listening" addr=(\S+)`)
+var listening = regexp.MustCompile(`msg="chatd listening[^"]*" addr=(\S+)`)
 
 // started runs chatd with args until the test ends; it returns its base
 // URL, its log, and a stop function that cancels it and returns run's error.
@@ -296,4 +296,40 @@ func TestRunRefusesAnUnreachableRedis(t *testing.T) {
 		assert.NotContains(t, msg, "hunter2")
 		assert.NotContains(t, stderr.String(), "hunter2")
 	}
+}
+
+func TestParseConfigAuthProxiesDebug(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig([]string{"--auth", "jwt", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,2001:db8::1", "--debug-addr", "127.0.0.1:6060"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "jwt", c.Auth)
+	require.Len(t, c.TrustedProxies, 3)
+	assert.Equal(t, "10.0.0.0/8", c.TrustedProxies[0].String())
+	assert.Equal(t, "192.0.2.7/32", c.TrustedProxies[1].String())
+	assert.Equal(t, "2001:db8::1/128", c.TrustedProxies[2].String())
+	assert.Equal(t, "127.0.0.1:6060", c.DebugAddr)
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--auth", "open"}, "--auth"},
+		{[]string{"--trusted-proxies", "10.0.0.0/33"}, "--trusted-proxies"},
+		{[]string{"--trusted-proxies", "proxy.example"}, "--trusted-proxies"},
+		{[]string{"--debug-addr", "6060"}, "--debug-addr"},
+	} {
+		_, err := parseConfig(tc.args, env(nil), io.Discard)
+		require.Error(t, err, tc.args)
+		assert.Contains(t, err.Error(), tc.flag)
+		assert.NotContains(t, err.Error(), "\n", "one line")
+	}
+}
+
+func TestRunEmbeddedPrintsTheURLAndAnAdminLink(t *testing.T) {
+	base, logs, stop := started(t, []string{"--addr", "127.0.0.1:0"}, nil)
+	require.NoError(t, stop())
+	out := logs.String()
+	assert.Contains(t, out, "open "+base+"/", "the URL to open")
+	m := regexp.MustCompile(`admin#token=([0-9a-f]{32})`).FindStringSubmatch(out)
+	require.NotNil(t, m, "embedded mode without --admin-token prints a sign-in link:\n%s", out)
+	assert.Contains(t, out, "miniredis", "says what the embedded Redis is")
 }
