@@ -177,6 +177,16 @@
 // rooms are numbered from 1 again as users rejoin, and a History resume
 // from an id that is gone returns ErrResumeGap.
 //
+// Durability: Redis replicates asynchronously, so a master that dies right
+// after acking a send may take the message with it when its replica is
+// promoted. With Config.Durability "replica" the send's pipeline ends with
+// [WAIT] 1 <timeout> on the connection the scripts went out on (on Redis
+// Cluster, routed to the room's master: WAIT names no key, and go-redis
+// would pick any master) and a send no replica acknowledged returns
+// ErrNotReplicated instead of an ack. The naive version — WAIT as its own
+// call afterwards — runs on another pooled connection, whose own writes
+// are none, and answers at once.
+//
 // [EVALSHA]: https://redis.io/commands/evalsha/
 // [ZRANGE]: https://redis.io/commands/zrange/
 // [ZCARD]: https://redis.io/commands/zcard/
@@ -189,6 +199,7 @@
 // [XRANGE]: https://redis.io/commands/xrange/
 // [PUBLISH]: https://redis.io/commands/publish/
 // [SPUBLISH]: https://redis.io/commands/spublish/
+// [WAIT]: https://redis.io/commands/wait/
 // [HMGET]: https://redis.io/commands/hmget/
 // [ZMSCORE]: https://redis.io/commands/zmscore/
 // [SCARD]: https://redis.io/commands/scard/

@@ -53,6 +53,14 @@ var (
 	// ErrBadText is returned by Send for empty text or text that is not UTF-8.
 	ErrBadText = errors.New("rooms: text is empty or not valid UTF-8")
 
+	// ErrNotReplicated is returned by Send and SendMany under
+	// Config.Durability "replica" when no replica acknowledged the message
+	// within Config.DurabilityTimeout (or the WAIT failed): the message was
+	// stored and published, but a failover before it reaches a replica
+	// loses it. The result comes with the error; a caller that retries
+	// sends it twice.
+	ErrNotReplicated = errors.New("rooms: message stored but not yet replicated")
+
 	// ErrBadEvent is returned by DecodeEvent for bytes that are not an Event.
 	ErrBadEvent = errors.New("rooms: malformed event")
 )

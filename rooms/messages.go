@@ -146,12 +146,22 @@ type SendResult struct {
 // and counts nothing — ErrNotSeated, ErrUnknownRoom, ErrBadText,
 // names.ErrBadName, and Redis errors (then nothing was sent). Length limits
 // are the caller's.
+//
+// With Config.Durability "replica" the same pipeline ends with WAIT 1
+// (Config.DurabilityTimeout): Send acks only a message that at least one
+// replica holds. It returns an error wrapping ErrNotReplicated when none
+// acknowledged it in time (or WAIT failed): the message was stored and
+// published all the same, and the result is filled in along with the error
+// (Message.ID says which), but a failover now may lose it.
 func (s *Service) Send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
 	r, err := s.send(ctx, roomID, user, text, opt)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return SendResult{}, fmt.Errorf("rooms: send to %s as %s: %w", roomID, user, err)
 	}
 	s.m.sent.Inc()
+	if err != nil {
+		return r, fmt.Errorf("rooms: send to %s as %s: %w", roomID, user, err)
+	}
 	return r, nil
 }
 
@@ -175,25 +185,31 @@ type SendReply struct {
 // Redis Cluster the messages of one room share a slot, hence a node), so
 // one client's says are stored in the order sent without each waiting for
 // the previous one's answer. Each reply is what Send would have answered
-// for that message alone.
+// for that message alone. With Config.Durability "replica" one WAIT follows
+// the scripts on each connection (per room's master on a Redis Cluster), and
+// a reply whose message no replica acknowledged carries its result and an
+// error wrapping ErrNotReplicated, as Send.
 func (s *Service) SendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
 	out := s.sendMany(ctx, reqs, opt)
 	for i := range out {
+		if out[i].Err == nil || errors.Is(out[i].Err, ErrNotReplicated) {
+			s.m.sent.Inc()
+		}
 		if out[i].Err != nil {
 			out[i].Err = fmt.Errorf("rooms: send to %s as %s: %w", reqs[i].Room, reqs[i].User, out[i].Err)
-		} else {
-			s.m.sent.Inc()
 		}
 	}
 	return out
 }
 
 type prepared struct {
-	m    Message
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-	err  error
+	m     Message
+	lobby string
+	keys  []string
+	args  []any
+	cmd   *redis.Cmd
+	wait  *redis.IntCmd // the WAIT behind cmd on its connection; nil without durability
+	err   error
 }
 
 func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time) prepared {
@@ -213,7 +229,7 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time) prepare
 		return prepared{err: err}
 	}
 	rate, burst := max(opt.Rate, 0), max(opt.Burst, 1)
-	return prepared{m: m,
+	return prepared{m: m, lobby: lobby,
 		keys: []string{roomsKey(s.ks, lobby), seatsKey(s.ks, lobby, seq), historyKey(s.ks, lobby, seq),
 			rateKey(s.ks, lobby, r.User), restKey(s.ks, lobby, seq)},
 		args: []any{seq, r.User, now.UnixMilli(), s.historyMax, r.Text, channel(s.ks, lobby, seq), pre, post,
@@ -224,19 +240,44 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time) prepare
 func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
 	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
 	ps := make([]prepared, len(reqs))
-	pipe := s.rdb.Pipeline()
-	n := 0
+	var live []int
 	for i, r := range reqs {
 		ps[i] = s.prepare(r, opt, now)
 		if ps[i].err == nil {
-			ps[i].cmd = messageSendScript.EvalSha(ctx, pipe, ps[i].keys, ps[i].args...)
-			n++
+			live = append(live, i)
 		}
 	}
+	durable := s.durable()
 	var incr *redis.IntCmd
-	if n > 0 {
-		incr = pipe.IncrBy(ctx, messagesTotalKey(s.ks), int64(n))
+	if len(live) > 0 {
+		pipe := s.rdb.Pipeline()
+		for _, i := range live {
+			ps[i].cmd = messageSendScript.EvalSha(ctx, pipe, ps[i].keys, ps[i].args...)
+		}
+		if durable {
+			s.queueWaits(ctx, pipe, ps, live)
+		}
+		incr = pipe.IncrBy(ctx, messagesTotalKey(s.ks), int64(len(live)))
 		_, _ = pipe.Exec(ctx) // errors are read per command below
+	}
+	// A server without the script (restarted, or a replica just promoted)
+	// answered NOSCRIPT and ran nothing: send those again with the source,
+	// behind a WAIT of their own.
+	var again []int
+	for _, i := range live {
+		if isNoScript(ps[i].cmd.Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe := s.rdb.Pipeline()
+		for _, i := range again {
+			ps[i].cmd = messageSendScript.Eval(ctx, pipe, ps[i].keys, ps[i].args...)
+		}
+		if durable {
+			s.queueWaits(ctx, pipe, ps, again)
+		}
+		_, _ = pipe.Exec(ctx)
 	}
 	out := make([]SendReply, len(reqs))
 	refused := 0
@@ -246,11 +287,11 @@ func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpti
 			out[i].Err = p.err
 			continue
 		}
-		if isNoScript(p.cmd.Err()) {
-			p.cmd = messageSendScript.Run(ctx, s.rdb, p.keys, p.args...)
-		}
 		out[i].SendResult, out[i].Err = s.sendReply(p)
-		if out[i].Err != nil {
+		if out[i].Err == nil && durable {
+			out[i].Err = s.replicated(p)
+		}
+		if out[i].Err != nil && !errors.Is(out[i].Err, ErrNotReplicated) {
 			refused++
 		}
 	}
@@ -262,6 +303,90 @@ func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpti
 		}
 	}
 	return out
+}
+
+// Values of Config.Durability.
+const (
+	// DurabilityNone acks a message once its master stored it.
+	DurabilityNone = "none"
+	// DurabilityReplica acks a message once a replica holds it too (WAIT).
+	DurabilityReplica = "replica"
+)
+
+// DefaultDurabilityTimeout is how long a send waits for a replica's
+// acknowledgement when Config.DurabilityTimeout is 0.
+const DefaultDurabilityTimeout = time.Second
+
+func (s *Service) durable() bool {
+	return s.durability != nil && s.durability() == DurabilityReplica
+}
+
+// queueWaits appends WAIT 1 <timeout> to pipe behind the send scripts of
+// ps[idx], one per connection those scripts go out on, and points each
+// prepared send at the WAIT that covers it.
+//
+// WAIT blocks until the replicas acknowledged every write made so far on
+// its own connection, so it must follow the scripts on theirs. A single
+// server or Sentinel pipeline is one connection: one WAIT at the end. A
+// ClusterClient pipeline is one connection per master, chosen by each
+// command's first key; WAIT has none, and go-redis would send it to any
+// master. So on a Cluster each lobby (hash-tag unit, hence slot) of the
+// batch gets a WAIT routed by the lobby's rooms key (slotWait).
+func (s *Service) queueWaits(ctx context.Context, pipe redis.Pipeliner, ps []prepared, idx []int) {
+	timeout := s.waitFor.Milliseconds()
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+		w := redis.NewIntCmd(ctx, "wait", 1, timeout)
+		_ = pipe.Process(ctx, w)
+		for _, i := range idx {
+			ps[i].wait = w
+		}
+		return
+	}
+	byLobby := map[string]*redis.IntCmd{}
+	for _, i := range idx {
+		w, ok := byLobby[ps[i].lobby]
+		if !ok {
+			key := roomsKey(s.ks, ps[i].lobby)
+			w = redis.NewIntCmd(ctx, "wait", 1, timeout, key)
+			w.SetFirstKeyPos(3)
+			_ = pipe.Process(ctx, slotWait{IntCmd: w, wire: []any{"wait", 1, timeout}})
+			byLobby[ps[i].lobby] = w
+		}
+		ps[i].wait = w
+	}
+}
+
+// slotWait is a WAIT that a ClusterClient pipeline sends to the master of
+// a key's slot. Its IntCmd carries the key as a fourth argument at the
+// first-key position, which go-redis reads to pick the node; Args, which
+// go-redis writes to the wire, leave the key out. The reply lands in the
+// IntCmd. rooms' tests check on a Cluster that the WAIT reaches the room's
+// master (INFO commandstats), so a go-redis that routes otherwise fails
+// them.
+type slotWait struct {
+	*redis.IntCmd
+	wire []any
+}
+
+// Args are the arguments written to Redis: WAIT numreplicas timeout.
+func (w slotWait) Args() []any { return w.wire }
+
+// replicated returns nil when p's WAIT saw a replica acknowledge it, else
+// an error wrapping ErrNotReplicated.
+func (s *Service) replicated(p *prepared) error {
+	if p.wait == nil {
+		return fmt.Errorf("%w: no WAIT was sent", ErrNotReplicated)
+	}
+	n, err := p.wait.Result()
+	switch {
+	case err != nil:
+		s.m.notReplicated.Inc()
+		return fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+	case n < 1:
+		s.m.notReplicated.Inc()
+		return fmt.Errorf("%w: no replica acknowledged within %v", ErrNotReplicated, s.waitFor)
+	}
+	return nil
 }
 
 func (s *Service) sendReply(p *prepared) (SendResult, error) {

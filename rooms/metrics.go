@@ -17,6 +17,7 @@ type metrics struct {
 	reaped                            prometheus.Counter
 	sent                              prometheus.Counter
 	counterErrors                     prometheus.Counter
+	notReplicated                     prometheus.Counter
 	sweepErrors                       prometheus.Counter
 }
 
@@ -51,6 +52,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Namespace: "chatd", Subsystem: "rooms", Name: "counter_errors_total",
 		Help: "Failed updates of the global message and room counters and of the sweeper's and the listing's lobby indexes (the operation itself succeeded; the index heals on the next renewal or sweep).",
 	})
+	notReplicated := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "chatd", Subsystem: "rooms", Name: "messages_not_replicated_total",
+		Help: "Messages stored under message.durability=replica that no replica acknowledged in time (answered ErrNotReplicated).",
+	})
 	sweepErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "chatd", Subsystem: "rooms", Name: "sweep_errors_total",
 		Help: "Sweeps of RunSweeper that failed.",
@@ -63,6 +68,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reaped = promreg.Register(reg, reaped)
 		sent = promreg.Register(reg, sent)
 		counterErrors = promreg.Register(reg, counterErrors)
+		notReplicated = promreg.Register(reg, notReplicated)
 		sweepErrors = promreg.Register(reg, sweepErrors)
 	}
 	return &metrics{
@@ -76,6 +82,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reaped:        reaped,
 		sent:          sent,
 		counterErrors: counterErrors,
+		notReplicated: notReplicated,
 		sweepErrors:   sweepErrors,
 	}
 }

@@ -56,6 +56,16 @@ type Config struct {
 	// of PUBLISH, for subscribers that SSUBSCRIBE on the shard owning the
 	// room's lobby on Redis Cluster; false means PUBLISH.
 	ShardedPubSub bool
+	// Durability returns the live message.durability setting, read on
+	// every Send and SendMany: DurabilityReplica ("replica") acks a message
+	// only once a replica holds it (WAIT 1 in the send's pipeline; else
+	// ErrNotReplicated); nil or any other value (the settings registry
+	// allows only "none" besides) means DurabilityNone.
+	Durability func() string
+	// DurabilityTimeout is how long a send waits for a replica under
+	// DurabilityReplica; 0 means DefaultDurabilityTimeout (1s). Keep it
+	// below the client's ReadTimeout: WAIT blocks its connection that long.
+	DurabilityTimeout time.Duration
 	// Now is the clock for seat leases and message times; nil means
 	// time.Now. Nodes sharing a Redis must agree on the time to well within
 	// a lease.
@@ -79,6 +89,8 @@ type Service struct {
 	lockTTL    time.Duration
 	idleTTL    time.Duration
 	publish    string // PUBLISH or SPUBLISH
+	durability func() string
+	waitFor    time.Duration // WAIT's timeout under DurabilityReplica
 	now        func() time.Time
 	log        *slog.Logger
 	m          *metrics
@@ -108,6 +120,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 		lockTTL:    cfg.LockTTL,
 		idleTTL:    cfg.IdleTTL,
 		publish:    "PUBLISH",
+		durability: cfg.Durability,
+		waitFor:    cfg.DurabilityTimeout,
 		now:        cfg.Now,
 		log:        cfg.Logger,
 		m:          newMetrics(cfg.Registerer),
@@ -125,6 +139,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	}
 	if s.idleTTL <= 0 {
 		s.idleTTL = DefaultIdleTTL
+	}
+	if s.waitFor <= 0 {
+		s.waitFor = DefaultDurabilityTimeout
 	}
 	if cfg.ShardedPubSub {
 		s.publish = "SPUBLISH"

@@ -1,0 +1,234 @@
+package rooms
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// waitCalls returns how many WAIT commands the server at addr has run
+// (INFO commandstats).
+func waitCalls(t *testing.T, addr string) int {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_wait:calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			require.NoError(t, err)
+			return n
+		}
+	}
+	return 0
+}
+
+// replicaOf starts a redis-server replicating master and waits until it is
+// in sync.
+func replicaOf(t *testing.T, master string) *redistest.Server {
+	t.Helper()
+	host, port, err := net.SplitHostPort(master)
+	require.NoError(t, err)
+	rep := redistest.StartServer(t, redistest.Options{Args: []string{"--replicaof", host, port}})
+	c := rep.Client(t)
+	require.Eventually(t, func() bool {
+		info, err := c.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}, 20*time.Second, 50*time.Millisecond, "replica in sync")
+	return rep
+}
+
+// replicaOfNode returns the process of the cluster that replicates master.
+func replicaOfNode(t *testing.T, r *redistest.Redis, master *redistest.Server) *redistest.Server {
+	t.Helper()
+	info, err := master.Client(t).Info(context.Background(), "replication").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "slave0:") {
+			continue
+		}
+		var ip, port string
+		for _, kv := range strings.Split(strings.TrimPrefix(strings.TrimSpace(line), "slave0:"), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "ip":
+				ip = v
+			case "port":
+				port = v
+			}
+		}
+		for _, s := range r.Nodes {
+			if s.Addr == ip+":"+port {
+				return s
+			}
+		}
+	}
+	t.Fatalf("no replica of %s among the cluster's nodes: %s", master.Addr, info)
+	return nil
+}
+
+func TestDurabilityReplica(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	rep := replicaOf(t, r.Server.Addr)
+	ctx := context.Background()
+	mode := DurabilityReplica
+	s := nodes(t, r, 1, Config{Durability: func() string { return mode }, DurabilityTimeout: 300 * time.Millisecond})[0]
+	_, err := s.Join(ctx, "dur", "alice", ws1)
+	require.NoError(t, err)
+	_, err = s.say(ctx, "dur-1", "alice", "warm-up") // the script is loaded
+	require.NoError(t, err)
+
+	t.Run("a send is acked after one WAIT in its own pipeline", func(t *testing.T) {
+		cnt := &counter{}
+		s.rdb.AddHook(cnt)
+		before := waitCalls(t, r.Server.Addr)
+		res, err := s.Send(ctx, "dur-1", "alice", "safe", SendOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, 1, waitCalls(t, r.Server.Addr)-before, "one WAIT")
+		assert.EqualValues(t, 1, cnt.pipes.Load(), "in the send's pipeline: one round trip")
+		assert.Zero(t, cnt.cmds.Load())
+		raw := strings.TrimLeft(res.Message.ID[:13], "0") + "-" + strings.TrimLeft(res.Message.ID[14:], "0")
+		if strings.HasSuffix(raw, "-") {
+			raw += "0"
+		}
+		got, err := rep.Client(t).XRange(ctx, historyKey(s.ks, "dur", 1), raw, raw).Result()
+		require.NoError(t, err)
+		assert.Len(t, got, 1, "the replica holds the acked message %s at once", res.Message.ID)
+
+		before = waitCalls(t, r.Server.Addr)
+		out := s.SendMany(ctx, []SendRequest{{"dur-1", "alice", "a"}, {"dur-1", "alice", "b"}, {"dur-1", "alice", "c"}}, SendOptions{})
+		for _, o := range out {
+			require.NoError(t, o.Err)
+		}
+		assert.Equal(t, 1, waitCalls(t, r.Server.Addr)-before, "one WAIT behind the three scripts")
+		assert.EqualValues(t, 2, cnt.pipes.Load())
+	})
+
+	t.Run("durability none sends no WAIT", func(t *testing.T) {
+		mode = DurabilityNone
+		defer func() { mode = DurabilityReplica }()
+		before := waitCalls(t, r.Server.Addr)
+		_, err := s.say(ctx, "dur-1", "alice", "fast")
+		require.NoError(t, err)
+		assert.Equal(t, before, waitCalls(t, r.Server.Addr))
+	})
+
+	t.Run("with the replica stopped a send is stored but answers ErrNotReplicated", func(t *testing.T) {
+		rep.Pause(t)
+		sent := value(t, s.m.sent)
+		start := time.Now()
+		res, err := s.Send(ctx, "dur-1", "alice", "unsafe", SendOptions{})
+		took := time.Since(start)
+		require.ErrorIs(t, err, ErrNotReplicated)
+		assert.GreaterOrEqual(t, took, 300*time.Millisecond, "WAIT waited its timeout")
+		assert.Less(t, took, 5*time.Second, "and no longer than it, give or take a loaded machine")
+		require.NotEmpty(t, res.Message.ID, "the result comes with the error")
+		h, err := s.History(ctx, "dur-1", "", 1)
+		require.NoError(t, err)
+		require.Len(t, h, 1)
+		assert.Equal(t, res.Message.ID, h[0].ID, "the message is stored")
+		assert.Equal(t, sent+1, value(t, s.m.sent), "and counted as sent")
+		assert.Equal(t, 1.0, value(t, s.m.notReplicated))
+
+		out := s.SendMany(ctx, []SendRequest{{"dur-1", "alice", "x"}, {"dur-1", "nobody", "y"}}, SendOptions{})
+		assert.ErrorIs(t, out[0].Err, ErrNotReplicated)
+		assert.NotEmpty(t, out[0].Message.ID)
+		assert.ErrorIs(t, out[1].Err, ErrNotSeated, "a refused say stays refused")
+
+		rep.Resume(t)
+		require.Eventually(t, func() bool {
+			_, err := s.say(ctx, "dur-1", "alice", "again")
+			return err == nil
+		}, 10*time.Second, 50*time.Millisecond, "acked again once the replica is back")
+	})
+
+	t.Run("after NOSCRIPT the script is sent again behind a WAIT of its own", func(t *testing.T) {
+		require.NoError(t, r.Client.ScriptFlush(ctx).Err())
+		before := waitCalls(t, r.Server.Addr)
+		_, err := s.say(ctx, "dur-1", "alice", "reloaded")
+		require.NoError(t, err)
+		assert.Equal(t, 2, waitCalls(t, r.Server.Addr)-before, "one WAIT per pipeline")
+	})
+}
+
+func TestDurabilityReplicaWithoutReplica(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	s := nodes(t, r, 1, Config{Durability: func() string { return DurabilityReplica }, DurabilityTimeout: 50 * time.Millisecond})[0]
+	_, err := s.Join(ctx, "alone", "alice", ws1)
+	require.NoError(t, err)
+	_, err = s.say(ctx, "alone-1", "alice", "no replica to hold it")
+	assert.ErrorIs(t, err, ErrNotReplicated)
+}
+
+// TestDurabilityReplicaOnCluster: the WAIT of a send goes to the master of
+// the room's slot, the connection the send script went out on.
+func TestDurabilityReplicaOnCluster(t *testing.T) {
+	t.Parallel()
+	r := redistest.OwnCluster(t, redistest.ClusterOptions{Replicas: 1})
+	ctx := context.Background()
+	s := nodes(t, r, 1, Config{Durability: func() string { return DurabilityReplica }, DurabilityTimeout: 300 * time.Millisecond})[0]
+	// two lobbies whose rooms live on different masters
+	lobbies := []string{"c0"}
+	first := r.NodeOf(t, roomsKey(s.ks, "c0"))
+	for i := 1; len(lobbies) < 2; i++ {
+		l := "c" + strconv.Itoa(i)
+		if r.NodeOf(t, roomsKey(s.ks, l)) != first {
+			lobbies = append(lobbies, l)
+		}
+	}
+	second := r.NodeOf(t, roomsKey(s.ks, lobbies[1]))
+	for _, l := range lobbies {
+		_, err := s.Join(ctx, l, "alice", ws1)
+		require.NoError(t, err)
+		_, err = s.say(ctx, l+"-1", "alice", "warm-up")
+		require.NoError(t, err)
+	}
+	counts := func() map[string]int {
+		m := map[string]int{}
+		for _, n := range r.Nodes[:3] {
+			m[n.Addr] = waitCalls(t, n.Addr)
+		}
+		return m
+	}
+
+	t.Run("each room's master gets the WAIT", func(t *testing.T) {
+		for round := 0; round < 3; round++ {
+			before := counts()
+			out := s.SendMany(ctx, []SendRequest{{lobbies[0] + "-1", "alice", "a"}, {lobbies[1] + "-1", "alice", "b"}, {lobbies[0] + "-1", "alice", "c"}}, SendOptions{})
+			for _, o := range out {
+				require.NoError(t, o.Err)
+			}
+			after := counts()
+			for addr := range after {
+				want := 0
+				if addr == first.Addr || addr == second.Addr {
+					want = 1
+				}
+				assert.Equal(t, want, after[addr]-before[addr], "WAITs on %s (masters of the rooms: %s, %s)", addr, first.Addr, second.Addr)
+			}
+		}
+	})
+
+	t.Run("a stopped replica fails only its master's sends", func(t *testing.T) {
+		rep := replicaOfNode(t, r, second)
+		rep.Pause(t)
+		out := s.SendMany(ctx, []SendRequest{{lobbies[0] + "-1", "alice", "kept"}, {lobbies[1] + "-1", "alice", "unsafe"}}, SendOptions{})
+		assert.NoError(t, out[0].Err)
+		assert.ErrorIs(t, out[1].Err, ErrNotReplicated)
+		assert.NotEmpty(t, out[1].Message.ID)
+		rep.Resume(t)
+	})
+}
