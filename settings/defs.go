@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -25,6 +26,7 @@ const (
 	SessionsPerIPPerMin    = "limit.sessions_per_ip_per_minute"
 	NewBoardsPerUserPerMin = "limit.new_boards_per_user_per_minute"
 	PermanentBoards        = "boards.permanent"
+	MessageDurability      = "message.durability"
 )
 
 // The value types of a Def.
@@ -62,6 +64,8 @@ type Def struct {
 	Max float64 `json:"max"`
 	// MinExclusive makes Min itself invalid ("> 0").
 	MinExclusive bool `json:"min_exclusive"`
+	// Enum, when not empty, lists the only values a string may take.
+	Enum []string `json:"enum,omitempty"`
 }
 
 var defs = []Def{
@@ -91,6 +95,8 @@ var defs = []Def{
 		Description: "leaderboards a user may create (first post to a board that does not exist) per minute across all nodes; 0 = no cap"},
 	{Key: PermanentBoards, Type: TypeString, Default: "", Min: 0, Max: 2000,
 		Description: "comma-separated all-time boards that never expire; every other all-time board expires 30 days after its last post"},
+	{Key: MessageDurability, Type: TypeString, Default: "none", Min: 4, Max: 7, Enum: []string{"none", "replica"},
+		Description: "none: a message is acked once its master stored it; replica: only once a replica holds it too (WAIT), else the say is refused with not_durable"},
 }
 
 var byKey = func() map[string]*Def {
@@ -126,11 +132,23 @@ func (d *Def) expect() string {
 		}
 		return fmt.Sprintf("a number from %s to %s", num(d.Min), num(d.Max))
 	default:
+		if len(d.Enum) > 0 {
+			return "one of " + quoteAll(d.Enum)
+		}
 		if d.Min > 0 {
 			return fmt.Sprintf("a string of %s to %s characters", num(d.Min), num(d.Max))
 		}
 		return fmt.Sprintf("a string of at most %s characters", num(d.Max))
 	}
+}
+
+// quoteAll lists ss as JSON strings: "a", "b".
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
@@ -196,6 +214,9 @@ func (d *Def) validate(raw json.RawMessage) (any, error) {
 		s, ok := v.(string)
 		if !ok {
 			return nil, badValue(d, "got %s", jsonKind(v))
+		}
+		if len(d.Enum) > 0 && !slices.Contains(d.Enum, s) {
+			return nil, badValue(d, "got %q", clip(s))
 		}
 		if n := utf8.RuneCountInString(s); float64(n) > d.Max || float64(n) < d.Min {
 			return nil, badValue(d, "got %d characters", n)

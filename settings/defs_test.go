@@ -15,7 +15,7 @@ func TestDefsMatchTheProtocol(t *testing.T) {
 		RoomCapacity: 50, MessageMaxLength: 2000, RateMessagesPerSecond: 10.0,
 		SeatLeaseSeconds: 30, MOTD: "", SeenCapacity: 10000, SeenFPRate: 0.01,
 		SeenTTLSeconds: 604800, SessionIdleSeconds: 1800, ConnectionsPerIP: 500, SessionsPerIPPerMin: 120,
-		NewBoardsPerUserPerMin: 10, PermanentBoards: "",
+		NewBoardsPerUserPerMin: 10, PermanentBoards: "", MessageDurability: "none",
 	}
 	got := map[string]any{}
 	for _, d := range Defs() {
@@ -56,6 +56,8 @@ func TestValidate(t *testing.T) {
 		{MOTD, `"a:b {c} \"d\""`, `a:b {c} "d"`},
 		{MOTD, `"` + strings.Repeat("é", 1000) + `"`, strings.Repeat("é", 1000)},
 		{MOTD, `"<b>&</b>"`, "<b>&</b>"},
+		{MessageDurability, `"none"`, "none"},
+		{MessageDurability, `"replica"`, "replica"},
 	}
 	for _, tt := range ok {
 		t.Run("accepts "+tt.key+"="+clip(tt.raw), func(t *testing.T) {
@@ -95,6 +97,10 @@ func TestValidate(t *testing.T) {
 		{MOTD, `null`, "motd must be a string of at most 1000 characters; got null"},
 		{MOTD, `"` + strings.Repeat("é", 1001) + `"`, "motd must be a string of at most 1000 characters; got 1001 characters"},
 		{MOTD, `"unterminated`, "motd must be a string of at most 1000 characters; got invalid JSON \"unterminated"},
+		{MessageDurability, `"fast"`, `message.durability must be one of "none", "replica"; got "fast"`},
+		{MessageDurability, `"Replica"`, `message.durability must be one of "none", "replica"; got "Replica"`},
+		{MessageDurability, `""`, `message.durability must be one of "none", "replica"; got ""`},
+		{MessageDurability, `1`, `message.durability must be one of "none", "replica"; got a number`},
 	}
 	for _, tt := range bad {
 		t.Run("refuses "+tt.key+"="+clip(tt.raw), func(t *testing.T) {
@@ -168,8 +174,11 @@ func FuzzValidate(f *testing.F) {
 			require.True(t, n > d.Min || (!d.MinExclusive && n == d.Min))
 			require.LessOrEqual(t, n, d.Max)
 		case TypeString:
-			_, ok := v.(string)
+			str, ok := v.(string)
 			require.True(t, ok, "%T", v)
+			if len(d.Enum) > 0 {
+				require.Contains(t, d.Enum, str)
+			}
 		}
 		again, err := Validate(key, encode(v))
 		require.NoError(t, err)
