@@ -32,7 +32,7 @@ type staticFile struct {
 }
 
 // loadStatic reads the embedded client: route ("/app.js", "/" for
-// index.html) → file.
+// index.html, "/admin" for the admin console's admin.html) → file.
 func loadStatic(fsys fs.FS) (map[string]staticFile, error) {
 	files := map[string]staticFile{}
 	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
@@ -60,15 +60,19 @@ func loadStatic(fsys fs.FS) (map[string]staticFile, error) {
 		}
 		f := staticFile{body: body, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 		files["/"+name] = f
-		if name == "index.html" {
+		switch name {
+		case "index.html":
 			files["/"] = f
+		case "admin.html":
+			files["/admin"] = f
 		}
 		return nil
 	})
 	return files, err
 }
 
-// staticRoutes serves the browser client at GET / and its files by name.
+// staticRoutes serves the browser client at GET /, the admin console at
+// GET /admin, and their files by name.
 // Each file is its own route, so the client never shadows an API path.
 //
 // File names carry no content hash (there is no build step), so every

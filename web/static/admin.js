@@ -1,219 +1,678 @@
-// The admin panel: live settings (validated by the server, its message shown
-// next to the field), notices to everyone, the nodes and the lobby's rooms.
+// The admin console at /admin: sign in once per tab with the admin token
+// (or follow the http://host:port/admin#token=… link chatd prints in
+// embedded mode), then watch the cluster and act on users, rooms, boards,
+// the shop, settings and notices (PROTOCOL.md, the endpoints marked admin).
 
-import {api, seg, session} from './api.js';
-import {h, $, ago, clear, setText} from './dom.js';
+import {APIError, api, seg, session, userName} from './api.js';
+import {h, $, ago, clock, setText} from './dom.js';
 
-const REFRESH_MS = 5000;
+const STATS_EVERY = 2000; // the dashboard polls /stats this often
+const CHART_POINTS = 60; // two minutes of samples
+const STALE_AFTER = 15000; // a node whose heartbeat is older is unhealthy
+const VIEWER = 'chatd.admin.viewer';
 
-export class Admin {
-  constructor({token, visible, lobby, room}) {
-    this.token = token;
-    this.visible = visible;
-    this.lobby = lobby; // () => current lobby
-    this.room = room; // () => current room id
-    this.defs = [];
-    this.values = {};
-    this.fields = new Map(); // key -> {input, error, def}
-    this.timer = 0;
+const st = {
+  token: '',
+  // The read endpoints are "user" endpoints; a server that does not let
+  // the admin token read them answers 401, and the console then reads them
+  // with a guest session of its own (viewer), made once per tab.
+  viewer: sessionStorage.getItem(VIEWER) || '',
+  useViewer: !!sessionStorage.getItem(VIEWER),
+  section: 'dash',
+  samples: [], // {t, rate, online}
+  lastStats: null, // {t, messages}
+  statsTimer: 0,
+  defs: [],
+  fields: new Map(),
+};
 
-    const tok = $('admin-token');
-    tok.value = session.adminToken();
-    $('admin-token-form').addEventListener('submit', (e) => {
-      e.preventDefault();
-      session.setAdminToken(tok.value.trim());
-      setText($('admin-error'), tok.value.trim() ? '' : 'No admin token: settings and notices will be refused.');
-    });
-    tok.addEventListener('change', () => session.setAdminToken(tok.value.trim()));
-    $('notice-form').addEventListener('submit', (e) => {
-      e.preventDefault();
-      this.postNotice();
-    });
-    $('admin-refresh').addEventListener('click', () => this.refresh());
+boot();
+
+function boot() {
+  // The sign-in link carries the token in the fragment (never sent to a
+  // server, never in a log): take it and take it out of the address bar.
+  const m = /^#token=(.+)$/.exec(location.hash);
+  if (m) {
+    session.setAdminToken(decodeURIComponent(m[1]));
+    history.replaceState(null, '', location.pathname + location.search);
   }
+  const tok = session.adminToken();
+  $('admin-signin-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    signIn($('admin-token').value.trim());
+  });
+  if (tok) signIn(tok);
+  else showSignIn('');
+}
 
-  adminToken() {
-    return $('admin-token').value.trim() || session.adminToken();
+function showSignIn(message) {
+  $('console').hidden = true;
+  $('admin-signin').hidden = false;
+  setText($('admin-signin-error'), message);
+  $('admin-token').focus();
+}
+
+async function signIn(token) {
+  if (!token) {
+    showSignIn('Enter the admin token.');
+    return;
   }
+  st.token = token;
+  try {
+    // An admin-only read: a wrong token is 401, no admin token on the
+    // server is 403.
+    await call('GET', '/moderation');
+  } catch (err) {
+    session.setAdminToken('');
+    st.token = '';
+    showSignIn(err.status === 401 ? 'That is not the admin token of this server.' : err.message);
+    return;
+  }
+  session.setAdminToken(token);
+  $('admin-token').value = '';
+  $('admin-signin').hidden = true;
+  $('console').hidden = false;
+  startConsole();
+}
 
-  async start() {
+// call sends an API request as the admin. A read the admin token may not
+// make (a user endpoint, 401) is made again with the viewer session.
+async function call(method, path, body) {
+  const reads = method === 'GET' || path.endsWith('/ranks');
+  if (reads && st.useViewer && path !== '/moderation') return api(method, path, {token: await viewer(), body});
+  try {
+    return await api(method, path, {token: st.token, body});
+  } catch (err) {
+    if (!(reads && err.status === 401 && path !== '/moderation')) throw err;
+    st.useViewer = true;
+    return api(method, path, {token: await viewer(), body});
+  }
+}
+
+async function viewer() {
+  if (st.viewer) return st.viewer;
+  const name = `console-${Math.random().toString(36).slice(2, 10)}`;
+  try {
+    const res = await api('POST', '/session', {body: {user: name}});
+    st.viewer = res.token;
+    sessionStorage.setItem(VIEWER, st.viewer);
+    return st.viewer;
+  } catch (err) {
+    throw new APIError(err.status, err.code, `this server lets the admin token make admin calls only, and reading needs a session: ${err.message}`);
+  }
+}
+
+function startConsole() {
+  setupTabs();
+  $('admin-signout').addEventListener('click', () => {
+    session.setAdminToken('');
+    sessionStorage.removeItem(VIEWER);
+    location.replace('/admin');
+  });
+  setupUsers();
+  setupRooms();
+  setupBoards();
+  setupShop();
+  setupNotices();
+  loadSettings();
+  const section = /^#(\w+)$/.exec(location.hash);
+  select(section && $(`sec-${section[1]}`) ? section[1] : 'dash');
+  pollStats();
+  window.addEventListener('resize', drawChart);
+  window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', drawChart);
+}
+
+function consoleError(err) {
+  const el = $('console-error');
+  setText(el, err ? err.message || String(err) : '');
+  el.hidden = !err;
+}
+
+// ---- sections ----
+
+function setupTabs() {
+  const tabs = [...document.querySelectorAll('.tab')];
+  for (const t of tabs) t.addEventListener('click', () => select(t.dataset.sec));
+  document.querySelector('.tablist').addEventListener('keydown', (e) => {
+    if (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft') return;
+    const i = tabs.indexOf(document.activeElement);
+    if (i < 0) return;
+    const next = tabs[(i + (e.key === 'ArrowRight' ? 1 : tabs.length - 1)) % tabs.length];
+    next.focus();
+    select(next.dataset.sec);
+  });
+}
+
+function select(sec) {
+  st.section = sec;
+  for (const t of document.querySelectorAll('.tab')) {
+    const on = t.dataset.sec === sec;
+    t.setAttribute('aria-selected', String(on));
+    t.tabIndex = on ? 0 : -1;
+  }
+  for (const s of document.querySelectorAll('.sec')) s.hidden = s.id !== `sec-${sec}`;
+  history.replaceState(null, '', `#${sec}`);
+  consoleError(null);
+  if (sec === 'dash') drawChart();
+  if (sec === 'users') loadModeration();
+  if (sec === 'rooms') loadLobbies();
+  if (sec === 'shop') loadItems();
+}
+
+// ---- dashboard ----
+
+async function pollStats() {
+  clearTimeout(st.statsTimer);
+  if (document.visibilityState === 'visible' && st.section === 'dash') {
+    await Promise.all([loadStats(), loadNodes(), loadHealth()]);
+  } else {
+    await loadHealth();
+  }
+  st.statsTimer = setTimeout(pollStats, STATS_EVERY);
+}
+
+async function loadStats() {
+  try {
+    const s = await call('GET', '/stats');
+    const now = performance.now();
+    let rate = 0;
+    if (st.lastStats && now > st.lastStats.t) {
+      rate = Math.max(0, (s.messages_total - st.lastStats.messages) / ((now - st.lastStats.t) / 1000));
+    }
+    st.lastStats = {t: now, messages: s.messages_total};
+    st.samples.push({t: Date.now(), rate, online: s.online});
+    if (st.samples.length > CHART_POINTS) st.samples.shift();
+    setText($('st-online'), fmtInt(s.online));
+    setText($('st-rooms'), fmtInt(s.rooms_total));
+    setText($('st-messages'), fmtInt(s.messages_total));
+    setText($('st-rate'), st.samples.length > 1 ? rate.toFixed(rate < 10 ? 1 : 0) : '…');
+    setText($('st-nodes'), fmtInt(s.nodes));
+    drawChart();
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+async function loadNodes() {
+  try {
+    const r = await call('GET', '/nodes');
+    const now = Date.now();
+    $('nodes-body').replaceChildren(...(r.nodes || []).map((n) => {
+      const age = now - new Date(n.last_heartbeat).getTime();
+      const ok = age < STALE_AFTER;
+      return h('tr', {'data-testid': 'node-row', 'data-node': n.id},
+        h('td', {}, n.id),
+        h('td', {}, n.addr || '—'),
+        h('td', {class: 'num'}, fmtInt(n.connections)),
+        h('td', {}, ago(n.last_heartbeat)),
+        h('td', {}, h('span', {class: ok ? 'ok-tag' : 'bad-tag'}, ok ? 'healthy' : 'no heartbeat')));
+    }));
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+// loadHealth asks this node's /readyz: Redis answers and pub/sub receives.
+async function loadHealth() {
+  const el = $('health');
+  let state = 'ok';
+  let text = 'Redis ok';
+  try {
+    const res = await fetch('/readyz', {cache: 'no-store'});
+    const body = await res.json().catch(() => null);
+    if (!res.ok) {
+      state = 'bad';
+      text = (body && body.error && body.error.message) || `not ready (${res.status})`;
+    } else if (body && body.node) {
+      text = `Redis ok · via ${body.node}`;
+    }
+  } catch {
+    state = 'bad';
+    text = 'this node cannot be reached';
+  }
+  el.dataset.state = state;
+  setText(el, text);
+  setText($('st-redis'), state === 'ok' ? 'ok' : text);
+  $('st-redis').dataset.state = state;
+}
+
+function drawChart() {
+  const c = $('chart');
+  if (!c || c.offsetParent === null) return;
+  const dpr = window.devicePixelRatio || 1;
+  const w = c.clientWidth;
+  const hgt = c.clientHeight;
+  if (c.width !== Math.round(w * dpr) || c.height !== Math.round(hgt * dpr)) {
+    c.width = Math.round(w * dpr);
+    c.height = Math.round(hgt * dpr);
+  }
+  const g = c.getContext('2d');
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, w, hgt);
+  const css = getComputedStyle(document.documentElement);
+  const color = (v) => css.getPropertyValue(v).trim();
+  const pad = {l: 34, r: 34, t: 8, b: 18};
+  const iw = w - pad.l - pad.r;
+  const ih = hgt - pad.t - pad.b;
+  g.font = `11px ${color('--font') || 'sans-serif'}`;
+  g.strokeStyle = color('--border');
+  g.fillStyle = color('--muted');
+  g.lineWidth = 1;
+  for (let i = 0; i <= 4; i++) {
+    const y = pad.t + (ih * i) / 4 + 0.5;
+    g.beginPath();
+    g.moveTo(pad.l, y);
+    g.lineTo(pad.l + iw, y);
+    g.stroke();
+  }
+  g.fillText('−2 min', pad.l, hgt - 4);
+  g.textAlign = 'right';
+  g.fillText('now', pad.l + iw, hgt - 4);
+  const s = st.samples;
+  const series = [
+    {key: 'rate', color: color('--accent'), side: 'left'},
+    {key: 'online', color: color('--ok'), side: 'right'},
+  ];
+  for (const ser of series) {
+    const max = niceMax(Math.max(1, ...s.map((p) => p[ser.key])));
+    g.fillStyle = ser.color;
+    g.textAlign = ser.side === 'left' ? 'right' : 'left';
+    g.fillText(String(max), ser.side === 'left' ? pad.l - 4 : pad.l + iw + 4, pad.t + 9);
+    g.fillText('0', ser.side === 'left' ? pad.l - 4 : pad.l + iw + 4, pad.t + ih);
+    if (s.length < 2) continue;
+    g.strokeStyle = ser.color;
+    g.lineWidth = 2;
+    g.beginPath();
+    s.forEach((p, i) => {
+      const x = pad.l + iw - ((s.length - 1 - i) * iw) / (CHART_POINTS - 1);
+      const y = pad.t + ih - (p[ser.key] / max) * ih;
+      if (i === 0) g.moveTo(x, y);
+      else g.lineTo(x, y);
+    });
+    g.stroke();
+  }
+  const last = s[s.length - 1];
+  if (last) c.setAttribute('aria-label', `Chart: now ${last.rate.toFixed(1)} messages per second and ${last.online} users online; two minutes of history`);
+}
+
+function niceMax(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// ---- users ----
+
+function setupUsers() {
+  $('lookup-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const user = $('lookup-user').value.trim();
+    const out = $('lookup-result');
+    setText($('lookup-error'), '');
+    if (!userName.test(user)) {
+      setText($('lookup-error'), 'A user name is 1–32 letters, digits, _ or -.');
+      return;
+    }
     try {
-      const res = await api('GET', '/settings/defs', {token: this.token});
-      this.defs = (res.settings || res.defs || []).map(normalize).filter((d) => d.key);
+      const p = await call('GET', `/presence/${seg(user)}`);
+      const rows = [
+        ['Status', p.online ? 'online' : 'offline'],
+        ['Node', p.node || '—'],
+        ['Rooms', (p.rooms || []).join(', ') || '—'],
+        ['Last seen', p.last_seen ? `${ago(p.last_seen)}` : p.online ? 'now' : 'never'],
+      ];
+      out.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {'data-testid': `lookup-${k.toLowerCase().replace(' ', '-')}`}, v)]));
+      out.hidden = false;
+      $('mod-user').value = user;
     } catch (err) {
-      setText($('admin-error'), `Settings registry: ${err.message}`);
+      out.hidden = true;
+      setText($('lookup-error'), err.message);
     }
-    this.renderSettings();
-    this.timer = setInterval(() => {
-      if (this.visible() && document.visibilityState === 'visible') this.refresh();
-    }, REFRESH_MS);
+  });
+  const duration = () => $('mod-duration');
+  for (const r of document.querySelectorAll('input[name="mod-action"]')) {
+    r.addEventListener('change', () => { duration().disabled = actionOf() === 'kick'; });
   }
+  duration().disabled = true;
+  $('mod-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const user = $('mod-user').value.trim();
+    const action = actionOf();
+    setText($('mod-error'), '');
+    setText($('mod-result'), '');
+    if (!userName.test(user)) {
+      setText($('mod-error'), 'A user name is 1–32 letters, digits, _ or -.');
+      $('mod-user').focus();
+      return;
+    }
+    const body = {user, reason: $('mod-reason').value.trim()};
+    if (action !== 'kick') body.seconds = Number(duration().value);
+    try {
+      const r = await call('POST', `/moderation/${action}`, body);
+      const done = {kick: 'Kicked', mute: 'Muted', ban: 'Banned'}[action];
+      setText($('mod-result'), r.until ? `${done} ${user} until ${new Date(r.until).toLocaleString()}.` : `${done} ${user}.`);
+      loadModeration();
+    } catch (err) {
+      setText($('mod-error'), err.message);
+    }
+  });
+  $('mod-refresh').addEventListener('click', loadModeration);
+}
 
-  stop() {
-    clearInterval(this.timer);
+function actionOf() {
+  return document.querySelector('input[name="mod-action"]:checked').value;
+}
+
+async function loadModeration() {
+  try {
+    const r = await call('GET', '/moderation');
+    fillMod($('mutes-body'), r.mutes || [], 'mute');
+    fillMod($('bans-body'), r.bans || [], 'ban');
+  } catch (err) {
+    consoleError(err);
   }
+}
 
-  /** setValues takes the values of GET /settings. */
-  setValues(values) {
-    this.values = {...values};
-    for (const key of Object.keys(this.values)) this.show(key);
-  }
-
-  /** setValue takes one live settings frame. */
-  setValue(key, value) {
-    this.values[key] = value;
-    this.show(key);
-  }
-
-  show(key) {
-    const f = this.fields.get(key);
-    if (!f) return;
-    // Never overwrite what the admin is typing.
-    if (document.activeElement === f.input || f.input.dataset.dirty === 'true') return;
-    f.input.value = toInput(this.values[key]);
-  }
-
-  renderSettings() {
-    const list = $('settings-list');
-    clear(list);
-    this.fields.clear();
-    for (const d of this.defs) {
-      const id = `setting-${d.key.replace(/[^A-Za-z0-9_-]/g, '-')}`;
-      const numeric = d.type === 'int' || d.type === 'number';
-      const input = numeric
-        ? h('input', {
-          id, type: 'number', inputmode: d.type === 'int' ? 'numeric' : 'decimal',
-          step: d.type === 'int' ? '1' : 'any', min: d.min, max: d.max,
-          'data-testid': `setting-${d.key}`, 'aria-describedby': `${id}-desc ${id}-err`,
-        })
-        : h('textarea', {
-          id, rows: 2, maxlength: d.max || undefined,
-          'data-testid': `setting-${d.key}`, 'aria-describedby': `${id}-desc ${id}-err`,
-        });
-      input.addEventListener('input', () => { input.dataset.dirty = 'true'; });
-      input.addEventListener('keydown', (e) => {
-        if (e.key === 'Enter' && (numeric || e.ctrlKey || e.metaKey)) {
-          e.preventDefault();
-          this.save(d.key);
+function fillMod(body, entries, kind) {
+  body.replaceChildren(...entries.map((e) => h('tr', {'data-testid': `${kind}-row`, 'data-user': e.user},
+    h('td', {}, e.user),
+    h('td', {}, new Date(e.until).toLocaleString()),
+    h('td', {}, e.reason || '—'),
+    h('td', {}, h('button', {
+      type: 'button', class: 'small-btn', 'data-testid': `lift-${kind}`,
+      'aria-label': `Lift the ${kind} of ${e.user}`,
+      onclick: async () => {
+        try {
+          await call('DELETE', `/moderation/${kind}/${seg(e.user)}`);
+          loadModeration();
+        } catch (err) {
+          consoleError(err);
         }
-      });
-      const error = h('p', {id: `${id}-err`, class: 'form-error', role: 'alert', 'data-testid': `setting-error-${d.key}`});
-      const ok = h('p', {class: 'form-result', role: 'status', 'data-testid': `setting-ok-${d.key}`});
-      list.appendChild(h('div', {class: 'setting', 'data-key': d.key},
-        h('label', {for: id}, d.key),
-        h('p', {class: 'desc', id: `${id}-desc`}, d.description),
-        h('div', {class: 'row'},
-          input,
-          h('button', {type: 'button', 'data-testid': `setting-save-${d.key}`, onclick: () => this.save(d.key)}, 'Save'),
-          h('button', {type: 'button', class: 'ghost', title: 'back to the default',
-            'data-testid': `setting-reset-${d.key}`, onclick: () => this.reset(d.key)}, 'Reset')),
-        h('div', {class: 'meta'}, describe(d)),
-        error, ok));
-      this.fields.set(d.key, {input, error, ok, def: d});
-      this.show(d.key);
-    }
-  }
+      },
+    }, 'Lift')))));
+}
 
-  async save(key) {
-    const f = this.fields.get(key);
+// ---- rooms ----
+
+function setupRooms() {
+  $('room-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    openRoom($('room-id').value.trim());
+  });
+}
+
+async function loadLobbies() {
+  try {
+    const r = await call('GET', '/lobbies?limit=20');
+    $('admin-lobbies').replaceChildren(...(r.lobbies || []).map((l) => h('li', {},
+      h('button', {type: 'button', class: 'pick', 'data-testid': 'admin-lobby', onclick: () => loadRooms(l.lobby)},
+        h('span', {}, l.lobby), h('span', {class: 'muted'}, `${l.online} online · ${l.rooms} room${l.rooms === 1 ? '' : 's'}`)))));
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+async function loadRooms(lobby) {
+  try {
+    const r = await call('GET', `/lobbies/${seg(lobby)}/rooms`);
+    $('lobby-rooms').replaceChildren(...(r.rooms || []).map((room) => h('button', {
+      type: 'button', class: 'pick', 'data-testid': 'admin-room', onclick: () => openRoom(room.id),
+    }, `${room.id} · ${(room.members || []).length}/${room.capacity}`)));
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+async function openRoom(id) {
+  setText($('room-error'), '');
+  if (!/^[A-Za-z0-9_.-]{1,64}-\d+$/.test(id)) {
+    setText($('room-error'), 'A room id is a lobby name, a dash and a number, like general-1.');
+    return;
+  }
+  $('room-id').value = id;
+  try {
+    const [r, m] = await Promise.all([
+      call('GET', `/rooms/${seg(id)}`),
+      call('GET', `/rooms/${seg(id)}/messages?limit=50`),
+    ]);
+    const room = r.room;
+    setText($('room-title'), `${room.id} · ${(room.members || []).length}/${room.capacity} seats`);
+    setText($('room-members'), (room.members || []).length ? `Members: ${room.members.join(', ')}` : 'Nobody is seated.');
+    renderRoomMessages(id, m.messages || []);
+    $('room-view').hidden = false;
+  } catch (err) {
+    $('room-view').hidden = true;
+    setText($('room-error'), err.message);
+  }
+}
+
+function renderRoomMessages(room, messages) {
+  const list = $('room-messages');
+  list.replaceChildren(...messages.slice().reverse().map((msg) => {
+    const li = h('li', {class: 'admin-msg', 'data-testid': 'admin-message', 'data-id': msg.id},
+      h('span', {class: 'msg-time'}, clock(msg.ts)),
+      h('span', {class: 'msg-from'}, msg.from),
+      h('span', {class: 'admin-msg-text'}, msg.text),
+      h('button', {
+        type: 'button', class: 'small-btn danger', 'data-testid': 'remove-message',
+        'aria-label': `Remove the message of ${msg.from} at ${clock(msg.ts)}`,
+        onclick: async () => {
+          try {
+            await call('DELETE', `/rooms/${seg(room)}/messages/${seg(msg.id)}`);
+            li.remove();
+          } catch (err) {
+            setText($('room-error'), err.message);
+          }
+        },
+      }, 'Remove'));
+    return li;
+  }));
+  if (!messages.length) list.replaceChildren(h('li', {class: 'muted'}, 'No messages in history.'));
+}
+
+// ---- leaderboards ----
+
+function setupBoards() {
+  $('board-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const board = $('board-name').value.trim();
+    const player = $('board-player').value.trim();
+    setText($('board-error'), '');
+    try {
+      let entries;
+      if (player) {
+        const r = await call('POST', `/leaderboards/${seg(board)}/ranks`, {players: [player]});
+        if (!r.entries[0] || r.entries[0].rank < 0) {
+          setText($('board-error'), `${player} has no score on ${board}.`);
+          entries = [];
+        } else {
+          entries = (await call('GET', `/leaderboards/${seg(board)}/around/${seg(player)}?radius=5`)).entries;
+        }
+        setText($('board-list-title'), `Around ${player}`);
+      } else {
+        entries = (await call('GET', `/leaderboards/${seg(board)}/top?limit=20`)).entries;
+        setText($('board-list-title'), 'Top 20');
+      }
+      $('board-entries').replaceChildren(...(entries || []).map((x) => h('li', {
+        'data-testid': 'board-entry', 'data-player': x.player, class: x.player === player ? 'me-row' : null,
+      },
+      h('span', {class: 'rank'}, `#${x.rank + 1}`),
+      h('span', {class: 'player'}, x.player),
+      h('span', {class: 'score'}, String(x.score)))));
+    } catch (err) {
+      setText($('board-error'), err.message);
+    }
+  });
+}
+
+// ---- shop ----
+
+function setupShop() {
+  $('stock-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    setText($('stock-error'), '');
+    setText($('stock-result'), '');
+    const item = $('stock-item').value.trim();
+    const stock = intOf($('stock-count').value);
+    const price = intOf($('stock-price').value);
+    if (stock === null || price === null) {
+      setText($('stock-error'), 'Stock and price are whole numbers.');
+      return;
+    }
+    try {
+      await call('POST', '/shop/items', {item, stock, price});
+      setText($('stock-result'), `${item}: ${stock} in stock at ${price} coins.`);
+      loadItems();
+    } catch (err) {
+      setText($('stock-error'), err.message);
+    }
+  });
+  $('grant-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    setText($('grant-error'), '');
+    setText($('grant-result'), '');
+    const user = $('grant-user').value.trim();
+    const amount = intOf($('grant-amount').value);
+    if (amount === null) {
+      setText($('grant-error'), 'Coins are a whole number.');
+      return;
+    }
+    try {
+      const r = await call('POST', '/wallet/grant', {user, amount});
+      setText($('grant-result'), `Granted ${amount} coins to ${user}; balance ${fmtInt(r.balance)}.`);
+    } catch (err) {
+      setText($('grant-error'), err.message);
+    }
+  });
+}
+
+async function loadItems() {
+  try {
+    const r = await call('GET', '/shop/items');
+    $('items-body').replaceChildren(...(r.items || []).map((i) => h('tr', {'data-testid': 'item-row', 'data-item': i.item},
+      h('td', {}, i.item), h('td', {class: 'num'}, fmtInt(i.stock)), h('td', {class: 'num'}, fmtInt(i.price)))));
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+// ---- settings ----
+
+async function loadSettings() {
+  try {
+    const [defs, vals] = await Promise.all([call('GET', '/settings/defs'), call('GET', '/settings')]);
+    st.defs = defs.settings || [];
+    renderSettings(vals.values || {});
+  } catch (err) {
+    setText($('settings-list'), `The settings could not be read: ${err.message}`);
+  }
+}
+
+function renderSettings(values) {
+  const list = $('settings-list');
+  st.fields.clear();
+  list.replaceChildren(...st.defs.map((d) => {
+    const id = `setting-${d.key.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+    const numeric = d.type === 'int' || d.type === 'number';
+    const input = numeric
+      ? h('input', {
+        id, type: 'number', inputmode: d.type === 'int' ? 'numeric' : 'decimal',
+        step: d.type === 'int' ? '1' : 'any',
+        'data-testid': `setting-${d.key}`, 'aria-describedby': `${id}-desc ${id}-err`,
+      })
+      : h('textarea', {
+        id, rows: 2,
+        'data-testid': `setting-${d.key}`, 'aria-describedby': `${id}-desc ${id}-err`,
+      });
+    input.value = toInput(values[d.key]);
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (numeric || e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        save(d.key, 'PUT');
+      }
+    });
+    const error = h('p', {id: `${id}-err`, class: 'form-error', role: 'alert', 'data-testid': `setting-error-${d.key}`});
+    const ok = h('p', {class: 'form-result', role: 'status', 'data-testid': `setting-ok-${d.key}`});
+    st.fields.set(d.key, {input, error, ok, def: d});
+    return h('div', {class: 'setting', 'data-key': d.key},
+      h('label', {for: id}, d.key),
+      h('p', {class: 'desc', id: `${id}-desc`}, `${d.description} (${describe(d)})`),
+      h('div', {class: 'row'},
+        input,
+        h('button', {type: 'button', 'data-testid': `setting-save-${d.key}`, onclick: () => save(d.key, 'PUT')}, 'Save'),
+        h('button', {type: 'button', class: 'ghost', 'data-testid': `setting-reset-${d.key}`,
+          'aria-label': `Reset ${d.key} to its default`, onclick: () => save(d.key, 'DELETE')}, 'Reset')),
+      error, ok);
+  }));
+}
+
+// save sends what was typed; the server validates and its message says
+// what it expects. A numeric field sends a number when it reads as one.
+async function save(key, method) {
+  const f = st.fields.get(key);
+  setText(f.error, '');
+  setText(f.ok, '');
+  f.input.removeAttribute('aria-invalid');
+  let body;
+  if (method === 'PUT') {
     const raw = f.input.value;
     let value = raw;
     if (f.def.type !== 'string') {
-      // A number when it reads as one; otherwise the text itself, so the
-      // server says what is wrong with it.
       const n = Number(raw);
       value = raw.trim() !== '' && Number.isFinite(n) ? n : raw;
     }
-    await this.write(f, 'PUT', {value});
+    body = {value};
   }
-
-  async reset(key) {
-    await this.write(this.fields.get(key), 'DELETE', undefined);
+  try {
+    const r = await call(method, `/settings/${seg(key)}`, body);
+    if (method === 'DELETE') f.input.value = toInput(f.def.default);
+    setText(f.ok, method === 'DELETE' ? `Back to the default (version ${r.version}).` : `Saved (version ${r.version}).`);
+    setTimeout(() => setText(f.ok, ''), 4000);
+  } catch (err) {
+    f.input.setAttribute('aria-invalid', 'true');
+    setText(f.error, err.message);
   }
+}
 
-  async write(f, method, body) {
-    setText(f.error, '');
-    setText(f.ok, '');
-    try {
-      const res = await api(method, `/settings/${seg(f.def.key)}`, {token: this.adminToken(), body});
-      f.input.dataset.dirty = 'false';
-      setText(f.ok, method === 'DELETE' ? `Back to the default (version ${res.version}).` : `Saved (version ${res.version}).`);
-      if (method === 'DELETE') {
-        this.values[f.def.key] = f.def.default;
-        f.input.value = toInput(f.def.default);
-      }
-      setTimeout(() => setText(f.ok, ''), 4000);
-    } catch (err) {
-      setText(f.error, err.status === 401 || err.status === 403
-        ? `${err.message} — enter the admin token above.`
-        : err.message);
-    }
-  }
+function describe(d) {
+  if (d.type === 'string') return `text, at most ${d.max} characters, default ${JSON.stringify(d.default ?? '')}`;
+  const lo = d.min_exclusive ? `more than ${d.min}` : `at least ${d.min}`;
+  return `${d.type === 'int' ? 'a whole number' : 'a number'} ${lo} and at most ${d.max}, default ${d.default}`;
+}
 
-  async postNotice() {
+// ---- notices ----
+
+function setupNotices() {
+  $('notice-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
     const input = $('notice-text');
     const text = input.value.trim();
     setText($('notice-result'), '');
-    setText($('admin-error'), '');
+    setText($('notice-error'), '');
     if (!text) {
-      setText($('admin-error'), 'Write the notice first.');
+      setText($('notice-error'), 'Write the notice first.');
       input.focus();
       return;
     }
     try {
-      const res = await api('POST', '/notices', {token: this.adminToken(), body: {text}});
+      const r = await call('POST', '/notices', {text});
       input.value = '';
-      setText($('notice-result'), `Posted (id ${res.id}).`);
+      setText($('notice-result'), `Posted to everyone (id ${r.id}).`);
     } catch (err) {
-      setText($('admin-error'), err.message);
+      setText($('notice-error'), err.message);
     }
-  }
-
-  async refresh() {
-    const lobby = this.lobby();
-    setText($('rooms-lobby'), lobby || '—');
-    try {
-      const [nodes, rooms] = await Promise.all([
-        api('GET', '/nodes', {token: this.token}),
-        lobby ? api('GET', `/lobbies/${seg(lobby)}/rooms`, {token: this.token}) : {rooms: []},
-      ]);
-      $('nodes-body').replaceChildren(...(nodes.nodes || []).map((n) => h('tr', {'data-testid': 'node-row'},
-        h('td', {}, n.id),
-        h('td', {}, n.addr || '—'),
-        h('td', {class: 'num'}, n.connections),
-        h('td', {}, ago(n.last_heartbeat)))));
-      const current = this.room();
-      $('rooms-body').replaceChildren(...(rooms.rooms || []).map((r) => h('tr', {
-        'data-testid': 'room-row', class: r.id === current ? 'current' : null,
-      },
-      h('td', {}, `room ${r.seq}`),
-      h('td', {class: 'num'}, `${(r.members || []).length}/${r.capacity}`),
-      h('td', {}, (r.members || []).join(', ')))));
-    } catch (err) {
-      setText($('admin-error'), err.message);
-    }
-  }
+  });
 }
 
-/** normalize reads a settings definition whatever the case of its fields. */
-function normalize(d) {
-  const g = (k) => (d[k] !== undefined ? d[k] : d[k[0].toUpperCase() + k.slice(1)]);
-  return {
-    key: g('key'),
-    type: g('type'),
-    description: g('description') || '',
-    default: g('default'),
-    min: g('min'),
-    max: g('max'),
-    minExclusive: d.min_exclusive ?? d.minExclusive ?? d.MinExclusive ?? false,
-  };
+// ---- helpers ----
+
+function intOf(s) {
+  const n = Number(s);
+  return s.trim() !== '' && Number.isInteger(n) ? n : null;
 }
 
-function describe(d) {
-  const def = d.type === 'string' ? JSON.stringify(d.default ?? '') : String(d.default);
-  if (d.type === 'string') return `text, at most ${d.max} characters · default ${def}`;
-  const lo = d.minExclusive ? `> ${d.min}` : `≥ ${d.min}`;
-  return `${d.type === 'int' ? 'integer' : 'number'} ${lo}, ≤ ${d.max} · default ${def}`;
+function fmtInt(n) {
+  return typeof n === 'number' ? n.toLocaleString() : '—';
 }
 
 function toInput(v) {

@@ -2,6 +2,7 @@
 
 const SESSION = 'chatd.session';
 const ADMIN = 'chatd.admin';
+const TOKENS = 'chatd.guests';
 
 /** APIError is an answer in the documented error shape. */
 export class APIError extends Error {
@@ -28,6 +29,41 @@ export const session = {
   setAdminToken(t) {
     if (t) sessionStorage.setItem(ADMIN, t);
     else sessionStorage.removeItem(ADMIN);
+  },
+};
+
+/**
+ * guestTokens remembers, in localStorage, the latest token of each guest
+ * name signed in on this browser, so that another tab of the same guest
+ * asks for its session with it (the server then does not answer
+ * name_taken to the guest who holds the name).
+ */
+export const guestTokens = {
+  all() {
+    try {
+      const m = JSON.parse(localStorage.getItem(TOKENS) || '{}');
+      return m && typeof m === 'object' ? m : {};
+    } catch {
+      return {};
+    }
+  },
+  get(user) {
+    const t = this.all()[user];
+    return typeof t === 'string' ? t : undefined;
+  },
+  set(user, token) {
+    const m = this.all();
+    m[user] = token;
+    const names = Object.keys(m);
+    if (names.length > 20) delete m[names[0]];
+    localStorage.setItem(TOKENS, JSON.stringify(m));
+  },
+  remove(user, token) {
+    const m = this.all();
+    if (m[user] === token) {
+      delete m[user];
+      localStorage.setItem(TOKENS, JSON.stringify(m));
+    }
   },
 };
 

@@ -1,14 +1,17 @@
 // chatd's browser client: sign in, one room at a time, live over a
 // WebSocket that reconnects and resumes (PROTOCOL.md, "WebSocket").
 
-import {api, session, seg, userName, lobbyName} from './api.js';
+import {api, session, guestTokens, seg, userName, lobbyName} from './api.js';
 import {Connection} from './conn.js';
 import {ChatView} from './chat.js';
 import {Board} from './board.js';
-import {Admin} from './admin.js';
 import {h, $, avatar, setText} from './dom.js';
 
 const NOTICES_SEEN = 'chatd.notices';
+const TYPING_EVERY = 2000; // at most one typing frame per room this often
+const TYPING_SHOWN = 5000; // a typing indicator lasts this long
+const LOBBIES_EVERY = 10000; // the lobby list and unread counts refresh
+const WIDE = '(min-width: 900px)';
 
 boot();
 
@@ -33,6 +36,7 @@ async function boot() {
 
 function showSignIn(message) {
   $('app').hidden = true;
+  $('ended').hidden = true;
   $('signin').hidden = false;
   const form = $('signin-form');
   const name = $('signin-name');
@@ -42,6 +46,7 @@ function showSignIn(message) {
     e.preventDefault();
     const user = name.value.trim();
     const lobby = $('signin-lobby').value.trim() || 'general';
+    name.removeAttribute('aria-invalid');
     if (!userName.test(user)) {
       fail('A name is 1–32 letters, digits, _ or -.', name);
       return;
@@ -53,9 +58,13 @@ function showSignIn(message) {
     const button = form.querySelector('button[type=submit]');
     button.disabled = true;
     try {
-      const res = await api('POST', '/session', {body: {user}});
+      // A guest who holds this name in another tab sends that tab's token:
+      // the server then gives this tab a session of the same guest instead
+      // of answering name_taken.
+      const res = await api('POST', '/session', {body: {user}, token: guestTokens.get(user)});
       const s = {token: res.token, user: res.user, lobby};
       session.save(s);
+      guestTokens.set(res.user, res.token);
       let settings = null;
       try {
         settings = await api('GET', '/settings', {token: s.token});
@@ -64,7 +73,13 @@ function showSignIn(message) {
       }
       startApp(s, settings);
     } catch (err) {
-      fail(err.message, name);
+      if (err.code === 'name_taken') {
+        fail(`The name “${user}” is in use by another guest right now. Pick another name, or wait until they sign out.`, name);
+      } else if (err.code === 'banned') {
+        fail(`“${user}” is banned: ${err.message.replace(/^you are /, '')}.`, name);
+      } else {
+        fail(err.message, name);
+      }
     } finally {
       button.disabled = false;
     }
@@ -95,40 +110,47 @@ function startApp(s, initialSettings) {
     control: new Map(), // ref of a join/resume/leave -> what it was
     settings: {},
     noticesSeen: loadSeen(),
-    nodes: new Map(), // user -> {node, at}
-    failedOpens: 0,
+    inflight: null, // the say sent and not yet acked: one at a time, in order
+    holdTimer: 0, // the send queue waits out a rate limit
+    typers: new Map(), // user -> when their indicator ends
+    typingSent: 0, // when we last sent a typing frame
+    unread: {}, // room -> count, from GET /unread
+    unseen: 0, // messages of others in the current room not seen yet
+    readSent: '', // the last id we marked read in the current room
+    lobbies: [],
+    reconnects: 0,
+    ended: false,
   };
   const view = new ChatView(st.me);
+  view.onBottom = () => markSeen();
   const app = $('app');
   const board = new Board({token: st.token, me: st.me, visible: () => sideVisible('board')});
-  const admin = new Admin({
-    token: st.token,
-    visible: () => sideVisible('admin'),
-    lobby: () => st.lobby,
-    room: () => (st.room ? st.room.id : ''),
-  });
 
   const conn = new Connection({
-    url: () => `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws?token=${encodeURIComponent(st.token)}`,
+    url: () => `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws?token=${encodeURIComponent(st.token)}&batch=1`,
     onOpen: (gen) => {
       st.gen = gen;
       st.ready = false;
-      st.failedOpens = 0;
+      st.inflight = null;
     },
     onFrame: (f) => handle(f),
     onState: (x) => connState(x),
+    onClose: (code, reason) => closedByServer(code, reason),
+    onLatency: (ms) => setText($('conn-latency'), `${ms} ms`),
   });
 
   if (initialSettings) applySettings(initialSettings.values || {});
   setupTabs();
   setupComposer();
-  setupLobbyForm();
+  setupLobbies();
+  setupStatus();
   $('signout').addEventListener('click', signOut);
   $('motd-close').addEventListener('click', () => { $('motd').hidden = true; });
+  document.addEventListener('visibilitychange', () => markSeen());
+  window.addEventListener('focus', () => markSeen());
 
   conn.start();
   board.start();
-  admin.start().then(() => admin.setValues(st.settings));
   $('composer-input').focus();
 
   // ---- frames ----
@@ -137,9 +159,12 @@ function startApp(s, initialSettings) {
     switch (f.type) {
       case 'hello': return onHello(f);
       case 'joined': return onJoined(f.room);
+      case 'left': return onLeft(f.room);
       case 'message': return onMessage(f.message);
-      case 'ack': return view.ack(f.ref, f.id);
+      case 'message_removed': return onRemoved(f);
+      case 'ack': return onAck(f);
       case 'presence': return onPresence(f);
+      case 'typing': return onTyping(f);
       case 'settings': return onSetting(f.key, f.value);
       case 'notice': return onNotice(f);
       case 'error': return onError(f);
@@ -149,7 +174,7 @@ function startApp(s, initialSettings) {
 
   function onHello(f) {
     st.node = f.node || '';
-    setText($('node-label'), st.node ? `node ${st.node}` : '');
+    setText($('conn-node'), st.node || '—');
     showMOTD(f.motd || '');
     // Settings may have changed while we were away.
     api('GET', '/settings', {token: st.token}).then((r) => applySettings(r.values || {}), () => {});
@@ -164,51 +189,92 @@ function startApp(s, initialSettings) {
   function onJoined(room) {
     if (!room || !room.id) return;
     const same = st.room && st.room.id === room.id;
-    if (!same) view.reset();
+    if (!same) {
+      view.reset();
+      st.unseen = 0;
+      st.readSent = '';
+      st.typers.clear();
+      renderTyping();
+    }
     st.room = {...room, members: [...(room.members || [])]};
     st.lobby = room.lobby || st.lobby;
     st.ready = true;
     session.save({token: st.token, user: st.me, lobby: st.lobby});
     $('lobby-input').value = st.lobby;
     renderRoom();
+    renderLobbies();
     // The pong to this ping comes after the history the server sends for
     // this join: then what we sent on an earlier socket and never saw is
-    // sent again, and what we typed offline goes out.
+    // sent again, what we typed offline goes out, and what we have not
+    // read yet is counted.
     const gen = st.gen;
-    conn.ping(() => flush(gen));
+    conn.ping(() => {
+      if (gen !== st.gen || !st.ready) return;
+      for (const p of view.unconfirmed()) {
+        if (p.room && p.room !== st.room.id) view.discard(p);
+        else if (p.state === 'pending' || p.state === 'waiting') view.setState(p, 'queued');
+      }
+      pump();
+      refreshUnread();
+      markSeen();
+    });
   }
 
-  function flush(gen) {
-    if (gen !== st.gen || !st.ready) return;
-    for (const p of view.unconfirmed()) {
-      if (p.room && p.room !== st.room.id) {
-        view.discard(p);
-        continue;
-      }
-      if (p.state === 'queued' || (p.state === 'pending' && p.gen < gen)) sendSay(p);
-    }
+  function onLeft(room) {
+    // Another tab of ours left this room: the seat is gone for all of them.
+    if (!st.room || room !== st.room.id) return;
+    st.room = null;
+    st.ready = false;
+    chatError(`You left ${roomName({lobby: st.lobby, seq: room.split('-').pop()})} in another tab. Joining ${st.lobby} again.`);
+    sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
   }
 
   function onMessage(m) {
     if (!m || !st.room || m.room !== st.room.id) return;
-    view.add(m);
+    if (!view.add(m)) return;
+    if (st.typers.delete(m.from)) renderTyping();
+    if (m.from !== st.me) {
+      if (seen()) markSeen();
+      else {
+        st.unseen++;
+        renderUnread();
+      }
+    }
+  }
+
+  function onRemoved(f) {
+    if (!st.room || f.room !== st.room.id || !f.id) return;
+    view.remove(f.id);
+  }
+
+  function onAck(f) {
+    view.ack(f.ref, f.id);
+    if (st.inflight === f.ref) {
+      st.inflight = null;
+      pump();
+    }
   }
 
   function onPresence(f) {
     if (!st.room || f.room !== st.room.id) return;
     const set = new Set(st.room.members);
-    if (f.state === 'joined') {
-      set.add(f.user);
-      st.nodes.delete(f.user); // may have come back through another node
+    if (f.state === 'joined') set.add(f.user);
+    else if (f.state === 'left') {
+      set.delete(f.user);
+      if (st.typers.delete(f.user)) renderTyping();
     }
-    else if (f.state === 'left') set.delete(f.user);
     st.room.members = [...set];
     renderRoom();
   }
 
+  function onTyping(f) {
+    if (!st.room || f.room !== st.room.id || !f.user || f.user === st.me) return;
+    st.typers.set(f.user, Date.now() + TYPING_SHOWN);
+    renderTyping();
+  }
+
   function onSetting(key, value) {
     st.settings[key] = value;
-    admin.setValue(key, value);
     if (key === 'motd') showMOTD(value);
     if (key === 'room.capacity' && st.room) {
       st.room.capacity = value;
@@ -244,7 +310,7 @@ function startApp(s, initialSettings) {
       if (ctl.kind === 'resume') {
         // The seat is gone for good (room full, unknown room): start over
         // in the lobby.
-        chatError(`Could not get back into ${roomName(st.room)}: ${f.message} Joining ${st.lobby} again.`);
+        chatError(`Could not get back into ${roomName(st.room)}: ${f.message}. Joining ${st.lobby} again.`);
         st.room = null;
         sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
         return;
@@ -254,6 +320,7 @@ function startApp(s, initialSettings) {
         if (!st.room) sendControl({type: 'join', lobby: ctl.from}, {kind: 'join', lobby: ctl.from});
         return;
       }
+      if (ctl.kind === 'quiet') return; // typing and read marks are best effort
       chatError(f.message);
       return;
     }
@@ -264,13 +331,32 @@ function startApp(s, initialSettings) {
       chatError('Some messages were too old to replay; showing the latest.');
       return;
     }
-    if (f.ref && view.fail(f.ref, f.code, f.message, {retry: (p) => sendSay(p), discard: (p) => view.discard(p)})) {
+    if (f.ref && f.ref === st.inflight) {
+      st.inflight = null;
+      const p = view.pending.get(f.ref);
+      if (p && f.code === 'rate_limited') {
+        holdFor(p, waitOf(f.message));
+        return;
+      }
+      if (p) {
+        view.fail(f.ref, f.code, f.message, {
+          retry: (q) => { view.setState(q, 'queued'); pump(); },
+          discard: (q) => view.discard(q),
+        });
+      }
+      pump();
       return;
+    }
+    if (f.code === 'not_seated' && f.room && st.room && f.room === st.room.id) {
+      // The seat lapsed (a long sleep): take a seat in the lobby again.
+      st.room = null;
+      st.ready = false;
+      sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
     }
     chatError(f.message);
   }
 
-  // ---- sending ----
+  // ---- sending: one say in flight, in order ----
 
   function nextRef(prefix) {
     st.refs += 1;
@@ -287,18 +373,203 @@ function startApp(s, initialSettings) {
   function say(text) {
     const p = {ref: nextRef('c'), room: st.room ? st.room.id : '', text, state: 'queued', gen: 0};
     view.addPending(p);
-    if (st.ready && conn.open) sendSay(p);
+    pump();
   }
 
-  function sendSay(p) {
-    if (!st.ready || !conn.open || !st.room) {
-      view.setState(p, 'queued');
-      return;
-    }
+  // pump sends the oldest queued message when nothing is in flight and no
+  // rate limit is being waited out. Acks come in order, so sending one at a
+  // time keeps the room's order the order typed, across rate limits and
+  // reconnects, at a cost nobody typing by hand can notice.
+  function pump() {
+    if (st.inflight || st.holdTimer || !st.ready || !conn.open || !st.room) return;
+    const p = view.next();
+    if (!p) return;
     p.room = st.room.id;
     p.gen = st.gen;
+    st.inflight = p.ref;
     view.setState(p, 'pending');
     conn.send({type: 'say', room: p.room, text: p.text, ref: p.ref});
+  }
+
+  // holdFor waits out a rate limit, then sends p again, by itself.
+  function holdFor(p, ms) {
+    const until = Date.now() + ms;
+    const tick = () => {
+      const left = until - Date.now();
+      if (left <= 0) {
+        st.holdTimer = 0;
+        if (p.state === 'waiting') view.setState(p, 'queued');
+        pump();
+        return;
+      }
+      view.setState(p, 'waiting', `sending too fast: sending in ${Math.ceil(left / 1000)} s`);
+      st.holdTimer = setTimeout(tick, Math.min(left, 1000));
+    };
+    clearTimeout(st.holdTimer);
+    tick();
+  }
+
+  // ---- typing, unread, read marks ----
+
+  function typed() {
+    if (!st.ready || !st.room || !conn.open) return;
+    const now = Date.now();
+    if (now - st.typingSent < TYPING_EVERY) return;
+    st.typingSent = now;
+    sendControl({type: 'typing', room: st.room.id}, {kind: 'quiet'});
+  }
+
+  function renderTyping() {
+    const now = Date.now();
+    for (const [u, until] of st.typers) if (until <= now) st.typers.delete(u);
+    const names = [...st.typers.keys()].sort();
+    let text = '';
+    if (names.length === 1) text = `${names[0]} is typing…`;
+    else if (names.length === 2) text = `${names[0]} and ${names[1]} are typing…`;
+    else if (names.length > 2) text = `${names.length} people are typing…`;
+    setText($('typing'), text);
+    clearTimeout(renderTyping.timer);
+    if (names.length) {
+      const next = Math.min(...st.typers.values()) - now;
+      renderTyping.timer = setTimeout(renderTyping, Math.max(100, next));
+    }
+  }
+
+  // seen says whether the newest messages are in front of the user: the
+  // page is visible, the chat panel shown, the list scrolled to its end.
+  function seen() {
+    return document.visibilityState === 'visible' && panelVisible('chat') && view.nearBottom();
+  }
+
+  // markSeen sends a read mark for the newest message once it is seen.
+  function markSeen() {
+    if (!st.room || !st.ready || !seen()) return;
+    st.unseen = 0;
+    if (st.unread[st.room.id]) st.unread[st.room.id] = 0;
+    renderUnread();
+    const id = view.lastId;
+    if (!id || id <= st.readSent) return;
+    st.readSent = id;
+    sendControl({type: 'read', room: st.room.id, id}, {kind: 'quiet'});
+  }
+
+  async function refreshUnread() {
+    try {
+      const r = await api('GET', '/unread', {token: st.token});
+      st.unread = r.rooms || {};
+      if (st.room && st.unread[st.room.id] !== undefined && !seen()) {
+        st.unseen = Math.max(st.unseen, st.unread[st.room.id]);
+      }
+      renderUnread();
+    } catch {
+      // the badges keep their last counts
+    }
+  }
+
+  function unreadOf(room) {
+    if (st.room && room === st.room.id) return st.unseen;
+    return st.unread[room] || 0;
+  }
+
+  function renderUnread() {
+    let total = 0;
+    const byLobby = {};
+    const rooms = new Set([...Object.keys(st.unread), ...(st.room ? [st.room.id] : [])]);
+    for (const room of rooms) {
+      const n = unreadOf(room);
+      total += n;
+      const lobby = room.slice(0, room.lastIndexOf('-'));
+      byLobby[lobby] = (byLobby[lobby] || 0) + n;
+    }
+    for (const li of $('lobbies').children) {
+      const badge = li.querySelector('.badge');
+      const n = byLobby[li.dataset.lobby] || 0;
+      badge.hidden = n === 0;
+      setText(badge, n > 99 ? '99+' : String(n));
+      badge.setAttribute('aria-label', `${n} unread`);
+    }
+    const tab = $('people-count');
+    tab.hidden = total === 0;
+    setText(tab, total > 99 ? '99+' : String(total));
+    tab.setAttribute('aria-label', `${total} unread`);
+    const jump = $('jump');
+    setText(jump, st.unseen > 0 ? `${st.unseen} new message${st.unseen === 1 ? '' : 's'} ↓` : 'New messages ↓');
+    const r = st.room;
+    const base = r ? `${r.lobby} · room ${r.seq} — chatd` : 'chatd';
+    document.title = st.unseen > 0 ? `(${st.unseen}) ${base}` : base;
+  }
+
+  // ---- lobbies ----
+
+  async function refreshLobbies() {
+    try {
+      const r = await api('GET', '/lobbies?limit=20', {token: st.token});
+      st.lobbies = r.lobbies || [];
+      setText($('lobbies-error'), '');
+    } catch (err) {
+      setText($('lobbies-error'), err.message);
+    }
+    renderLobbies();
+  }
+
+  function renderLobbies() {
+    const list = [...st.lobbies];
+    if (!list.some((l) => l.lobby === st.lobby)) list.unshift({lobby: st.lobby, online: st.room ? st.room.members.length : 0, rooms: 1});
+    $('lobbies').replaceChildren(...list.map((l) => {
+      const current = l.lobby === st.lobby;
+      return h('li', {class: 'lobby', 'data-testid': 'lobby', 'data-lobby': l.lobby},
+        h('button', {
+          type: 'button', class: 'lobby-btn', 'aria-current': current ? 'true' : null,
+          onclick: () => switchLobby(l.lobby),
+        },
+        h('span', {class: 'lobby-name'}, l.lobby),
+        h('span', {class: 'lobby-online', 'data-testid': 'lobby-online'}, `${l.online} online`),
+        h('span', {class: 'badge', 'data-testid': 'lobby-unread', hidden: true})));
+    }));
+    renderUnread();
+  }
+
+  function switchLobby(lobby) {
+    setText($('lobby-error'), '');
+    if (!lobbyName.test(lobby)) {
+      setText($('lobby-error'), 'A lobby name is 1–64 letters, digits, _, . or -.');
+      return;
+    }
+    if (st.room && lobby === st.room.lobby) {
+      selectTab('chat');
+      return;
+    }
+    if (!conn.open) {
+      setText($('lobby-error'), 'Not connected; try again in a moment.');
+      return;
+    }
+    const from = st.lobby;
+    if (st.room) conn.send({type: 'leave', room: st.room.id});
+    st.room = null;
+    st.ready = false;
+    st.lobby = lobby;
+    st.inflight = null;
+    view.reset();
+    st.typers.clear();
+    renderTyping();
+    setText($('room-label'), `${lobby} · joining…`);
+    sendControl({type: 'join', lobby}, {kind: 'switch', lobby, from});
+    renderLobbies();
+    selectTab('chat');
+    setTimeout(refreshLobbies, 500);
+  }
+
+  function setupLobbies() {
+    $('lobby-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      switchLobby($('lobby-input').value.trim());
+    });
+    refreshLobbies();
+    setInterval(() => {
+      if (document.visibilityState !== 'visible') return;
+      refreshLobbies();
+      refreshUnread();
+    }, LOBBIES_EVERY);
   }
 
   // ---- view ----
@@ -308,37 +579,13 @@ function startApp(s, initialSettings) {
     if (!r) return;
     const n = r.members.length;
     setText($('room-label'), `${r.lobby} · room ${r.seq} · ${n}/${r.capacity}`);
-    setText($('people-count'), String(n));
-    document.title = `${r.lobby} · room ${r.seq} — chatd`;
+    setText($('member-count'), `${n}/${r.capacity}`);
+    renderUnread();
     const members = [...r.members].sort((a, b) => (a === st.me ? -1 : b === st.me ? 1 : a.localeCompare(b)));
-    $('members').replaceChildren(...members.map((u) => {
-      const node = h('span', {class: 'member-node', 'data-testid': 'member-node'}, nodeOf(u));
-      return h('li', {class: 'member', 'data-testid': 'member', 'data-user': u},
-        avatar(u),
-        h('span', {class: 'member-name'}, u),
-        u === st.me ? h('span', {class: 'you'}, '(you)') : null,
-        node);
-    }));
-  }
-
-  // nodeOf returns the node a member is served by, as far as we know;
-  // unknown ones are looked up (GET /presence/{user}) and shown when known.
-  // A node publishes its users' presence periodically, so a user who just
-  // connected may not be known yet: an unknown node is asked again soon.
-  function nodeOf(user) {
-    if (user === st.me) return st.node;
-    const c = st.nodes.get(user);
-    const fresh = c && Date.now() - c.at < (c.node ? 30000 : 4000);
-    if (!fresh && !(c && c.loading)) {
-      st.nodes.set(user, {node: c ? c.node : '', at: c ? c.at : 0, loading: true});
-      api('GET', `/presence/${seg(user)}`, {token: st.token}).then((p) => {
-        const node = p.online ? p.node || '' : '';
-        st.nodes.set(user, {node, at: Date.now()});
-        if (node) renderRoom();
-        else setTimeout(() => { if (st.room && st.room.members.includes(user)) renderRoom(); }, 4500);
-      }, () => st.nodes.set(user, {node: '', at: Date.now()}));
-    }
-    return c ? c.node : '';
+    $('members').replaceChildren(...members.map((u) => h('li', {class: 'member', 'data-testid': 'member', 'data-user': u},
+      avatar(u),
+      h('span', {class: 'member-name'}, u),
+      u === st.me ? h('span', {class: 'you'}, '(you)') : null)));
   }
 
   function showMOTD(text) {
@@ -363,28 +610,67 @@ function startApp(s, initialSettings) {
     if (x.state === 'closed') text = 'offline';
     if (x.state === 'waiting') {
       st.ready = false;
+      st.reconnects++;
+      setText($('conn-reconnects'), String(st.reconnects));
       text = `reconnecting in ${Math.max(1, Math.round(x.delay / 1000))} s`;
-      if (!x.opened) {
+      if (!x.opened && x.attempt % 3 === 0) {
         // A refused handshake looks like a network error to a page: ask the
         // HTTP API whether our token is still good, now and then.
-        st.failedOpens++;
-        if (st.failedOpens % 3 === 0) checkToken();
+        checkToken();
       }
     }
     setText($('conn-text'), text);
-    box.title = x.attempt ? `attempt ${x.attempt}` : '';
+    box.setAttribute('aria-label', `Connection: ${text}. Show details`);
   }
 
   async function checkToken() {
     try {
       await api('GET', '/settings', {token: st.token});
     } catch (err) {
-      if (err.status === 401) {
-        conn.stop();
-        session.clear();
-        location.reload();
-      }
+      if (err.status === 401) end('Your session ended', 'Sign in again to keep chatting.', false);
+      else if (err.code === 'banned') end('You are banned', `${err.message}.`, false);
     }
+  }
+
+  // closedByServer handles the close codes the server decides; false stops
+  // the reconnecting.
+  function closedByServer(code, reason) {
+    switch (code) {
+      case 4000:
+        guestTokens.remove(st.me, st.token);
+        end('Your session ended', reason === 'signed out' ? 'You signed out in another tab.' : 'Sign in again to keep chatting.', false);
+        return false;
+      case 4001:
+        end('You were removed from the chat', reason && reason !== 'kick' ? `A moderator removed you: ${reason}` : 'A moderator removed you from the chat.', true);
+        return false;
+      case 4003:
+        end('You are banned', reason && reason !== 'ban' ? `A moderator banned you: ${reason}` : 'A moderator banned you from the chat.', false);
+        return false;
+      default:
+        return true;
+    }
+  }
+
+  // end shows why the chat stopped; rejoin offers to connect again.
+  function end(title, text, rejoin) {
+    if (st.ended) return;
+    st.ended = true;
+    conn.stop();
+    board.stop();
+    st.room = null;
+    st.ready = false;
+    setText($('ended-title'), title);
+    setText($('ended-text'), text);
+    $('ended-rejoin').hidden = !rejoin;
+    $('ended').hidden = false;
+    app.setAttribute('aria-hidden', 'true');
+    app.inert = true;
+    $('ended-rejoin').onclick = () => location.reload();
+    $('ended-signin').onclick = () => {
+      session.clear();
+      location.reload();
+    };
+    (rejoin ? $('ended-rejoin') : $('ended-signin')).focus();
   }
 
   function roomName(r) {
@@ -392,6 +678,29 @@ function startApp(s, initialSettings) {
   }
 
   // ---- controls ----
+
+  function setupStatus() {
+    const btn = $('conn-status');
+    const box = $('conn-details');
+    btn.addEventListener('click', () => {
+      box.hidden = !box.hidden;
+      btn.setAttribute('aria-expanded', String(!box.hidden));
+      if (!box.hidden) conn.ping(() => {});
+    });
+    document.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' && !box.hidden) {
+        box.hidden = true;
+        btn.setAttribute('aria-expanded', 'false');
+        btn.focus();
+      }
+    });
+    document.addEventListener('click', (e) => {
+      if (!box.hidden && !box.contains(e.target) && !btn.contains(e.target)) {
+        box.hidden = true;
+        btn.setAttribute('aria-expanded', 'false');
+      }
+    });
+  }
 
   function setupComposer() {
     const form = $('composer');
@@ -401,6 +710,11 @@ function startApp(s, initialSettings) {
       // Blank lines and spaces around a message are not part of it.
       const text = input.value.trim();
       if (text === '') return;
+      if ([...text].length > maxLength()) {
+        countChars();
+        input.focus();
+        return;
+      }
       say(text);
       input.value = '';
       autosize();
@@ -416,6 +730,7 @@ function startApp(s, initialSettings) {
     input.addEventListener('input', () => {
       autosize();
       countChars();
+      if (input.value.trim() !== '') typed();
     });
     function autosize() {
       input.style.height = 'auto';
@@ -423,46 +738,29 @@ function startApp(s, initialSettings) {
     }
   }
 
-  function countChars() {
-    const input = $('composer-input');
-    const max = Number(st.settings['message.max_length']) || 2000;
-    const n = [...input.value].length;
-    const hint = $('composer-count');
-    hint.dataset.over = String(n > max);
-    setText(hint, n > max * 0.8 ? `${n}/${max}` : '');
+  function maxLength() {
+    return Number(st.settings['message.max_length']) || 2000;
   }
 
-  function setupLobbyForm() {
-    $('lobby-form').addEventListener('submit', (e) => {
-      e.preventDefault();
-      const lobby = $('lobby-input').value.trim();
-      setText($('lobby-error'), '');
-      if (!lobbyName.test(lobby)) {
-        setText($('lobby-error'), 'A lobby name is 1–64 letters, digits, _, . or -.');
-        return;
-      }
-      if (st.room && lobby === st.room.lobby) return;
-      if (!conn.open) {
-        setText($('lobby-error'), 'Not connected; try again in a moment.');
-        return;
-      }
-      const from = st.lobby;
-      if (st.room) conn.send({type: 'leave', room: st.room.id});
-      st.room = null;
-      st.ready = false;
-      st.lobby = lobby;
-      view.reset();
-      setText($('room-label'), `${lobby} · joining…`);
-      sendControl({type: 'join', lobby}, {kind: 'switch', lobby, from});
-      admin.refresh();
-    });
+  // countChars shows the length against the limit as you type; over the
+  // limit the Send button is off and the count says by how much.
+  function countChars() {
+    const input = $('composer-input');
+    const max = maxLength();
+    const n = [...input.value.trim()].length;
+    const over = n > max;
+    const hint = $('composer-count');
+    hint.dataset.over = String(over);
+    setText(hint, n === 0 ? '' : over ? `${n}/${max} · ${n - max} too many` : `${n}/${max}`);
+    input.setAttribute('aria-invalid', String(over));
+    document.querySelector('[data-testid="composer-send"]').disabled = over;
   }
 
   function setupTabs() {
     for (const tab of document.querySelectorAll('.tab')) {
-      tab.addEventListener('click', () => select(tab.dataset.tab));
+      tab.addEventListener('click', () => selectTab(tab.dataset.tab));
     }
-    const tablist = document.querySelector('.tabs');
+    const tablist = document.querySelector('.tablist');
     tablist.addEventListener('keydown', (e) => {
       if (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft') return;
       const tabs = [...tablist.querySelectorAll('.tab')].filter((t) => t.offsetParent !== null);
@@ -470,39 +768,63 @@ function startApp(s, initialSettings) {
       if (i < 0) return;
       const next = tabs[(i + (e.key === 'ArrowRight' ? 1 : tabs.length - 1)) % tabs.length];
       next.focus();
-      select(next.dataset.tab);
+      selectTab(next.dataset.tab);
     });
-    function select(name) {
-      app.dataset.view = name;
-      if (name === 'board' || name === 'admin') app.dataset.side = name;
-      for (const t of document.querySelectorAll('.tab')) {
-        const wide = window.matchMedia('(min-width: 900px)').matches;
-        const on = t.dataset.tab === name || (wide && t.dataset.tab === app.dataset.side && (name === 'chat' || name === 'people'));
-        t.setAttribute('aria-selected', String(on));
-      }
-      if (name === 'admin') admin.refresh();
-      if (name === 'board') board.refresh();
-      if (name === 'chat') $('composer-input').focus();
-    }
-    select('chat');
+    window.matchMedia(WIDE).addEventListener('change', () => selectTab(app.dataset.view));
+    selectTab('chat');
   }
 
-  function sideVisible(name) {
-    if (window.matchMedia('(min-width: 900px)').matches) return app.dataset.side === name;
+  function selectTab(name) {
+    app.dataset.view = name;
+    if (name === 'board') app.dataset.side = name;
+    const wide = window.matchMedia(WIDE).matches;
+    for (const t of document.querySelectorAll('.tab')) {
+      const on = t.dataset.tab === name || (wide && t.dataset.tab === app.dataset.side);
+      t.setAttribute('aria-selected', String(on));
+      t.tabIndex = on ? 0 : -1;
+    }
+    if (name === 'board') board.refresh();
+    if (name === 'people') refreshLobbies();
+    if (name === 'chat') {
+      $('composer-input').focus();
+      markSeen();
+    }
+  }
+
+  function panelVisible(name) {
+    if (window.matchMedia(WIDE).matches) return name !== 'board' || app.dataset.side === name;
     return app.dataset.view === name;
   }
 
-  function signOut() {
-    if (st.room) conn.send({type: 'leave', room: st.room.id});
-    // Let the leave go out before the socket closes.
-    setTimeout(() => {
-      conn.stop();
-      board.stop();
-      admin.stop();
-      session.clear();
-      location.reload();
-    }, 100);
+  function sideVisible(name) {
+    if (window.matchMedia(WIDE).matches) return app.dataset.side === name;
+    return app.dataset.view === name;
   }
+
+  async function signOut() {
+    if (st.room) conn.send({type: 'leave', room: st.room.id});
+    // Let the leave go out, then end the session: the name is free at once.
+    await new Promise((r) => setTimeout(r, 100));
+    st.ended = true;
+    conn.stop();
+    board.stop();
+    try {
+      await api('DELETE', '/session', {token: st.token});
+    } catch {
+      // signed out here anyway; the name lapses on its own
+    }
+    guestTokens.remove(st.me, st.token);
+    session.clear();
+    location.reload();
+  }
+}
+
+// waitOf reads the wait out of a rate_limited message ("…; wait 1.5 s"),
+// in ms, with a floor and a default.
+function waitOf(message) {
+  const m = /wait ([\d.]+) ?s/.exec(message || '');
+  const s = m ? Number(m[1]) : 1;
+  return Math.max(200, Math.ceil((Number.isFinite(s) ? s : 1) * 1000) + 50);
 }
 
 function loadSeen() {

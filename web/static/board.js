@@ -44,15 +44,19 @@ export class Board {
     const me = seg(this.me);
     const opts = {token: this.token};
     try {
-      const [top, mine, around] = await Promise.all([
+      // POST ranks answers rank -1 for a player without a score, where
+      // GET players/{me} would answer 404 (a console error in a browser):
+      // "around me" is asked only for a player on the board.
+      const [top, mine] = await Promise.all([
         api('GET', `/leaderboards/${b}/top?limit=10`, opts),
-        api('GET', `/leaderboards/${b}/players/${me}`, opts).catch(notFound),
-        api('GET', `/leaderboards/${b}/around/${me}?radius=2`, opts).catch(notFound),
+        api('POST', `/leaderboards/${b}/ranks`, {...opts, body: {players: [this.me]}}),
       ]);
+      const e = mine.entries && mine.entries[0];
+      const ranked = e && e.rank >= 0;
+      const around = ranked ? await api('GET', `/leaderboards/${b}/around/${me}?radius=2`, opts).catch(notFound) : null;
       this.fill($('lb-top'), top.entries);
       this.fill($('lb-around'), around ? around.entries : []);
-      const e = mine && mine.entry;
-      setText($('lb-me'), e ? `#${e.rank + 1} with ${fmt(e.score)} clicks` : 'no score yet — play a round');
+      setText($('lb-me'), ranked ? `#${e.rank + 1} with ${fmt(e.score)} clicks` : 'no score yet — play a round');
       setText($('lb-error'), '');
     } catch (err) {
       setText($('lb-error'), err.message);

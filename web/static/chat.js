@@ -1,10 +1,13 @@
 // The message list of the current room: messages once each, in id order
-// (ids of one room sort in send order as strings), and the caller's own
-// messages pending until their ack.
+// (ids of one room sort in send order as strings), consecutive messages of
+// one sender grouped under one name, and the caller's own messages pending
+// until their ack.
 
 import {h, $, avatar, clock, setText} from './dom.js';
+import {rich} from './format.js';
 
 const MAX_SHOWN = 500; // confirmed messages kept in the view
+const GROUP_MS = 5 * 60 * 1000; // a sender's messages this close share a head
 
 const STATE_TEXT = {
   queued: 'waiting for the connection…',
@@ -18,9 +21,13 @@ export class ChatView {
     this.jump = $('jump');
     this.ids = new Set(); // message ids shown, for dedupe
     this.lastId = ''; // greatest id received in a message frame: where a resume starts
-    this.pending = new Map(); // ref -> {ref, room, text, el, state, gen, id}
+    this.pending = new Map(); // ref -> {ref, room, text, el, state, gen, id}, in send order
+    this.onBottom = () => {}; // the list was scrolled to its end
     this.list.addEventListener('scroll', () => {
-      if (this.nearBottom()) this.jump.hidden = true;
+      if (this.nearBottom()) {
+        this.jump.hidden = true;
+        this.onBottom();
+      }
     });
     this.jump.addEventListener('click', () => this.scrollDown());
   }
@@ -45,11 +52,15 @@ export class ChatView {
       if (el.dataset.id) el.remove();
     }
     for (const p of this.pending.values()) if (p.id) this.ids.add(p.id);
+    this.regroupAll();
   }
 
-  /** add shows a message frame's message, unless it is already shown. */
+  /**
+   * add shows a message frame's message, unless it is already shown; it
+   * returns true for a message that is new to the view.
+   */
   add(m) {
-    if (!m || typeof m.id !== 'string' || this.ids.has(m.id)) return;
+    if (!m || typeof m.id !== 'string' || this.ids.has(m.id)) return false;
     if (m.id > this.lastId) this.lastId = m.id;
     this.ids.add(m.id);
     if (m.from === this.me) {
@@ -58,11 +69,21 @@ export class ChatView {
       for (const p of this.pending.values()) {
         if (!p.id && p.text === m.text && p.state !== 'error') {
           this.confirm(p, m.id, m.ts);
-          return;
+          return true;
         }
       }
     }
     this.place(this.render(m, 'sent'), m.id);
+    return true;
+  }
+
+  /** remove takes a removed message out of the view. */
+  remove(id) {
+    const el = this.list.querySelector(`[data-id="${CSS.escape(id)}"]`);
+    if (!el) return;
+    const next = el.nextElementSibling;
+    el.remove();
+    if (next) this.regroup(next);
   }
 
   /** addPending shows a message of ours that is not confirmed yet. */
@@ -70,17 +91,28 @@ export class ChatView {
     p.el = this.render({from: this.me, text: p.text, ts: new Date().toISOString()}, p.state);
     p.el.dataset.ref = p.ref;
     this.pending.set(p.ref, p);
-    const stick = true;
     this.list.appendChild(p.el);
-    this.scrolled(stick);
+    this.regroup(p.el);
+    this.scrolled(true);
   }
 
-  /** setState updates a pending message's state (queued, pending). */
-  setState(p, state) {
+  /** next returns the first message of ours still to send, in order. */
+  next() {
+    for (const p of this.pending.values()) {
+      if (!p.id && p.state === 'queued') return p;
+    }
+    return null;
+  }
+
+  /**
+   * setState updates a pending message's state: queued, pending, or
+   * waiting (held back by the rate limit; note says for how long).
+   */
+  setState(p, state, note) {
     p.state = state;
     p.el.dataset.state = state;
     const label = p.el.querySelector('.msg-state');
-    if (label) setText(label, STATE_TEXT[state] || '');
+    if (label) setText(label, note || STATE_TEXT[state] || '');
     const err = p.el.querySelector('.msg-error');
     if (err) err.remove();
   }
@@ -96,6 +128,7 @@ export class ChatView {
       return;
     }
     this.ids.add(id);
+    if (id > this.lastId) this.lastId = id;
     this.confirm(p, id, null);
   }
 
@@ -109,13 +142,16 @@ export class ChatView {
     const label = el.querySelector('.msg-state');
     if (label) label.remove();
     if (ts) {
+      el.dataset.ts = ts;
       const t = el.querySelector('.msg-time');
       if (t) {
         setText(t, clock(ts));
         t.setAttribute('datetime', ts);
       }
     }
+    const next = el.nextElementSibling;
     el.remove();
+    if (next) this.regroup(next);
     this.place(el, id);
   }
 
@@ -134,22 +170,23 @@ export class ChatView {
     const old = p.el.querySelector('.msg-error');
     if (old) old.remove();
     const why = message || {
-      rate_limited: 'you are sending too fast',
       too_long: 'the message is too long',
       not_seated: 'you are not seated in this room',
     }[code] || code;
     p.el.querySelector('.msg-body').appendChild(
       h('div', {class: 'msg-error', 'data-testid': 'message-error', role: 'alert'},
         h('span', {}, `Not sent: ${why}`),
-        h('button', {type: 'button', class: 'link', onclick: () => retry(p)}, 'Retry'),
-        h('button', {type: 'button', class: 'link', onclick: () => discard(p)}, 'Discard')));
+        h('button', {type: 'button', class: 'link', 'data-testid': 'message-retry', onclick: () => retry(p)}, 'Retry'),
+        h('button', {type: 'button', class: 'link', 'data-testid': 'message-discard', onclick: () => discard(p)}, 'Discard')));
     return true;
   }
 
   /** discard removes a pending message. */
   discard(p) {
     this.pending.delete(p.ref);
+    const next = p.el.nextElementSibling;
     p.el.remove();
+    if (next) this.regroup(next);
   }
 
   /** unconfirmed lists the pending messages without an id. */
@@ -164,6 +201,7 @@ export class ChatView {
       'data-testid': 'message',
       'data-id': m.id,
       'data-from': m.from,
+      'data-ts': m.ts,
       'data-state': state,
     },
     avatar(m.from),
@@ -172,7 +210,23 @@ export class ChatView {
         h('span', {class: 'msg-from'}, m.from),
         h('time', {class: 'msg-time', datetime: m.ts, title: new Date(m.ts).toLocaleString()}, clock(m.ts)),
         STATE_TEXT[state] ? h('span', {class: 'msg-state'}, STATE_TEXT[state]) : null),
-      h('p', {class: 'msg-text', 'data-testid': 'message-text'}, m.text)));
+      h('p', {class: 'msg-text', 'data-testid': 'message-text'}, rich(m.text))));
+  }
+
+  // regroup marks el as a continuation of the message before it (same
+  // sender, within GROUP_MS), and re-checks the one after it.
+  regroup(el) {
+    for (const n of [el, el.nextElementSibling]) {
+      if (!n) continue;
+      const prev = n.previousElementSibling;
+      const cont = !!prev && prev.dataset.from === n.dataset.from &&
+        Math.abs(Date.parse(n.dataset.ts) - Date.parse(prev.dataset.ts)) < GROUP_MS;
+      n.classList.toggle('cont', cont);
+    }
+  }
+
+  regroupAll() {
+    for (const n of this.list.children) this.regroup(n);
   }
 
   /** place inserts a confirmed message by id, before the pending ones. */
@@ -193,6 +247,7 @@ export class ChatView {
       while (first && !first.dataset.id && first.dataset.ref === undefined) first = first.nextElementSibling;
       this.list.insertBefore(el, first);
     }
+    this.regroup(el);
     if (after === null || el.nextElementSibling === null || !el.nextElementSibling.dataset.id) {
       this.scrolled(stick);
     }
@@ -209,6 +264,7 @@ export class ChatView {
       }
       n = next;
     }
+    if (this.list.firstElementChild) this.regroup(this.list.firstElementChild);
   }
 
   nearBottom() {
@@ -224,5 +280,6 @@ export class ChatView {
   scrollDown() {
     this.list.scrollTop = this.list.scrollHeight;
     this.jump.hidden = true;
+    this.onBottom();
   }
 }

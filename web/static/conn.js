@@ -17,12 +17,18 @@ export class Connection {
    * @param {(gen: number) => void} o.onOpen a socket opened; gen counts sockets
    * @param {(frame: object) => void} o.onFrame a frame arrived
    * @param {(s: {state: string, attempt: number, delay?: number, opened?: boolean, code?: number}) => void} o.onState
+   * @param {(code: number, reason: string) => boolean} [o.onClose] the server
+   *   closed the socket; return false to stop (no reconnect)
+   * @param {(ms: number) => void} [o.onLatency] a pong came back after ms
    */
-  constructor({url, onOpen, onFrame, onState}) {
+  constructor({url, onOpen, onFrame, onState, onClose, onLatency}) {
     this.url = url;
     this.onOpen = onOpen;
     this.onFrame = onFrame;
     this.onState = onState;
+    this.onClose = onClose || (() => true);
+    this.onLatency = onLatency || (() => {});
+    this.rtt = 0; // the latest ping's round trip, ms
     this.ws = null;
     this.gen = 0;
     this.attempt = 0;
@@ -78,7 +84,7 @@ export class Connection {
     const timer = setTimeout(() => {
       if (this.ws === ws) this.drop('no pong');
     }, PONG_TIMEOUT);
-    this.pongs.push({cb, timer});
+    this.pongs.push({cb, timer, at: performance.now()});
     this.send({type: 'ping'});
     return true;
   }
@@ -122,32 +128,53 @@ export class Connection {
       this.onOpen(this.gen);
     };
     ws.onmessage = (ev) => {
-      if (this.ws !== ws) return;
-      let f;
-      try {
-        f = JSON.parse(ev.data);
-      } catch {
-        return;
-      }
-      if (!f || typeof f.type !== 'string') return;
-      if (f.type === 'pong') {
-        const p = this.pongs.shift();
-        if (p) {
-          clearTimeout(p.timer);
-          p.cb();
+      if (this.ws !== ws || typeof ev.data !== 'string') return;
+      // Opened with batch=1: a text frame holds one or more events, one
+      // JSON object per line.
+      for (const line of ev.data.split('\n')) {
+        if (line.trim() === '') continue;
+        let f;
+        try {
+          f = JSON.parse(line);
+        } catch {
+          continue;
         }
-        return;
+        if (!f || typeof f.type !== 'string') continue;
+        if (f.type === 'pong') this.pong();
+        else this.onFrame(f);
+        if (this.ws !== ws) return; // a frame handler stopped or dropped us
       }
-      this.onFrame(f);
     };
     ws.onclose = (ev) => {
       clearTimeout(timeout);
       if (this.ws !== ws) return;
       const opened = this.openedAt > 0;
       this.teardown();
+      if (ev.code >= 4000 || ev.code === 1008) {
+        // A close the server decided (signed out, kicked, banned, policy):
+        // the owner says whether to come back.
+        if (!this.onClose(ev.code, ev.reason || '')) {
+          this.stopped = true;
+          this.onState({state: 'closed', attempt: this.attempt, code: ev.code});
+          return;
+        }
+      }
+      if (ev.code === 1012) {
+        // The node is draining: another one takes us at once.
+        this.attempt = 0;
+      }
       this.closed(ws, ev, opened);
     };
     ws.onerror = () => {}; // onclose follows and does the work
+  }
+
+  pong() {
+    const p = this.pongs.shift();
+    if (!p) return;
+    clearTimeout(p.timer);
+    this.rtt = Math.round(performance.now() - p.at);
+    this.onLatency(this.rtt);
+    p.cb();
   }
 
   closed(ws, ev, opened) {
