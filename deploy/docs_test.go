@@ -236,11 +236,12 @@ func TestDocsSharedShapesAgree(t *testing.T) {
 }
 
 // codeRes find the error codes the server sends in its source: errf(status,
-// "code", …), mapping{err, status, "code"}, SendError("code", …) and "code":
-// "…" in maps.
+// "code", …), mapping{err, status, "code"}, the rows {err, http.StatusX,
+// "code"} of web's errorTable, SendError("code", …) and "code": "…" in maps.
 var codeRes = []*regexp.Regexp{
 	regexp.MustCompile(`errf\(\s*[^,()]+,\s*"([a-z_]+)"`),
 	regexp.MustCompile(`mapping\{[^{}]*,\s*"([a-z_]+)"\}`),
+	regexp.MustCompile(`\{[\w.]+,\s*http\.\w+,\s*"([a-z_]+)"\}`), // a row of web's errorTable
 	regexp.MustCompile(`SendError\(\s*"([a-z_]+)"`),
 	regexp.MustCompile(`"code":\s*"([a-z_]+)"`),
 }
@@ -292,6 +293,159 @@ func TestDocsErrorCodes(t *testing.T) {
 	}
 	for code := range enum {
 		assert.True(t, table[code], "openapi.json lists %q, PROTOCOL.md's error table does not", code)
+		_, isSent := sent[code]
+		assert.True(t, isSent, "openapi.json lists %q, which nothing in web/, realtime/ or nginx.conf sends: stale?", code)
+	}
+}
+
+// httpStatus maps the net/http constants the error table uses to their
+// numbers; a new one fails the test until it is added here.
+var httpStatus = map[string]int{
+	"StatusBadRequest": 400, "StatusUnauthorized": 401, "StatusForbidden": 403, "StatusNotFound": 404,
+	"StatusMethodNotAllowed": 405, "StatusRequestTimeout": 408, "StatusConflict": 409,
+	"StatusRequestEntityTooLarge": 413, "StatusUpgradeRequired": 426, "StatusTooManyRequests": 429,
+	"StatusRequestHeaderFieldsTooLarge": 431, "StatusInternalServerError": 500, "StatusBadGateway": 502,
+	"StatusServiceUnavailable": 503, "StatusGatewayTimeout": 504,
+}
+
+// TestDocsErrorStatuses: for every code web/ sends with a constant status
+// (errf(http.StatusX, "code", …) and the error table's rows), PROTOCOL.md's
+// error table names that status.
+func TestDocsErrorStatuses(t *testing.T) {
+	proto, err := os.ReadFile(filepath.Join(docsDir, "PROTOCOL.md"))
+	require.NoError(t, err)
+	documented := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9, ]+) \\|").FindAllStringSubmatch(string(proto), -1) {
+		documented[m[1]] = m[2]
+	}
+	res := []*regexp.Regexp{
+		regexp.MustCompile(`errf\(\s*http\.(\w+),\s*"([a-z_]+)"`),
+		regexp.MustCompile(`\{[\w.]+,\s*http\.(\w+),\s*"([a-z_]+)"\}`), // a row of errorTable
+		regexp.MustCompile(`Status:\s*http\.(\w+),\s*Code:\s*"([a-z_]+)"`),
+	}
+	files, err := filepath.Glob(filepath.Join("..", "web", "*.go"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		p, err := os.ReadFile(f)
+		require.NoError(t, err)
+		src := commentRe.ReplaceAllString(string(p), "")
+		for _, re := range res {
+			for _, m := range re.FindAllStringSubmatch(src, -1) {
+				n++
+				status, ok := httpStatus[m[1]]
+				if !assert.True(t, ok, "%s: http.%s is not in httpStatus", f, m[1]) {
+					continue
+				}
+				cell, ok := documented[m[2]]
+				if !assert.True(t, ok, "%s sends %q, which PROTOCOL.md's error table does not list", f, m[2]) {
+					continue
+				}
+				assert.Contains(t, strings.Split(strings.ReplaceAll(cell, " ", ""), ","), strconv.Itoa(status),
+					"%s sends %q with %d; PROTOCOL.md's error table says %s", f, m[2], status, cell)
+			}
+		}
+	}
+	require.Greater(t, n, 30, "found only %d codes with a constant status: has the syntax changed?", n)
+}
+
+// sourceOf reads the non-test Go files of dir with whole-line comments removed.
+func sourceOf(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		p, err := os.ReadFile(f)
+		require.NoError(t, err)
+		b.WriteString(commentRe.ReplaceAllString(string(p), ""))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// schemaFrameTypes returns the const type of every frame of a oneOf group
+// of ws-frames.schema.json.
+func schemaFrameTypes(t *testing.T, ws map[string]any, group string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, r := range ws["$defs"].(map[string]any)[group].(map[string]any)["oneOf"].([]any) {
+		f, err := resolvePointer(ws, r.(map[string]any)["$ref"].(string))
+		require.NoError(t, err)
+		out[f.(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)] = true
+	}
+	return out
+}
+
+// TestDocsFramesAndCloseCodes: every frame type the server handles or
+// sends is in ws-frames.schema.json and PROTOCOL.md, and every close code
+// realtime defines is in the schema's CloseCode and PROTOCOL.md's table.
+func TestDocsFramesAndCloseCodes(t *testing.T) {
+	ws := readJSONDoc(t, "ws-frames.schema.json")
+	proto, err := os.ReadFile(filepath.Join(docsDir, "PROTOCOL.md"))
+	require.NoError(t, err)
+
+	// client frames: the cases of web's handleFrame, and its f.Type == "say"
+	client := schemaFrameTypes(t, ws, "ClientFrame")
+	handled := regexp.MustCompile(`(?m)^\s*case "([a-z_]+)":|\bf\.Type == "([a-z_]+)"`).FindAllStringSubmatch(sourceOf(t, "web"), -1)
+	require.Greater(t, len(handled), 5, "found only %v: has handleFrame's syntax changed?", handled)
+	seen := map[string]bool{}
+	for _, m := range handled {
+		typ := m[1] + m[2]
+		seen[typ] = true
+		assert.True(t, client[typ], "web handles %q frames, which ws-frames.schema.json's ClientFrame lacks", typ)
+		assert.Contains(t, string(proto), "{\"type\": \""+typ+"\"", "PROTOCOL.md does not show a %q frame", typ)
+	}
+	for typ := range client {
+		assert.True(t, seen[typ], "ClientFrame has %q, which web does not handle", typ)
+	}
+
+	// server events: "type": "x" in the source, and rooms' Event constants
+	server := schemaFrameTypes(t, ws, "ServerEvent")
+	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web")
+	sent := map[string]bool{}
+	for _, re := range []*regexp.Regexp{regexp.MustCompile(`"type":\s*"([a-z_]+)"`), regexp.MustCompile(`\bEvent\w+\s*=\s*"([a-z_]+)"`)} {
+		for _, m := range re.FindAllStringSubmatch(src, -1) {
+			sent[m[1]] = true
+		}
+	}
+	require.Greater(t, len(sent), 8, "found only %v: has the event syntax changed?", sent)
+	for typ := range sent {
+		assert.True(t, server[typ], "the server sends %q events, which ws-frames.schema.json's ServerEvent lacks", typ)
+		assert.Contains(t, string(proto), "{\"type\": \""+typ+"\"", "PROTOCOL.md does not show a %q event", typ)
+	}
+	for typ := range server {
+		assert.True(t, sent[typ], "ServerEvent has %q, which nothing sends", typ)
+	}
+
+	// close codes: realtime's Close constants (CloseAbnormal is no close
+	// frame; CloseGoingAway is declared and never sent — once it is, it
+	// needs documenting)
+	cc, err := resolvePointer(ws, "#/$defs/CloseCode/enum")
+	require.NoError(t, err)
+	enum := map[int]bool{}
+	for _, c := range cc.([]any) {
+		enum[int(c.(float64))] = true
+	}
+	rt := sourceOf(t, "realtime")
+	consts := regexp.MustCompile(`\b(Close\w+)\s*=\s*(\d+)`).FindAllStringSubmatch(rt, -1)
+	require.Greater(t, len(consts), 8, "found only %v", consts)
+	for _, m := range consts {
+		code, _ := strconv.Atoi(m[2])
+		if code == 0 {
+			continue
+		}
+		if m[1] == "CloseGoingAway" && strings.Count(rt+sourceOf(t, "web"), "CloseGoingAway") == 1 {
+			continue
+		}
+		assert.True(t, enum[code], "realtime.%s = %d is not in ws-frames.schema.json's CloseCode", m[1], code)
+		assert.Regexp(t, "(?m)^\\| "+m[2]+" \\| ", string(proto), "PROTOCOL.md's close code table has no row for %d (%s)", code, m[1])
 	}
 }
 
@@ -325,6 +479,12 @@ func TestDocsSettingsTable(t *testing.T) {
 		}
 		assert.Equal(t, def, strings.TrimSpace(cells[4]), "default of %s", d.Key)
 		rng := strings.TrimSpace(cells[3])
+		if len(d.Enum) > 0 {
+			for _, v := range d.Enum {
+				assert.Contains(t, rng, "`"+v+"`", "range of %s must list its values", d.Key)
+			}
+			continue
+		}
 		assert.Contains(t, rng, strconv.FormatFloat(d.Max, 'f', -1, 64), "range of %s", d.Key)
 		if !d.MinExclusive {
 			assert.True(t, strings.HasPrefix(rng, strconv.FormatFloat(d.Min, 'f', -1, 64)), "range of %s: %q", d.Key, rng)
