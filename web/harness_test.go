@@ -127,6 +127,7 @@ func (c *cluster) do(n *testNode, method, path, token string, body any, out any)
 	defer resp.Body.Close()
 	p, err := io.ReadAll(resp.Body)
 	require.NoError(c.t, err)
+	validateHTTP(c.t, req, resp, p) // against docs/openapi.json (spec_test.go)
 	if out != nil && len(p) > 0 {
 		require.NoError(c.t, json.Unmarshal(p, out), "body: %s", p)
 	}
@@ -162,6 +163,7 @@ type wsClient struct {
 	closed chan struct{}
 	code   int // close code received, if any
 	mu     sync.Mutex
+	bad    []string // frames docs/ws-frames.schema.json refuses (validateFrame)
 }
 
 func (c *cluster) dial(n *testNode, user string) *wsClient {
@@ -192,12 +194,18 @@ func dialToken(t testing.TB, n *testNode, user, tok string) *wsClient {
 				}
 				return
 			}
+			if err := validateFrame(p); err != nil {
+				w.mu.Lock()
+				w.bad = append(w.bad, err.Error())
+				w.mu.Unlock()
+			}
 			var f map[string]any
 			if json.Unmarshal(p, &f) == nil {
 				w.frames <- f
 			}
 		}
 	}()
+	t.Cleanup(w.reportBadFrames) // runs after the close below
 	t.Cleanup(func() { _ = conn.Close() })
 	hello := w.next("hello")
 	require.Equal(t, user, hello["user"])

@@ -251,6 +251,16 @@ func validateHTTP(t testing.TB, req *http.Request, resp *http.Response, body []b
 	assert.NoError(t, err, "docs/openapi.json and the server disagree")
 }
 
+// reportBadFrames fails the test for every frame a harness client received
+// that docs/ws-frames.schema.json refuses.
+func (w *wsClient) reportBadFrames() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.bad {
+		w.t.Errorf("%s: %s", w.user, e)
+	}
+}
+
 // validateFrame is the harness's hook (the test WebSocket client): every
 // server frame the web tests receive is checked against
 // docs/ws-frames.schema.json, each line of it on a batched connection.
