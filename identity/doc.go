@@ -8,27 +8,25 @@
 //
 // One key per claimed name, in the user's unit (see keys.go):
 //
-//	chatd:{user:alice}:claim   STRING  the holding session's id, PX ttl
+//	chatd:{user:alice}:claim   STRING  the holder id, PX ttl
 //
 // and one key per client address with open WebSockets (see conns.go):
 //
 //	chatd:{ip:ip4-cb007107}:conns  ZSET  connection id -> lease end (ms), PX lease
 //
-// # One name, one session
+// # One name, one holder
 //
-// A guest has no password: the session token is the only proof that a
-// request comes from the guest who took the name. So a name is held by
-// exactly one session — the one whose POST /session claimed it — and a
-// second POST /session for a held name is refused (ErrNameTaken), from
-// another person or from the same person on a second device. Browser tabs
-// that share one token are one session and need nothing more. A guest who
-// lost the token gets the name back when the claim runs out (Config.TTL
-// after the last request, 30 minutes by default) or after signing out
-// (Release) elsewhere. A set of sessions per name (and a cap on it) would
-// need a way to prove that a new session belongs to the holder — an
-// account, or a token-to-token handover — which guests do not have; one
-// STRING also keeps every operation a single-key script with one owner to
-// compare.
+// A guest has no password: a token is the only proof that a request comes
+// from the guest who took the name. So a name is held by exactly one holder
+// id — minted by the POST /session that claimed it and carried in every
+// token of that guest (the "hid" claim) — and a second POST /session for a
+// held name is refused (ErrNameTaken) unless the request shows a live token
+// of that same holder: that is the token-to-token handover by which the
+// guest's second device or tab gets a session of its own. The claim stores
+// the holder id, not a session id, so every operation stays a single-key
+// script with one owner to compare. A guest who lost every token gets the
+// name back when the claim runs out (Config.TTL after the last request or
+// open WebSocket) or after signing out (Release) elsewhere.
 //
 // # The Redis pattern
 //

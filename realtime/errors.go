@@ -3,6 +3,8 @@ package realtime
 import (
 	"errors"
 	"fmt"
+
+	"github.com/chatd/chatd/names"
 )
 
 // Errors of the realtime core; the transport maps them (and the domain
@@ -41,6 +43,9 @@ func (e *TooLongError) Is(target error) bool { return target == ErrTooLong }
 // and ref of the frame that caused it; a client refused for rate limiting
 // too many times in a row is closed (1008).
 func (n *Node) reportError(c *Client, err error, room, ref string) {
+	if names.Room(room) != nil {
+		room = "" // name only a room that can exist (the message quotes what was sent)
+	}
 	code, msg := n.errorCode(err)
 	c.SendError(code, msg, room, ref)
 	if code == "rate_limited" {

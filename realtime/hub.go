@@ -49,9 +49,9 @@ type hubRoom struct {
 	err   error
 	sub   *bus.Subscription
 
-	mu      sync.Mutex // guards members; deliveries hold it (they run under feed.mu)
-	members map[*Client]struct{}
-	gone    bool // removed from the hub; a new hubRoom takes over
+	mu      sync.Mutex        // guards members; deliveries hold it (they run under feed.mu)
+	members map[*Client]*Feed // each member's own feed of the room
+	gone    bool              // removed from the hub; a new hubRoom takes over
 }
 
 // event is a room event as it goes to members: its message id ("" for
@@ -152,19 +152,19 @@ func (h *Hub) Count() int {
 // addToRoom makes c a local member of room, subscribing the room's channel
 // first if c is the node's first member there. When it returns nil, every
 // message published from now on reaches c's feed of the room.
-func (h *Hub) addToRoom(ctx context.Context, room string, c *Client) error {
+func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) error {
 	for {
 		sh := h.roomShard(room)
 		sh.mu.Lock()
 		r := sh.rooms[room]
 		first := r == nil
 		if first {
-			r = &hubRoom{id: room, hub: h, ready: make(chan struct{}), members: map[*Client]struct{}{}}
+			r = &hubRoom{id: room, hub: h, ready: make(chan struct{}), members: map[*Client]*Feed{}}
 			r.feed = NewFeed("", r.broadcast)
 			sh.rooms[room] = r
 		}
 		r.mu.Lock()
-		r.members[c] = struct{}{}
+		r.members[c] = f
 		r.mu.Unlock()
 		sh.mu.Unlock()
 
@@ -312,11 +312,15 @@ func (r *hubRoom) broadcast(id string, frame []byte) { r.fanout(event{id: id, fr
 
 func (r *hubRoom) fanout(ev event) {
 	r.mu.Lock()
-	for c := range r.members {
-		if ev.from != "" && c.user == ev.from {
-			continue
+	for c, f := range r.members {
+		switch {
+		case ev.id != "":
+			f.Live(ev.id, ev.frame) // once each, in order
+		case ev.from != "" && c.user == ev.from:
+			// a typing event is not relayed back to its user
+		default:
+			c.Send(ev.frame)
 		}
-		c.receive(r.id, ev)
 	}
 	n := len(r.members)
 	r.mu.Unlock()

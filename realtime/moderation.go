@@ -119,3 +119,8 @@ func (n *Node) checkMuted(ctx context.Context, user string) error {
 	}
 	return nil
 }
+
+// ModerationChanged drops this node's cached status of user after an
+// admin action taken here, so the very next request sees it (other nodes
+// drop theirs when the moderation event reaches them).
+func (n *Node) ModerationChanged(user string) { n.modc.drop(user) }

@@ -153,6 +153,7 @@ func (n *Node) newServices() error {
 		Capacity:      func() int { return n.settings.Int(settings.RoomCapacity) },
 		Lease:         n.lease,
 		ShardedPubSub: n.bus.Sharded(),
+		Durability:    func() string { return n.settings.String(settings.MessageDurability) },
 		Now:           cfg.Now,
 		Logger:        n.log,
 		Registerer:    reg,

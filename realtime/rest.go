@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
 )

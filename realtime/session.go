@@ -126,7 +126,7 @@ func (c *Client) enter(ctx context.Context, room rooms.Room, after string) error
 	f := NewFeed(after, func(_ string, frame []byte) { c.Send(frame) })
 	c.feeds[room.ID] = f
 	c.fmu.Unlock()
-	if err := n.hub.addToRoom(ctx, room.ID, c); err != nil {
+	if err := n.hub.addToRoom(ctx, room.ID, c, f); err != nil {
 		c.dropFeed(room.ID)
 		return err
 	}

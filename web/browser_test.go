@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	_ "embed"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,8 +30,9 @@ import (
 )
 
 // TestBrowserClient drives the browser client in headless Chromium against
-// two chatd nodes on one Redis: alice's page talks to n1, bob's page to n2
-// through a TCP proxy the test can cut, like a network failure.
+// two chatd nodes on one Redis: alice's page talks to n1 at 1280 px, bob's
+// page to n2 at 360 px (a phone) through a TCP proxy the test can cut, like
+// a network failure.
 func TestBrowserClient(t *testing.T) {
 	t.Parallel()
 	chromium := findChromium(t)
@@ -37,136 +41,149 @@ func TestBrowserClient(t *testing.T) {
 	n1 := startNode(t, r, "n1")
 	n2 := startNode(t, r, "n2")
 	proxy := newCutProxy(t, n2)
+	shots := artifactDir(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-background-timer-throttling", true),
-		chromedp.Flag("disable-renderer-backgrounding", true),
-		chromedp.Flag("disable-backgrounding-occluded-windows", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	defer cancelAlloc()
-	browser, closeBrowser := chromedp.NewContext(alloc)
-	defer closeBrowser()
-	require.NoError(t, chromedp.Do(browser), "start chromium")
+	browser := startBrowser(t, ctx, chromium)
 
 	alice := openPage(t, browser, "http://"+n1.addr+"/", 1280, 800)
 	bob := openPage(t, browser, "http://"+proxy.addr()+"/", 360, 740) // a phone
 
-	t.Run("two pages on two nodes share a room and see each other", func(t *testing.T) {
+	t.Run("a name in use is refused with a clear message", func(t *testing.T) {
 		bob.do(t, chromedp.WaitVisible(`[data-testid="signin-name"]`))
-		bob.screenshot(t, filepath.Join(artifactDir(t), "browser-signin-360.png"))
+		bob.screenshot(t, filepath.Join(shots, "chat-signin-360.png"))
 		alice.signIn(t, "alice", "general")
+		bob.expectErrors(func() { // the 409 is logged by the browser
+			bob.do(t,
+				chromedp.SendKeys(`[data-testid="signin-name"]`, "alice"),
+				chromedp.Click(`[data-testid="signin-submit"]`))
+			bob.waitJS(t, `/in use by another guest/.test(text('signin-error'))`, "name_taken is explained")
+		})
+		bob.clear(t, `[data-testid="signin-name"]`)
 		bob.signIn(t, "bob", "general")
-		alice.waitJS(t, `text('room-label') === 'general · room 1 · 2/50'`, "alice sees the room with 2 of 50 seats taken")
-		bob.waitJS(t, `text('room-label') === 'general · room 1 · 2/50'`, "bob sees the same room")
-		alice.waitJS(t, `text('node-label') === 'node n1'`, "alice is served by n1")
-		bob.waitJS(t, `text('node-label') === 'node n2'`, "bob is served by n2")
-		alice.waitJS(t, `members().join() === 'alice,bob'`, "alice sees bob in presence")
-		bob.waitJS(t, `members().join() === 'bob,alice'`, "bob sees alice in presence")
 	})
 
-	t.Run("messages go both ways, escaped, acked once", func(t *testing.T) {
+	t.Run("two pages on two nodes share a room and a lobby list", func(t *testing.T) {
+		alice.waitJS(t, `text('room-label') === 'general · room 1 · 2/50'`, "alice sees the room with 2 of 50 seats taken")
+		bob.waitJS(t, `text('room-label') === 'general · room 1 · 2/50'`, "bob sees the same room")
+		alice.waitJS(t, `text('conn-node') === 'n1'`, "alice is served by n1")
+		bob.waitJS(t, `text('conn-node') === 'n2'`, "bob is served by n2")
+		alice.waitJS(t, `document.getElementById('conn-details').hidden`, "connection details stay behind the status control")
+		alice.waitJS(t, `members().join() === 'alice,bob'`, "alice sees bob in presence")
+		bob.waitJS(t, `members().join() === 'bob,alice'`, "bob sees alice in presence")
+		alice.waitJS(t, `text2('[data-lobby="general"] [data-testid="lobby-online"]') === '2 online'`, "the lobby list counts both")
+		assert.True(t, alice.eval(t, `!document.querySelector('[data-testid="tab-admin"]')`), "the chat page has no admin tab")
+	})
+
+	t.Run("messages go both ways, with marks and links but never markup", func(t *testing.T) {
 		evil := `<img src=x onerror="document.body.dataset.pwned=1"><b>hi bob</b>`
 		alice.say(t, evil)
 		bob.waitJS(t, fmt.Sprintf(`texts().includes(%q)`, evil), "bob sees alice's text as text")
 		alice.waitJS(t, fmt.Sprintf(`sent(%q)`, evil), "alice's message is acked")
+		rich := "**bold** and _it_ `<i>code</i>` at https://example.com/a?b=1. javascript:alert(1)"
+		alice.say(t, rich)
+		bob.waitJS(t, `texts().length === 2`, "bob gets the marked-up message")
+		bob.waitJS(t, `(m => m.querySelector('strong').textContent === 'bold' && m.querySelector('em').textContent === 'it' &&
+			m.querySelector('code').textContent === '<i>code</i>' && !m.querySelector('i') &&
+			m.querySelector('a').href === 'https://example.com/a?b=1' && m.querySelector('a').rel === 'noopener noreferrer' &&
+			m.querySelectorAll('a').length === 1)(document.querySelectorAll('[data-testid="message-text"]')[1])`,
+			"bold, italic, code and one http(s) link are rendered as elements made by the client")
+		assert.True(t, alice.eval(t, `[...document.querySelectorAll('[data-testid="message"]')].slice(-1)[0].classList.contains('cont')`),
+			"alice's second message is grouped under the first")
 		bob.say(t, "hi alice")
 		alice.waitJS(t, `texts().includes('hi alice')`, "alice sees bob's message")
 		for _, p := range []*page{alice, bob} {
-			assert.True(t, p.eval(t, `!document.querySelector('#messages img, #messages b') && !document.body.dataset.pwned`),
+			assert.True(t, p.eval(t, `!document.querySelector('#messages img, #messages b, #messages i') && !document.body.dataset.pwned`),
 				"%s: user text never becomes markup", p.name)
-			assert.Equal(t, []string{evil, "hi alice"}, p.texts(t), "%s: each message once, in order", p.name)
+			assert.Equal(t, []string{evil, "bold and it <i>code</i> at https://example.com/a?b=1. javascript:alert(1)", "hi alice"}, p.texts(t), "%s: each message once, in order", p.name)
 		}
 	})
 
-	t.Run("an admin changes the MOTD and both pages show it without reload", func(t *testing.T) {
-		alice.do(t, chromedp.Click(`[data-testid="tab-admin"]`))
-		alice.do(t, chromedp.SetValue(`[data-testid="admin-token"]`, "adm"))
-		alice.do(t, chromedp.Click(`[data-testid="admin-token-save"]`))
-		alice.waitJS(t, `!!document.querySelector('[data-testid="setting-motd"]')`, "the settings form is built")
-		alice.do(t, chromedp.SetValue(`[data-testid="setting-room.capacity"]`, "0"))
-		alice.do(t, chromedp.Click(`[data-testid="setting-save-room.capacity"]`))
-		alice.waitJS(t, `text2('[data-testid="setting-error-room.capacity"]') !== ''`,
-			"a bad value shows the server's reason")
-		alice.do(t, chromedp.SetValue(`[data-testid="setting-motd"]`, "Welcome to chatd <3"))
-		alice.do(t, chromedp.Click(`[data-testid="setting-save-motd"]`))
-		for _, p := range []*page{alice, bob} {
-			p.waitJS(t, `!document.getElementById('motd').hidden && text('motd-text') === 'Welcome to chatd <3'`, p.name+" shows the new MOTD")
+	t.Run("typing shows on the other node for a few seconds, sent at most every 2 s", func(t *testing.T) {
+		start := time.Now()
+		bob.do(t, chromedp.SendKeys(`[data-testid="composer-input"]`, "typing slowly here"))
+		typed := time.Since(start)
+		t.Logf("DEBUG bob sent %v", bob.evalInt(t, `(console.log(JSON.stringify(sentTypes())), 0)`))
+		alice.waitJS(t, `text('typing') === 'bob is typing…'`, "alice sees bob typing")
+		assert.LessOrEqual(t, bob.evalInt(t, `sentTypes().filter(t => t === 'typing').length`), 1+int(typed/(2*time.Second)),
+			"at most one typing frame per 2 s of typing (%s of keys)", typed)
+		alice.waitJS(t, `text('typing') === ''`, "the indicator goes away by itself")
+		bob.clear(t, `[data-testid="composer-input"]`)
+	})
+
+	t.Run("unread counts while the page is hidden, and a read mark clears them", func(t *testing.T) {
+		bob.do(t, chromedp.Evaluate[chromedp.Void](`Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'}); document.dispatchEvent(new Event('visibilitychange'))`))
+		for _, m := range []string{"unread 1", "unread 2", "unread 3"} {
+			alice.say(t, m)
 		}
-		alice.do(t, chromedp.SetValue(`[data-testid="notice-text"]`, "Maintenance at 22:00 UTC"))
-		alice.do(t, chromedp.Click(`[data-testid="notice-send"]`))
-		for _, p := range []*page{alice, bob} {
-			p.waitJS(t, `[...document.querySelectorAll('[data-testid="notice"]')].map(n => n.querySelector('.notice-text').textContent).join('|') === 'Maintenance at 22:00 UTC'`,
-				p.name+" shows the notice once")
-		}
+		bob.waitJS(t, `texts().length === 6`, "bob's hidden page still receives")
+		bob.waitJS(t, `text2('[data-lobby="general"] [data-testid="lobby-unread"]') === '3' && text('people-count') === '3' && document.title.startsWith('(3)')`,
+			"the lobby badge, the tab and the title say 3 unread")
+		bob.waitJS(t, `unreadTotal() === 3`, "GET /unread counts 3 for bob")
+		bob.screenshot(t, filepath.Join(shots, "chat-unread-360.png"))
+		bob.do(t, chromedp.Evaluate[chromedp.Void](`delete document.visibilityState; document.dispatchEvent(new Event('visibilitychange'))`))
+		bob.waitJS(t, `sentTypes().includes('read') && text('people-count') === '' && !document.title.startsWith('(')`, "seen: a read frame goes out and the badges clear")
+		bob.waitJS(t, `unreadTotal() === 0`, "GET /unread counts 0 after the read mark")
 	})
 
 	t.Run("a page whose connection is cut reconnects and shows what it missed, once each", func(t *testing.T) {
-		proxy.cut()
-		bob.waitJS(t, `document.getElementById('conn-status').dataset.state !== 'open'`, "bob's page notices the cut")
-		missed := []string{"missed 1", "missed 2", "missed 3"}
-		for _, m := range missed {
-			alice.say(t, m)
-		}
-		for _, m := range missed {
-			alice.waitJS(t, fmt.Sprintf(`sent(%q)`, m), "alice's message is acked while bob is away")
-		}
-		bob.say(t, "typed while offline")
-		bob.waitJS(t, `document.querySelector('[data-testid="message"][data-state="queued"]') !== null`, "bob's message waits for the connection")
-
-		proxy.restore()
-		bob.waitJS(t, `document.getElementById('conn-status').dataset.state === 'open'`, "bob's page reconnects")
-		bob.waitJS(t, `texts().length === 6 && sent('typed while offline')`, "bob sees what he missed and sends what he typed")
-		want := []string{`<img src=x onerror="document.body.dataset.pwned=1"><b>hi bob</b>`, "hi alice", "missed 1", "missed 2", "missed 3", "typed while offline"}
-		assert.Equal(t, want, bob.texts(t), "bob: every message once, in order")
-		alice.waitJS(t, `texts().length === 6`, "alice gets bob's offline message")
-		assert.Equal(t, want, alice.texts(t), "alice: every message once, in order")
+		bob.expectErrors(func() {
+			proxy.cut()
+			bob.waitJS(t, `document.getElementById('conn-status').dataset.state !== 'open'`, "bob's page notices the cut")
+			missed := []string{"missed 1", "missed 2"}
+			for _, m := range missed {
+				alice.say(t, m)
+			}
+			for _, m := range missed {
+				alice.waitJS(t, fmt.Sprintf(`sent(%q)`, m), "alice's message is acked while bob is away")
+			}
+			bob.say(t, "typed while offline")
+			bob.waitJS(t, `document.querySelector('[data-testid="message"][data-state="queued"]') !== null`, "bob's message waits for the connection")
+			proxy.restore()
+			bob.waitJS(t, `document.getElementById('conn-status').dataset.state === 'open'`, "bob's page reconnects")
+		})
+		bob.waitJS(t, `texts().length === 9 && sent('typed while offline')`, "bob sees what he missed and sends what he typed")
+		alice.waitJS(t, `texts().length === 9`, "alice gets bob's offline message")
+		want := alice.texts(t)
+		assert.Equal(t, want, bob.texts(t), "every message once, in the same order")
+		assert.Equal(t, []string{"missed 1", "missed 2", "typed while offline"}, want[6:])
 		alice.waitJS(t, `members().join() === 'alice,bob'`, "bob is back in alice's presence list")
 	})
 
-	t.Run("refused messages show the reason inline, with retry and discard", func(t *testing.T) {
+	t.Run("the length limit shows as you type and holds the message back", func(t *testing.T) {
 		admin(t, n1, http.MethodPut, "message.max_length", `{"value": 12}`)
-		alice.waitJS(t, `document.querySelector('[data-testid="setting-message.max_length"]').value === '12'`, "the new limit reaches the page")
-		alice.say(t, "far too long for twelve")
-		alice.waitJS(t, `(m => m && m.dataset.state === 'error' && /too long/i.test(m.textContent))(document.querySelector('[data-code="too_long"]'))`,
-			"too_long is shown next to the message")
-		alice.do(t, chromedp.Click(`[data-code="too_long"] [data-testid="message-error"] button:last-child`))
-		alice.waitJS(t, `!document.querySelector('[data-code="too_long"]')`, "Discard removes it")
+		alice.waitJS(t, `probe('/settings', j => j.values['message.max_length']) === 12`, "the limit is in force")
+		alice.do(t, chromedp.SendKeys(`[data-testid="composer-input"]`, "short"))
+		alice.waitJS(t, `text('composer-count') === '5/12'`, "the count shows while typing")
+		alice.do(t, chromedp.SendKeys(`[data-testid="composer-input"]`, " but far too long\r"))
+		alice.waitJS(t, `/22\/12 · 10 too many/.test(text('composer-count')) && document.querySelector('[data-testid="composer-send"]').disabled`,
+			"over the limit: the count says by how much and Send is off")
+		assert.True(t, alice.eval(t, `texts().length === 9 && document.getElementById('composer-input').value === 'short but far too long'`), "nothing was sent; the text stays")
+		alice.clear(t, `[data-testid="composer-input"]`)
 		admin(t, n1, http.MethodDelete, "message.max_length", "")
-		alice.waitJS(t, `document.querySelector('[data-testid="setting-message.max_length"]').value === '2000'`, "the default limit is back")
-
-		admin(t, n1, http.MethodPut, "rate.messages_per_second", `{"value": 0.2}`)
-		alice.waitJS(t, `document.querySelector('[data-testid="setting-rate.messages_per_second"]').value === '0.2'`, "the new rate reaches the page")
-		alice.say(t, "fast 1")
-		alice.say(t, "fast 2")
-		alice.waitJS(t, `!!document.querySelector('[data-code="rate_limited"][data-state="error"]')`, "rate_limited is shown next to the message")
-		admin(t, n1, http.MethodDelete, "rate.messages_per_second", "")
-		alice.waitJS(t, `document.querySelector('[data-testid="setting-rate.messages_per_second"]').value === '10'`, "the default rate is back")
-		// Retry (at most twice a second) until the limiter lets it through.
-		alice.waitJS(t, `((b) => {
-			if (b && !(Date.now() - (window.lastRetry || 0) < 500)) { window.lastRetry = Date.now(); b.click(); }
-			return sent('fast 1') && sent('fast 2');
-		})(document.querySelector('[data-state="error"] [data-testid="message-error"] button'))`, "Retry sends it")
-		bob.waitJS(t, `texts().slice(-2).join() === 'fast 1,fast 2'`, "bob gets both, once each")
 	})
 
-	t.Run("the leaderboard game posts a score", func(t *testing.T) {
+	t.Run("rate limited messages wait and go out by themselves, in order", func(t *testing.T) {
+		admin(t, n1, http.MethodPut, "rate.messages_per_second", `{"value": 1}`)
+		alice.waitJS(t, `probe('/settings', j => j.values['rate.messages_per_second']) === 1`, "the rate is in force")
+		burst := []string{"fast 1", "fast 2", "fast 3", "fast 4"}
+		alice.do(t, chromedp.Evaluate[chromedp.Void](`window.sawWaiting = false; new MutationObserver(() => {
+			if (document.querySelector('[data-state="waiting"]')) window.sawWaiting = true;
+			if (document.querySelector('[data-testid="message-retry"]')) window.sawRetry = true;
+		}).observe(document.getElementById('messages'), {subtree: true, attributes: true, childList: true})`))
+		for _, m := range burst {
+			alice.say(t, m)
+		}
+		bob.waitJS(t, `texts().slice(-4).join() === 'fast 1,fast 2,fast 3,fast 4'`, "bob gets all four, in order")
+		alice.waitJS(t, `sent('fast 4')`, "alice's last one is acked")
+		assert.True(t, alice.eval(t, `window.sawWaiting && !window.sawRetry`), "the queue waited out the limit without Retry buttons")
+		admin(t, n1, http.MethodDelete, "rate.messages_per_second", "")
+	})
+
+	t.Run("the leaderboard game posts a score, and no score is no error", func(t *testing.T) {
 		alice.do(t, chromedp.Click(`[data-testid="tab-board"]`))
+		alice.waitJS(t, `text('lb-me').startsWith('no score yet')`, "no score yet, without a 404")
 		alice.do(t, chromedp.Click(`[data-testid="game-start"]`))
 		for i := 0; i < 7; i++ {
 			alice.do(t, chromedp.Click(`[data-testid="game-target"]`))
@@ -176,18 +193,44 @@ func TestBrowserClient(t *testing.T) {
 		alice.waitJS(t, `[...document.querySelectorAll('#lb-top [data-testid="lb-entry"]')].map(e => e.dataset.player).join() === 'alice'`, "the top 10 shows her")
 	})
 
-	shots := artifactDir(t)
-	alice.waitJS(t, `text2('[data-user="bob"] [data-testid="member-node"]') === 'n2'`, "alice sees which node serves bob")
-	alice.do(t, chromedp.Click(`[data-testid="tab-admin"]`), chromedp.Evaluate[chromedp.Void](`document.getElementById('admin-panel').scrollTop = 0`))
-	alice.screenshot(t, filepath.Join(shots, "browser-admin-1280.png"))
-	alice.do(t, chromedp.Click(`[data-testid="tab-board"]`))
-	alice.screenshot(t, filepath.Join(shots, "browser-main-1280.png"))
-	bob.screenshot(t, filepath.Join(shots, "browser-main-360.png"))
-	bob.do(t, darkMode)
-	bob.screenshot(t, filepath.Join(shots, "browser-main-360-dark.png"))
+	t.Run("screenshots and accessibility", func(t *testing.T) {
+		alice.screenshot(t, filepath.Join(shots, "chat-main-1280.png"))
+		alice.do(t, chromedp.Click(`[data-testid="conn-status"]`))
+		alice.waitJS(t, `!document.getElementById('conn-details').hidden && /^\d+ ms$/.test(text('conn-latency'))`, "the status control shows node and latency")
+		alice.screenshot(t, filepath.Join(shots, "chat-status-1280.png"))
+		alice.do(t, chromedp.Click(`[data-testid="conn-status"]`))
+		alice.axe(t, "chat page at 1280 px")
+		bob.screenshot(t, filepath.Join(shots, "chat-main-360.png"))
+		bob.axe(t, "chat page at 360 px")
+		bob.do(t, chromedp.Click(`[data-testid="tab-people"]`))
+		bob.waitJS(t, `document.getElementById('people-panel').offsetParent !== null && !!document.querySelector('[data-testid="lobby"]')`, "the lobby list shows")
+		bob.screenshot(t, filepath.Join(shots, "chat-lobbies-360.png"))
+		bob.axe(t, "lobby list at 360 px")
+		bob.do(t, chromedp.Click(`[data-testid="tab-chat"]`))
+		bob.do(t, darkMode)
+		bob.screenshot(t, filepath.Join(shots, "chat-main-360-dark.png"))
+		bob.axe(t, "chat page at 360 px, dark")
+	})
+
+	t.Run("a second tab of the same guest signs in with the stored token", func(t *testing.T) {
+		alice2 := openTab(t, alice, "http://"+n2.addr+"/", 1280, 800)
+		alice2.signIn(t, "alice", "general")
+		alice2.waitJS(t, `text('room-label') === 'general · room 1 · 2/50'`, "the second tab joins the same seat")
+		alice2.waitJS(t, `texts().length >= 9`, "with the history")
+		assert.Empty(t, alice2.problems(), "alice's second tab: no console errors")
+	})
+
+	t.Run("signing out frees the name at once", func(t *testing.T) {
+		bob.do(t, chromedp.Click(`[data-testid="signout"]`))
+		bob.waitJS(t, `!document.getElementById('signin').hidden`, "bob is back at sign-in")
+		carol := openPage(t, browser, "http://"+n1.addr+"/", 1280, 800)
+		carol.signIn(t, "bob", "general")
+		carol.waitJS(t, `text('room-label').startsWith('general · room 1')`, "a new guest takes the name bob")
+		assert.Empty(t, carol.problems(), "no console errors")
+	})
 
 	for _, p := range []*page{alice, bob} {
-		assert.Empty(t, p.problems(), "%s: no script errors or CSP violations", p.name)
+		assert.Empty(t, p.problems(), "%s: no script errors, CSP violations or console errors", p.name)
 	}
 }
 
@@ -390,13 +433,43 @@ func (p *cutProxy) restore() {
 	p.mu.Unlock()
 }
 
+// startBrowser starts headless Chromium for one test.
+func startBrowser(t *testing.T, ctx context.Context, chromium string) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	t.Cleanup(cancelAlloc)
+	browser, closeBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(closeBrowser)
+	require.NoError(t, chromedp.Do(browser), "start chromium")
+	return browser
+}
+
 // page is one browser tab on the client.
 type page struct {
 	name string
 	ctx  context.Context
 
-	mu   sync.Mutex
-	errs []string
+	mu         sync.Mutex
+	errs       []string
+	allowUntil time.Time // console errors before this are expected ones
 }
 
 // helpers is evaluated in every page before the test's expressions.
@@ -407,31 +480,140 @@ var members = () => [...document.querySelectorAll('[data-testid="member"]')].map
 var texts = () => [...document.querySelectorAll('[data-testid="message-text"]')].map(m => m.textContent);
 var sent = (t) => [...document.querySelectorAll('[data-testid="message"][data-state="sent"]')]
   .some(m => m.dataset.id && m.querySelector('[data-testid="message-text"]').textContent === t);
+var sentTypes = () => window.__sent || [];
+var probe = (path, pick) => {
+  const k = '__probe' + path;
+  if (!window[k]) {
+    const token = JSON.parse(sessionStorage.getItem('chatd.session')).token;
+    window[k] = fetch('/api/v1' + path, {headers: {Authorization: 'Bearer ' + token}})
+      .then(r => r.json()).then(j => { window[k + ':v'] = pick(j); }).finally(() => { window[k] = null; });
+  }
+  return window[k + ':v'];
+};
+var unreadTotal = () => probe('/unread', j => Object.values(j.rooms || {}).reduce((a, b) => a + b, 0));
 `
 
+// recordFrames runs before the page's scripts: it notes the type of every
+// frame the page sends on a WebSocket.
+const recordFrames = `(() => {
+  const send = WebSocket.prototype.send;
+  window.__sent = [];
+  WebSocket.prototype.send = function (d) {
+    try { window.__sent.push(JSON.parse(d).type); } catch (e) {}
+    return send.call(this, d);
+  };
+})();`
+
+// openPage opens a tab with a browser context (storage) of its own.
 func openPage(t *testing.T, browser context.Context, url string, w, h int64) *page {
 	t.Helper()
 	tab, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
+	return setupPage(t, tab, url, w, h)
+}
+
+// openTab opens another tab in p's browser context: the same storage, as
+// a second tab of the same person.
+func openTab(t *testing.T, p *page, url string, w, h int64) *page {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(p.ctx)
+	t.Cleanup(cancel)
+	return setupPage(t, tab, url, w, h)
+}
+
+func setupPage(t *testing.T, tab context.Context, url string, w, h int64) *page {
+	t.Helper()
 	p := &page{name: url, ctx: tab}
 	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(w, h)))
+	require.NoError(t, chromedp.Do(tab, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: recordFrames})
+		return err
+	})))
 	console := chromedp.Console(tab)
 	go func() {
 		for m, err := range console {
 			if err != nil {
 				return
 			}
-			// A cut connection logs network errors; those are expected.
-			// Exceptions and CSP violations are not.
-			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+			// Exceptions, CSP violations and errors the browser logs (a
+			// failed request among them) are problems, outside the phases a
+			// test expects network errors in.
+			if m.Type == chromedp.ConsoleLog { t.Logf("%s: console: %s", p.name, m.Text) }
+			if m.IsException() || m.Type == chromedp.ConsoleError || strings.Contains(m.Text, "Content Security Policy") {
 				p.mu.Lock()
-				p.errs = append(p.errs, m.String())
+				if time.Now().Before(p.allowUntil) {
+					t.Logf("%s: expected console error: %s", p.name, m.String())
+				} else {
+					p.errs = append(p.errs, m.String())
+				}
 				p.mu.Unlock()
 			}
 		}
 	}()
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(url)))
 	return p
+}
+
+// expectErrors runs fn while the console errors of the page are expected
+// (a cut connection, a refused sign-in), and for a second after.
+func (p *page) expectErrors(fn func()) {
+	p.mu.Lock()
+	p.allowUntil = time.Now().Add(time.Hour)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.allowUntil = time.Now().Add(time.Second)
+		p.mu.Unlock()
+	}()
+	fn()
+}
+
+//go:embed browser_testdata/axe.min.js
+var axeSource string
+
+// axe runs axe-core (vendored, pinned: browser_testdata/axe.min.js) on the
+// page: every violation is logged, serious and critical ones fail the test.
+func (p *page) axe(t *testing.T, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](axeSource+";undefined"))
+	require.NoError(t, err, "inject axe-core")
+	type violation struct {
+		ID     string   `json:"id"`
+		Impact string   `json:"impact"`
+		Help   string   `json:"help"`
+		Nodes  []string `json:"nodes"`
+	}
+	vs, err := chromedp.Run(ctx, chromedp.Evaluate[[]violation](`axe.run(document, {resultTypes: ['violations']}).then(r =>
+		r.violations.map(v => ({id: v.id, impact: v.impact || '', help: v.help, nodes: v.nodes.map(n => n.target.join(' '))})))`,
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err, "run axe-core")
+	bad := 0
+	for _, v := range vs {
+		t.Logf("axe %s (%s): %s %s: %s at %s", what, p.name, v.Impact, v.ID, v.Help, strings.Join(v.Nodes, ", "))
+		if v.Impact == "serious" || v.Impact == "critical" {
+			bad++
+		}
+	}
+	t.Logf("axe %s (%s): %d violations, %d serious or critical", what, p.name, len(vs), bad)
+	assert.Zero(t, bad, "axe %s: serious or critical violations", what)
+}
+
+// clear empties an input as a user would, with an input event.
+func (p *page) clear(t *testing.T, sel string) {
+	t.Helper()
+	p.do(t, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(el => { el.value = ''; el.dispatchEvent(new Event('input', {bubbles: true})); })(document.querySelector(%q))`, sel)))
+}
+
+// evalInt evaluates a numeric expression with the helpers in scope.
+func (p *page) evalInt(t *testing.T, expr string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](js(expr)))
+	require.NoError(t, err, p.name)
+	return n
 }
 
 func (p *page) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
@@ -482,7 +664,13 @@ func (p *page) waitJS(t *testing.T, expr, msg string) {
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](js("!!("+expr+")"),
 		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second)))
 	if err != nil {
-		shot := filepath.Join(artifactDir(t), fmt.Sprintf("failed-%s-%d.png", p.name, time.Now().UnixNano()))
+		name := strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '-'
+		}, p.name)
+		shot := filepath.Join(artifactDir(t), fmt.Sprintf("failed-%s-%d.png", name, time.Now().UnixNano()))
 		p.screenshot(t, shot)
 	}
 	require.NoError(t, err, "%s: %s", p.name, msg)

@@ -75,6 +75,7 @@ var errorTable = []mapping{
 	{realtime.ErrBanned, http.StatusForbidden, "banned"},
 	{identity.ErrNameTaken, http.StatusConflict, "name_taken"},
 	{rooms.ErrNoMessage, http.StatusNotFound, "unknown_message"},
+	{rooms.ErrNotReplicated, http.StatusServiceUnavailable, "not_durable"},
 	{moderation.ErrBadDuration, http.StatusBadRequest, "bad_request"},
 	{moderation.ErrBadReason, http.StatusBadRequest, "bad_request"},
 	{rooms.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},

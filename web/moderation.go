@@ -141,6 +141,7 @@ func (s *Server) mute(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.node.ModerationChanged(req.User)
 	return c.JSON(fiber.Map{"until": until.UTC().Format(time.RFC3339)})
 }
 
@@ -153,6 +154,7 @@ func (s *Server) ban(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.node.ModerationChanged(req.User)
 	return c.JSON(fiber.Map{"until": until.UTC().Format(time.RFC3339)})
 }
 
@@ -160,6 +162,7 @@ func (s *Server) unmute(c *fiber.Ctx) error {
 	if err := s.node.Moderation().Unmute(c.UserContext(), c.Params("user")); err != nil {
 		return err
 	}
+	s.node.ModerationChanged(c.Params("user"))
 	return c.JSON(fiber.Map{"ok": true})
 }
 
@@ -167,5 +170,6 @@ func (s *Server) unban(c *fiber.Ctx) error {
 	if err := s.node.Moderation().Unban(c.UserContext(), c.Params("user")); err != nil {
 		return err
 	}
+	s.node.ModerationChanged(c.Params("user"))
 	return c.JSON(fiber.Map{"ok": true})
 }

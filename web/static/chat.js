@@ -196,7 +196,7 @@ export class ChatView {
 
   render(m, state) {
     const mine = m.from === this.me;
-    return h('li', {
+    return h('div', {
       class: mine ? 'msg mine' : 'msg',
       'data-testid': 'message',
       'data-id': m.id,
