@@ -26,6 +26,11 @@ type Transport interface {
 // goroutine): used when a client is dropped for not reading.
 type Aborter interface{ Abort() }
 
+// Waker is a Transport whose reader can be woken (from any goroutine) when
+// the client closes from elsewhere — a slow client, a kick, the drain — so
+// no goroutine per connection has to wait for that.
+type Waker interface{ Wake() }
+
 // isTimeout reports whether err is a write deadline passing.
 func isTimeout(err error) bool {
 	var ne interface{ Timeout() bool }
@@ -262,6 +267,9 @@ func (c *Client) Close(code int, reason string) {
 	}
 	c.closing, c.closeCode, c.closeText = true, code, reason
 	close(c.done)
+	if w, ok := c.t.(Waker); ok {
+		w.Wake()
+	}
 	if c.writing {
 		c.qmu.Unlock()
 		return // the running writer sees closing

@@ -120,12 +120,32 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		cancel()
 	}()
 
-	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
-	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	// Every deadline extension checks first that the client is not closing:
+	// Close sets the read deadline to now to wake this reader (Waker).
+	closing := func() bool {
+		select {
+		case <-c.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	extend := func() error {
+		if closing() {
+			return nil
+		}
+		err := conn.SetReadDeadline(time.Now().Add(pongWait))
+		if closing() { // Close ran meanwhile: its wake-up must stand
+			_ = conn.SetReadDeadline(time.Now())
+		}
+		return err
+	}
+	_ = extend()
+	conn.SetPongHandler(func(string) error { return extend() })
 	// Answer pings and close frames through wsConn's lock, never with the
 	// library's own writes (see wsConn).
 	conn.SetPingHandler(func(data string) error {
-		_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+		_ = extend()
 		return w.control(websocket.PongMessage, []byte(data))
 	})
 	conn.SetCloseHandler(func(code int, _ string) error {
@@ -135,15 +155,8 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		c.Close(code, "")
 		return nil
 	})
-	// Wake the reader when the client closes from elsewhere (a slow client,
-	// a kick, the drain).
-	go func() {
-		select {
-		case <-c.Done():
-			w.wake()
-		case <-c.Finished():
-		}
-	}()
+	// The client wakes this reader when it closes from elsewhere (a slow
+	// client, a kick, the drain): wsConn is a realtime.Waker.
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -162,11 +175,9 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		if err != nil {
 			return
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(pongWait))
-		select {
-		case <-c.Done():
+		_ = extend()
+		if closing() {
 			return // closing: frames read meanwhile are not handled
-		default:
 		}
 		if typ != websocket.TextMessage {
 			c.ReportError(errf(http.StatusBadRequest, "bad_json", "send text frames holding one JSON object"), "", "")

@@ -136,11 +136,10 @@ func (w *wsConn) Abort() {
 	}
 }
 
-// wake makes the reader return (the client is closing).
-func (w *wsConn) wake() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.released {
+// Wake makes the reader return (the client is closing). Like Abort it
+// takes no lock: a writer may hold it, blocked on a peer that does not read.
+func (w *wsConn) Wake() {
+	if !w.gone.Load() {
 		_ = w.raw.SetReadDeadline(time.Now())
 	}
 }
