@@ -114,6 +114,7 @@ function startApp(s, initialSettings) {
     holdTimer: 0, // the send queue waits out a rate limit
     typers: new Map(), // user -> when their indicator ends
     typingSent: 0, // when we last sent a typing frame
+    typingTimer: 0, // a typing frame due when TYPING_EVERY is up
     unread: {}, // room -> count, from GET /unread
     unseen: 0, // messages of others in the current room not seen yet
     readSent: '', // the last id we marked read in the current room
@@ -411,11 +412,22 @@ function startApp(s, initialSettings) {
 
   // ---- typing, unread, read marks ----
 
+  // typed announces typing: at once when no typing frame went out in the
+  // last TYPING_EVERY, else once when that time is up (the server drops
+  // more than one a user and room in that time).
   function typed() {
     if (!st.ready || !st.room || !conn.open) return;
-    const now = Date.now();
-    if (now - st.typingSent < TYPING_EVERY) return;
-    st.typingSent = now;
+    const wait = st.typingSent + TYPING_EVERY - Date.now();
+    if (wait > 0) {
+      if (!st.typingTimer) {
+        st.typingTimer = setTimeout(() => {
+          st.typingTimer = 0;
+          if ($('composer-input').value.trim() !== '') typed();
+        }, wait);
+      }
+      return;
+    }
+    st.typingSent = Date.now();
     sendControl({type: 'typing', room: st.room.id}, {kind: 'quiet'});
   }
 
@@ -716,6 +728,8 @@ function startApp(s, initialSettings) {
         return;
       }
       say(text);
+      clearTimeout(st.typingTimer);
+      st.typingTimer = 0;
       input.value = '';
       autosize();
       countChars();
