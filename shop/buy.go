@@ -22,6 +22,11 @@ type record struct {
 	Qty    int64   `json:"qty"`
 	Error  string  `json:"error,omitempty"` // sold_out, insufficient_funds, unknown_item
 	Wallet *Wallet `json:"wallet,omitempty"`
+	// what a refusal saw, for its message: the stock, or the balance and
+	// the cost of the purchase
+	Stock   int64 `json:"stock,omitempty"`
+	Balance int64 `json:"balance,omitempty"`
+	Cost    int64 `json:"cost,omitempty"`
 }
 
 // Buy buys qty units of item for user with an optimistic transaction: WATCH
@@ -130,9 +135,9 @@ func decide(item string, qty int64, fields []any, w Wallet) (record, error) {
 	cost := qty * price // ≤ MaxQty × MaxPrice = 1e18 < 2^63
 	switch {
 	case stock < qty:
-		rec.Error = codeSoldOut
+		rec.Error, rec.Stock = codeSoldOut, stock
 	case w.Balance < cost:
-		rec.Error = codeInsufficient
+		rec.Error, rec.Balance, rec.Cost = codeInsufficient, w.Balance, cost
 	default:
 		w.Balance -= cost
 		w.Items[item] += qty
@@ -148,7 +153,7 @@ func (s *Shop) finish(ctx context.Context, path, user, item string, qty int64, r
 		err = ErrIdempotencyMismatch
 	}
 	if err == nil && rec.Error != "" {
-		err = errOf(rec.Error)
+		err = refusal(rec)
 	}
 	if err == nil && rec.Wallet == nil {
 		err = errors.New("stored purchase has neither wallet nor error")
@@ -175,7 +180,7 @@ func checkBuy(user, item string, qty int64, idemKey string) error {
 		return fmt.Errorf("shop: buy: %w", err)
 	}
 	if qty <= 0 || qty > MaxQty {
-		return fmt.Errorf("shop: buy %s: qty %d not in 1..%d: %w", item, qty, MaxQty, ErrBadValue)
+		return fmt.Errorf("shop: buy %s: %w: qty must be an integer from 1 to %d; got %d", item, ErrBadValue, MaxQty, qty)
 	}
 	if len(idemKey) > MaxIdempotencyKey {
 		return fmt.Errorf("shop: buy %s: idempotency key longer than %d bytes: %w", item, MaxIdempotencyKey, ErrBadIdempotencyKey)

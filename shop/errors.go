@@ -1,6 +1,9 @@
 package shop
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Every error a Shop method returns wraps one of these (or
 // names.ErrBadName, or a Redis error) with the operation and the names
@@ -45,4 +48,19 @@ func errOf(code string) error {
 		return ErrUnknownItem
 	}
 	return errors.New("shop: unknown outcome " + code)
+}
+
+// refusal is the error of a refused purchase, with what the refusal saw:
+// "shop: insufficient funds: not enough coins: balance 3, price 7".
+func refusal(rec record) error {
+	err := errOf(rec.Error)
+	switch rec.Error {
+	case codeInsufficient:
+		return fmt.Errorf("%w: not enough coins: balance %d, price %d", err, rec.Balance, rec.Cost)
+	case codeSoldOut:
+		return fmt.Errorf("%w: %d %s in stock, %d asked for", err, rec.Stock, rec.Item, rec.Qty)
+	case codeUnknownItem:
+		return fmt.Errorf("%w: %q was never stocked (GET /api/v1/shop/items lists what is)", err, rec.Item)
+	}
+	return err
 }

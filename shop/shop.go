@@ -123,10 +123,10 @@ func (s *Shop) Stock(ctx context.Context, item string, stock, price int64) error
 		return fmt.Errorf("shop: stock: %w", err)
 	}
 	if stock < 0 || stock > MaxStock {
-		return fmt.Errorf("shop: stock %s: stock %d not in 0..%d: %w", item, stock, int64(MaxStock), ErrBadValue)
+		return fmt.Errorf("shop: stock %s: %w: stock must be an integer from 0 to %d; got %d", item, ErrBadValue, int64(MaxStock), stock)
 	}
 	if price < 0 || price > MaxPrice {
-		return fmt.Errorf("shop: stock %s: price %d not in 0..%d: %w", item, price, int64(MaxPrice), ErrBadValue)
+		return fmt.Errorf("shop: stock %s: %w: price must be an integer from 0 to %d; got %d", item, ErrBadValue, int64(MaxPrice), price)
 	}
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, s.keys.item(item), "stock", stock, "price", price)
@@ -148,7 +148,7 @@ func (s *Shop) Grant(ctx context.Context, user string, amount int64) (int64, err
 		return 0, fmt.Errorf("shop: grant: %w", err)
 	}
 	if amount <= 0 || amount > MaxBalance {
-		return 0, fmt.Errorf("shop: grant %s: amount %d not in 1..%d: %w", user, amount, int64(MaxBalance), ErrBadValue)
+		return 0, fmt.Errorf("shop: grant %s: %w: amount must be an integer from 1 to %d; got %d", user, ErrBadValue, int64(MaxBalance), amount)
 	}
 	key := s.keys.balance(user)
 	var balance int64

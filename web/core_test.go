@@ -134,3 +134,43 @@ func checkIDs(t *testing.T, got, want []string) {
 		}
 	}
 }
+
+// TestRefusalsNameTheFieldAndTheRange: every 4xx message says which field
+// or thing was wrong and what is allowed, or the state that refused it.
+func TestRefusalsNameTheFieldAndTheRange(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 1)
+	n := c.nodes[0]
+	tok := c.session(n, "quinn")
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/shop/items", testAdmin, map[string]any{"item": "sword", "stock": 1, "price": 7}, nil))
+	for _, tc := range []struct {
+		method, path, token string
+		body                any
+		status              int
+		code, message       string
+	}{
+		{"POST", "/api/v1/shop/buy", tok, map[string]any{"item": "sword", "qty": 0}, 400, "bad_value", "Qty must be an integer from 1 to 1000000; got 0"},
+		{"POST", "/api/v1/shop/buy", tok, map[string]any{"item": "sword"}, 409, "insufficient_funds", "Not enough coins: balance 0, price 7"},
+		{"POST", "/api/v1/shop/buy", tok, map[string]any{"item": "shield"}, 404, "unknown_item", `"shield" was never stocked`},
+		{"POST", "/api/v1/wallet/grant", testAdmin, map[string]any{"user": "quinn", "amount": -5}, 400, "bad_value", "Amount must be an integer from 1 to"},
+		{"POST", "/api/v1/shop/items", testAdmin, map[string]any{"item": "axe", "stock": -1, "price": 1}, 400, "bad_value", "Stock must be an integer from 0 to"},
+		{"POST", "/api/v1/leaderboards/b/scores", tok, map[string]any{"player": "quinn", "score": "12"}, 400, "bad_value", `score must be a JSON number such as 12.5, not a string; got "12"`},
+		{"GET", "/api/v1/poll?wait=abc", tok, nil, 400, "bad_request", `wait must be a whole number of seconds, 0 or more (longer than 30 counts as 30); got "abc"`},
+		{"GET", "/api/v1/leaderboards/b/top?limit=0", tok, nil, 400, "bad_request", "limit must be an integer from 1 to 1000"},
+		{"POST", "/api/v1/moderation/mute", testAdmin, map[string]any{"user": "quinn", "seconds": 0}, 400, "bad_request", "seconds must be an integer from 1 to 31536000; got 0"},
+	} {
+		var out struct {
+			Error struct{ Code, Message string }
+		}
+		status := c.do(n, tc.method, tc.path, tc.token, tc.body, &out)
+		assert.Equal(t, tc.status, status, "%s %s", tc.method, tc.path)
+		assert.Equal(t, tc.code, out.Error.Code, "%s %s", tc.method, tc.path)
+		assert.Contains(t, out.Error.Message, tc.message, "%s %s", tc.method, tc.path)
+	}
+	// a buy that the stock refuses names the stock
+	c.grant(n, "quinn", 100)
+	var out struct{ Error struct{ Code, Message string } }
+	require.Equal(t, 409, c.do(n, "POST", "/api/v1/shop/buy", tok, map[string]any{"item": "sword", "qty": 2}, &out))
+	assert.Equal(t, "sold_out", out.Error.Code)
+	assert.Contains(t, out.Error.Message, "1 sword in stock, 2 asked for")
+}

@@ -60,6 +60,9 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 	if len(req.Score) == 0 {
 		return errf(http.StatusBadRequest, "bad_request", `send {"player": "p", "score": 12.5}`)
 	}
+	if req.Score[0] == '"' {
+		return errf(http.StatusBadRequest, "bad_value", "score must be a JSON number such as 12.5, not a string; got %s", clipText(string(req.Score), 40))
+	}
 	score, err := ranking.ParseScore(string(req.Score))
 	if err != nil {
 		return err
