@@ -434,7 +434,9 @@ func TestClusterScript(t *testing.T) {
 		c := &cluster{t: t, lb: "127.0.0.1:" + strconv.Itoa(lb), client: &http.Client{Timeout: 5 * time.Second}}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		tok := c.session(ctx, "clustersh")
+		adm, err := os.ReadFile(filepath.Join(run, "CHATD_ADMIN_TOKEN")) // GET /nodes is admin-only
+		require.NoError(t, err)
+		admin := strings.TrimSpace(string(adm))
 		var got []string
 		assert.Eventually(t, func() bool {
 			var out struct {
@@ -442,7 +444,7 @@ func TestClusterScript(t *testing.T) {
 					ID string `json:"id"`
 				} `json:"nodes"`
 			}
-			if _, err := c.do(ctx, c.lb, http.MethodGet, "/api/v1/nodes", tok, nil, &out); err != nil {
+			if _, err := c.do(ctx, c.lb, http.MethodGet, "/api/v1/nodes", admin, nil, &out); err != nil {
 				return false
 			}
 			got = got[:0]

@@ -169,7 +169,9 @@ func TestRefusalsNameTheFieldAndTheRange(t *testing.T) {
 	}
 	// a buy that the stock refuses names the stock
 	c.grant(n, "quinn", 100)
-	var out struct{ Error struct{ Code, Message string } }
+	var out struct {
+		Error struct{ Code, Message string }
+	}
 	require.Equal(t, 409, c.do(n, "POST", "/api/v1/shop/buy", tok, map[string]any{"item": "sword", "qty": 2}, &out))
 	assert.Equal(t, "sold_out", out.Error.Code)
 	assert.Contains(t, out.Error.Message, "1 sword in stock, 2 asked for")

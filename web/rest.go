@@ -25,7 +25,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 	api.Get("/rooms/:room/messages", user, s.listMessages)
 
 	api.Get("/presence/:user", user, s.getPresence)
-	api.Get("/nodes", user, s.listNodes)
+	api.Get("/nodes", admin, s.listNodes) // internal addresses: not for users
 	api.Get("/stats", user, s.getStats)
 
 	api.Get("/settings", user, s.getSettings)

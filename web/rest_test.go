@@ -187,7 +187,7 @@ func TestRoomsOverREST(t *testing.T) {
 			}
 		}
 		require.Eventually(t, func() bool {
-			status, body, _, err := c.call(n0, "GET", "/api/v1/nodes", alice, nil, nil)
+			status, body, _, err := c.call(n0, "GET", "/api/v1/nodes", testAdmin, nil, nil)
 			return err == nil && status == 200 && json.Unmarshal(body, &out) == nil && len(out.Nodes) == 3
 		}, 10*time.Second, 20*time.Millisecond)
 		var ids []string
