@@ -10,6 +10,7 @@ const STATS_EVERY = 2000; // the dashboard polls /stats this often
 const CHART_POINTS = 60; // two minutes of samples
 const STALE_AFTER = 15000; // a node whose heartbeat is older is unhealthy
 const VIEWER = 'chatd.admin.viewer';
+const READ_MODES = 'chatd.admin.reads'; // path kind -> 'viewer'
 
 const st = {
   token: '',
@@ -17,7 +18,6 @@ const st = {
   // the admin token read them answers 401, and the console then reads them
   // with a guest session of its own (viewer), made once per tab.
   viewer: sessionStorage.getItem(VIEWER) || '',
-  useViewer: !!sessionStorage.getItem(VIEWER),
   section: 'dash',
   samples: [], // {t, rate, online}
   lastStats: null, // {t, messages}
@@ -31,18 +31,26 @@ boot();
 function boot() {
   // The sign-in link carries the token in the fragment (never sent to a
   // server, never in a log): take it and take it out of the address bar.
-  const m = /^#token=(.+)$/.exec(location.hash);
-  if (m) {
-    session.setAdminToken(decodeURIComponent(m[1]));
-    history.replaceState(null, '', location.pathname + location.search);
-  }
+  takeLinkToken();
   const tok = session.adminToken();
   $('admin-signin-form').addEventListener('submit', (e) => {
     e.preventDefault();
     signIn($('admin-token').value.trim());
   });
+  // The link followed in a tab that shows the sign-in already.
+  window.addEventListener('hashchange', () => {
+    if (takeLinkToken() && !st.token) signIn(session.adminToken());
+  });
   if (tok) signIn(tok);
   else showSignIn('');
+}
+
+function takeLinkToken() {
+  const m = /^#token=(.+)$/.exec(location.hash);
+  if (!m) return false;
+  session.setAdminToken(decodeURIComponent(m[1]));
+  history.replaceState(null, '', location.pathname + location.search);
+  return true;
 }
 
 function showSignIn(message) {
@@ -75,17 +83,41 @@ async function signIn(token) {
   startConsole();
 }
 
-// call sends an API request as the admin. A read the admin token may not
-// make (a user endpoint, 401) is made again with the viewer session.
+// call sends an API request as the admin. Some reads are "user"
+// endpoints, which a server may keep the admin token out of (401): the
+// console then makes that kind of read (by the path's first segment) with
+// a guest session of its own (viewer), and remembers so for the tab. A
+// read the viewer may not make (403, admin only) goes back to the admin
+// token.
 async function call(method, path, body) {
   const reads = method === 'GET' || path.endsWith('/ranks');
-  if (reads && st.useViewer && path !== '/moderation') return api(method, path, {token: await viewer(), body});
+  if (!reads) return api(method, path, {token: st.token, body});
+  const kind = path.split(/[/?]/)[1];
+  const modes = readModes();
+  if (modes[kind] !== 'viewer') {
+    try {
+      return await api(method, path, {token: st.token, body});
+    } catch (err) {
+      if (err.status !== 401) throw err;
+      modes[kind] = 'viewer';
+      sessionStorage.setItem(READ_MODES, JSON.stringify(modes));
+    }
+  }
   try {
-    return await api(method, path, {token: st.token, body});
+    return await api(method, path, {token: await viewer(), body});
   } catch (err) {
-    if (!(reads && err.status === 401 && path !== '/moderation')) throw err;
-    st.useViewer = true;
-    return api(method, path, {token: await viewer(), body});
+    if (err.status !== 403 || err.code === 'banned') throw err;
+    delete modes[kind];
+    sessionStorage.setItem(READ_MODES, JSON.stringify(modes));
+    return api(method, path, {token: st.token, body});
+  }
+}
+
+function readModes() {
+  try {
+    return JSON.parse(sessionStorage.getItem(READ_MODES) || '{}') || {};
+  } catch {
+    return {};
   }
 }
 
@@ -107,6 +139,7 @@ function startConsole() {
   $('admin-signout').addEventListener('click', () => {
     session.setAdminToken('');
     sessionStorage.removeItem(VIEWER);
+    sessionStorage.removeItem(READ_MODES);
     location.replace('/admin');
   });
   setupUsers();
