@@ -486,7 +486,7 @@ var probe = (path, pick) => {
   if (!window[k]) {
     const token = JSON.parse(sessionStorage.getItem('chatd.session')).token;
     window[k] = fetch('/api/v1' + path, {headers: {Authorization: 'Bearer ' + token}})
-      .then(r => r.json()).then(j => { window[k + ':v'] = pick(j); }).finally(() => { window[k] = null; });
+      .then(r => r.json()).then(j => { window[k + ':v'] = pick(j); }).catch(() => {}).finally(() => { window[k] = null; });
   }
   return window[k + ':v'];
 };

@@ -8,7 +8,10 @@ import {Board} from './board.js';
 import {h, $, avatar, setText} from './dom.js';
 
 const NOTICES_SEEN = 'chatd.notices';
-const TYPING_EVERY = 2000; // at most one typing frame per room this often
+// At most one typing frame per room this often: the server relays one a
+// user and room every 2 s and drops the rest, so a little more than that
+// keeps network jitter from getting a frame dropped.
+const TYPING_EVERY = 2200;
 const TYPING_SHOWN = 5000; // a typing indicator lasts this long
 const LOBBIES_EVERY = 10000; // the lobby list and unread counts refresh
 const WIDE = '(min-width: 900px)';
@@ -119,6 +122,7 @@ function startApp(s, initialSettings) {
     unseen: 0, // messages of others in the current room not seen yet
     readSent: '', // the last id we marked read in the current room
     lobbies: [],
+    lobbiesSoon: 0, // a lobby list refresh after presence changed
     reconnects: 0,
     ended: false,
   };
@@ -266,6 +270,9 @@ function startApp(s, initialSettings) {
     }
     st.room.members = [...set];
     renderRoom();
+    // The lobby's online count changed with it: ask soon, once for a burst.
+    clearTimeout(st.lobbiesSoon);
+    st.lobbiesSoon = setTimeout(refreshLobbies, 1000);
   }
 
   function onTyping(f) {
