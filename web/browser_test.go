@@ -265,9 +265,18 @@ func TestStaticHeaders(t *testing.T) {
 		assert.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
 	})
 
+	t.Run("the admin console is its own page at /admin, with the same CSP", func(t *testing.T) {
+		res := get("/admin", "")
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		assert.Equal(t, "text/html; charset=utf-8", res.Header.Get("Content-Type"))
+		assert.Contains(t, res.Header.Get("Content-Security-Policy"), "default-src 'self'")
+		assert.NotEqual(t, get("/", "").Header.Get("ETag"), res.Header.Get("ETag"), "not the chat page")
+	})
+
 	t.Run("scripts and styles have their types", func(t *testing.T) {
 		for path, typ := range map[string]string{
 			"/app.js": "text/javascript; charset=utf-8", "/conn.js": "text/javascript; charset=utf-8",
+			"/admin.js": "text/javascript; charset=utf-8", "/format.js": "text/javascript; charset=utf-8",
 			"/app.css": "text/css; charset=utf-8", "/favicon.svg": "image/svg+xml",
 		} {
 			res := get(path, "")
