@@ -113,7 +113,7 @@ func TestKeyspaceAudit(t *testing.T) {
 	// presence, nodes, stats, settings
 	c2.do(call{method: "GET", path: "/api/v1/presence/bob", token: alice, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/presence/nobody", token: alice, status: 200})
-	c1.do(call{method: "GET", path: "/api/v1/nodes", token: alice, status: 200})
+	c1.do(call{method: "GET", path: "/api/v1/nodes", token: testAdmin, status: 200})
 	c2.do(call{method: "GET", path: "/api/v1/stats", token: alice, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/settings", token: alice, status: 200})
 	c2.do(call{method: "GET", path: "/api/v1/settings/defs", token: alice, status: 200})
