@@ -134,6 +134,18 @@ func (s *Server) requireUser(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// requireReader admits what requireUser admits, and the admin token too:
+// for the reads that need no user of their own (stats, rooms, presence,
+// boards, settings), so the admin console reads with its token.
+func (s *Server) requireReader(c *fiber.Ctx) error {
+	if s.cfg.AdminToken != "" {
+		if tok := bearer(c); tok != "" && sameSecret(tok, s.cfg.AdminToken) {
+			return c.Next()
+		}
+	}
+	return s.requireUser(c)
+}
+
 // admit checks a verified session: the user is not banned, and a guest's
 // name is still held by its holder (renewing the claim: activity keeps a
 // guest name). Both answers come from caches most of the time.

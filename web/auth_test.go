@@ -183,8 +183,16 @@ func TestBadTokensAreRefusedOverHTTPAndWebSocket(t *testing.T) {
 		assertAPIError(t, 401, "bad_token", st, body)
 	})
 	t.Run("the admin token is not a user token", func(t *testing.T) {
+		// it reads what needs no user (an admin console reads settings) …
 		var body map[string]any
 		st := c.doRaw(n, "GET", "/api/v1/settings", map[string]string{"Authorization": "Bearer " + testAdmin}, nil, &body)
+		assert.Equal(t, 200, st)
+		// … but acts as nobody
+		body = nil
+		st = c.doRaw(n, "GET", "/api/v1/wallet", map[string]string{"Authorization": "Bearer " + testAdmin}, nil, &body)
+		assertAPIError(t, 401, "bad_token", st, body)
+		body = nil
+		st = c.doRaw(n, "POST", "/api/v1/lobbies/x/join", map[string]string{"Authorization": "Bearer " + testAdmin}, nil, &body)
 		assertAPIError(t, 401, "bad_token", st, body)
 	})
 }

@@ -190,7 +190,7 @@ func isRedisDown(err error) bool {
 		return true
 	}
 	s := err.Error()
-	for _, m := range []string{"connection pool timeout", "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "connection refused", "i/o timeout"} {
+	for _, m := range []string{"connection pool timeout", "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "NOREPLICAS", "connection refused", "i/o timeout"} {
 		if strings.Contains(s, m) {
 			return true
 		}
@@ -218,6 +218,9 @@ func sentence(s string) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "bad request"
+	}
+	if i := strings.IndexAny(s, " :"); i > 0 && strings.ContainsAny(s[:i], "._") {
+		return s // it starts with a setting key or a name: keep its case
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }

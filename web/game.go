@@ -12,17 +12,18 @@ import (
 )
 
 func (s *Server) gameRoutes(api fiber.Router, user, admin fiber.Handler) {
-	api.Get("/leaderboards/:board/top", user, s.boardTop)
+	reader := s.requireReader
+	api.Get("/leaderboards/:board/top", reader, s.boardTop)
 	api.Post("/leaderboards/:board/scores", user, s.postScore)
-	api.Get("/leaderboards/:board/players/:player", user, s.boardPlayer)
-	api.Get("/leaderboards/:board/around/:player", user, s.boardAround)
-	api.Get("/leaderboards/:board/range", user, s.boardRange)
-	api.Post("/leaderboards/:board/ranks", user, s.boardRanks)
+	api.Get("/leaderboards/:board/players/:player", reader, s.boardPlayer)
+	api.Get("/leaderboards/:board/around/:player", reader, s.boardAround)
+	api.Get("/leaderboards/:board/range", reader, s.boardRange)
+	api.Post("/leaderboards/:board/ranks", reader, s.boardRanks)
 
 	api.Post("/seen", user, s.markSeen)
 	api.Post("/seen/filter", user, s.filterSeen)
 
-	api.Get("/shop/items", user, s.shopItems)
+	api.Get("/shop/items", reader, s.shopItems)
 	api.Post("/shop/items", admin, s.stockItem)
 	api.Post("/wallet/grant", admin, s.grant)
 	api.Get("/wallet", user, s.wallet)

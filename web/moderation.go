@@ -14,7 +14,8 @@ import (
 // chatRoutes are the second wave's chat endpoints: lobbies, unread counts,
 // read marks, moderation and message removal.
 func (s *Server) chatRoutes(api fiber.Router, user, admin fiber.Handler) {
-	api.Get("/lobbies", user, s.listLobbies)
+	reader := s.requireReader
+	api.Get("/lobbies", reader, s.listLobbies)
 	api.Get("/unread", user, s.unread)
 	api.Post("/rooms/:room/read", user, s.markRead)
 	api.Delete("/rooms/:room/messages/:id", admin, s.removeMessage)

@@ -218,11 +218,11 @@ func redisOutage(t *testing.T, f redisFault) {
 	for i := 0; i < 4; i++ {
 		res := <-loads
 		assert.Empty(t, res.problem)
-		assert.NotZero(t, res.errors["redis_unavailable"], "%s saw the outage", res.user)
+		assert.True(t, res.errors["redis_unavailable"] > 0 || res.delayed > 0, "%s saw the outage (an error, or a say held up): %+v", res.user, res)
 		for code := range res.errors {
 			assert.Contains(t, []string{"redis_unavailable", "busy"}, code, "%s: error codes %v", res.user, res.errors)
 		}
-		assert.Positive(t, res.ackedAfter, "%s: acks after the outage", res.user)
+		assert.Positive(t, res.ackedAfter, "%s: acks after the outage: %+v", res.user, res)
 		acked = append(acked, res.acked...)
 	}
 	t.Log("nothing acked is lost")
@@ -270,8 +270,9 @@ func counter(t testing.TB, n *testNode, name string) float64 {
 type loadResult struct {
 	user       string
 	acked      []string       // ids of acked messages
-	ackedAfter int            // acks after the first error
+	ackedAfter int            // acks after the first error or delayed answer
 	errors     map[string]int // error codes received
+	delayed    int            // says answered (acked) only after a second or more: held up by the outage
 	problem    string         // a say left unanswered, or the connection lost
 }
 
@@ -292,6 +293,7 @@ func (w *wsClient) chat(room string, stop <-chan struct{}) loadResult {
 			return res
 		}
 		deadline := time.After(20 * time.Second)
+		sent := time.Now()
 	wait:
 		for {
 			select {
@@ -302,7 +304,13 @@ func (w *wsClient) chat(room string, stop <-chan struct{}) loadResult {
 				switch f["type"] {
 				case "ack":
 					res.acked = append(res.acked, f["id"].(string))
-					if len(res.errors) > 0 {
+					if time.Since(sent) >= time.Second {
+						// a say sent into a hung Redis may be retried
+						// and stored once Redis wakes: it saw the outage
+						// as a delay, not an error, and its ack came after
+						res.delayed++
+					}
+					if len(res.errors) > 0 || res.delayed > 0 {
 						res.ackedAfter++
 					}
 					break wait

@@ -15,21 +15,21 @@ import (
 )
 
 func (s *Server) apiRoutes(api fiber.Router) {
-	user, admin := s.requireUser, s.requireAdmin
+	user, admin, reader := s.requireUser, s.requireAdmin, s.requireReader
 
 	api.Post("/lobbies/:lobby/join", user, s.joinLobby)
-	api.Get("/lobbies/:lobby/rooms", user, s.listRooms)
-	api.Get("/rooms/:room", user, s.getRoom)
+	api.Get("/lobbies/:lobby/rooms", reader, s.listRooms)
+	api.Get("/rooms/:room", reader, s.getRoom)
 	api.Post("/rooms/:room/leave", user, s.leaveRoom)
 	api.Post("/rooms/:room/messages", user, s.postMessage)
-	api.Get("/rooms/:room/messages", user, s.listMessages)
+	api.Get("/rooms/:room/messages", reader, s.listMessages)
 
-	api.Get("/presence/:user", user, s.getPresence)
+	api.Get("/presence/:user", reader, s.getPresence)
 	api.Get("/nodes", admin, s.listNodes) // internal addresses: not for users
-	api.Get("/stats", user, s.getStats)
+	api.Get("/stats", reader, s.getStats)
 
-	api.Get("/settings", user, s.getSettings)
-	api.Get("/settings/defs", user, s.getSettingDefs)
+	api.Get("/settings", reader, s.getSettings)
+	api.Get("/settings/defs", reader, s.getSettingDefs)
 	api.Put("/settings/:key", admin, s.putSetting)
 	api.Delete("/settings/:key", admin, s.deleteSetting)
 	api.Post("/notices", admin, s.postNotice)

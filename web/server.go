@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -296,7 +297,7 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 		}
 		if err := s.node.Identity().Claim(ctx, req.User, id); err != nil {
 			if errors.Is(err, identity.ErrNameTaken) {
-				return errf(http.StatusConflict, "name_taken", "the name %q is in use by another guest; pick another, or wait until that guest signs out or is idle for %s", req.User, s.node.Identity().TTL())
+				return errf(http.StatusConflict, "name_taken", "the name %q is in use by another guest; pick another, or wait until that guest signs out or is idle for %s", req.User, humanDuration(s.node.Identity().TTL()))
 			}
 			return err
 		}
@@ -370,4 +371,22 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	s.m.observe(c.Method(), route, status, time.Since(start))
 	s.log.Debug("request", "method", c.Method(), "path", c.Path(), "status", status, "dur", time.Since(start))
 	return err
+}
+
+// humanDuration writes d for people: "30 minutes", "2 hours", "45 seconds".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int(d.Round(time.Second)/time.Second), "second")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
 }
