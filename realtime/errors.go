@@ -25,6 +25,10 @@ var (
 	// ErrTooManyBoards is returned by PostScore when the user created
 	// limit.new_boards_per_user_per_minute boards in the last minute.
 	ErrTooManyBoards = errors.New("realtime: too many new leaderboards")
+	// ErrTooManyLobbies is returned by a join that would create a lobby when
+	// the user created limit.new_lobbies_per_user_per_minute in the last
+	// minute.
+	ErrTooManyLobbies = errors.New("realtime: too many new lobbies")
 	// ErrTooLong is matched by a *TooLongError.
 	ErrTooLong = errors.New("realtime: message too long")
 )

@@ -87,6 +87,7 @@ type Node struct {
 	conns    *identity.Conns
 	mod      *moderation.Service
 	boards   *ratelimit.Limiter // new boards per user per minute
+	lobbies  *ratelimit.Limiter // new lobbies per user per minute
 
 	marks   coalescer
 	modc    modCache
@@ -178,6 +179,9 @@ func (n *Node) newServices() error {
 	perMin := func() float64 { return float64(n.settings.Int(settings.NewBoardsPerUserPerMin)) }
 	n.boards = ratelimit.New(rdb, ratelimit.Config{Prefix: keyspacePrefix(cfg.Prefix) + ":newboards", Now: cfg.Now, Registerer: reg,
 		Rate: func() float64 { return perMin() / 60 }, Burst: perMin})
+	lobbiesPerMin := func() float64 { return float64(n.settings.Int(settings.NewLobbiesPerUserPerMin)) }
+	n.lobbies = ratelimit.New(rdb, ratelimit.Config{Prefix: keyspacePrefix(cfg.Prefix) + ":newlobbies", Now: cfg.Now, Registerer: reg,
+		Rate: func() float64 { return lobbiesPerMin() / 60 }, Burst: lobbiesPerMin})
 	n.conns = identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
 	n.identity = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
 		TTL: func() time.Duration { return time.Duration(n.settings.Int(settings.SessionIdleSeconds)) * time.Second },
@@ -432,4 +436,24 @@ func (n *Node) ReleaseConn(ctx context.Context, addr, id string) {
 	if err := n.conns.Release(ctx, addr, id); err != nil {
 		n.log.Debug("release connection", "addr", addr, "err", err)
 	}
+}
+
+// allowNewLobby takes a token of user's new-lobby bucket when lobby has no
+// room yet (a join would create it): limit.new_lobbies_per_user_per_minute.
+func (n *Node) allowNewLobby(ctx context.Context, user, lobby string) error {
+	if n.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
+		return nil
+	}
+	exists, err := n.rooms.LobbyExists(ctx, lobby)
+	if err != nil || exists {
+		return err
+	}
+	ok, _, err := n.lobbies.Allow(ctx, user)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: at most %d a minute; join an existing lobby (GET /api/v1/lobbies)", ErrTooManyLobbies, n.settings.Int(settings.NewLobbiesPerUserPerMin))
+	}
+	return nil
 }

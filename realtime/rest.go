@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,9 @@ func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" +
 // the room's newest message, so the next poll of "messages" returns what is
 // sent from now on.
 func (n *Node) JoinREST(ctx context.Context, user, session, lobby string) (rooms.Room, error) {
+	if err := n.allowNewLobby(ctx, user, lobby); err != nil {
+		return rooms.Room{}, err
+	}
 	room, err := n.rooms.Join(ctx, lobby, user, restAttach(session))
 	if err != nil {
 		return rooms.Room{}, err
@@ -249,7 +253,7 @@ func (n *Node) PostScore(ctx context.Context, user, board, player string, score 
 				return ranking.Entry{}, err
 			}
 			if !ok {
-				return ranking.Entry{}, ErrTooManyBoards
+				return ranking.Entry{}, fmt.Errorf("%w: at most %d new leaderboards a minute; post to an existing one", ErrTooManyBoards, n.settings.Int(settings.NewBoardsPerUserPerMin))
 			}
 		}
 	}

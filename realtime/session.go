@@ -71,6 +71,9 @@ func (n *Node) detach(ctx context.Context, room string, c *Client) {
 // latest messages before going live.
 func (c *Client) Join(ctx context.Context, lobby string) error {
 	n := c.node
+	if err := n.allowNewLobby(ctx, c.user, lobby); err != nil {
+		return err
+	}
 	room, err := n.rooms.Join(ctx, lobby, c.user, rooms.Attach{ID: c.id})
 	if err != nil {
 		return err

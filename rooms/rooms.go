@@ -362,3 +362,17 @@ func (s *Service) Channel(roomID string) string {
 	}
 	return channel(s.ks, lobby, seq)
 }
+
+// LobbyExists reports whether the lobby has any room (one EXISTS): the
+// caller's test before a join that would create a lobby, which it may rate
+// limit. It returns names.ErrBadName wrapped and Redis errors.
+func (s *Service) LobbyExists(ctx context.Context, lobby string) (bool, error) {
+	if err := names.Lobby(lobby); err != nil {
+		return false, fmt.Errorf("rooms: lobby %s: %w", lobby, err)
+	}
+	n, err := s.rdb.Exists(ctx, roomsKey(s.ks, lobby)).Result()
+	if err != nil {
+		return false, fmt.Errorf("rooms: lobby %s: %w", lobby, err)
+	}
+	return n == 1, nil
+}

@@ -13,20 +13,21 @@ import (
 
 // The keys of the registry, as in docs/PROTOCOL.md's "Live settings" table.
 const (
-	RoomCapacity           = "room.capacity"
-	MessageMaxLength       = "message.max_length"
-	RateMessagesPerSecond  = "rate.messages_per_second"
-	SeatLeaseSeconds       = "seat.lease_seconds"
-	MOTD                   = "motd"
-	SeenCapacity           = "seen.capacity"
-	SeenFPRate             = "seen.fp_rate"
-	SeenTTLSeconds         = "seen.ttl_seconds"
-	SessionIdleSeconds     = "session.idle_seconds"
-	ConnectionsPerIP       = "limit.connections_per_ip"
-	SessionsPerIPPerMin    = "limit.sessions_per_ip_per_minute"
-	NewBoardsPerUserPerMin = "limit.new_boards_per_user_per_minute"
-	PermanentBoards        = "boards.permanent"
-	MessageDurability      = "message.durability"
+	RoomCapacity            = "room.capacity"
+	MessageMaxLength        = "message.max_length"
+	RateMessagesPerSecond   = "rate.messages_per_second"
+	SeatLeaseSeconds        = "seat.lease_seconds"
+	MOTD                    = "motd"
+	SeenCapacity            = "seen.capacity"
+	SeenFPRate              = "seen.fp_rate"
+	SeenTTLSeconds          = "seen.ttl_seconds"
+	SessionIdleSeconds      = "session.idle_seconds"
+	ConnectionsPerIP        = "limit.connections_per_ip"
+	SessionsPerIPPerMin     = "limit.sessions_per_ip_per_minute"
+	NewBoardsPerUserPerMin  = "limit.new_boards_per_user_per_minute"
+	PermanentBoards         = "boards.permanent"
+	NewLobbiesPerUserPerMin = "limit.new_lobbies_per_user_per_minute"
+	MessageDurability       = "message.durability"
 )
 
 // The value types of a Def.
@@ -93,6 +94,8 @@ var defs = []Def{
 		Description: "POST /api/v1/session per client address per minute across all nodes; 0 = no cap"},
 	{Key: NewBoardsPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
 		Description: "leaderboards a user may create (first post to a board that does not exist) per minute across all nodes; 0 = no cap"},
+	{Key: NewLobbiesPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
+		Description: "lobbies a user may create (a join of a lobby that has no room yet) per minute across all nodes; 0 = no cap"},
 	{Key: PermanentBoards, Type: TypeString, Default: "", Min: 0, Max: 2000,
 		Description: "comma-separated all-time boards that never expire; every other all-time board expires 30 days after its last post"},
 	{Key: MessageDurability, Type: TypeString, Default: "none", Min: 4, Max: 7, Enum: []string{"none", "replica"},

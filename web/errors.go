@@ -71,6 +71,7 @@ var errorTable = []mapping{
 	{realtime.ErrTooLong, http.StatusBadRequest, "too_long"},
 	{realtime.ErrTooManyFromAddr, http.StatusTooManyRequests, "too_many_connections"},
 	{realtime.ErrTooManyBoards, http.StatusTooManyRequests, "rate_limited"},
+	{realtime.ErrTooManyLobbies, http.StatusTooManyRequests, "rate_limited"},
 	{realtime.ErrMuted, http.StatusForbidden, "muted"},
 	{realtime.ErrBanned, http.StatusForbidden, "banned"},
 	{identity.ErrNameTaken, http.StatusConflict, "name_taken"},
