@@ -472,15 +472,15 @@ func TestAbuseFromOneAddress(t *testing.T) {
 	after, err := usedMemory(ctx, rdb)
 	require.NoError(t, err)
 	t.Logf("used_memory: baseline %s, peak %s, after the abuse %s", mib(base), mib(peak), mib(after))
-	// The bound, baseline + 48 MiB, from what the caps and the attempts
-	// allow: lobbies have no cap, so up to 10,000 (the attempts) at about
-	// 1 KiB of data and 1.5 KiB of key, dict and expiry overhead each (9
-	// keys, index entries, a tombstone): 25 MiB; boards at most 122 users ×
+	// The bound, baseline + 32 MiB, from what the caps and the attempts
+	// allow: lobbies at most 122 users × 12 (limit.new_lobbies_per_user_per_minute
+	// and its burst) at about 1 KiB of data and 1.5 KiB of key, dict and
+	// expiry overhead each (9 keys, index entries, a tombstone): 4 MiB; boards at most 122 users ×
 	// 12 × 3 keys and their followers: 2 MiB; seen filters at most 1M items
 	// (10,000 × 100) at 1% over generations that double: 8 MiB; sessions
 	// 122 × 10 small keys: 0.5 MiB; Redis' client buffers for the nodes'
 	// grown pools and the allocator's slack: 12 MiB.
-	assert.LessOrEqual(t, max(peak, after), base+48<<20, "used_memory stays under baseline + 48 MiB")
+	assert.LessOrEqual(t, max(peak, after), base+32<<20, "used_memory stays under baseline + 32 MiB")
 
 	// abandoned REST seats lapse (seat.lease_seconds) and the sweepers
 	// retire their lobbies: then every abuse key must carry a TTL
@@ -492,32 +492,33 @@ func TestAbuseFromOneAddress(t *testing.T) {
 	// every key the abuse created carries a TTL no longer than its kind's
 	// bound, or is of a kind keyspace.Permanent declares
 	bounds := map[string]ttlBound{
-		"{user:*}:claim":          {time.Minute, "session.idle_seconds (set to its min, 60)", true},
-		"{user:*}:seen":           {time.Hour, "seen.ttl_seconds (set to its min, 3600)", true},
-		"{user:*}:seen:*":         {time.Hour, "seen.ttl_seconds (set to its min, 3600)", true},
-		"sessions:{user:*}:rate":  {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
-		"newboards:{user:*}:rate": {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
-		"{ip:*}:conns":            {2 * time.Minute, "identity connection lease", false},
-		"{session:*}:user":        {10 * time.Minute, "dirty session TTL", false},
-		"{session:*}:mask":        {10 * time.Minute, "dirty session TTL", false},
-		"{session:*}:cursor":      {10 * time.Minute, "dirty session TTL", false},
-		"{session:*}:waiters":     {10 * time.Minute, "dirty session TTL", false},
-		"{user:*}:dirty:sessions": {10 * time.Minute, "dirty session TTL", false},
-		"{topic:*}:followers":     {7 * 24 * time.Hour, "dirty follow TTL", false},
-		"{user:*}:dirty:follows":  {7 * 24 * time.Hour, "dirty follow TTL", false},
-		"{user:*}:presence":       {30 * 24 * time.Hour, "presence last_seen kept 30 days", false},
-		"{lb:*}:z":                {30 * 24 * time.Hour, "ranking.DefaultIdleTTL (all-time boards)", false},
-		"{lb:*}:h":                {30 * 24 * time.Hour, "ranking.DefaultIdleTTL (all-time boards)", false},
-		"{lb:*}:seq":              {30 * 24 * time.Hour, "ranking.DefaultIdleTTL (all-time boards)", false},
-		"{lobby:*}:fence":         {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:open":          {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:opencap":       {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:room:*":        {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:rooms":         {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:seq":           {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:ver":           {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:due":           {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
-		"{lobby:*}:history:*":     {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{user:*}:claim":           {time.Minute, "session.idle_seconds (set to its min, 60)", true},
+		"{user:*}:seen":            {time.Hour, "seen.ttl_seconds (set to its min, 3600)", true},
+		"{user:*}:seen:*":          {time.Hour, "seen.ttl_seconds (set to its min, 3600)", true},
+		"sessions:{user:*}:rate":   {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
+		"newboards:{user:*}:rate":  {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
+		"newlobbies:{user:*}:rate": {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
+		"{ip:*}:conns":             {2 * time.Minute, "identity connection lease", false},
+		"{session:*}:user":         {10 * time.Minute, "dirty session TTL", false},
+		"{session:*}:mask":         {10 * time.Minute, "dirty session TTL", false},
+		"{session:*}:cursor":       {10 * time.Minute, "dirty session TTL", false},
+		"{session:*}:waiters":      {10 * time.Minute, "dirty session TTL", false},
+		"{user:*}:dirty:sessions":  {10 * time.Minute, "dirty session TTL", false},
+		"{topic:*}:followers":      {7 * 24 * time.Hour, "dirty follow TTL", false},
+		"{user:*}:dirty:follows":   {7 * 24 * time.Hour, "dirty follow TTL", false},
+		"{user:*}:presence":        {30 * 24 * time.Hour, "presence last_seen kept 30 days", false},
+		"{lb:*}:z":                 {30 * 24 * time.Hour, "ranking.DefaultIdleTTL (all-time boards)", false},
+		"{lb:*}:h":                 {30 * 24 * time.Hour, "ranking.DefaultIdleTTL (all-time boards)", false},
+		"{lb:*}:seq":               {30 * 24 * time.Hour, "ranking.DefaultIdleTTL (all-time boards)", false},
+		"{lobby:*}:fence":          {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:open":           {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:opencap":        {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:room:*":         {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:rooms":          {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:seq":            {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:ver":            {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:due":            {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:history:*":      {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 	}
 	type kindRow struct {
 		count, noTTL int
