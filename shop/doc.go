@@ -1,7 +1,6 @@
 // Package shop sells items for coins: admins stock items and grant coins,
 // users read their wallet and buy, and no two buyers get the last sword and
-// no coin is made or lost, however many chatd nodes sell at once. It also
-// keeps chatd's global INCR counters (Counters).
+// no coin is made or lost, however many chatd nodes sell at once.
 //
 // # What it owns
 //
@@ -9,7 +8,8 @@
 // each item's stock and price (a hash), the list of items (a set), each
 // user's balance (a string holding an integer) and inventory (a hash
 // item → count), the idempotency records of purchases, and the purchase
-// counter. See keys.go. Global counters are one key each, {counter:NAME}.
+// counter. See keys.go. (chatd's other global counters, of messages and
+// rooms, are package rooms'.)
 //
 // # The pattern: an optimistic transaction
 //
@@ -64,17 +64,16 @@
 // ErrIdempotencyMismatch. ErrConflict and Redis errors are not recorded: the
 // client retries with the same key and nothing was bought.
 //
-// # The counters: INCR needs no lock
+// # The purchase counter: INCR needs no lock
 //
 // [INCR] is executed by Redis' single command thread as one read-modify-write,
 // so concurrent INCRs from any number of nodes never lose an update; no lock,
 // no WATCH. The purchase counter is INCRed inside the purchase's MULTI (so it
 // counts exactly the committed purchases) and is deliberately not watched: no
 // check depends on its value, and watching it would make every purchase
-// conflict with every other. Counters are signed 64-bit: 9.2·10^18, which at
+// conflict with every other. A counter is signed 64-bit: 9.2·10^18, which at
 // a million increments per second lasts 292,000 years; at the limit INCR
-// answers an error instead of wrapping around. Counters.Get reads many in one
-// pipeline.
+// answers an error instead of wrapping around.
 //
 // # Numbers
 //

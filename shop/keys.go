@@ -2,7 +2,7 @@ package shop
 
 import "github.com/chatd/chatd/internal/keyspace"
 
-// keys builds every key of one shop. All of them but the global counters
+// keys builds every key of one shop. All of them
 // carry the shop's hash tag {shop:NAME}: a purchase touches the item, the
 // buyer's balance and inventory, the idempotency record and the purchase
 // counter in one transaction, so on Redis Cluster they must share one slot.
@@ -30,5 +30,3 @@ func (k keys) idem(user, key string) string { return k.ks.Key("shop", k.shop, "i
 // purchases counts successful purchases.
 func (k keys) purchases() string { return k.ks.Key("shop", k.shop, "purchases") } // STRING int64 (INCR)
 
-// counterKey is a global counter outside any shop, one slot per counter.
-func counterKey(ks keyspace.Space, name string) string { return ks.Key("counter", name) } // STRING int64 (INCR)

@@ -21,7 +21,6 @@ func TestKeys(t *testing.T) {
 		{"inventory", k.inventory("alice"), "chatd:{shop:main}:inv:alice"},
 		{"idempotency record", k.idem("alice", "k-1"), "chatd:{shop:main}:idem:alice:k-1"},
 		{"purchase counter", k.purchases(), "chatd:{shop:main}:purchases"},
-		{"global counter", counterKey(keyspace.New("chatd"), "messages"), "chatd:{counter:messages}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
