@@ -29,6 +29,12 @@ var (
 	// the user created limit.new_lobbies_per_user_per_minute in the last
 	// minute.
 	ErrTooManyLobbies = errors.New("realtime: too many new lobbies")
+	// ErrTooManySeats is returned by a join of one more lobby than
+	// limit.seats_per_user allows.
+	ErrTooManySeats = errors.New("realtime: seats in too many lobbies")
+	// ErrNodeFull is returned by AdmitConn when the node holds
+	// limit.connections_per_node WebSockets.
+	ErrNodeFull = errors.New("realtime: this node is full")
 	// ErrTooLong is matched by a *TooLongError.
 	ErrTooLong = errors.New("realtime: message too long")
 )

@@ -416,6 +416,9 @@ func (n *Node) renewConns(ctx context.Context) {
 // connection does not open. A Redis error admits (the cap is a guard, not
 // a dependency): the id is then "".
 func (n *Node) AdmitConn(ctx context.Context, addr string) (string, error) {
+	if max := n.settings.Int(settings.ConnectionsPerNode); max > 0 && n.hub.Count() >= max {
+		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", ErrNodeFull, max)
+	}
 	id := "c-" + n.run + "-" + strconv.FormatUint(n.seqN.Add(1), 36)
 	ok, err := n.conns.Admit(ctx, addr, id, n.settings.Int(settings.ConnectionsPerIP))
 	if err != nil {
@@ -438,9 +441,37 @@ func (n *Node) ReleaseConn(ctx context.Context, addr, id string) {
 	}
 }
 
+// checkSeats refuses a join of a lobby the user holds no seat in when the
+// user already holds seats in limit.seats_per_user lobbies (by presence:
+// every node's claim of the user's rooms — a WebSocket's at once, a REST
+// session's from its first poll; the new-lobby cap bounds the rest).
+func (n *Node) checkSeats(ctx context.Context, user, lobby string) error {
+	max := n.settings.Int(settings.SeatsPerUser)
+	if max == 0 {
+		return nil
+	}
+	st, err := n.presence.Get(ctx, user)
+	if err != nil {
+		return err
+	}
+	lobbies := map[string]bool{}
+	for _, r := range st.Rooms {
+		if l, _, err := rooms.ParseRoom(r); err == nil {
+			lobbies[l] = true
+		}
+	}
+	if !lobbies[lobby] && len(lobbies) >= max {
+		return fmt.Errorf("%w: you hold seats in %d lobbies, the most allowed; leave one first", ErrTooManySeats, len(lobbies))
+	}
+	return nil
+}
+
 // allowNewLobby takes a token of user's new-lobby bucket when lobby has no
 // room yet (a join would create it): limit.new_lobbies_per_user_per_minute.
 func (n *Node) allowNewLobby(ctx context.Context, user, lobby string) error {
+	if err := n.checkSeats(ctx, user, lobby); err != nil {
+		return err
+	}
 	if n.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/chatd/chatd/dirty"
@@ -76,16 +77,17 @@ func (n *Node) pollData(ctx context.Context, user, session string, mask dirty.Ma
 		}
 	}
 	if mask.Has(dirty.Rooms) {
-		list := []rooms.Room{}
+		ids := make([]string, 0, len(cur))
 		for room := range cur {
-			r, err := n.rooms.Room(ctx, room)
-			if errors.Is(err, rooms.ErrUnknownRoom) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			list = append(list, r)
+			ids = append(ids, room)
+		}
+		sort.Strings(ids)
+		list, err := n.rooms.RoomMany(ctx, ids) // one round trip for all
+		if err != nil {
+			return err
+		}
+		if list == nil {
+			list = []rooms.Room{}
 		}
 		data["rooms"] = list
 	}

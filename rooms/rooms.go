@@ -376,3 +376,42 @@ func (s *Service) LobbyExists(ctx context.Context, lobby string) (bool, error) {
 	}
 	return n == 1, nil
 }
+
+// RoomMany returns the rooms of ids that exist, with their live members, in
+// one pipelined round trip (a poll of a user seated in many rooms); unknown
+// and malformed ids are left out. It returns Redis errors.
+func (s *Service) RoomMany(ctx context.Context, ids []string) ([]Room, error) {
+	type q struct {
+		lobby   string
+		seq     int
+		exists  *redis.FloatCmd
+		members *redis.StringSliceCmd
+	}
+	now := "(" + ms(s.now())
+	pipe := s.rdb.Pipeline()
+	qs := make([]q, 0, len(ids))
+	for _, id := range ids {
+		lobby, seq, err := ParseRoom(id)
+		if err != nil {
+			continue
+		}
+		qs = append(qs, q{lobby: lobby, seq: seq,
+			exists:  pipe.ZScore(ctx, roomsKey(s.ks, lobby), strconv.Itoa(seq)),
+			members: pipe.ZRangeByScore(ctx, seatsKey(s.ks, lobby, seq), &redis.ZRangeBy{Min: now, Max: "+inf"}),
+		})
+	}
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
+	}
+	out := make([]Room, 0, len(qs))
+	for _, x := range qs {
+		if x.exists.Err() != nil {
+			continue
+		}
+		out = append(out, s.room(x.lobby, x.seq, x.members.Val()))
+	}
+	return out, nil
+}

@@ -27,6 +27,8 @@ const (
 	NewBoardsPerUserPerMin  = "limit.new_boards_per_user_per_minute"
 	PermanentBoards         = "boards.permanent"
 	NewLobbiesPerUserPerMin = "limit.new_lobbies_per_user_per_minute"
+	SeatsPerUser            = "limit.seats_per_user"
+	ConnectionsPerNode      = "limit.connections_per_node"
 	MessageDurability       = "message.durability"
 )
 
@@ -94,6 +96,10 @@ var defs = []Def{
 		Description: "POST /api/v1/session per client address per minute across all nodes; 0 = no cap"},
 	{Key: NewBoardsPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
 		Description: "leaderboards a user may create (first post to a board that does not exist) per minute across all nodes; 0 = no cap"},
+	{Key: SeatsPerUser, Type: TypeInt, Default: 20, Min: 0, Max: 100000,
+		Description: "lobbies a user may hold a seat in at once, across all nodes; 0 = no cap; a join of one more answers 429 rate_limited"},
+	{Key: ConnectionsPerNode, Type: TypeInt, Default: 50000, Min: 0, Max: 10000000,
+		Description: "open WebSockets on one node; 0 = no cap; over it the upgrade answers 429 too_many_connections (reconnect: the balancer may pick another node)"},
 	{Key: NewLobbiesPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
 		Description: "lobbies a user may create (a join of a lobby that has no room yet) per minute across all nodes; 0 = no cap"},
 	{Key: PermanentBoards, Type: TypeString, Default: "", Min: 0, Max: 2000,

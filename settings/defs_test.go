@@ -15,7 +15,7 @@ func TestDefsMatchTheProtocol(t *testing.T) {
 		RoomCapacity: 50, MessageMaxLength: 2000, RateMessagesPerSecond: 10.0,
 		SeatLeaseSeconds: 30, MOTD: "", SeenCapacity: 10000, SeenFPRate: 0.01,
 		SeenTTLSeconds: 604800, SessionIdleSeconds: 1800, ConnectionsPerIP: 500, SessionsPerIPPerMin: 120,
-		NewBoardsPerUserPerMin: 10, PermanentBoards: "", NewLobbiesPerUserPerMin: 10, MessageDurability: "none",
+		NewBoardsPerUserPerMin: 10, PermanentBoards: "", NewLobbiesPerUserPerMin: 10, SeatsPerUser: 20, ConnectionsPerNode: 50000, MessageDurability: "none",
 	}
 	got := map[string]any{}
 	for _, d := range Defs() {

@@ -176,3 +176,27 @@ func TestRefusalsNameTheFieldAndTheRange(t *testing.T) {
 	assert.Equal(t, "sold_out", out.Error.Code)
 	assert.Contains(t, out.Error.Message, "1 sword in stock, 2 asked for")
 }
+
+// TestSeatAndNodeCaps: limit.seats_per_user bounds the lobbies one user
+// holds seats in (a join of one more is refused, a join of a lobby already
+// held is not); limit.connections_per_node bounds one node's WebSockets.
+func TestSeatAndNodeCaps(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 1)
+	n := c.nodes[0]
+	c.putSetting("limit.seats_per_user", 2)
+	w := dialAs(t, c, n, "sam")
+	w.join("cap1")
+	w.join("cap2")
+	w.send(map[string]string{"type": "join", "lobby": "cap3", "ref": "j3"})
+	e := w.waitFor("error", "j3")
+	assert.Equal(t, "rate_limited", e["code"])
+	assert.Contains(t, e["message"], "seats in 2 lobbies")
+	w.join("cap2") // a lobby already held is fine
+
+	c.putSetting("limit.connections_per_node", 2) // sam holds one; one more fits
+	dialAs(t, c, n, "tia")
+	st, body := wsRefusal(t, n, c.session(n, "uwe"), nil)
+	assert.Equal(t, 429, st)
+	assert.Contains(t, fmt.Sprint(body), "too_many_connections")
+}

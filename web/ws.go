@@ -49,6 +49,10 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	}
 	ip := s.clientIP(c)
 	connID, err := s.node.AdmitConn(c.UserContext(), ip)
+	if errors.Is(err, realtime.ErrNodeFull) {
+		s.m.wsRefused.WithLabelValues("node_full").Inc()
+		return err
+	}
 	if err != nil {
 		s.m.wsRefused.WithLabelValues("too_many_from_addr").Inc()
 		return errf(http.StatusTooManyRequests, "too_many_connections",
