@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/docs"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/web"
 )
@@ -227,6 +230,31 @@ func TestBrowserClient(t *testing.T) {
 		carol.signIn(t, "bob", "general")
 		carol.waitJS(t, `text('room-label').startsWith('general · room 1')`, "a new guest takes the name bob")
 		assert.Empty(t, carol.problems(), "no console errors")
+	})
+
+	t.Run("the API page lists every operation of the served spec", func(t *testing.T) {
+		var spec struct {
+			Paths map[string]map[string]json.RawMessage `json:"paths"`
+		}
+		require.NoError(t, json.Unmarshal(docs.OpenAPI, &spec))
+		ops, moderation := 0, 0
+		for path, item := range spec.Paths {
+			for m := range item {
+				if slices.Contains([]string{"get", "post", "put", "delete", "patch"}, m) {
+					ops++
+					if strings.Contains(path, "moderation") {
+						moderation++
+					}
+				}
+			}
+		}
+		api := openPage(t, browser, "http://"+n1.addr+"/api", 1280, 800)
+		api.waitJS(t, fmt.Sprintf(`document.querySelectorAll('[data-testid="apidocs-op"]').length === %d`, ops), "every operation is listed")
+		api.do(t, chromedp.SendKeys(`[data-testid="apidocs-filter"]`, "/moderation"))
+		api.waitJS(t, fmt.Sprintf(`document.querySelectorAll('[data-testid="apidocs-op"]').length === %d`, moderation), "the filter narrows the list")
+		api.screenshot(t, filepath.Join(shots, "api-1280.png"))
+		api.axe(t, "API page")
+		assert.Empty(t, api.problems(), "the API page: no console errors")
 	})
 
 	for _, p := range []*page{alice, bob} {

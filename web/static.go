@@ -65,6 +65,8 @@ func loadStatic(fsys fs.FS) (map[string]staticFile, error) {
 			files["/"] = f
 		case "admin.html":
 			files["/admin"] = f
+		case "apidocs.html":
+			files["/api"] = f // the API page: the endpoints of /api/v1/openapi.json
 		}
 		return nil
 	})
