@@ -57,6 +57,9 @@ func (n *Node) reportError(c *Client, err error, room, ref string) {
 		room = "" // name only a room that can exist (the message quotes what was sent)
 	}
 	code, msg := n.errorCode(err)
+	if code == "internal" || code == "redis_unavailable" {
+		n.log.Warn("websocket frame failed", "user", c.user, "room", room, "code", code, "err", err)
+	}
 	c.SendError(code, msg, room, ref)
 	if code == "rate_limited" {
 		if c.Abuse() {

@@ -193,7 +193,7 @@ func isRedisDown(err error) bool {
 		return true
 	}
 	s := err.Error()
-	for _, m := range []string{"connection pool timeout", "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "NOREPLICAS", "connection refused", "i/o timeout"} {
+	for _, m := range []string{"connection pool timeout", "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "NOREPLICAS", "MOVED ", "ASK ", "connection refused", "i/o timeout"} {
 		if strings.Contains(s, m) {
 			return true
 		}
