@@ -228,6 +228,7 @@ func (b *Bus) Run(ctx context.Context) error {
 	go b.runCanary(ctx)
 
 	wasDown := false
+	started := time.Now()
 	for ctx.Err() == nil {
 		msg, err := b.ps.ReceiveTimeout(ctx, b.cfg.CanaryEvery)
 		if err != nil {
@@ -235,6 +236,7 @@ func (b *Bus) Run(ctx context.Context) error {
 				return nil
 			}
 			if isTimeout(err) {
+				b.checkCanary(ctx, &started)
 				continue
 			}
 			if !wasDown {
@@ -257,6 +259,48 @@ func (b *Bus) Run(ctx context.Context) error {
 		b.dispatch(msg)
 	}
 	return nil
+}
+
+// staleCanaries is how many canary periods may pass without one coming
+// back on a connection that reports no error before the bus opens a new
+// one (Run's checkCanary).
+const staleCanaries = 5
+
+// checkCanary replaces the pub/sub connection when it has received no
+// canary for staleCanaries periods although it reports no error: it is
+// alive but subscribed on a server that no longer gets the publishes — the
+// old master of a Sentinel failover that came back as a standalone or a
+// lagging replica. go-redis reconnects only on errors, so the bus opens a
+// new connection itself (through the client, hence through Sentinel to
+// the current master) with every channel, and tells their handlers to
+// re-read (Resubscribed) once it confirms them. Only Run calls it.
+func (b *Bus) checkCanary(ctx context.Context, since *time.Time) {
+	period := b.cfg.CanaryEvery
+	last := time.Unix(0, b.lastCanary.Load())
+	if last.Before(*since) {
+		last = *since
+	}
+	if time.Since(last) < staleCanaries*period {
+		return
+	}
+	*since = time.Now() // give the new connection the same grace
+	b.log.Warn("pub/sub connection receives no canary; opening a new one", "silent", time.Since(last).Round(time.Millisecond))
+	b.metrics.reconnects.Inc()
+	b.opMu.Lock()
+	b.mu.Lock()
+	chans := make([]string, 0, len(b.channels))
+	for ch, e := range b.channels {
+		if len(e.subs) > 0 {
+			chans = append(chans, ch)
+			b.resync[ch] = true
+		}
+	}
+	b.mu.Unlock()
+	old := b.ps
+	b.ps = b.rdb.Subscribe(context.WithoutCancel(ctx), chans...)
+	b.opMu.Unlock()
+	_ = old.Close()
+	b.reloadSlots(ctx)
 }
 
 // Start runs Run in a goroutine; the returned stop function ends Run and
