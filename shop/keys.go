@@ -29,4 +29,3 @@ func (k keys) idem(user, key string) string { return k.ks.Key("shop", k.shop, "i
 
 // purchases counts successful purchases.
 func (k keys) purchases() string { return k.ks.Key("shop", k.shop, "purchases") } // STRING int64 (INCR)
-
