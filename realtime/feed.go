@@ -92,6 +92,26 @@ func (f *Feed) Live(id string, frame []byte) {
 	f.deliver(id, frame)
 }
 
+// Rewind forgets the position: the next CatchUp reads the latest messages
+// (the position was trimmed from the history, or Redis lost the stream).
+// Ids are still compared, so nothing already delivered comes again.
+func (f *Feed) Rewind() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last = ""
+}
+
+// StartAt sets the position of a feed that has none yet, and goes live:
+// messages up to id are not the feed's to deliver.
+func (f *Feed) StartAt(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last == "" {
+		f.last = id
+	}
+	f.goLiveLocked()
+}
+
 // Hold puts the feed back into catch-up: live messages are held from now
 // on (call it before the re-read starts, e.g. when a subscription came
 // back). It reports false when a catch-up is already running.
@@ -167,7 +187,10 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 				continue
 			}
 		}
-		if f.tryGoLive() || n == 0 {
+		if f.tryGoLive() {
+			return nil
+		}
+		if n == 0 { // max reached: held messages dropped past it are not replayed
 			f.GoLive()
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/rooms"
@@ -22,11 +23,11 @@ import (
 // reads the stream after the last id it delivered and then goes live: the
 // same catch-up a client does when it joins or resumes.
 type Hub struct {
-	n      *Node
-	seed   maphash.Seed
-	rooms  [64]roomShard
-	users  [64]userShard
-	counts sync.Mutex // orders user-count checks with adds
+	n     *Node
+	seed  maphash.Seed
+	rooms [64]roomShard
+	users [64]userShard
+	count atomic.Int64 // clients registered: read on every upgrade, so not summed over the shards
 }
 
 type roomShard struct {
@@ -94,6 +95,7 @@ func (h *Hub) addUser(c *Client, max int) bool {
 		sh.users[c.user] = m
 	}
 	m[c] = struct{}{}
+	h.count.Add(1)
 	return true
 }
 
@@ -101,6 +103,10 @@ func (h *Hub) removeUser(c *Client) {
 	sh := h.userShard(c.user)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if _, ok := sh.users[c.user][c]; !ok {
+		return
+	}
+	h.count.Add(-1)
 	delete(sh.users[c.user], c)
 	if len(sh.users[c.user]) == 0 {
 		delete(sh.users, c.user)
@@ -136,18 +142,7 @@ func (h *Hub) Clients() []*Client {
 }
 
 // Count returns the number of clients on this node.
-func (h *Hub) Count() int {
-	n := 0
-	for i := range h.users {
-		sh := &h.users[i]
-		sh.mu.Lock()
-		for _, m := range sh.users {
-			n += len(m)
-		}
-		sh.mu.Unlock()
-	}
-	return n
-}
+func (h *Hub) Count() int { return int(h.count.Load()) }
 
 // addToRoom makes c a local member of room, subscribing the room's channel
 // first if c is the node's first member there. When it returns nil, every
@@ -208,13 +203,11 @@ func (r *hubRoom) subscribe(ctx context.Context) {
 	r.sub = sub
 	// The node's position starts at the newest message: messages before it
 	// are each client's own catch-up; messages after it arrive live.
-	last, err := n.rooms.History(ctx, r.id, "", 1)
-	r.feed.mu.Lock()
-	if err == nil && len(last) == 1 && r.feed.last == "" {
-		r.feed.last = last[0].ID
+	start := ""
+	if last, err := n.rooms.History(ctx, r.id, "", 1); err == nil && len(last) == 1 {
+		start = last[0].ID
 	}
-	r.feed.mu.Unlock()
-	r.feed.GoLive()
+	r.feed.StartAt(start)
 }
 
 // removeFromRoom takes c out of room; the node unsubscribes with its last
@@ -350,12 +343,10 @@ func (r *hubRoom) gapFill(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		n.m.gapFills.Inc()
 		err := r.feed.CatchUp(ctx, read, rooms.MaxHistoryLimit, 0, nil)
-		if err == rooms.ErrResumeGap || isGap(err) {
+		if isGap(err) {
 			// the position was trimmed or Redis lost the stream: the
 			// latest window is all there is
-			r.feed.mu.Lock()
-			r.feed.last = ""
-			r.feed.mu.Unlock()
+			r.feed.Rewind()
 			continue
 		}
 		if err == nil || ctx.Err() != nil {
