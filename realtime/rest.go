@@ -66,14 +66,7 @@ func (n *Node) LeaveREST(ctx context.Context, user, session, room string) error 
 	if err := n.dirty.DropCursor(ctx, session, room); err != nil {
 		n.log.Debug("drop cursor", "err", err)
 	}
-	for _, c := range n.hub.UserClients(user) {
-		if c.InRoom(room) {
-			n.hub.removeFromRoom(room, c)
-			c.dropFeed(room)
-			c.SendJSON(map[string]string{"type": "left", "room": room})
-		}
-	}
-	n.markRoom(room, dirty.Of(dirty.Rooms))
+	n.leftRoom(user, room, nil)
 	return nil
 }
 

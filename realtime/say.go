@@ -32,8 +32,8 @@ func (n *Node) checkSay(room, text string) error {
 	if !utf8.ValidString(text) {
 		return ErrBadUTF8
 	}
-	if max := n.settings.Int(settings.MessageMaxLength); utf8.RuneCountInString(text) > max {
-		return &TooLongError{Max: max, Got: utf8.RuneCountInString(text)}
+	if max, got := n.settings.Int(settings.MessageMaxLength), utf8.RuneCountInString(text); got > max {
+		return &TooLongError{Max: max, Got: got}
 	}
 	return names.Room(room) // a bad name costs no rate-limit token
 }

@@ -136,14 +136,11 @@ func (c *Client) enter(ctx context.Context, room rooms.Room, after string) error
 	// Other nodes learn the user is here before the client hears it joined.
 	n.touchUser(ctx, c.user)
 	c.SendJSON(map[string]any{"type": "joined", "room": room})
-	max := ResumeMax
-	err := f.CatchUp(ctx, n.reader(room.ID), JoinHistory, max, c.waitDrained)
+	err := f.CatchUp(ctx, n.reader(room.ID), JoinHistory, ResumeMax, c.waitDrained)
 	if isGap(err) {
 		c.SendError("resume_gap", "the message to resume after is no longer in the history; showing the latest messages", room.ID, "")
-		f.mu.Lock()
-		f.last = ""
-		f.mu.Unlock()
-		err = f.CatchUp(ctx, n.reader(room.ID), JoinHistory, max, c.waitDrained)
+		f.Rewind()
+		err = f.CatchUp(ctx, n.reader(room.ID), JoinHistory, ResumeMax, c.waitDrained)
 	}
 	if err != nil {
 		n.hub.removeFromRoom(room.ID, c)
@@ -169,18 +166,26 @@ func (c *Client) Leave(ctx context.Context, room string) error {
 	if err := n.rooms.Leave(ctx, room, c.user); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
 		return err
 	}
-	for _, other := range n.hub.UserClients(c.user) {
-		if other.InRoom(room) {
-			n.hub.removeFromRoom(room, other)
-			other.dropFeed(room)
-			if other != c {
-				other.SendJSON(map[string]string{"type": "left", "room": room})
-			}
+	n.leftRoom(c.user, room, c)
+	n.touchUser(ctx, c.user)
+	return nil
+}
+
+// leftRoom takes every client of user on this node out of room after an
+// explicit leave (which ends the seat for all of them); each but the one
+// that asked (by) hears "left". REST members are marked.
+func (n *Node) leftRoom(user, room string, by *Client) {
+	for _, c := range n.hub.UserClients(user) {
+		if !c.InRoom(room) {
+			continue
+		}
+		n.hub.removeFromRoom(room, c)
+		c.dropFeed(room)
+		if c != by {
+			c.SendJSON(map[string]string{"type": "left", "room": room})
 		}
 	}
 	n.markRoom(room, dirty.Of(dirty.Rooms))
-	n.touchUser(ctx, c.user)
-	return nil
 }
 
 // renewSeats renews the leases of every attachment of this node's clients
@@ -239,11 +244,7 @@ func (n *Node) touchPresence(ctx context.Context) {
 	}
 	users := make([]presence.UserState, 0, len(byUser))
 	for u, rs := range byUser {
-		st := presence.UserState{User: u, Rooms: make([]string, 0, len(rs))}
-		for r := range rs {
-			st.Rooms = append(st.Rooms, r)
-		}
-		users = append(users, st)
+		users = append(users, userState(u, rs))
 	}
 	if len(users) == 0 {
 		return
@@ -273,13 +274,18 @@ func (n *Node) touchUser(ctx context.Context, user string) {
 		}
 		return
 	}
+	if err := n.presence.Touch(ctx, n.cfg.Node, []presence.UserState{userState(user, set)}); err != nil {
+		n.log.Debug("presence touch", "user", user, "err", err)
+	}
+}
+
+// userState is user's presence with the set of rooms.
+func userState(user string, set map[string]struct{}) presence.UserState {
 	st := presence.UserState{User: user, Rooms: make([]string, 0, len(set))}
 	for r := range set {
 		st.Rooms = append(st.Rooms, r)
 	}
-	if err := n.presence.Touch(ctx, n.cfg.Node, []presence.UserState{st}); err != nil {
-		n.log.Debug("presence touch", "user", user, "err", err)
-	}
+	return st
 }
 
 // SignedOut closes user's clients on this node after the guest signed out
