@@ -25,6 +25,9 @@ var (
 	// ErrTooManyBoards is returned by PostScore when the user created
 	// limit.new_boards_per_user_per_minute boards in the last minute.
 	ErrTooManyBoards = errors.New("realtime: too many new leaderboards")
+	// ErrTooManySessions is returned by AllowSession when the address made
+	// limit.sessions_per_ip_per_minute sessions in the last minute.
+	ErrTooManySessions = errors.New("realtime: too many new sessions")
 	// ErrTooManyLobbies is returned by a join that would create a lobby when
 	// the user created limit.new_lobbies_per_user_per_minute in the last
 	// minute.

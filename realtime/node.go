@@ -20,6 +20,7 @@ import (
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
@@ -88,6 +89,7 @@ type Node struct {
 	mod      *moderation.Service
 	boards   *ratelimit.Limiter // new boards per user per minute
 	lobbies  *ratelimit.Limiter // new lobbies per user per minute
+	sessions *ratelimit.Limiter // new sessions per client address per minute
 
 	marks   coalescer
 	modc    modCache
@@ -176,12 +178,9 @@ func (n *Node) newServices() error {
 		OnChange:  noteBoardChange,
 		Permanent: n.permanentBoard,
 	})
-	perMin := func() float64 { return float64(n.settings.Int(settings.NewBoardsPerUserPerMin)) }
-	n.boards = ratelimit.New(rdb, ratelimit.Config{Prefix: keyspacePrefix(cfg.Prefix) + ":newboards", Now: cfg.Now, Registerer: reg,
-		Rate: func() float64 { return perMin() / 60 }, Burst: perMin})
-	lobbiesPerMin := func() float64 { return float64(n.settings.Int(settings.NewLobbiesPerUserPerMin)) }
-	n.lobbies = ratelimit.New(rdb, ratelimit.Config{Prefix: keyspacePrefix(cfg.Prefix) + ":newlobbies", Now: cfg.Now, Registerer: reg,
-		Rate: func() float64 { return lobbiesPerMin() / 60 }, Burst: lobbiesPerMin})
+	n.boards = n.perMinute("newboards", settings.NewBoardsPerUserPerMin)
+	n.lobbies = n.perMinute("newlobbies", settings.NewLobbiesPerUserPerMin)
+	n.sessions = n.perMinute("sessions", settings.SessionsPerIPPerMin)
 	n.conns = identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
 	n.identity = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
 		TTL: func() time.Duration { return time.Duration(n.settings.Int(settings.SessionIdleSeconds)) * time.Second },
@@ -368,13 +367,6 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func keyspacePrefix(p string) string {
-	if p == "" {
-		return "chatd"
-	}
-	return p
-}
-
 // permanentBoard says whether an all-time board is declared permanent
 // (setting boards.permanent); the others expire when idle.
 func (n *Node) permanentBoard(board string) bool {
@@ -426,7 +418,7 @@ func (n *Node) AdmitConn(ctx context.Context, addr string) (string, error) {
 		return "", nil
 	}
 	if !ok {
-		return "", ErrTooManyFromAddr
+		return "", fmt.Errorf("%w: at most %d open WebSockets from one address across all nodes", ErrTooManyFromAddr, n.settings.Int(settings.ConnectionsPerIP))
 	}
 	return id, nil
 }
@@ -462,6 +454,39 @@ func (n *Node) checkSeats(ctx context.Context, user, lobby string) error {
 	}
 	if !lobbies[lobby] && len(lobbies) >= max {
 		return fmt.Errorf("%w: you hold seats in %d lobbies, the most allowed; leave one first", ErrTooManySeats, len(lobbies))
+	}
+	return nil
+}
+
+// perMinute is a limiter of the per-minute cap in setting key: a bucket of
+// rate N/60 a second and burst N, under its own prefix (each limiter keys
+// its buckets by user or address alone).
+func (n *Node) perMinute(name, key string) *ratelimit.Limiter {
+	perMin := func() float64 { return float64(n.settings.Int(key)) }
+	return ratelimit.New(n.rdb, ratelimit.Config{
+		Prefix: keyspace.New(n.cfg.Prefix).Prefix() + ":" + name, Now: n.cfg.Now, Registerer: n.cfg.Registerer,
+		Rate: func() float64 { return perMin() / 60 }, Burst: perMin,
+	})
+}
+
+// AllowSession takes a token of the client address's bucket of new
+// sessions (limit.sessions_per_ip_per_minute), or returns
+// ErrTooManySessions.
+func (n *Node) AllowSession(ctx context.Context, addr string) error {
+	limit := n.settings.Int(settings.SessionsPerIPPerMin)
+	if limit == 0 {
+		return nil
+	}
+	key, err := identity.RateKey(addr)
+	if err != nil {
+		return nil // not an IP (a unix socket): nothing to count
+	}
+	ok, retry, err := n.sessions.Allow(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: at most %d a minute from one address; retry in %.0f s", ErrTooManySessions, limit, max(1, retry.Round(time.Second).Seconds()))
 	}
 	return nil
 }

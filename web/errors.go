@@ -72,6 +72,7 @@ var errorTable = []mapping{
 	{realtime.ErrTooManyFromAddr, http.StatusTooManyRequests, "too_many_connections"},
 	{realtime.ErrTooManyBoards, http.StatusTooManyRequests, "rate_limited"},
 	{realtime.ErrTooManyLobbies, http.StatusTooManyRequests, "rate_limited"},
+	{realtime.ErrTooManySessions, http.StatusTooManyRequests, "rate_limited"},
 	{realtime.ErrTooManySeats, http.StatusTooManyRequests, "rate_limited"},
 	{realtime.ErrNodeFull, http.StatusTooManyRequests, "too_many_connections"},
 	{realtime.ErrMuted, http.StatusForbidden, "muted"},

@@ -34,7 +34,6 @@ import (
 
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/names"
-	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -93,8 +92,7 @@ type Server struct {
 	node   *realtime.Node
 	tokens *tokens
 
-	sessionLimiter *ratelimit.Limiter
-	m              *httpMetrics
+	m *httpMetrics
 }
 
 // New builds a node; Start starts its background work.
@@ -160,7 +158,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.node = node
-	s.sessionLimiter = s.newSessionLimiter()
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -278,7 +275,7 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
-	if err := s.allowSession(ctx, s.clientIP(c)); err != nil {
+	if err := s.node.AllowSession(ctx, s.clientIP(c)); err != nil {
 		return err
 	}
 	if err := s.node.CheckBanned(ctx, req.User); err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/realtime"
-	"github.com/chatd/chatd/settings"
 )
 
 // WebSocket limits and timings.
@@ -49,14 +48,13 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	}
 	ip := s.clientIP(c)
 	connID, err := s.node.AdmitConn(c.UserContext(), ip)
-	if errors.Is(err, realtime.ErrNodeFull) {
-		s.m.wsRefused.WithLabelValues("node_full").Inc()
-		return err
-	}
 	if err != nil {
-		s.m.wsRefused.WithLabelValues("too_many_from_addr").Inc()
-		return errf(http.StatusTooManyRequests, "too_many_connections",
-			"too many open WebSockets from your address (at most %d across all nodes)", s.node.Settings().Int(settings.ConnectionsPerIP))
+		reason := "too_many_from_addr"
+		if errors.Is(err, realtime.ErrNodeFull) {
+			reason = "node_full"
+		}
+		s.m.wsRefused.WithLabelValues(reason).Inc()
+		return err
 	}
 	c.Locals(localSession, sess)
 	c.Locals(localBatch, c.Query("batch") == "1")
