@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Code is a documented error code (docs/PROTOCOL.md, "Errors").
@@ -78,6 +79,21 @@ const (
 // (rooms.RateLimitError: when to retry).
 type Coder interface {
 	ErrorCode() Code
+}
+
+// Retrier is implemented by refusals that know when a retry may pass (a
+// rate limit's next token): the transport's Retry-After.
+type Retrier interface {
+	RetryIn() time.Duration
+}
+
+// RetryIn returns when err says a retry may pass, or 0.
+func RetryIn(err error) time.Duration {
+	var r Retrier
+	if errors.As(err, &r) {
+		return r.RetryIn()
+	}
+	return 0
 }
 
 // Error is an error with a code. As a sentinel (New) its Message is the
@@ -158,7 +174,7 @@ func Message(err error) string {
 		return sentence(m.ClientMessage())
 	}
 	if e, ok := c.(*Error); ok && e.whole {
-		return sentence(e.Message)
+		return e.Message
 	}
 	if ce, ok := c.(error); ok {
 		return detail(err.Error(), ce.Error())
@@ -172,11 +188,12 @@ func detail(s, st string) string {
 	if i := strings.Index(s, st+": "); i >= 0 {
 		return sentence(s[i+len(st)+2:])
 	}
-	if i := strings.LastIndex(st, ": "); i >= 0 {
-		st = st[i+2:]
-	}
-	return sentence(st)
+	return sentence(stripPackage(st))
 }
+
+// Sentence is s as a client sentence: trimmed, its first letter
+// capitalised unless it starts with a setting key or a name.
+func Sentence(s string) string { return sentence(s) }
 
 // sentence trims s and capitalises its first letter, unless s starts with
 // a setting key or a name ("rate.messages_per_second must be …"), whose
@@ -190,4 +207,19 @@ func sentence(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// stripPackage drops a sentinel's package prefix ("rooms: room is full" →
+// "room is full"): a leading lower-case word and ": ".
+func stripPackage(s string) string {
+	word, rest, ok := strings.Cut(s, ": ")
+	if !ok || word == "" {
+		return s
+	}
+	for _, r := range word {
+		if r < 'a' || r > 'z' {
+			return s
+		}
+	}
+	return rest
 }

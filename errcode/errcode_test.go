@@ -37,7 +37,7 @@ func TestOfAndMessage(t *testing.T) {
 		{"a sentinel alone", errFull, errcode.RoomFull, "Room is full"},
 		{"a wrapped sentinel", fmt.Errorf("rooms: resume general-3 as al: %w", errFull), errcode.RoomFull, "Room is full"},
 		{"a sentinel with detail", fmt.Errorf("rooms: join: %w: 50 of 50 seats taken", errFull), errcode.RoomFull, "50 of 50 seats taken"},
-		{"Errorf keeps its whole text", fmt.Errorf("web: %w", errcode.Errorf(errcode.BadRequest, "wait must be 0 to %d: got %q", 30, "x")), errcode.BadRequest, `Wait must be 0 to 30: got "x"`},
+		{"Errorf keeps its whole text", fmt.Errorf("web: %w", errcode.Errorf(errcode.BadRequest, "wait must be 0 to %d: got %q", 30, "x")), errcode.BadRequest, `wait must be 0 to 30: got "x"`},
 		{"a setting key keeps its case", errcode.Errorf(errcode.BadValue, "rate.messages_per_second must be > 0"), errcode.BadValue, "rate.messages_per_second must be > 0"},
 		{"a typed error words its own message", fmt.Errorf("x: %w", limited{}), errcode.RateLimited, "You are sending too fast; wait 1.2 s"},
 		{"a refused connection", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, errcode.RedisUnavailable, "The data store is unavailable; retry in a moment"},

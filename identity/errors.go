@@ -1,6 +1,8 @@
 package identity
 
-import "errors"
+import (
+	"github.com/chatd/chatd/errcode"
+)
 
 // Errors returned by this package, wrapped with the operation and the name
 // ("identity: claim alice: identity: name is taken"); compare them with
@@ -8,11 +10,11 @@ import "errors"
 var (
 	// ErrNameTaken is returned by Claim when another live session holds the
 	// name. The web layer answers 409 name_taken.
-	ErrNameTaken = errors.New("identity: name is taken")
+	ErrNameTaken = errcode.New(errcode.NameTaken, "identity: name is taken")
 
 	// ErrNotHolder is returned by Touch and Release when the session no
 	// longer holds the name: its claim expired, was released, or another
 	// session claimed the name since. Nothing was changed in Redis. A
 	// request carrying that session's token must be refused.
-	ErrNotHolder = errors.New("identity: session does not hold the name")
+	ErrNotHolder = errcode.New(errcode.BadToken, "identity: session does not hold the name")
 )

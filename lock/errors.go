@@ -1,6 +1,10 @@
 package lock
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/chatd/chatd/errcode"
+)
 
 // Errors returned by this package, wrapped with the operation and the lock
 // name ("lock: acquire lobby:general: lock: not obtained"); compare them with
@@ -8,7 +12,7 @@ import "errors"
 var (
 	// ErrNotObtained is returned by TryAcquire when another owner holds the
 	// lock, and by Acquire when Options.Wait passed without obtaining it.
-	ErrNotObtained = errors.New("lock: not obtained")
+	ErrNotObtained = errcode.New(errcode.Busy, "lock: not obtained")
 
 	// ErrNotHeld is returned by Refresh and Release when the lock expired or
 	// another owner holds it now; nothing was changed in Redis.

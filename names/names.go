@@ -7,13 +7,14 @@
 package names
 
 import (
-	"errors"
+	"github.com/chatd/chatd/errcode"
+
 	"fmt"
 )
 
 // ErrBadName is returned, wrapped with the kind of name and the reason, for
 // every name that is not valid.
-var ErrBadName = errors.New("bad name")
+var ErrBadName = errcode.New(errcode.BadName, "bad name")
 
 // Limits of the documented name kinds.
 const (

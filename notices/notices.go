@@ -1,6 +1,8 @@
 package notices
 
 import (
+	"github.com/chatd/chatd/errcode"
+
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -22,7 +24,7 @@ const (
 )
 
 // ErrBadText is returned for an empty, too long or non-UTF-8 notice.
-var ErrBadText = errors.New("notices: bad text")
+var ErrBadText = errcode.New(errcode.BadValue, "notices: bad text")
 
 //go:embed lua/notice_post.lua
 var postSrc string

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // Transport is what a Client writes through: the WebSocket connection in
-// package web. Only the Client's writer calls it, one call at a time.
+// package web, a test's in-memory transport. Only the Client's writer
+// calls it, one call at a time.
 type Transport interface {
 	// Write sends events (each one JSON object) to the peer, in order, in
 	// as few writes as it can, with one deadline for the whole batch.
@@ -37,16 +38,19 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// Close codes the core uses (RFC 6455 and chatd's own).
+// Close codes the core uses (RFC 6455 and chatd's own, docs/PROTOCOL.md).
 const (
 	CloseNormal        = 1000
-	CloseGoingAway     = 1001
-	ClosePolicy        = 1008
+	ClosePolicy        = 1008 // too many refused frames
 	CloseTooBig        = 1009
-	CloseInternal      = 1011
 	CloseServiceReboot = 1012 // the node is draining: reconnect elsewhere
 	CloseTryLater      = 1013 // the client did not read its messages
 	CloseAbnormal      = 0    // the connection broke: no close frame
+	// CloseSessionEnded closes a client whose guest session ended (signed
+	// out, or its name lapsed and was claimed by someone else).
+	CloseSessionEnded = 4000
+	CloseKicked       = 4001
+	CloseBanned       = 4003
 )
 
 // Flow-control limits of a client's send queue. A client is too slow when
@@ -62,24 +66,46 @@ const (
 	drainedBytes   = 64 << 10
 )
 
-// Timings of a client's writer.
+// PingEvery is how often a client's writer pings: below the balancer's
+// read timeout (75 s in deploy/nginx.conf).
+const PingEvery = 25 * time.Second
+
+// Refusal window: a client with AbuseLimit frames refused as rate limited
+// within AbuseWindow is closed (1008). Other frames in between do not reset
+// the count (a ping every 19th frame used to).
 const (
-	PingEvery = 25 * time.Second // below the balancer's read timeout (75 s in deploy/nginx.conf)
+	AbuseLimit  = 20
+	AbuseWindow = 10 * time.Second
 )
 
-// Client is one realtime connection of a user. It owns its send queue and
-// its per-room feeds; it writes through its Transport from a writer
-// goroutine that exists only while there is something to write, so an idle
-// connection costs no goroutine of its own and no queue memory.
+// Bounds of a client's queued says: when full, the reader waits (TCP
+// backpressure on the peer), so a client cannot make the node hold
+// unbounded work while Redis is slow.
+const (
+	maxQueuedSays     = 128
+	maxQueuedSayBytes = 512 << 10
+)
+
+// clientEnv is what every client of a node shares.
+type clientEnv struct {
+	m     *metrics
+	clock *coarseClock
+	log   *slog.Logger
+	run   func(fn func(ctx context.Context)) bool // the node's owned goroutines
+}
+
+// Client is one realtime connection of a user: its send queue, its
+// per-room feeds, its queued says and its refusal count. It holds no rule
+// of its own (the Chat service decides what a frame does) and writes
+// through its Transport from a writer goroutine that exists only while
+// there is something to write, so an idle connection costs no goroutine
+// and no queue memory.
 type Client struct {
-	node    *Node
-	t       Transport
-	user    string
-	session string
-	holder  string // guest holder id of the name ("" for login-service tokens)
-	addr    string // client address, and the lease id counting it (AdmitConn)
-	connID  string
-	id      string // attachment id of this connection: unique per node run
+	env   *clientEnv
+	t     Transport
+	p     Principal
+	id    string // attachment id of this connection: unique per node run
+	lease string // the per-address connection lease id ("" = none)
 
 	qmu       sync.Mutex
 	queue     [][]byte
@@ -98,13 +124,17 @@ type Client struct {
 	fmu   sync.Mutex
 	feeds map[string]*Feed // room → this client's feed of it
 
-	abuse atomic.Int32 // rate-limited frames in a row
+	amu      sync.Mutex
+	refusals []time.Time // the latest rate-limited refusals, at most AbuseLimit
 
-	says saySerial
+	says sayQueue
 }
 
 // User returns the client's user name.
-func (c *Client) User() string { return c.user }
+func (c *Client) User() string { return c.p.User }
+
+// Principal returns who the client acts as.
+func (c *Client) Principal() Principal { return c.p }
 
 // ID returns the client's attachment id.
 func (c *Client) ID() string { return c.id }
@@ -115,14 +145,15 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // Finished is closed when the transport has been closed.
 func (c *Client) Finished() <-chan struct{} { return c.finished }
 
-func newClient(n *Node, t Transport, user, session, holder, id string) *Client {
+func newClient(env *clientEnv, t Transport, p Principal, id string) *Client {
 	c := &Client{
-		node: n, t: t, user: user, session: session, holder: holder, id: id,
+		env: env, t: t, p: p, id: id,
 		progress: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
 		feeds:    map[string]*Feed{},
 	}
+	c.says.space = sync.NewCond(&c.says.mu)
 	c.ping = time.AfterFunc(PingEvery, c.pingTick)
 	return c
 }
@@ -151,7 +182,7 @@ func (c *Client) Send(frame []byte) {
 		c.qmu.Unlock()
 		return
 	}
-	now := coarseNow()
+	now := c.env.clock.Now()
 	if len(c.queue) == 0 {
 		c.since = now
 	}
@@ -159,7 +190,7 @@ func (c *Client) Send(frame []byte) {
 	c.queued += len(frame)
 	if c.queued > hardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
 		c.qmu.Unlock()
-		c.node.m.slowClients.Inc()
+		c.env.m.slowClients.Inc()
 		c.Close(CloseTryLater, "send queue full: you are reading too slowly")
 		if a, ok := c.t.(Aborter); ok {
 			a.Abort() // unblock a writer stuck on the peer
@@ -174,7 +205,7 @@ func (c *Client) Send(frame []byte) {
 func (c *Client) SendJSON(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		c.node.log.Error("encode frame", "err", err)
+		c.env.log.Error("encode frame", "err", err)
 		return
 	}
 	c.Send(b)
@@ -227,7 +258,7 @@ func (c *Client) write() {
 		if err != nil {
 			if isTimeout(err) {
 				// the peer did not take a batch within the write deadline
-				c.node.m.slowClients.Inc()
+				c.env.m.slowClients.Inc()
 				c.Close(CloseTryLater, "send queue full: you are reading too slowly")
 			} else {
 				c.Close(CloseAbnormal, "")
@@ -236,7 +267,7 @@ func (c *Client) write() {
 			return
 		}
 		c.qmu.Lock()
-		c.since = coarseNow()
+		c.since = c.env.clock.Now()
 		c.qmu.Unlock()
 		select {
 		case c.progress <- struct{}{}:
@@ -258,7 +289,7 @@ func (c *Client) finish(batch [][]byte) {
 
 // Close starts closing the client with a close code and reason; the writer
 // flushes what is queued, sends the close frame and closes the transport.
-// Only the first call counts.
+// Says queued and not yet sent are dropped. Only the first call counts.
 func (c *Client) Close(code int, reason string) {
 	c.qmu.Lock()
 	if c.closing {
@@ -270,6 +301,7 @@ func (c *Client) Close(code int, reason string) {
 	if w, ok := c.t.(Waker); ok {
 		w.Wake()
 	}
+	c.says.drop()
 	if c.writing {
 		c.qmu.Unlock()
 		return // the running writer sees closing
@@ -277,6 +309,16 @@ func (c *Client) Close(code int, reason string) {
 	c.writing = true
 	c.qmu.Unlock()
 	go c.write()
+}
+
+// Closing reports whether the client started closing.
+func (c *Client) Closing() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitDrained waits until the client's queue holds less than drainedBytes:
@@ -287,7 +329,7 @@ func (c *Client) waitDrained(ctx context.Context) error {
 		q, closing := c.queued, c.closing
 		c.qmu.Unlock()
 		if closing {
-			return errClientClosed
+			return ErrClientClosed
 		}
 		if q < drainedBytes {
 			return nil
@@ -304,15 +346,17 @@ func (c *Client) waitDrained(ctx context.Context) error {
 	}
 }
 
-// Abuse counts a refusal for rate limiting and reports whether the client
-// went over the limit of refusals in a row; Good resets the count.
-func (c *Client) Abuse() bool { return c.abuse.Add(1) >= AbuseLimit }
-
-// Good resets the count of refusals in a row.
-func (c *Client) Good() { c.abuse.Store(0) }
-
-// AbuseLimit is how many rate-limited frames in a row close a client (1008).
-const AbuseLimit = 20
+// refused counts a refusal for rate limiting at now and reports whether the
+// client reached AbuseLimit of them within AbuseWindow.
+func (c *Client) refused(now time.Time) bool {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	c.refusals = append(c.refusals, now)
+	if len(c.refusals) > AbuseLimit {
+		c.refusals = c.refusals[len(c.refusals)-AbuseLimit:]
+	}
+	return len(c.refusals) == AbuseLimit && now.Sub(c.refusals[0]) <= AbuseWindow
+}
 
 // feed returns the client's feed of room, or nil.
 func (c *Client) feed(room string) *Feed {
@@ -321,7 +365,7 @@ func (c *Client) feed(room string) *Feed {
 	return c.feeds[room]
 }
 
-// rooms returns the rooms the client is in.
+// roomList returns the rooms the client is in.
 func (c *Client) roomList() []string {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
@@ -335,20 +379,34 @@ func (c *Client) roomList() []string {
 // InRoom reports whether the client is in room.
 func (c *Client) InRoom(room string) bool { return c.feed(room) != nil }
 
-// coarseNow is the time to within clockTick, read without a system call:
-// Send runs once per delivery, and the flow-control check it feeds works in
-// seconds.
-func coarseNow() time.Time { return time.Unix(0, clock.Load()) }
+// dropFeed forgets the client's feed of room.
+func (c *Client) dropFeed(room string) {
+	c.fmu.Lock()
+	delete(c.feeds, room)
+	c.fmu.Unlock()
+}
 
-const clockTick = 50 * time.Millisecond
+// sayQueue holds a client's says between the reader and their worker,
+// bounded by maxQueuedSays and maxQueuedSayBytes.
+type sayQueue struct {
+	mu      sync.Mutex
+	space   *sync.Cond // signalled when says leave the queue or it is dropped
+	pending []sayReq
+	bytes   int
+	running bool // a worker runs
+	dropped bool // the client closed: nothing more is queued or sent
+}
 
-var clock = func() *atomic.Int64 {
-	var v atomic.Int64
-	v.Store(time.Now().UnixNano())
-	go func() {
-		for t := range time.Tick(clockTick) {
-			v.Store(t.UnixNano())
-		}
-	}()
-	return &v
-}()
+// sayReq is one queued say.
+type sayReq struct {
+	room, text, ref string
+}
+
+// drop empties the queue for good: the client closed, and says it never
+// got an answer for are not sent.
+func (q *sayQueue) drop() {
+	q.mu.Lock()
+	q.pending, q.bytes, q.dropped = nil, 0, true
+	q.space.Broadcast()
+	q.mu.Unlock()
+}

@@ -1,45 +1,64 @@
 package realtime
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
+	"time"
 
-	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/errcode"
 )
 
-// Errors of the realtime core; the transport maps them (and the domain
-// packages' sentinels) to codes in its one error table.
+// Errors of the realtime core, each with the code a client sees; the
+// transport maps codes to HTTP statuses and close codes, never these
+// values one by one.
 var (
-	// ErrDraining is returned by Connect while the node shuts down.
-	ErrDraining = errors.New("realtime: node is draining")
+	// ErrDraining is returned by Connect and by long polls while the node
+	// shuts down.
+	ErrDraining = errcode.New(errcode.Draining, "realtime: this node is shutting down")
 	// ErrTooManyConnections is returned by Connect when the user has
 	// Config.MaxConnsPerUser clients on this node.
-	ErrTooManyConnections = errors.New("realtime: too many connections for this user on this node")
+	ErrTooManyConnections = errcode.New(errcode.RateLimited, "realtime: too many connections for this user on this node")
 	// ErrEmptyText is returned for a say without text.
-	ErrEmptyText = errors.New("realtime: text is empty")
+	ErrEmptyText = errcode.New(errcode.BadRequest, "realtime: the text is empty")
 	// ErrBadUTF8 is returned for a say whose text is not UTF-8.
-	ErrBadUTF8 = errors.New("realtime: text is not valid UTF-8")
+	ErrBadUTF8 = errcode.New(errcode.BadRequest, "realtime: the text is not valid UTF-8")
 	// ErrTooManyFromAddr is returned by AdmitConn when the client address
 	// has limit.connections_per_ip open connections across all nodes.
-	ErrTooManyFromAddr = errors.New("realtime: too many connections from this address")
-	// ErrTooManyBoards is returned by PostScore when the user created
-	// limit.new_boards_per_user_per_minute boards in the last minute.
-	ErrTooManyBoards = errors.New("realtime: too many new leaderboards")
-	// ErrTooManySessions is returned by AllowSession when the address made
-	// limit.sessions_per_ip_per_minute sessions in the last minute.
-	ErrTooManySessions = errors.New("realtime: too many new sessions")
-	// ErrTooManyLobbies is returned by a join that would create a lobby when
-	// the user created limit.new_lobbies_per_user_per_minute in the last
-	// minute.
-	ErrTooManyLobbies = errors.New("realtime: too many new lobbies")
-	// ErrTooManySeats is returned by a join of one more lobby than
-	// limit.seats_per_user allows.
-	ErrTooManySeats = errors.New("realtime: seats in too many lobbies")
+	ErrTooManyFromAddr = errcode.New(errcode.TooManyConnections, "realtime: too many connections from this address")
 	// ErrNodeFull is returned by AdmitConn when the node holds
-	// limit.connections_per_node WebSockets.
-	ErrNodeFull = errors.New("realtime: this node is full")
+	// limit.connections_per_node realtime clients.
+	ErrNodeFull = errcode.New(errcode.TooManyConnections, "realtime: this node is full")
+	// ErrTooManyBoards is returned by a score post that would create a
+	// board beyond limit.new_boards_per_user_per_minute (or per address).
+	ErrTooManyBoards = errcode.New(errcode.RateLimited, "realtime: too many new leaderboards")
+	// ErrTooManyPosts is returned by a score post beyond
+	// limit.score_posts_per_user_per_minute.
+	ErrTooManyPosts = errcode.New(errcode.RateLimited, "realtime: too many score posts")
+	// ErrTooManySessions is returned by SignIn when the address made
+	// limit.sessions_per_ip_per_minute sessions in the last minute.
+	ErrTooManySessions = errcode.New(errcode.RateLimited, "realtime: too many new sessions")
+	// ErrTooManyLobbies is returned by a join that would create a lobby
+	// beyond limit.new_lobbies_per_user_per_minute.
+	ErrTooManyLobbies = errcode.New(errcode.RateLimited, "realtime: too many new lobbies")
+	// ErrTooManySeats is returned by a join or resume into one more lobby
+	// than limit.seats_per_user allows.
+	ErrTooManySeats = errcode.New(errcode.RateLimited, "realtime: seats in too many lobbies")
+	// ErrTooManyPolls is returned by a long poll of a session that has
+	// MaxPollsPerSession long polls parked on this node already.
+	ErrTooManyPolls = errcode.New(errcode.RateLimited, "realtime: too many long polls of this session")
+	// ErrClientClosed is returned by calls on a client that is closing.
+	ErrClientClosed = errcode.New(errcode.BadRequest, "realtime: the connection is closing")
+	// ErrNameTaken is returned by SignIn for a guest name another guest
+	// holds.
+	ErrNameTaken = errcode.New(errcode.NameTaken, "realtime: the name is in use by another guest")
+	// ErrSessionEnded is returned by Admit for a guest whose name is no
+	// longer held by its session.
+	ErrSessionEnded = errcode.New(errcode.BadToken, "realtime: this session has ended (signed out, or idle too long and the name was taken); sign in again")
+	// ErrMuted and ErrBanned are matched by *MutedError and *BannedError.
+	ErrMuted  = errcode.New(errcode.Muted, "realtime: user is muted")
+	ErrBanned = errcode.New(errcode.Banned, "realtime: user is banned")
 	// ErrTooLong is matched by a *TooLongError.
-	ErrTooLong = errors.New("realtime: message too long")
+	ErrTooLong = errcode.New(errcode.TooLong, "realtime: message too long")
 )
 
 // TooLongError is returned for a say longer than message.max_length.
@@ -52,36 +71,62 @@ func (e *TooLongError) Error() string {
 // Is makes errors.Is(err, ErrTooLong) true.
 func (e *TooLongError) Is(target error) bool { return target == ErrTooLong }
 
-// reportError sends err to the client as an error event naming the room
-// and ref of the frame that caused it; a client refused for rate limiting
-// too many times in a row is closed (1008).
-func (n *Node) reportError(c *Client, err error, room, ref string) {
-	if names.Room(room) != nil {
-		room = "" // name only a room that can exist (the message quotes what was sent)
-	}
-	code, msg := n.errorCode(err)
-	if code == "internal" || code == "redis_unavailable" {
-		n.log.Warn("websocket frame failed", "user", c.user, "room", room, "code", code, "err", err)
-	}
-	c.SendError(code, msg, room, ref)
-	if code == "rate_limited" {
-		if c.Abuse() {
-			c.Close(ClosePolicy, "too many messages")
-		}
-	} else {
-		c.Good()
-	}
+// ErrorCode is too_long.
+func (e *TooLongError) ErrorCode() errcode.Code { return errcode.TooLong }
+
+// ClientMessage is the error's text.
+func (e *TooLongError) ClientMessage() string { return e.Error() }
+
+// MutedError refuses a say of a muted user.
+type MutedError struct{ Until time.Time }
+
+func (e *MutedError) Error() string {
+	return fmt.Sprintf("you are muted until %s", e.Until.UTC().Format(time.RFC3339))
 }
 
-// ReportError is reportError for the transport's own refusals.
-func (c *Client) ReportError(err error, room, ref string) { c.node.reportError(c, err, room, ref) }
+// Is makes errors.Is(err, ErrMuted) true.
+func (e *MutedError) Is(t error) bool { return t == ErrMuted }
 
-func (n *Node) errorCode(err error) (code, msg string) {
-	if n.cfg.ErrorCode != nil {
-		code, msg = n.cfg.ErrorCode(err)
+// ErrorCode is muted.
+func (e *MutedError) ErrorCode() errcode.Code { return errcode.Muted }
+
+// ClientMessage is the error's text.
+func (e *MutedError) ClientMessage() string { return e.Error() }
+
+// BannedError refuses every request of a banned user.
+type BannedError struct{ Until time.Time }
+
+func (e *BannedError) Error() string {
+	return fmt.Sprintf("you are banned until %s", e.Until.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrBanned) true.
+func (e *BannedError) Is(t error) bool { return t == ErrBanned }
+
+// ErrorCode is banned.
+func (e *BannedError) ErrorCode() errcode.Code { return errcode.Banned }
+
+// ClientMessage is the error's text.
+func (e *BannedError) ClientMessage() string { return e.Error() }
+
+// LimitError is a refusal by a per-minute cap: the cap in words and when
+// the next token comes.
+type LimitError struct {
+	Err   error // the sentinel: ErrTooManyBoards, ErrTooManySessions, …
+	Text  string
+	Retry time.Duration
+}
+
+func (e *LimitError) Error() string           { return e.Err.Error() + ": " + e.Text }
+func (e *LimitError) Unwrap() error           { return e.Err }
+func (e *LimitError) ErrorCode() errcode.Code { return errcode.RateLimited }
+func (e *LimitError) ClientMessage() string   { return e.Text }
+func (e *LimitError) RetryIn() time.Duration  { return e.Retry }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
-	if code == "" {
-		code, msg = "internal", "internal error; it has been logged"
-	}
-	return code, msg
+	return b
 }

@@ -173,10 +173,13 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 					return err
 				}
 			}
-			msgs, err := read(ctx, f.Last(), n)
-			if errors.Is(err, rooms.ErrResumeGap) && (total > 0 || fromLatest) {
+			var msgs []rooms.Message
+			var err error
+			if total > 0 || fromLatest {
 				// trimmed while we read: what is left is the latest window
-				msgs, err = read(ctx, "", rooms.MaxHistoryLimit)
+				msgs, _, err = readFrom(ctx, read, f.Last(), n)
+			} else {
+				msgs, err = read(ctx, f.Last(), n)
 			}
 			if err != nil {
 				return err
@@ -247,4 +250,20 @@ func encodeMessage(m *rooms.Message) []byte {
 		return nil
 	}
 	return b
+}
+
+// readFrom is the one catch-up rule of the core, shared by the Feed (joins,
+// resumes, gap fills) and the REST poll: read up to limit messages after
+// the message id after ("" = the latest limit); when after is no longer in
+// the history (trimmed, or Redis lost the stream), read the latest
+// rooms.MaxHistoryLimit instead and report gap, so the reader gets what
+// there is rather than nothing. Ids are compared by the caller, so a
+// message it has already delivered is not delivered again.
+func readFrom(ctx context.Context, read ReadFunc, after string, limit int) (msgs []rooms.Message, gap bool, err error) {
+	msgs, err = read(ctx, after, limit)
+	if after != "" && errors.Is(err, rooms.ErrResumeGap) {
+		msgs, err = read(ctx, "", rooms.MaxHistoryLimit)
+		return msgs, true, err
+	}
+	return msgs, false, err
 }

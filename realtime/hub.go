@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"hash/maphash"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/rooms"
@@ -14,7 +17,8 @@ import (
 
 // Hub is the node's one registry of local clients, by room and by user,
 // behind sharded locks, and the bridge from each room with a local member
-// to its Redis channel. It holds no pointer back to the transport.
+// to its Redis channel. It holds no pointer back to the node or the
+// transport: what it needs it gets at construction (hubDeps).
 //
 // A room's channel is subscribed while the node has at least one local
 // member there. Every message that arrives passes the room's Feed (in
@@ -23,7 +27,7 @@ import (
 // reads the stream after the last id it delivered and then goes live: the
 // same catch-up a client does when it joins or resumes.
 type Hub struct {
-	n     *Node
+	d     hubDeps
 	seed  maphash.Seed
 	rooms [64]roomShard
 	users [64]userShard
@@ -63,8 +67,19 @@ type event struct {
 	from  string // the typing user: not relayed back to that user
 }
 
-func newHub(n *Node) *Hub {
-	h := &Hub{n: n, seed: maphash.MakeSeed()}
+// hubDeps is what the Hub needs of the node: the bus, the rooms' channels
+// and histories, and the node's owned goroutines.
+type hubDeps struct {
+	subscribe func(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
+	channel   func(room string) string
+	read      func(room string) ReadFunc
+	run       func(fn func(ctx context.Context)) bool
+	m         *metrics
+	log       *slog.Logger
+}
+
+func newHub(d hubDeps) *Hub {
+	h := &Hub{d: d, seed: maphash.MakeSeed()}
 	for i := range h.rooms {
 		h.rooms[i].rooms = map[string]*hubRoom{}
 		h.users[i].users = map[string]map[*Client]struct{}{}
@@ -83,34 +98,36 @@ func (h *Hub) userShard(user string) *userShard {
 // addUser registers c under its user unless the user has max clients here
 // already (max <= 0: no bound).
 func (h *Hub) addUser(c *Client, max int) bool {
-	sh := h.userShard(c.user)
+	sh := h.userShard(c.p.User)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m := sh.users[c.user]
+	m := sh.users[c.p.User]
 	if max > 0 && len(m) >= max {
 		return false
 	}
 	if m == nil {
 		m = map[*Client]struct{}{}
-		sh.users[c.user] = m
+		sh.users[c.p.User] = m
 	}
 	m[c] = struct{}{}
 	h.count.Add(1)
 	return true
 }
 
-func (h *Hub) removeUser(c *Client) {
-	sh := h.userShard(c.user)
+// removeUser unregisters c; it reports false when c was not registered.
+func (h *Hub) removeUser(c *Client) bool {
+	sh := h.userShard(c.p.User)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.users[c.user][c]; !ok {
-		return
+	if _, ok := sh.users[c.p.User][c]; !ok {
+		return false
 	}
 	h.count.Add(-1)
-	delete(sh.users[c.user], c)
-	if len(sh.users[c.user]) == 0 {
-		delete(sh.users, c.user)
+	delete(sh.users[c.p.User], c)
+	if len(sh.users[c.p.User]) == 0 {
+		delete(sh.users, c.p.User)
 	}
+	return true
 }
 
 // UserClients returns user's clients on this node.
@@ -190,8 +207,8 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) er
 // id, from which a gap fill would start, and lets live messages through.
 func (r *hubRoom) subscribe(ctx context.Context) {
 	defer close(r.ready)
-	n := r.hub.n
-	sub, err := n.bus.SubscribeSharded(ctx, n.rooms.Channel(r.id), bus.HandlerFuncs{
+	d := r.hub.d
+	sub, err := d.subscribe(ctx, d.channel(r.id), bus.HandlerFuncs{
 		OnReceive:      func(_ string, p []byte) { r.receive(p) },
 		OnResubscribed: r.resubscribed,
 	})
@@ -204,7 +221,7 @@ func (r *hubRoom) subscribe(ctx context.Context) {
 	// The node's position starts at the newest message: messages before it
 	// are each client's own catch-up; messages after it arrive live.
 	start := ""
-	if last, err := n.rooms.History(ctx, r.id, "", 1); err == nil && len(last) == 1 {
+	if last, err := d.read(r.id)(ctx, "", 1); err == nil && len(last) == 1 {
 		start = last[0].ID
 	}
 	r.feed.StartAt(start)
@@ -230,7 +247,7 @@ func (h *Hub) removeFromRoom(room string, c *Client) {
 	r.mu.Unlock()
 	sh.mu.Unlock()
 	if empty {
-		h.n.goRun(func(ctx context.Context) {
+		h.d.run(func(ctx context.Context) {
 			<-r.ready
 			if r.sub != nil {
 				_ = r.sub.Close(ctx)
@@ -290,7 +307,7 @@ func parseEvent(p []byte) (event, bool) {
 func (r *hubRoom) receive(p []byte) {
 	ev, ok := parseEvent(p)
 	if !ok {
-		r.hub.n.m.badEvents.Inc()
+		r.hub.d.m.badEvents.Inc()
 		return
 	}
 	if ev.id != "" {
@@ -309,7 +326,7 @@ func (r *hubRoom) fanout(ev event) {
 		switch {
 		case ev.id != "":
 			f.Live(ev.id, ev.frame) // once each, in order
-		case ev.from != "" && c.user == ev.from:
+		case ev.from != "" && c.p.User == ev.from:
 			// a typing event is not relayed back to its user
 		default:
 			c.Send(ev.frame)
@@ -317,7 +334,7 @@ func (r *hubRoom) fanout(ev event) {
 	}
 	n := len(r.members)
 	r.mu.Unlock()
-	r.hub.n.m.delivered.Add(float64(n))
+	r.hub.d.m.delivered.Add(float64(n))
 }
 
 // resubscribed runs on the bus goroutine when the room's channel was
@@ -332,18 +349,18 @@ func (r *hubRoom) resubscribed() {
 	if gone || !r.feed.Hold() {
 		return // a fill is running; it reads to the end of the stream
 	}
-	r.hub.n.goRun(r.gapFill)
+	r.hub.d.run(r.gapFill)
 }
 
 // gapFill reads the room's stream after the last delivered id, retrying
 // while Redis comes back, and delivers what was missed.
 func (r *hubRoom) gapFill(ctx context.Context) {
-	n := r.hub.n
-	read := n.reader(r.id)
+	d := r.hub.d
+	read := d.read(r.id)
 	for attempt := 0; ; attempt++ {
-		n.m.gapFills.Inc()
+		d.m.gapFills.Inc()
 		err := r.feed.CatchUp(ctx, read, rooms.MaxHistoryLimit, 0, nil)
-		if isGap(err) {
+		if errors.Is(err, rooms.ErrResumeGap) {
 			// the position was trimmed or Redis lost the stream: the
 			// latest window is all there is
 			r.feed.Rewind()
@@ -353,11 +370,11 @@ func (r *hubRoom) gapFill(ctx context.Context) {
 			return
 		}
 		if attempt >= 50 {
-			n.log.Warn("gap fill gave up", "room", r.id, "err", err)
+			d.log.Warn("gap fill gave up", "room", r.id, "err", err)
 			r.feed.GoLive()
 			return
 		}
-		sleep(ctx, 200e6)
+		sleep(ctx, 200*time.Millisecond)
 	}
 }
 
@@ -370,7 +387,7 @@ func (h *Hub) localSeats() []rooms.Attachment {
 		for id, r := range sh.rooms {
 			r.mu.Lock()
 			for c := range r.members {
-				out = append(out, rooms.Attachment{Room: id, User: c.user, ID: c.id})
+				out = append(out, rooms.Attachment{Room: id, User: c.p.User, ID: c.id})
 			}
 			r.mu.Unlock()
 		}

@@ -2,65 +2,97 @@ package realtime
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/rooms"
 )
 
-// coalescer runs dirty marks on the node's run context, at most one per
-// key at a time: the bits asked for while one runs fold into a single rerun
-// after it. Producers call it per event; the marks it sends are bounded by
-// how long a mark takes, not by how many events there are.
-type coalescer struct {
-	n       *Node
+// markTracker is the part of the dirty tracker the marker needs.
+type markTracker interface {
+	MarkUsers(ctx context.Context, users []string, bits dirty.Mask) error
+	MarkFollowers(ctx context.Context, topic string, bits dirty.Mask) error
+	MarkAll(ctx context.Context, bits dirty.Mask) error
+}
+
+// roomReader reads a room's record (its members).
+type roomReader interface {
+	Room(ctx context.Context, roomID string) (rooms.Room, error)
+}
+
+var (
+	_ markTracker = (*dirty.Tracker)(nil)
+	_ roomReader  = (*rooms.Service)(nil)
+)
+
+// marker sets the dirty bits of REST sessions after a change, coalesced:
+// at most one mark per key runs at a time, and the bits asked for while one
+// runs fold into a single rerun after it. Producers call it per event; the
+// marks it sends are bounded by how long a mark takes, not by how many
+// events there are. Every use case that changes what a poll shows marks
+// through it (a say marks the room, a post the board's followers, a
+// purchase the wallet, a settings write everyone), so no handler has to
+// remember to.
+type marker struct {
+	dirty markTracker
+	rooms roomReader
+	run   func(fn func(ctx context.Context)) bool
+	log   *slog.Logger
+
 	mu      sync.Mutex
 	pending map[string]*dirty.Mask // key → bits asked for while its mark runs
 }
 
 // do runs mark(bits) for key now, unless one runs: then bits wait for it.
-func (co *coalescer) do(key string, bits dirty.Mask, mark func(context.Context, dirty.Mask)) {
-	co.mu.Lock()
-	if co.pending == nil {
-		co.pending = map[string]*dirty.Mask{}
+func (mk *marker) do(key string, bits dirty.Mask, mark func(context.Context, dirty.Mask)) {
+	mk.mu.Lock()
+	if mk.pending == nil {
+		mk.pending = map[string]*dirty.Mask{}
 	}
-	if again, ok := co.pending[key]; ok {
+	if again, ok := mk.pending[key]; ok {
 		*again |= bits
-		co.mu.Unlock()
+		mk.mu.Unlock()
 		return
 	}
-	co.pending[key] = new(dirty.Mask)
-	co.mu.Unlock()
-	co.n.goRun(func(ctx context.Context) {
+	mk.pending[key] = new(dirty.Mask)
+	mk.mu.Unlock()
+	started := mk.run(func(ctx context.Context) {
 		for {
 			mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			mark(mctx, bits)
 			cancel()
-			co.mu.Lock()
-			again := co.pending[key]
+			mk.mu.Lock()
+			again := mk.pending[key]
 			bits = *again
 			*again = 0
 			if bits == 0 || ctx.Err() != nil {
-				delete(co.pending, key)
-				co.mu.Unlock()
+				delete(mk.pending, key)
+				mk.mu.Unlock()
 				return
 			}
-			co.mu.Unlock()
+			mk.mu.Unlock()
 		}
 	})
+	if !started { // the node stopped: nothing will run for key again
+		mk.mu.Lock()
+		delete(mk.pending, key)
+		mk.mu.Unlock()
+	}
 }
 
-// markRoom sets bits in the masks of the REST sessions of the room's
-// members. Keys are room ids and "lb:<board>" topics, which can't collide
-// (room ids hold no ':').
-func (n *Node) markRoom(room string, bits dirty.Mask) {
-	n.marks.do(room, bits, func(ctx context.Context, bits dirty.Mask) {
-		r, err := n.rooms.Room(ctx, room)
+// room sets bits in the masks of the REST sessions of the room's members.
+// Keys are room ids, "lb:<board>" topics, "u:<user>" and "*", which can't
+// collide (room ids hold no ':').
+func (mk *marker) room(room string, bits dirty.Mask) {
+	mk.do(room, bits, func(ctx context.Context, bits dirty.Mask) {
+		r, err := mk.rooms.Room(ctx, room)
 		if err != nil {
 			return
 		}
-		if err := n.dirty.MarkUsers(ctx, r.Members, bits); err != nil {
-			n.log.Debug("mark room members dirty", "room", room, "err", err)
+		if err := mk.dirty.MarkUsers(ctx, r.Members, bits); err != nil {
+			mk.log.Debug("mark room members dirty", "room", room, "err", err)
 		}
 	})
 }
@@ -69,33 +101,31 @@ func (n *Node) markRoom(room string, bits dirty.Mask) {
 // players who posted to it.
 func BoardTopic(board string) string { return "lb:" + board }
 
-// markBoard marks the followers of a board that a post changed (the
-// ranking service's OnChange hook).
-func (n *Node) markBoard(board string) {
+// board marks the followers of a board that a post changed.
+func (mk *marker) board(board string) {
 	key := BoardTopic(board)
-	n.marks.do(key, dirty.Of(dirty.Leaderboards), func(ctx context.Context, bits dirty.Mask) {
-		if err := n.dirty.MarkFollowers(ctx, key, bits); err != nil {
-			n.log.Debug("mark board followers", "board", board, "err", err)
+	mk.do(key, dirty.Of(dirty.Leaderboards), func(ctx context.Context, bits dirty.Mask) {
+		if err := mk.dirty.MarkFollowers(ctx, key, bits); err != nil {
+			mk.log.Debug("mark board followers", "board", board, "err", err)
 		}
 	})
 }
 
-// markUser marks every REST session of user (the shop's OnWalletChange
-// hook).
-func (n *Node) markUser(user string, bits dirty.Mask) {
-	n.marks.do("u:"+user, bits, func(ctx context.Context, bits dirty.Mask) {
-		if err := n.dirty.MarkUsers(ctx, []string{user}, bits); err != nil {
-			n.log.Debug("mark user dirty", "user", user, "err", err)
+// user marks every REST session of user.
+func (mk *marker) user(user string, bits dirty.Mask) {
+	mk.do("u:"+user, bits, func(ctx context.Context, bits dirty.Mask) {
+		if err := mk.dirty.MarkUsers(ctx, []string{user}, bits); err != nil {
+			mk.log.Debug("mark user dirty", "user", user, "err", err)
 		}
 	})
 }
 
-// MarkAll marks every live REST session: after a settings write or a new
+// all marks every live REST session: after a settings write or a new
 // notice, by the node that took the write, once.
-func (n *Node) MarkAll(bits dirty.Mask) {
-	n.marks.do("*", bits, func(ctx context.Context, bits dirty.Mask) {
-		if err := n.dirty.MarkAll(ctx, bits); err != nil {
-			n.log.Warn("mark all sessions dirty", "err", err)
+func (mk *marker) all(bits dirty.Mask) {
+	mk.do("*", bits, func(ctx context.Context, bits dirty.Mask) {
+		if err := mk.dirty.MarkAll(ctx, bits); err != nil {
+			mk.log.Warn("mark all sessions dirty", "err", err)
 		}
 	})
 }

@@ -12,6 +12,8 @@ type metrics struct {
 	delivered   prometheus.Counter
 	badEvents   prometheus.Counter
 	gapFills    prometheus.Counter
+	sayWaits    prometheus.Counter
+	floodCloses prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,6 +33,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		gapFills: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatd_room_gap_fills_total", Help: "History reads run after the pub/sub connection came back.",
 		}),
+		sayWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_say_queue_full_total", Help: "Times a connection's reader waited because its queued says reached their bound.",
+		}),
+		floodCloses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_ws_flood_closes_total", Help: "Clients closed with 1008 after too many rate-limited frames in the refusal window.",
+		}),
 	}
 	if reg != nil {
 		m.open = promreg.Register(reg, m.open)
@@ -38,6 +46,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.delivered = promreg.Register(reg, m.delivered)
 		m.badEvents = promreg.Register(reg, m.badEvents)
 		m.gapFills = promreg.Register(reg, m.gapFills)
+		m.sayWaits = promreg.Register(reg, m.sayWaits)
+		m.floodCloses = promreg.Register(reg, m.floodCloses)
 	}
 	return m
 }

@@ -4,14 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,12 +16,10 @@ import (
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
-	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/ranking"
-	"github.com/chatd/chatd/ratelimit"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/seen"
 	"github.com/chatd/chatd/settings"
@@ -49,9 +43,6 @@ type Config struct {
 	// Redis Cluster; by default a Cluster client gets sharded pub/sub
 	// (SPUBLISH/SSUBSCRIBE: a message goes to its room's shard only).
 	ClassicPubSub bool
-	// ErrorCode maps an error to the documented error code and message
-	// (the transport's one error table); nil = every error is "internal".
-	ErrorCode func(error) (code, message string)
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().
@@ -60,50 +51,39 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Node is one chatd node's realtime core: it owns the domain services, the
-// pub/sub bridge (Bus and Hub), the background loops (seat and presence
-// renewal, node heartbeat, seat sweeper), notice delivery, poll assembly
-// and the dirty marks, and decides every join, say, leave, resume and
-// disconnect, for WebSocket clients and REST sessions alike. It knows no
-// transport: a Client writes through a Transport.
+// Node is one chatd node's realtime core. It only wires: it builds the
+// domain services on the node's Redis client, the bus and the Hub, and the
+// use cases the transport calls — Chat, Polls, Game, Sessions, Moderation,
+// Admin — each with the narrow interfaces it needs; and it runs the
+// lifecycle: Start starts the components in order, Shutdown drains the
+// clients and stops them in reverse order, waiting for every goroutine
+// they own. It knows no transport: a Client writes through a Transport.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	rdb  redis.UniversalClient
-	bus  *bus.Bus
-	hub  *Hub
-	m    *metrics
-	run  string // random per process: attachment ids never repeat across restarts
-	seqN atomic.Uint64
+	// The use cases, for the transport.
+	Chat       *Chat
+	Polls      *Polls
+	Game       *Game
+	Sessions   *Sessions
+	Moderation *Moderation
+	Admin      *Admin
+
+	cfg      Config
+	log      *slog.Logger
+	bus      *bus.Bus
+	hub      *Hub
+	clock    *coarseClock
+	loops    *group // the node's loops and owned goroutines
+	busRun   *group // the bus alone: it stops last
+	draining chan struct{}
 
 	settings *settings.Store
 	rooms    *rooms.Service
 	presence *presence.Presence
 	dirty    *dirty.Tracker
-	notices  *notices.Board
-	seen     *seen.Filter
-	ranking  *ranking.Service
-	shop     *shop.Shop
-	identity *identity.Registry
-	conns    *identity.Conns
-	mod      *moderation.Service
-	boards   *ratelimit.Limiter // new boards per user per minute
-	lobbies  *ratelimit.Limiter // new lobbies per user per minute
-	sessions *ratelimit.Limiter // new sessions per client address per minute
-
-	marks   coalescer
-	modc    modCache
-	typing  throttle
-	rest    restSessions
-	renewed renewals
-
-	mu       sync.Mutex
-	ctx      context.Context // the run context: background work stops with it
-	cancel   context.CancelFunc
-	running  sync.WaitGroup
-	stopped  bool
-	draining chan struct{}
-	drain    sync.Once
+	names    *identity.Registry
+	modGuard *modGuard
+	notices  *noticeBoard
+	unwatch  func()
 }
 
 // New builds a node; Start starts its background work.
@@ -125,86 +105,100 @@ func New(cfg Config) (*Node, error) {
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
-	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		rdb:      cfg.Redis,
-		m:        newMetrics(cfg.Registerer),
-		run:      hex.EncodeToString(rnd[:]),
-		draining: make(chan struct{}),
-	}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.marks.n = n
-	_, cluster := cfg.Redis.(*redis.ClusterClient)
-	n.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: n.log, Registerer: cfg.Registerer,
+	runID := hex.EncodeToString(rnd[:])
+	n := &Node{cfg: cfg, log: cfg.Logger, loops: newGroup(), busRun: newGroup(), draining: make(chan struct{}),
+		clock: newCoarseClock(cfg.Now)}
+	m := newMetrics(cfg.Registerer)
+	rdb, reg, now, log := cfg.Redis, cfg.Registerer, cfg.Now, cfg.Logger
+	_, cluster := rdb.(*redis.ClusterClient)
+	n.bus = bus.New(rdb, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: log, Registerer: reg,
 		Sharded: cluster && !cfg.ClassicPubSub})
-	if err := n.newServices(); err != nil {
-		return nil, err
-	}
-	n.hub = newHub(n)
-	return n, nil
-}
 
-// newServices builds the node's domain services on its Redis client, wired
-// to the live settings and to each other through the domain hooks.
-func (n *Node) newServices() error {
-	cfg, rdb, reg := n.cfg, n.cfg.Redis, n.cfg.Registerer
-	n.settings = settings.New(rdb, settings.Config{Prefix: cfg.Prefix, Logger: n.log, Registerer: reg})
-	var err error
-	n.rooms, err = rooms.New(rdb, rooms.Config{
+	// Domain services, wired to the live settings and, through their hooks,
+	// to the marks the use cases own.
+	st := settings.New(rdb, settings.Config{Prefix: cfg.Prefix, Logger: log, Registerer: reg})
+	n.settings = st
+	lease := func() time.Duration { return time.Duration(st.Int(settings.SeatLeaseSeconds)) * time.Second }
+	rs, err := rooms.New(rdb, rooms.Config{
 		Prefix:        cfg.Prefix,
-		Capacity:      func() int { return n.settings.Int(settings.RoomCapacity) },
-		Lease:         n.lease,
+		Capacity:      func() int { return st.Int(settings.RoomCapacity) },
+		Lease:         lease,
 		ShardedPubSub: n.bus.Sharded(),
-		Durability:    func() string { return n.settings.String(settings.MessageDurability) },
-		Now:           cfg.Now,
-		Logger:        n.log,
+		Durability:    func() string { return st.String(settings.MessageDurability) },
+		Now:           now,
+		Logger:        log,
 		Registerer:    reg,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
-	n.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: cfg.Now, Logger: n.log, Registerer: reg})
-	n.notices = notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: cfg.Now})
-	n.seen = seen.New(rdb, seen.Config{
+	n.rooms = rs
+	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg})
+	n.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: now, Logger: log, Registerer: reg})
+	nb := notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: now})
+	sf := seen.New(rdb, seen.Config{
 		Prefix:     cfg.Prefix,
-		Capacity:   func() int { return n.settings.Int(settings.SeenCapacity) },
-		FPRate:     func() float64 { return n.settings.Float(settings.SeenFPRate) },
-		TTL:        func() time.Duration { return time.Duration(n.settings.Int(settings.SeenTTLSeconds)) * time.Second },
+		Capacity:   func() int { return st.Int(settings.SeenCapacity) },
+		FPRate:     func() float64 { return st.Float(settings.SeenFPRate) },
+		TTL:        func() time.Duration { return time.Duration(st.Int(settings.SeenTTLSeconds)) * time.Second },
 		Registerer: reg,
 	})
-	n.ranking = ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
-		OnChange:  noteBoardChange,
-		Permanent: n.permanentBoard,
+	mk := &marker{dirty: n.dirty, rooms: rs, run: n.loops.Go, log: log}
+	rk := ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg,
+		OnChange:  func(_ context.Context, board string, _ ranking.Entry) { mk.board(board) },
+		Permanent: func(board string) bool { return listed(st.String(settings.PermanentBoards), board) },
 	})
-	n.boards = n.perMinute("newboards", settings.NewBoardsPerUserPerMin)
-	n.lobbies = n.perMinute("newlobbies", settings.NewLobbiesPerUserPerMin)
-	n.sessions = n.perMinute("sessions", settings.SessionsPerIPPerMin)
-	n.conns = identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg})
-	n.identity = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: cfg.Now, Registerer: reg,
-		TTL: func() time.Duration { return time.Duration(n.settings.Int(settings.SessionIdleSeconds)) * time.Second },
+	conns := identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: now, Registerer: reg})
+	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg,
+		TTL: func() time.Duration { return time.Duration(st.Int(settings.SessionIdleSeconds)) * time.Second },
 	})
-	n.mod = moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: cfg.Now, Logger: n.log})
-	n.shop = shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
-		OnWalletChange: func(_ context.Context, user string) { n.markUser(user, dirty.Of(dirty.Wallet)) },
+	ms := moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: now, Logger: log})
+	sh := shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
+		OnWalletChange: func(_ context.Context, user string) { mk.user(user, dirty.Of(dirty.Wallet)) },
 	})
-	return nil
+	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
+
+	// The realtime machinery.
+	env := &clientEnv{m: m, clock: n.clock, log: log, run: n.loops.Go}
+	n.hub = newHub(hubDeps{
+		subscribe: n.bus.SubscribeSharded,
+		channel:   rs.Channel,
+		read: func(room string) ReadFunc {
+			return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
+				return rs.History(ctx, room, after, limit)
+			}
+		},
+		run: n.loops.Go, m: m, log: log,
+	})
+	n.modGuard = &modGuard{store: ms, now: now}
+	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
+	rest := &restState{}
+
+	// The use cases.
+	n.Chat = &Chat{node: cfg.Node, runID: runID, rooms: rs, presence: n.presence, cursors: n.dirty, settings: st,
+		hub: n.hub, marks: mk, rest: rest, mod: n.modGuard, caps: cp, notices: n.notices, env: env,
+		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser}
+	n.modGuard.chat = n.Chat
+	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs, settings: st, wallets: sh, boards: rk,
+		notices: n.notices, now: now, draining: n.draining}
+	n.Game = &Game{boards: rk, shop: sh, seen: sf, follows: n.dirty, caps: cp, log: log}
+	n.Sessions = &Sessions{names: n.names, conns: conns, mod: n.modGuard, caps: cp, chat: n.Chat, settings: st,
+		hub: n.hub, runID: runID, log: log}
+	n.Chat.releaseLease = n.Sessions.ReleaseConn
+	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
+	n.Admin = &Admin{settings: st, counters: rs, registry: n.presence, purchases: sh, notices: n.notices, marks: mk}
+	return n, nil
 }
 
-// Services of the node, for the transport's plain request handlers.
-func (n *Node) Settings() *settings.Store       { return n.settings }
-func (n *Node) Rooms() *rooms.Service           { return n.rooms }
-func (n *Node) Presence() *presence.Presence    { return n.presence }
-func (n *Node) Dirty() *dirty.Tracker           { return n.dirty }
-func (n *Node) Notices() *notices.Board         { return n.notices }
-func (n *Node) Seen() *seen.Filter              { return n.seen }
-func (n *Node) Ranking() *ranking.Service       { return n.ranking }
-func (n *Node) Shop() *shop.Shop                { return n.shop }
-func (n *Node) Identity() *identity.Registry    { return n.identity }
-func (n *Node) Moderation() *moderation.Service { return n.mod }
-func (n *Node) Hub() *Hub                       { return n.hub }
-func (n *Node) ID() string                      { return n.cfg.Node }
+// listed says whether name is in a comma-separated list.
+func listed(list, name string) bool {
+	for _, b := range strings.Split(list, ",") {
+		if strings.TrimSpace(b) == name {
+			return true
+		}
+	}
+	return false
+}
 
 // Ready reports whether the node's pub/sub connection is receiving.
 func (n *Node) Ready() bool { return n.bus.Ready() }
@@ -212,62 +206,55 @@ func (n *Node) Ready() bool { return n.bus.Ready() }
 // Draining is closed when Shutdown starts.
 func (n *Node) Draining() <-chan struct{} { return n.draining }
 
-// Start starts the node's background work: the bus, settings, the dirty
-// tracker's wake-ups, notices, and the periodic loops. It returns once the
-// node can serve.
+// Start starts the node's components, in order: the bus (everything else
+// subscribes through it), the settings (everything reads them), the dirty
+// tracker's wake-ups, the notice and moderation subscriptions, the rooms
+// service's background work, then the loops (seat and presence renewal,
+// node heartbeat, seat sweeper, session sweep, connection leases). It
+// returns once the node can serve.
 func (n *Node) Start(ctx context.Context) error {
-	n.goRun(func(ctx context.Context) { _ = n.bus.Run(ctx) })
+	n.busRun.Go(func(ctx context.Context) { _ = n.bus.Run(ctx) })
 	if err := n.settings.Start(ctx, n.bus); err != nil {
 		return fmt.Errorf("realtime: start settings: %w", err)
 	}
 	if err := n.dirty.Start(ctx, n.bus); err != nil {
 		return fmt.Errorf("realtime: start dirty tracker: %w", err)
 	}
-	if _, err := n.bus.Subscribe(ctx, n.notices.Channel(), bus.HandlerFuncs{OnReceive: n.onNotice}); err != nil {
+	if _, err := n.bus.Subscribe(ctx, n.notices.store.Channel(), bus.HandlerFuncs{OnReceive: n.notices.receive}); err != nil {
 		return fmt.Errorf("realtime: subscribe notices: %w", err)
 	}
-	if _, err := n.bus.Subscribe(ctx, n.mod.Channel(), bus.HandlerFuncs{OnReceive: n.onModeration, OnResubscribed: n.modc.reset}); err != nil {
+	if _, err := n.bus.Subscribe(ctx, n.modGuard.store.Channel(), bus.HandlerFuncs{OnReceive: n.modGuard.receive, OnResubscribed: n.modGuard.reset}); err != nil {
 		return fmt.Errorf("realtime: subscribe moderation: %w", err)
 	}
-	n.settings.Watch("", func(ch settings.Change) {
-		n.broadcast(mustJSON(map[string]any{"type": "settings", "key": ch.Key, "value": ch.Value, "version": ch.Version}))
+	n.unwatch = n.settings.Watch("", func(ch settings.Change) {
+		n.Chat.broadcast(mustJSON(map[string]any{"type": "settings", "key": ch.Key, "value": ch.Value, "version": ch.Version}))
 	})
-	n.goRun(func(ctx context.Context) { n.every(ctx, func() time.Duration { return n.lease() / 3 }, n.renewSeats) })
-	n.goRun(func(ctx context.Context) {
-		n.every(ctx, func() time.Duration { return n.presence.TTL() / 3 }, n.touchPresence)
+	g := n.loops
+	g.Go(n.clock.run)
+	n.Chat.start(g, n.names)
+	n.Sessions.start(g, n.cfg.Now)
+	g.Go(func(ctx context.Context) {
+		every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
 	})
-	n.goRun(func(ctx context.Context) { n.every(ctx, func() time.Duration { return 5 * time.Second }, n.heartbeat) })
-	n.goRun(func(ctx context.Context) { _ = n.rooms.RunSweeper(ctx, time.Second) })
-	n.goRun(func(ctx context.Context) { n.every(ctx, func() time.Duration { return time.Minute }, n.sweepSessions) })
-	n.goRun(func(ctx context.Context) {
-		n.every(ctx, func() time.Duration { return n.conns.Lease() / 3 }, n.renewConns)
+	g.Go(func(ctx context.Context) { _ = n.rooms.RunSweeper(ctx, time.Second) })
+	g.Go(func(ctx context.Context) {
+		every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
 	})
 	return nil
 }
 
-// goRun runs fn on the node's run context, owned by the node: Shutdown
-// cancels it and waits. After Shutdown, fn is dropped.
-func (n *Node) goRun(fn func(ctx context.Context)) {
-	n.mu.Lock()
-	if n.stopped {
-		n.mu.Unlock()
-		return
-	}
-	n.running.Add(1)
-	ctx := n.ctx
-	n.mu.Unlock()
-	go func() {
-		defer n.running.Done()
-		fn(ctx)
-	}()
-}
-
-// Shutdown drains the node within ctx: every realtime client is told to
-// reconnect elsewhere (close 1012) and detached — which frees a seat only
-// where it was the user's last attachment — then the node leaves the
-// registry and its background work stops.
+// Shutdown drains the node within ctx, then stops it: every realtime
+// client is told to reconnect elsewhere (close 1012) and detached — which
+// frees a seat only where it was the user's last attachment — the node
+// leaves the registry, and the components stop in the reverse order of
+// Start: the loops and every goroutine they own, the settings watch and
+// store, the dirty tracker, and last the bus.
 func (n *Node) Shutdown(ctx context.Context) error {
-	n.drain.Do(func() { close(n.draining) })
+	select {
+	case <-n.draining:
+	default:
+		close(n.draining)
+	}
 	for _, c := range n.hub.Clients() {
 		c.Close(CloseServiceReboot, "server restarting: reconnect")
 	}
@@ -282,62 +269,22 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if err := n.presence.Leave(ctx, n.cfg.Node); err != nil {
 		n.log.Debug("leave node registry", "err", err)
 	}
-	n.mu.Lock()
-	n.stopped = true
-	n.mu.Unlock()
-	n.cancel()
-	done := make(chan struct{})
-	go func() { n.running.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
+	if err := n.loops.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("realtime: stop loops: %w", err))
+	}
+	if n.unwatch != nil {
+		n.unwatch()
+	}
+	if err := n.settings.Close(ctx); err != nil {
+		n.log.Debug("close settings", "err", err)
+	}
+	if err := n.dirty.Stop(ctx); err != nil {
+		n.log.Debug("stop dirty tracker", "err", err)
+	}
+	if err := n.busRun.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("realtime: stop bus: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func (n *Node) lease() time.Duration {
-	return time.Duration(n.settings.Int(settings.SeatLeaseSeconds)) * time.Second
-}
-
-// every runs fn now and then every interval() until ctx ends. interval is
-// read again while waiting, so a shorter lease (seat.lease_seconds lowered)
-// takes effect within half a second, not after the old, longer wait.
-func (n *Node) every(ctx context.Context, interval func() time.Duration, fn func(context.Context)) {
-	for {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		fn(fctx)
-		cancel()
-		last := time.Now()
-		for {
-			left := max(interval(), 100*time.Millisecond) - time.Since(last)
-			if left <= 0 {
-				break
-			}
-			if !sleep(ctx, min(left, 500*time.Millisecond)) {
-				return
-			}
-		}
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// broadcast queues a frame for every client of this node.
-func (n *Node) broadcast(frame []byte) {
-	for _, c := range n.hub.Clients() {
-		c.Send(frame)
-	}
 }
 
 // heartbeat keeps the node in the registry.
@@ -348,36 +295,6 @@ func (n *Node) heartbeat(ctx context.Context) {
 	}
 }
 
-// reader reads a room's history for feeds.
-func (n *Node) reader(room string) ReadFunc {
-	return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
-		return n.rooms.History(ctx, room, after, limit)
-	}
-}
-
-func isGap(err error) bool { return errors.Is(err, rooms.ErrResumeGap) }
-
-var errClientClosed = errors.New("realtime: client closed")
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// permanentBoard says whether an all-time board is declared permanent
-// (setting boards.permanent); the others expire when idle.
-func (n *Node) permanentBoard(board string) bool {
-	for _, b := range strings.Split(n.settings.String(settings.PermanentBoards), ",") {
-		if strings.TrimSpace(b) == board {
-			return true
-		}
-	}
-	return false
-}
-
 // sweepSessions trims the global index of REST sessions of the idle ones.
 func (n *Node) sweepSessions(ctx context.Context) {
 	if _, err := n.dirty.Sweep(ctx); err != nil {
@@ -385,131 +302,5 @@ func (n *Node) sweepSessions(ctx context.Context) {
 	}
 }
 
-// renewConns renews the per-address connection leases of this node's
-// clients, in one pipeline.
-func (n *Node) renewConns(ctx context.Context) {
-	var cs []identity.Conn
-	for _, c := range n.hub.Clients() {
-		if c.addr != "" {
-			cs = append(cs, identity.Conn{Addr: c.addr, ID: c.connID})
-		}
-	}
-	if len(cs) == 0 {
-		return
-	}
-	if err := n.conns.Renew(ctx, cs); err != nil {
-		n.log.Debug("renew connection leases", "err", err)
-	}
-}
-
-// AdmitConn counts a new connection from addr against
-// limit.connections_per_ip across all nodes and returns its lease id, or
-// ErrTooManyFromAddr. Give the id to Connect, or to ReleaseConn if the
-// connection does not open. A Redis error admits (the cap is a guard, not
-// a dependency): the id is then "".
-func (n *Node) AdmitConn(ctx context.Context, addr string) (string, error) {
-	if max := n.settings.Int(settings.ConnectionsPerNode); max > 0 && n.hub.Count() >= max {
-		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", ErrNodeFull, max)
-	}
-	id := "c-" + n.run + "-" + strconv.FormatUint(n.seqN.Add(1), 36)
-	ok, err := n.conns.Admit(ctx, addr, id, n.settings.Int(settings.ConnectionsPerIP))
-	if err != nil {
-		n.log.Debug("admit connection", "addr", addr, "err", err)
-		return "", nil
-	}
-	if !ok {
-		return "", fmt.Errorf("%w: at most %d open WebSockets from one address across all nodes", ErrTooManyFromAddr, n.settings.Int(settings.ConnectionsPerIP))
-	}
-	return id, nil
-}
-
-// ReleaseConn gives back a connection lease of addr.
-func (n *Node) ReleaseConn(ctx context.Context, addr, id string) {
-	if id == "" {
-		return
-	}
-	if err := n.conns.Release(ctx, addr, id); err != nil {
-		n.log.Debug("release connection", "addr", addr, "err", err)
-	}
-}
-
-// checkSeats refuses a join of a lobby the user holds no seat in when the
-// user already holds seats in limit.seats_per_user lobbies (by presence:
-// every node's claim of the user's rooms — a WebSocket's at once, a REST
-// session's from its first poll; the new-lobby cap bounds the rest).
-func (n *Node) checkSeats(ctx context.Context, user, lobby string) error {
-	max := n.settings.Int(settings.SeatsPerUser)
-	if max == 0 {
-		return nil
-	}
-	st, err := n.presence.Get(ctx, user)
-	if err != nil {
-		return err
-	}
-	lobbies := map[string]bool{}
-	for _, r := range st.Rooms {
-		if l, _, err := rooms.ParseRoom(r); err == nil {
-			lobbies[l] = true
-		}
-	}
-	if !lobbies[lobby] && len(lobbies) >= max {
-		return fmt.Errorf("%w: you hold seats in %d lobbies, the most allowed; leave one first", ErrTooManySeats, len(lobbies))
-	}
-	return nil
-}
-
-// perMinute is a limiter of the per-minute cap in setting key: a bucket of
-// rate N/60 a second and burst N, under its own prefix (each limiter keys
-// its buckets by user or address alone).
-func (n *Node) perMinute(name, key string) *ratelimit.Limiter {
-	perMin := func() float64 { return float64(n.settings.Int(key)) }
-	return ratelimit.New(n.rdb, ratelimit.Config{
-		Prefix: keyspace.New(n.cfg.Prefix).Prefix() + ":" + name, Now: n.cfg.Now, Registerer: n.cfg.Registerer,
-		Rate: func() float64 { return perMin() / 60 }, Burst: perMin,
-	})
-}
-
-// AllowSession takes a token of the client address's bucket of new
-// sessions (limit.sessions_per_ip_per_minute), or returns
-// ErrTooManySessions.
-func (n *Node) AllowSession(ctx context.Context, addr string) error {
-	limit := n.settings.Int(settings.SessionsPerIPPerMin)
-	if limit == 0 {
-		return nil
-	}
-	key, err := identity.RateKey(addr)
-	if err != nil {
-		return nil // not an IP (a unix socket): nothing to count
-	}
-	ok, retry, err := n.sessions.Allow(ctx, key)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%w: at most %d a minute from one address; retry in %.0f s", ErrTooManySessions, limit, max(1, retry.Round(time.Second).Seconds()))
-	}
-	return nil
-}
-
-// allowNewLobby takes a token of user's new-lobby bucket when lobby has no
-// room yet (a join would create it): limit.new_lobbies_per_user_per_minute.
-func (n *Node) allowNewLobby(ctx context.Context, user, lobby string) error {
-	if err := n.checkSeats(ctx, user, lobby); err != nil {
-		return err
-	}
-	if n.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
-		return nil
-	}
-	exists, err := n.rooms.LobbyExists(ctx, lobby)
-	if err != nil || exists {
-		return err
-	}
-	ok, _, err := n.lobbies.Allow(ctx, user)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%w: at most %d a minute; join an existing lobby (GET /api/v1/lobbies)", ErrTooManyLobbies, n.settings.Int(settings.NewLobbiesPerUserPerMin))
-	}
-	return nil
-}
+// Clients returns the number of realtime clients on this node.
+func (n *Node) Clients() int { return n.hub.Count() }

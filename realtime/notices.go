@@ -2,45 +2,89 @@ package realtime
 
 import (
 	"context"
-	"unicode/utf8"
+	"encoding/json"
+	"log/slog"
 
-	"github.com/chatd/chatd/moderation"
+	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/notices"
+	"github.com/chatd/chatd/seen"
 )
 
-// onNotice delivers a new notice to this node's clients and marks it seen
+// noticeStore is what notice delivery needs of the notice board.
+type noticeStore interface {
+	Post(ctx context.Context, text string) (notices.Notice, error)
+	Recent(ctx context.Context, limit int) ([]notices.Notice, error)
+	Channel() string
+}
+
+// seenFilter is what notice delivery needs of the seen filters.
+type seenFilter interface {
+	Mark(ctx context.Context, user string, items []string) error
+	Unseen(ctx context.Context, user string, items []string) ([]string, error)
+}
+
+var (
+	_ noticeStore = (*notices.Board)(nil)
+	_ seenFilter  = (*seen.Filter)(nil)
+)
+
+// noticeBoard delivers notices once per user: to every open connection as
+// they are posted (over the bus, on every node), to a new connection the
+// recent ones its user has not seen, and to a REST session in its poll.
+// Each delivery marks the notice seen in the user's bloom filter first.
+type noticeBoard struct {
+	store noticeStore
+	seen  seenFilter
+	hub   *Hub
+	marks *marker
+	run   func(fn func(ctx context.Context)) bool
+	log   *slog.Logger
+}
+
+// post posts a notice (admin) and marks every REST session, once, on the
+// node that took the write.
+func (nb *noticeBoard) post(ctx context.Context, text string) (notices.Notice, error) {
+	n, err := nb.store.Post(ctx, text)
+	if err != nil {
+		return notices.Notice{}, err
+	}
+	nb.marks.all(dirty.Of(dirty.Notices))
+	return n, nil
+}
+
+// receive delivers a new notice to this node's clients and marks it seen
 // for their users (on the bus goroutine: the marking runs on its own).
-func (n *Node) onNotice(_ string, p []byte) {
+func (nb *noticeBoard) receive(_ string, p []byte) {
 	ev, err := notices.DecodeEvent(p)
 	if err != nil {
 		return
 	}
-	frame := mustJSON(map[string]string{"type": "notice", "id": ev.ID, "text": ev.Text})
+	frame, _ := json.Marshal(map[string]string{"type": "notice", "id": ev.ID, "text": ev.Text})
 	users := map[string]struct{}{}
-	for _, c := range n.hub.Clients() {
+	for _, c := range nb.hub.Clients() {
 		c.Send(frame)
-		users[c.user] = struct{}{}
+		users[c.p.User] = struct{}{}
 	}
-	n.goRun(func(ctx context.Context) {
+	nb.run(func(ctx context.Context) {
 		for u := range users {
-			if err := n.seen.Mark(ctx, u, []string{ev.ID}); err != nil {
-				n.log.Debug("mark notice seen", "user", u, "err", err)
+			if err := nb.seen.Mark(ctx, u, []string{ev.ID}); err != nil {
+				nb.log.Debug("mark notice seen", "user", u, "err", err)
 			}
 		}
 	})
 }
 
-// deliverUnseenNotices sends a new client the recent notices its user has
-// not seen (by the user's seen filter), then marks them seen.
-func (n *Node) deliverUnseenNotices(ctx context.Context, c *Client) {
-	ids, byID, err := n.unseenNotices(ctx, c.user)
+// deliverUnseen sends a new client the recent notices its user has not
+// seen, then marks them seen.
+func (nb *noticeBoard) deliverUnseen(ctx context.Context, c *Client) {
+	ids, byID, err := nb.unseen(ctx, c.p.User)
 	if err != nil || len(ids) == 0 {
 		return
 	}
 	// Mark first, then send: a notice is shown once (at most), even when the
 	// user's next connection opens before this one has finished.
-	if err := n.seen.Mark(ctx, c.user, ids); err != nil {
-		n.log.Debug("mark notices seen", "user", c.user, "err", err)
+	if err := nb.seen.Mark(ctx, c.p.User, ids); err != nil {
+		nb.log.Debug("mark notices seen", "user", c.p.User, "err", err)
 		return
 	}
 	for _, id := range ids {
@@ -48,10 +92,29 @@ func (n *Node) deliverUnseenNotices(ctx context.Context, c *Client) {
 	}
 }
 
-// unseenNotices returns the ids of the recent notices user has not seen,
-// oldest first.
-func (n *Node) unseenNotices(ctx context.Context, user string) ([]string, map[string]notices.Notice, error) {
-	recent, err := n.notices.Recent(ctx, 0)
+// takeUnseen returns the poll's notices section for user and marks them
+// seen.
+func (nb *noticeBoard) takeUnseen(ctx context.Context, user string) ([]map[string]string, error) {
+	ids, byID, err := nb.unseen(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]map[string]string, 0, len(ids))
+	for _, id := range ids {
+		list = append(list, map[string]string{"id": id, "text": byID[id].Text})
+	}
+	if len(ids) > 0 {
+		if err := nb.seen.Mark(ctx, user, ids); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+// unseen returns the ids of the recent notices user has not seen, oldest
+// first.
+func (nb *noticeBoard) unseen(ctx context.Context, user string) ([]string, map[string]notices.Notice, error) {
+	recent, err := nb.store.Recent(ctx, 0)
 	if err != nil || len(recent) == 0 {
 		return nil, nil, err
 	}
@@ -61,52 +124,6 @@ func (n *Node) unseenNotices(ctx context.Context, user string) ([]string, map[st
 		ids[i] = nt.ID
 		byID[nt.ID] = nt
 	}
-	unseen, err := n.seen.Unseen(ctx, user, ids)
+	unseen, err := nb.seen.Unseen(ctx, user, ids)
 	return unseen, byID, err
-}
-
-// Close codes of moderation (docs/PROTOCOL.md).
-const (
-	CloseKicked = 4001
-	CloseBanned = 4003
-	// CloseSessionEnded closes a client whose guest session ended (signed
-	// out, or its name lapsed and was claimed by someone else).
-	CloseSessionEnded = 4000
-)
-
-// onModeration acts on a moderation event from any node: a kick or a ban
-// closes the user's clients on this node at once.
-func (n *Node) onModeration(_ string, p []byte) {
-	ev, err := moderation.DecodeEvent(p)
-	if err != nil {
-		return
-	}
-	n.modc.drop(ev.User) // re-read at the next check: the change is in Redis already
-	code := 0
-	switch ev.Type {
-	case "kick":
-		code = CloseKicked
-	case "ban":
-		code = CloseBanned
-	default:
-		return
-	}
-	reason := ev.Reason
-	if reason == "" {
-		reason = ev.Type
-	}
-	for _, c := range n.hub.UserClients(ev.User) {
-		c.Close(code, clip(reason, 120))
-	}
-}
-
-// clip cuts s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -4,12 +4,70 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
+	"github.com/chatd/chatd/shop"
 )
+
+// pollTracker is what the poll use case needs of the dirty tracker.
+type pollTracker interface {
+	cursors
+	Take(ctx context.Context, session string) (dirty.Mask, error)
+	Wait(ctx context.Context, session string, max time.Duration) (dirty.Mask, error)
+	Following(ctx context.Context, user string) ([]string, error)
+}
+
+// pollRooms is what a poll reads of rooms.
+type pollRooms interface {
+	RoomMany(ctx context.Context, ids []string) ([]rooms.Room, error)
+	History(ctx context.Context, roomID, after string, limit int) ([]rooms.Message, error)
+}
+
+// pollSettings is what a poll reads of the live settings.
+type pollSettings interface {
+	Reload(ctx context.Context) error
+	Values() (version int64, values map[string]any)
+}
+
+type pollWallets interface {
+	Wallet(ctx context.Context, user string) (shop.Wallet, error)
+}
+
+type pollBoards interface {
+	GetMany(ctx context.Context, boards []string, player string) (map[string]ranking.Entry, error)
+}
+
+var (
+	_ pollTracker  = (*dirty.Tracker)(nil)
+	_ pollRooms    = (*rooms.Service)(nil)
+	_ pollSettings = (*settings.Store)(nil)
+	_ pollWallets  = (*shop.Shop)(nil)
+	_ pollBoards   = (*ranking.Service)(nil)
+)
+
+// Polls is the REST poll use case: a clean poll costs one Redis command
+// (GETDEL of the session's mask); a dirty one reads each dirty section's
+// fresh state; a long poll parks until a mark wakes it. A poll renews the
+// session's seats and presence (at most once per third of the lease).
+type Polls struct {
+	chat     *Chat
+	dirty    pollTracker
+	rooms    pollRooms
+	settings pollSettings
+	wallets  pollWallets
+	boards   pollBoards
+	notices  *noticeBoard
+	now      func() time.Time
+	draining <-chan struct{}
+
+	mu     sync.Mutex
+	parked map[string]int // session → long polls parked on this node
+}
 
 // PollResult is the answer to a poll: the sections dirty since the
 // session's last poll, each with its fresh data.
@@ -18,37 +76,47 @@ type PollResult struct {
 	Data  map[string]any `json:"data"`
 }
 
-// Poll answers a REST session's poll. Clean, it costs one Redis command
-// (GETDEL of the session's mask); with wait > 0 it parks until a mark wakes
-// it, at most wait (capped at dirty.MaxWait); a draining node answers at
-// once. It also renews the session's seats and presence, at most once per
-// third of the lease.
-func (n *Node) Poll(ctx context.Context, user, session string, wait time.Duration) (PollResult, error) {
-	wait = min(wait, dirty.MaxWait)
-	if _, err := n.dirty.Open(ctx, session, user); err != nil {
+// MaxPollsPerSession bounds the long polls one session may have parked on
+// one node; one more is refused (rate_limited) rather than held.
+const MaxPollsPerSession = 2
+
+// MaxPollWait is the longest a long poll waits.
+const MaxPollWait = dirty.MaxWait
+
+// Poll answers p's poll. With wait > 0 it parks until a mark wakes it, at
+// most wait (which must be at most MaxPollWait: the transport refuses more);
+// a draining node answers at once.
+func (ps *Polls) Poll(ctx context.Context, p Principal, wait time.Duration) (PollResult, error) {
+	wait = min(wait, MaxPollWait)
+	if _, err := ps.dirty.Open(ctx, p.Session, p.User); err != nil {
 		return PollResult{}, err
 	}
-	if n.renewed.due(session, n.cfg.Now(), n.lease()/3) {
-		n.renewREST(ctx, user, session)
+	ch := ps.chat
+	if ch.rest.renewed.due(p.Session, ps.now(), ch.lease()/3) {
+		ch.renewREST(ctx, p)
 	}
 	var mask dirty.Mask
 	var err error
 	if wait > 0 {
+		if !ps.park(p.Session) {
+			return PollResult{}, ErrTooManyPolls
+		}
+		defer ps.unpark(p.Session)
 		wctx, cancel := context.WithCancel(ctx)
 		go func() {
 			select {
-			case <-n.draining:
+			case <-ps.draining:
 				cancel()
 			case <-wctx.Done():
 			}
 		}()
-		mask, err = n.dirty.Wait(wctx, session, wait)
+		mask, err = ps.dirty.Wait(wctx, p.Session, wait)
 		cancel()
 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-			mask, err = n.dirty.Take(ctx, session)
+			mask, err = ps.dirty.Take(ctx, p.Session)
 		}
 	} else {
-		mask, err = n.dirty.Take(ctx, session)
+		mask, err = ps.dirty.Take(ctx, p.Session)
 	}
 	if err != nil {
 		return PollResult{}, err
@@ -58,21 +126,42 @@ func (n *Node) Poll(ctx context.Context, user, session string, wait time.Duratio
 		res.Dirty = []string{}
 	}
 	if mask != 0 {
-		if err := n.pollData(ctx, user, session, mask, res.Data); err != nil {
+		if err := ps.data(ctx, p, mask, res.Data); err != nil {
 			// put the bits back so the next poll retries them
-			_ = n.dirty.MarkSessions(context.WithoutCancel(ctx), []string{session}, mask)
+			_ = ps.dirty.MarkSessions(context.WithoutCancel(ctx), []string{p.Session}, mask)
 			return PollResult{}, err
 		}
 	}
 	return res, nil
 }
 
-// pollData fills data with the fresh state of each dirty section.
-func (n *Node) pollData(ctx context.Context, user, session string, mask dirty.Mask, data map[string]any) error {
+func (ps *Polls) park(session string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.parked == nil {
+		ps.parked = map[string]int{}
+	}
+	if ps.parked[session] >= MaxPollsPerSession {
+		return false
+	}
+	ps.parked[session]++
+	return true
+}
+
+func (ps *Polls) unpark(session string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.parked[session]--; ps.parked[session] <= 0 {
+		delete(ps.parked, session)
+	}
+}
+
+// data fills data with the fresh state of each dirty section.
+func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data map[string]any) error {
 	var cur map[string]string
 	if mask.Has(dirty.Rooms) || mask.Has(dirty.Messages) {
 		var err error
-		if cur, err = n.dirty.Cursors(ctx, session); err != nil {
+		if cur, err = ps.dirty.Cursors(ctx, p.Session); err != nil {
 			return err
 		}
 	}
@@ -82,7 +171,7 @@ func (n *Node) pollData(ctx context.Context, user, session string, mask dirty.Ma
 			ids = append(ids, room)
 		}
 		sort.Strings(ids)
-		list, err := n.rooms.RoomMany(ctx, ids) // one round trip for all
+		list, err := ps.rooms.RoomMany(ctx, ids) // one round trip for all
 		if err != nil {
 			return err
 		}
@@ -92,95 +181,111 @@ func (n *Node) pollData(ctx context.Context, user, session string, mask dirty.Ma
 		data["rooms"] = list
 	}
 	if mask.Has(dirty.Messages) {
-		out := map[string][]rooms.Message{}
-		next := map[string]string{}
-		for room, after := range cur {
-			// "0": the room had no message when the session entered, so
-			// everything in it now is new to the session.
-			if after == "0" {
-				after = ""
-			}
-			msgs, err := n.rooms.History(ctx, room, after, rooms.MaxHistoryLimit)
-			if errors.Is(err, rooms.ErrResumeGap) {
-				// trimmed past the cursor, or Redis lost the stream: send
-				// what there is
-				msgs, err = n.rooms.History(ctx, room, "", rooms.MaxHistoryLimit)
-			}
-			if errors.Is(err, rooms.ErrUnknownRoom) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if len(msgs) > 0 {
-				out[room] = msgs
-				next[room] = msgs[len(msgs)-1].ID
-			}
+		if err := ps.messages(ctx, p, cur, data); err != nil {
+			return err
 		}
-		if len(next) > 0 {
-			if err := n.dirty.SetCursor(ctx, session, next); err != nil {
-				return err
-			}
-		}
-		data["messages"] = out
 	}
 	if mask.Has(dirty.Settings) {
 		// The mark may come from the node that took the write before this
 		// node's copy heard of it over pub/sub: read the snapshot, so the
 		// bit is never spent on a stale answer.
-		if err := n.settings.Reload(ctx); err != nil {
+		if err := ps.settings.Reload(ctx); err != nil {
 			return err
 		}
-		v, vals := n.settings.Values()
+		v, vals := ps.settings.Values()
 		data["settings"] = map[string]any{"version": v, "values": vals}
 	}
 	if mask.Has(dirty.Wallet) {
-		w, err := n.shop.Wallet(ctx, user)
+		w, err := ps.wallets.Wallet(ctx, p.User)
 		if err != nil {
 			return err
 		}
 		data["wallet"] = w
 	}
 	if mask.Has(dirty.Leaderboards) {
-		topics, err := n.dirty.Following(ctx, user)
+		entries, err := ps.followedBoards(ctx, p.User)
 		if err != nil {
 			return err
-		}
-		var boards []string
-		for _, t := range topics {
-			if board, ok := isBoardTopic(t); ok {
-				boards = append(boards, board)
-			}
-		}
-		entries := map[string]ranking.Entry{}
-		for len(boards) > 0 { // one pipeline per MaxBatch boards
-			k := min(len(boards), ranking.MaxBatch)
-			got, err := n.ranking.GetMany(ctx, boards[:k], user)
-			if err != nil {
-				return err
-			}
-			for b, e := range got {
-				entries[b] = e
-			}
-			boards = boards[k:]
 		}
 		data["leaderboards"] = entries
 	}
 	if mask.Has(dirty.Notices) {
-		ids, byID, err := n.unseenNotices(ctx, user)
+		list, err := ps.notices.takeUnseen(ctx, p.User)
 		if err != nil {
 			return err
-		}
-		list := make([]map[string]string, 0, len(ids))
-		for _, id := range ids {
-			list = append(list, map[string]string{"id": id, "text": byID[id].Text})
-		}
-		if len(ids) > 0 {
-			if err := n.seen.Mark(ctx, user, ids); err != nil {
-				return err
-			}
 		}
 		data["notices"] = list
 	}
 	return nil
+}
+
+// messages reads each room's messages after the session's cursor, with the
+// core's one catch-up rule (readFrom), and moves the cursors.
+func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]string, data map[string]any) error {
+	out := map[string][]rooms.Message{}
+	next := map[string]string{}
+	for room, after := range cur {
+		// "0": the room had no message when the session entered, so
+		// everything in it now is new to the session.
+		if after == "0" {
+			after = ""
+		}
+		read := func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
+			return ps.rooms.History(ctx, room, after, limit)
+		}
+		msgs, _, err := readFrom(ctx, read, after, rooms.MaxHistoryLimit)
+		if errors.Is(err, rooms.ErrUnknownRoom) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if after != "" {
+			// a gap read the latest window: keep only what is after the cursor
+			i := 0
+			for i < len(msgs) && msgs[i].ID <= after {
+				i++
+			}
+			msgs = msgs[i:]
+		}
+		if len(msgs) > 0 {
+			out[room] = msgs
+			next[room] = msgs[len(msgs)-1].ID
+		}
+	}
+	if len(next) > 0 {
+		if err := ps.dirty.SetCursor(ctx, p.Session, next); err != nil {
+			return err
+		}
+	}
+	data["messages"] = out
+	return nil
+}
+
+// followedBoards returns user's entry on each board the user follows, one
+// pipeline per ranking.MaxBatch boards.
+func (ps *Polls) followedBoards(ctx context.Context, user string) (map[string]ranking.Entry, error) {
+	topics, err := ps.dirty.Following(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	var boards []string
+	for _, t := range topics {
+		if board, ok := boardOfTopic(t); ok {
+			boards = append(boards, board)
+		}
+	}
+	entries := map[string]ranking.Entry{}
+	for len(boards) > 0 {
+		k := min(len(boards), ranking.MaxBatch)
+		got, err := ps.boards.GetMany(ctx, boards[:k], user)
+		if err != nil {
+			return nil, err
+		}
+		for b, e := range got {
+			entries[b] = e
+		}
+		boards = boards[k:]
+	}
+	return entries, nil
 }

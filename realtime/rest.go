@@ -1,117 +1,17 @@
 package realtime
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/names"
-	"github.com/chatd/chatd/ranking"
-	"github.com/chatd/chatd/rooms"
-	"github.com/chatd/chatd/settings"
 )
 
-// restAttach is the attachment of a REST session to its seats.
-func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" + session, REST: true} }
-
-// JoinREST seats user in lobby for a REST session: the session becomes an
-// attachment of the seat and the room joins its poll cursor, starting after
-// the room's newest message, so the next poll of "messages" returns what is
-// sent from now on.
-func (n *Node) JoinREST(ctx context.Context, user, session, lobby string) (rooms.Room, error) {
-	if err := n.allowNewLobby(ctx, user, lobby); err != nil {
-		return rooms.Room{}, err
-	}
-	room, err := n.rooms.Join(ctx, lobby, user, restAttach(session))
-	if err != nil {
-		return rooms.Room{}, err
-	}
-	n.restEnter(ctx, user, session, room.ID)
-	n.markRoom(room.ID, dirty.Of(dirty.Rooms))
-	return room, nil
-}
-
-func (n *Node) restEnter(ctx context.Context, user, session, room string) {
-	if _, err := n.dirty.Open(ctx, session, user); err != nil {
-		n.log.Debug("open session", "err", err)
-		return
-	}
-	cur, err := n.dirty.Cursor(ctx, session, []string{room})
-	if err == nil && cur[room] != "" {
-		return // already in the room: keep its place
-	}
-	last := "0"
-	if msgs, err := n.rooms.History(ctx, room, "", 1); err == nil && len(msgs) == 1 {
-		last = msgs[0].ID
-	}
-	if err := n.dirty.SetCursor(ctx, session, map[string]string{room: last}); err != nil {
-		n.log.Debug("set cursor", "err", err)
-	}
-	n.renewed.forget(session)
-}
-
-// LeaveREST frees user's seat in room (an explicit leave) and drops the
-// room from the session's poll.
-func (n *Node) LeaveREST(ctx context.Context, user, session, room string) error {
-	if _, _, err := rooms.ParseRoom(room); err != nil {
-		return err
-	}
-	if err := n.rooms.Leave(ctx, room, user); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
-		return err
-	}
-	if err := n.dirty.DropCursor(ctx, session, room); err != nil {
-		n.log.Debug("drop cursor", "err", err)
-	}
-	n.leftRoom(user, room, nil)
-	return nil
-}
-
-// renewREST renews the seats of a polling session's rooms and its user's
-// presence (a REST user in no room is online too). A seat that lapsed (the
-// session did not poll within the lease) is dropped from the session's rooms
-// and its rooms bit set, so this very poll tells the client to join again.
-func (n *Node) renewREST(ctx context.Context, user, session string) {
-	cur, err := n.dirty.Cursors(ctx, session)
-	if err != nil {
-		n.log.Debug("read REST rooms", "err", err)
-		return
-	}
-	atts := make([]rooms.Attachment, 0, len(cur))
-	id := restAttach(session).ID
-	for room := range cur {
-		atts = append(atts, rooms.Attachment{Room: room, User: user, ID: id})
-	}
-	held := make([]string, 0, len(cur))
-	if len(atts) > 0 {
-		lost, err := n.rooms.Renew(ctx, atts)
-		if err != nil {
-			n.log.Debug("renew REST seats", "err", err)
-			lost = nil
-		}
-		gone := map[string]bool{}
-		for _, a := range lost {
-			gone[a.Room] = true
-			if err := n.dirty.DropCursor(ctx, session, a.Room); err != nil {
-				n.log.Debug("drop lapsed REST room", "err", err)
-			}
-		}
-		if len(gone) > 0 {
-			if err := n.dirty.MarkSessions(ctx, []string{session}, dirty.Of(dirty.Rooms)); err != nil {
-				n.log.Debug("mark lapsed REST room", "err", err)
-			}
-		}
-		for _, a := range atts {
-			if !gone[a.Room] {
-				held = append(held, a.Room)
-			}
-		}
-	}
-	n.rest.put(user, session, held, n.cfg.Now())
-	n.touchUser(ctx, user)
+// restState is what this node knows of the REST sessions that polled it:
+// their rooms (so its presence claim for a user covers them) and when their
+// seats were last renewed (so a clean poll stays one Redis command). Chat
+// and Polls share it.
+type restState struct {
+	sessions restSessions
+	renewed  renewals
 }
 
 // restSessions remembers the REST sessions that polled this node within a
@@ -219,58 +119,4 @@ func (r *renewals) due(sid string, now time.Time, every time.Duration) bool {
 	}
 	r.last[sid] = now
 	return true
-}
-
-// isBoardTopic returns the board of a followed topic.
-func isBoardTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
-
-// PostScore posts a player's score to a board as user: the poster follows
-// the board (its polls then carry the board), and if the post changed the
-// board every follower is marked (through the ranking service's OnChange
-// hook).
-func (n *Node) PostScore(ctx context.Context, user, board, player string, score ranking.Score, mode ranking.Mode) (ranking.Entry, error) {
-	if err := names.Board(board); err != nil {
-		return ranking.Entry{}, err
-	}
-	if err := names.Player(player); err != nil {
-		return ranking.Entry{}, err // a bad post costs no new-board token
-	}
-	if n.settings.Int(settings.NewBoardsPerUserPerMin) > 0 {
-		exists, err := n.ranking.Exists(ctx, board)
-		if err != nil {
-			return ranking.Entry{}, err
-		}
-		if !exists {
-			ok, _, err := n.boards.Allow(ctx, user)
-			if err != nil {
-				return ranking.Entry{}, err
-			}
-			if !ok {
-				return ranking.Entry{}, fmt.Errorf("%w: at most %d new leaderboards a minute; post to an existing one", ErrTooManyBoards, n.settings.Int(settings.NewBoardsPerUserPerMin))
-			}
-		}
-	}
-	changed := new(bool)
-	e, err := n.ranking.Post(context.WithValue(ctx, boardChangedKey{}, changed), board, player, score, mode)
-	if err != nil {
-		return ranking.Entry{}, err
-	}
-	// follow first, then mark: the poster's own sessions are marked too
-	if err := n.dirty.Follow(ctx, BoardTopic(board), user); err != nil {
-		n.log.Debug("follow board", "err", err)
-	}
-	if *changed {
-		n.markBoard(board)
-	}
-	return e, nil
-}
-
-// boardChangedKey marks the context of a score post; the ranking service's
-// OnChange hook sets the flag it carries when the post changed the board.
-type boardChangedKey struct{}
-
-func noteBoardChange(ctx context.Context, _ string, _ ranking.Entry) {
-	if p, ok := ctx.Value(boardChangedKey{}).(*bool); ok {
-		*p = true
-	}
 }

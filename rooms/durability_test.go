@@ -107,7 +107,7 @@ func TestDurabilityReplica(t *testing.T) {
 		assert.Len(t, got, 1, "the replica holds the acked message %s at once", res.Message.ID)
 
 		before = waitCalls(t, r.Server.Addr)
-		out := s.SendMany(ctx, []SendRequest{{"dur-1", "alice", "a"}, {"dur-1", "alice", "b"}, {"dur-1", "alice", "c"}}, SendOptions{})
+		out := s.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "a"}, {Room: "dur-1", User: "alice", Text: "b"}, {Room: "dur-1", User: "alice", Text: "c"}}, SendOptions{})
 		for _, o := range out {
 			require.NoError(t, o.Err)
 		}
@@ -141,7 +141,7 @@ func TestDurabilityReplica(t *testing.T) {
 		assert.Equal(t, sent+1, value(t, s.m.sent), "and counted as sent")
 		assert.Equal(t, 1.0, value(t, s.m.notReplicated))
 
-		out := s.SendMany(ctx, []SendRequest{{"dur-1", "alice", "x"}, {"dur-1", "nobody", "y"}}, SendOptions{})
+		out := s.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "x"}, {Room: "dur-1", User: "nobody", Text: "y"}}, SendOptions{})
 		assert.ErrorIs(t, out[0].Err, ErrNotReplicated)
 		assert.NotEmpty(t, out[0].Message.ID)
 		assert.ErrorIs(t, out[1].Err, ErrNotSeated, "a refused say stays refused")
@@ -207,7 +207,7 @@ func TestDurabilityReplicaOnCluster(t *testing.T) {
 	t.Run("each room's master gets the WAIT", func(t *testing.T) {
 		for round := 0; round < 3; round++ {
 			before := counts()
-			out := s.SendMany(ctx, []SendRequest{{lobbies[0] + "-1", "alice", "a"}, {lobbies[1] + "-1", "alice", "b"}, {lobbies[0] + "-1", "alice", "c"}}, SendOptions{})
+			out := s.SendMany(ctx, []SendRequest{{Room: lobbies[0] + "-1", User: "alice", Text: "a"}, {Room: lobbies[1] + "-1", User: "alice", Text: "b"}, {Room: lobbies[0] + "-1", User: "alice", Text: "c"}}, SendOptions{})
 			for _, o := range out {
 				require.NoError(t, o.Err)
 			}
@@ -225,7 +225,7 @@ func TestDurabilityReplicaOnCluster(t *testing.T) {
 	t.Run("a stopped replica fails only its master's sends", func(t *testing.T) {
 		rep := replicaOfNode(t, r, second)
 		rep.Pause(t)
-		out := s.SendMany(ctx, []SendRequest{{lobbies[0] + "-1", "alice", "kept"}, {lobbies[1] + "-1", "alice", "unsafe"}}, SendOptions{})
+		out := s.SendMany(ctx, []SendRequest{{Room: lobbies[0] + "-1", User: "alice", Text: "kept"}, {Room: lobbies[1] + "-1", User: "alice", Text: "unsafe"}}, SendOptions{})
 		assert.NoError(t, out[0].Err)
 		assert.ErrorIs(t, out[1].Err, ErrNotReplicated)
 		assert.NotEmpty(t, out[1].Message.ID)

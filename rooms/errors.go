@@ -1,6 +1,8 @@
 package rooms
 
 import (
+	"github.com/chatd/chatd/errcode"
+
 	"errors"
 	"fmt"
 	"time"
@@ -14,27 +16,27 @@ import (
 var (
 	// ErrUnknownRoom is returned for a well-formed room id that names no
 	// room: never created, or lost with Redis's data.
-	ErrUnknownRoom = errors.New("rooms: unknown room")
+	ErrUnknownRoom = errcode.New(errcode.UnknownRoom, "rooms: unknown room")
 
 	// ErrNotSeated is returned by Leave and Send when the user holds no live
 	// seat in the room (never joined, left, or the lease ran out).
-	ErrNotSeated = errors.New("rooms: not seated in the room")
+	ErrNotSeated = errcode.New(errcode.NotSeated, "rooms: not seated in the room")
 
 	// ErrRoomFull is returned by Reclaim when the room has no free seat.
-	ErrRoomFull = errors.New("rooms: room is full")
+	ErrRoomFull = errcode.New(errcode.RoomFull, "rooms: room is full")
 
 	// ErrSeatedElsewhere is returned by Reclaim when the user holds a live
 	// seat in another room of the same lobby (a user has one seat per lobby).
-	ErrSeatedElsewhere = errors.New("rooms: seated in another room of the lobby")
+	ErrSeatedElsewhere = errcode.New(errcode.SeatedElsewhere, "rooms: seated in another room of the lobby")
 
 	// ErrBusy is returned by Join when no room could be created in the lobby
 	// within twice the lock TTL (another node held the lobby's lock all along).
-	ErrBusy = errors.New("rooms: lobby is busy, try again")
+	ErrBusy = errcode.New(errcode.Busy, "rooms: lobby is busy, try again")
 
 	// ErrResumeGap is returned by History when the message to read after is
 	// no longer in the room's history (trimmed, or Redis lost its data):
 	// messages may have been missed; rejoin and reload.
-	ErrResumeGap = errors.New("rooms: message to resume after is no longer in history")
+	ErrResumeGap = errcode.New(errcode.ResumeGap, "rooms: message to resume after is no longer in history")
 
 	// ErrBadAttachment is returned by Join, Reclaim and Detach for an
 	// attachment id that is empty, longer than 64 bytes or not made of
@@ -44,14 +46,14 @@ var (
 	// ErrRateLimited is returned by Send when the sender's say bucket in
 	// the lobby is empty; the error is a *RateLimitError that says when to
 	// try again.
-	ErrRateLimited = errors.New("rooms: saying too fast")
+	ErrRateLimited = errcode.New(errcode.RateLimited, "rooms: saying too fast")
 
 	// ErrBadID is returned by History and NormalizeID for a string that is
 	// not a message id.
-	ErrBadID = errors.New("rooms: malformed message id")
+	ErrBadID = errcode.New(errcode.BadRequest, "rooms: malformed message id")
 
 	// ErrBadText is returned by Send for empty text or text that is not UTF-8.
-	ErrBadText = errors.New("rooms: text is empty or not valid UTF-8")
+	ErrBadText = errcode.New(errcode.BadRequest, "rooms: text is empty or not valid UTF-8")
 
 	// ErrNotReplicated is returned by Send and SendMany under
 	// Config.Durability "replica" when no replica acknowledged the message
@@ -59,7 +61,7 @@ var (
 	// stored and published, but a failover before it reaches a replica
 	// loses it. The result comes with the error; a caller that retries
 	// sends it twice.
-	ErrNotReplicated = errors.New("rooms: message stored but not yet replicated")
+	ErrNotReplicated = errcode.New(errcode.NotDurable, "rooms: message stored but not yet replicated")
 
 	// ErrBadEvent is returned by DecodeEvent for bytes that are not an Event.
 	ErrBadEvent = errors.New("rooms: malformed event")
@@ -79,3 +81,14 @@ func (e *RateLimitError) Error() string {
 
 // Is reports whether target is ErrRateLimited.
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// ErrorCode is rate_limited.
+func (e *RateLimitError) ErrorCode() errcode.Code { return errcode.RateLimited }
+
+// ClientMessage says how long to wait.
+func (e *RateLimitError) ClientMessage() string {
+	return fmt.Sprintf("you are sending too fast; wait %.1f s", e.RetryAfter.Seconds())
+}
+
+// RetryIn is the time until a say would be accepted.
+func (e *RateLimitError) RetryIn() time.Duration { return e.RetryAfter }

@@ -170,8 +170,9 @@ func (s *Service) send(ctx context.Context, roomID, user, text string, opt SendO
 	return out[0].SendResult, out[0].Err
 }
 
-// SendRequest is one message of SendMany.
-type SendRequest struct{ Room, User, Text string }
+// SendRequest is one message of SendMany. Key is its idempotency key ("" =
+// none).
+type SendRequest struct{ Room, User, Text, Key string }
 
 // SendReply is what SendMany did with one request: a result, or the error
 // Send would have returned.

@@ -1,10 +1,11 @@
 package rooms
 
 import (
+	"github.com/chatd/chatd/errcode"
+
 	"context"
 	_ "embed" // Lua source
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -21,7 +22,7 @@ const EventRemoved = "message_removed"
 
 // ErrNoMessage is returned by Remove for an id that is not in the room's
 // history (never sent, trimmed, or removed already).
-var ErrNoMessage = errors.New("rooms: no such message in the history")
+var ErrNoMessage = errcode.New(errcode.UnknownMessage, "rooms: no such message in the history")
 
 // Remove deletes a message from the room's history ([XDEL]) and publishes
 // {"type":"message_removed","room","id"} on the room's channel in the same

@@ -1,6 +1,10 @@
 package seen
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/chatd/chatd/errcode"
+)
 
 // Limits of one call.
 const (
@@ -13,10 +17,10 @@ const (
 var (
 	// ErrTooManyItems is returned, wrapped, by a call given more than
 	// MaxItems items.
-	ErrTooManyItems = errors.New("seen: too many items in one call")
+	ErrTooManyItems = errcode.New(errcode.TooLarge, "seen: too many items in one call")
 	// ErrBadItem is returned, wrapped with the item's index, for an empty item
 	// or one longer than MaxItemLen bytes.
-	ErrBadItem = errors.New("seen: item is empty or too long")
+	ErrBadItem = errcode.New(errcode.BadValue, "seen: item is empty or too long")
 	// ErrResized is returned, wrapped, when the user's generations kept
 	// needing more hash values per item than were sent (other nodes starting
 	// generations under changing settings) for every retry of one call. The

@@ -30,6 +30,8 @@ const (
 	SeatsPerUser            = "limit.seats_per_user"
 	ConnectionsPerNode      = "limit.connections_per_node"
 	MessageDurability       = "message.durability"
+	ScorePostsPerUserPerMin = "limit.score_posts_per_user_per_minute"
+	NewBoardsPerIPPerMin    = "limit.new_boards_per_ip_per_minute"
 )
 
 // The value types of a Def.
@@ -96,6 +98,10 @@ var defs = []Def{
 		Description: "POST /api/v1/session per client address per minute across all nodes; 0 = no cap"},
 	{Key: NewBoardsPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
 		Description: "leaderboards a user may create (first post to a board that does not exist) per minute across all nodes; 0 = no cap"},
+	{Key: NewBoardsPerIPPerMin, Type: TypeInt, Default: 30, Min: 0, Max: 1000000,
+		Description: "leaderboards one client address may create per minute across all nodes (besides the per-user cap); 0 = no cap"},
+	{Key: ScorePostsPerUserPerMin, Type: TypeInt, Default: 600, Min: 0, Max: 1000000,
+		Description: "score posts a user may make per minute across all nodes; 0 = no cap; over it the post answers 429 rate_limited"},
 	{Key: SeatsPerUser, Type: TypeInt, Default: 20, Min: 0, Max: 100000,
 		Description: "lobbies a user may hold a seat in at once, across all nodes; 0 = no cap; a join of one more answers 429 rate_limited"},
 	{Key: ConnectionsPerNode, Type: TypeInt, Default: 50000, Min: 0, Max: 10000000,

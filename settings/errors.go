@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"github.com/chatd/chatd/errcode"
+
 	"errors"
 	"fmt"
 )
@@ -9,9 +11,9 @@ import (
 // wrapping one of them.
 var (
 	// ErrUnknownSetting: the key is not in the registry (see Defs).
-	ErrUnknownSetting = errors.New("settings: unknown setting")
+	ErrUnknownSetting = errcode.New(errcode.UnknownSetting, "settings: unknown setting")
 	// ErrBadValue: the value has the wrong JSON type or is out of range.
-	ErrBadValue = errors.New("settings: bad value")
+	ErrBadValue = errcode.New(errcode.BadValue, "settings: bad value")
 	// ErrStarted: Start was called twice.
 	ErrStarted = errors.New("settings: already started")
 )
@@ -36,4 +38,20 @@ func (e *Error) Unwrap() error { return e.Err }
 
 func badValue(d *Def, format string, args ...any) error {
 	return &Error{Key: d.Key, Reason: d.Key + " must be " + d.expect() + "; " + fmt.Sprintf(format, args...), Err: ErrBadValue}
+}
+
+// ErrorCode is unknown_setting or bad_value, after Err.
+func (e *Error) ErrorCode() errcode.Code {
+	if errors.Is(e.Err, ErrUnknownSetting) {
+		return errcode.UnknownSetting
+	}
+	return errcode.BadValue
+}
+
+// ClientMessage is the reason: a sentence a person can act on.
+func (e *Error) ClientMessage() string {
+	if e.Reason == "" {
+		return e.Err.Error()
+	}
+	return e.Reason
 }

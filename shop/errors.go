@@ -1,6 +1,8 @@
 package shop
 
 import (
+	"github.com/chatd/chatd/errcode"
+
 	"errors"
 	"fmt"
 )
@@ -10,24 +12,24 @@ import (
 // involved; compare with errors.Is.
 var (
 	// ErrUnknownItem: the item was never stocked (404 unknown_item).
-	ErrUnknownItem = errors.New("shop: unknown item")
+	ErrUnknownItem = errcode.New(errcode.UnknownItem, "shop: unknown item")
 	// ErrSoldOut: fewer units are in stock than asked for (409 sold_out).
-	ErrSoldOut = errors.New("shop: sold out")
+	ErrSoldOut = errcode.New(errcode.SoldOut, "shop: sold out")
 	// ErrInsufficientFunds: the buyer's balance is below the price (409 insufficient_funds).
-	ErrInsufficientFunds = errors.New("shop: insufficient funds")
+	ErrInsufficientFunds = errcode.New(errcode.InsufficientFunds, "shop: insufficient funds")
 	// ErrConflict: other writers kept changing the watched keys through
 	// every retry; nothing was bought, the caller may retry later (409 conflict).
-	ErrConflict = errors.New("shop: too much contention, retry later")
+	ErrConflict = errcode.New(errcode.Conflict, "shop: too much contention, retry later")
 	// ErrBadValue: a quantity, amount, stock or price is out of range (400 bad_value).
-	ErrBadValue = errors.New("shop: value out of range")
+	ErrBadValue = errcode.New(errcode.BadValue, "shop: value out of range")
 	// ErrBalanceOverflow: a grant would push a balance above MaxBalance (400 bad_value).
-	ErrBalanceOverflow = errors.New("shop: balance would exceed the maximum")
+	ErrBalanceOverflow = errcode.New(errcode.BadValue, "shop: balance would exceed the maximum")
 	// ErrBadIdempotencyKey: the key is longer than MaxIdempotencyKey bytes or
 	// holds other than printable ASCII without spaces (400 bad_request).
-	ErrBadIdempotencyKey = errors.New("shop: bad idempotency key")
+	ErrBadIdempotencyKey = errcode.New(errcode.BadRequest, "shop: bad idempotency key")
 	// ErrIdempotencyMismatch: the key was already used by this user for a
 	// different purchase (another item or quantity) (400 bad_request).
-	ErrIdempotencyMismatch = errors.New("shop: idempotency key was used for a different purchase")
+	ErrIdempotencyMismatch = errcode.New(errcode.BadRequest, "shop: idempotency key was used for a different purchase")
 )
 
 // outcome codes stored in idempotency records, as docs/PROTOCOL.md spells them.

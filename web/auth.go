@@ -1,22 +1,20 @@
 package web
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/chatd/chatd/identity"
-	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/realtime"
 )
 
 // Session tokens are JWTs signed with HMAC-SHA256 (HS256) by the secret all
@@ -43,15 +41,6 @@ type claims struct {
 	jwt.RegisteredClaims
 }
 
-// session is who a request acts as. Holder is set on guest tokens: the id
-// under which the guest holds the name (package identity); every session
-// of one guest carries the same holder.
-type session struct {
-	User   string
-	ID     string
-	Holder string
-}
-
 // randomID is a fresh 96-bit id, hex-encoded.
 func randomID() (string, error) {
 	var b [12]byte
@@ -61,21 +50,25 @@ func randomID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-func (t *tokens) mint(user, holder string) (string, session, error) {
+// mint signs a token of a new session of user (holder: the guest's holder
+// id, "" for none). The session is who requests with the token act as
+// (realtime.Principal); every session of one guest carries the same
+// holder.
+func (t *tokens) mint(user, holder string) (string, realtime.Principal, error) {
 	id, err := randomID()
 	if err != nil {
-		return "", session{}, err
+		return "", realtime.Principal{}, err
 	}
-	s := session{User: user, ID: id, Holder: holder}
 	now := t.now()
+	s := realtime.Principal{User: user, Session: id, Holder: holder, Expires: now.Add(t.ttl).Truncate(time.Second).UTC()}
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
-		Session: s.ID,
+		Session: s.Session,
 		Holder:  holder,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   user,
 			Issuer:    "chatd",
 			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(t.ttl)),
+			ExpiresAt: jwt.NewNumericDate(s.Expires),
 		},
 	})
 	signed, err := tok.SignedString(t.secret)
@@ -84,7 +77,7 @@ func (t *tokens) mint(user, holder string) (string, session, error) {
 
 var errBadToken = errors.New("bad token")
 
-func (t *tokens) verify(raw string) (session, error) {
+func (t *tokens) verify(raw string) (realtime.Principal, error) {
 	var c claims
 	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -95,18 +88,22 @@ func (t *tokens) verify(raw string) (session, error) {
 		jwt.WithLeeway(5*time.Second),
 	)
 	if err != nil {
-		return session{}, fmt.Errorf("%w: %v", errBadToken, err)
+		return realtime.Principal{}, fmt.Errorf("%w: %v", errBadToken, err)
 	}
-	if err := names.User(c.Subject); err != nil {
-		return session{}, fmt.Errorf("%w: %v", errBadToken, err)
+	if !validToken(c.Subject, 32) {
+		return realtime.Principal{}, fmt.Errorf("%w: bad user name", errBadToken)
 	}
-	if c.Session == "" || len(c.Session) > 64 || names.User(c.Session) != nil {
-		return session{}, fmt.Errorf("%w: missing or bad session id", errBadToken)
+	if !validToken(c.Session, 64) {
+		return realtime.Principal{}, fmt.Errorf("%w: missing or bad session id", errBadToken)
 	}
-	if len(c.Holder) > 64 || (c.Holder != "" && names.User(c.Holder) != nil) {
-		return session{}, fmt.Errorf("%w: bad holder id", errBadToken)
+	if c.Holder != "" && !validToken(c.Holder, 64) {
+		return realtime.Principal{}, fmt.Errorf("%w: bad holder id", errBadToken)
 	}
-	return session{User: c.Subject, ID: c.Session, Holder: c.Holder}, nil
+	p := realtime.Principal{User: c.Subject, Session: c.Session, Holder: c.Holder}
+	if c.ExpiresAt != nil {
+		p.Expires = c.ExpiresAt.Time.UTC()
+	}
+	return p, nil
 }
 
 // bearer returns the token of an Authorization: Bearer header.
@@ -120,17 +117,34 @@ func bearer(c *fiber.Ctx) string {
 
 const localSession = "session"
 
+// validToken reports whether s is 1 to max characters of [A-Za-z0-9_-]:
+// the alphabet of user names, session and holder ids in a token (checked
+// here too: a token may come from a login service).
+func validToken(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // requireUser admits requests with a valid session token of a user who is
-// not banned and, for a guest, still holds the name.
+// not banned and, for a guest, still holds the name (Sessions.Admit).
 func (s *Server) requireUser(c *fiber.Ctx) error {
-	sess, err := s.tokens.verify(bearer(c))
+	p, err := s.tokens.verify(bearer(c))
 	if err != nil {
 		return errUnauthorized
 	}
-	if err := s.admit(c.UserContext(), sess); err != nil {
+	p.Addr = s.clientIP(c)
+	if err := s.sessions.Admit(c.UserContext(), p); err != nil {
 		return err
 	}
-	c.Locals(localSession, sess)
+	c.Locals(localSession, p)
 	return c.Next()
 }
 
@@ -146,25 +160,6 @@ func (s *Server) requireReader(c *fiber.Ctx) error {
 	return s.requireUser(c)
 }
 
-// admit checks a verified session: the user is not banned, and a guest's
-// name is still held by its holder (renewing the claim: activity keeps a
-// guest name). Both answers come from caches most of the time.
-func (s *Server) admit(ctx context.Context, sess session) error {
-	if err := s.node.CheckBanned(ctx, sess.User); err != nil {
-		return err
-	}
-	if sess.Holder == "" {
-		return nil // a token of the operator's login service
-	}
-	if err := s.node.Identity().Touch(ctx, sess.User, sess.Holder); err != nil {
-		if errors.Is(err, identity.ErrNotHolder) {
-			return errSessionEnded
-		}
-		return err
-	}
-	return nil
-}
-
 // requireAdmin admits requests whose bearer token is the admin token,
 // compared in constant time. A valid user token is 403, anything else 401.
 func (s *Server) requireAdmin(c *fiber.Ctx) error {
@@ -178,7 +173,7 @@ func (s *Server) requireAdmin(c *fiber.Ctx) error {
 	if _, err := s.tokens.verify(tok); err == nil {
 		return errAdminOnly
 	}
-	return errf(http.StatusUnauthorized, "bad_token", "send the admin token: Authorization: Bearer <admin token>")
+	return errf(errcode.BadToken, "send the admin token: Authorization: Bearer <admin token>")
 }
 
 // sameSecret compares a presented secret with the configured one in
@@ -188,7 +183,8 @@ func sameSecret(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-func sessionOf(c *fiber.Ctx) session {
-	s, _ := c.Locals(localSession).(session)
-	return s
+// principal is who the request acts as (set by requireUser).
+func principal(c *fiber.Ctx) realtime.Principal {
+	p, _ := c.Locals(localSession).(realtime.Principal)
+	return p
 }

@@ -113,7 +113,8 @@ func TestTokensVerify(t *testing.T) {
 	t.Run("a token minted elsewhere with the shared secret verifies", func(t *testing.T) {
 		got, err := tk.verify(mintWith(t, jwt.SigningMethodHS256, secret, goodClaims(now)))
 		require.NoError(t, err)
-		assert.Equal(t, session{User: "alice", ID: "s0123456789abcdef"}, got)
+		assert.Equal(t, "alice", got.User)
+		assert.Equal(t, "s0123456789abcdef", got.Session)
 	})
 	t.Run("a token expired by less than the leeway still verifies", func(t *testing.T) {
 		_, err := tk.verify(mintWith(t, jwt.SigningMethodHS256, secret, with(goodClaims(now), "exp", now.Add(-2*time.Second).Unix())))
@@ -125,7 +126,7 @@ func TestTokensVerify(t *testing.T) {
 		b, sb, err := tk.mint("alice", "")
 		require.NoError(t, err)
 		assert.NotEqual(t, a, b)
-		assert.NotEqual(t, sa.ID, sb.ID)
+		assert.NotEqual(t, sa.Session, sb.Session)
 	})
 	for why, raw := range badTokens(t, secret, now) {
 		t.Run(why+" is refused", func(t *testing.T) {
@@ -306,7 +307,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	st, _ := wsRefusal(t, n, tok+"x", nil)
 	assert.Equal(t, 401, st)
 	_ = w.conn.Close()
-	require.Eventually(t, func() bool { return n.srv.node.Hub().Count() == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.srv.node.Clients() == 0 }, 10*time.Second, 10*time.Millisecond)
 
 	out := logs.String()
 	require.Contains(t, out, "level=DEBUG", "debug logging was on")

@@ -478,7 +478,7 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 	// This node allows 3 connections per user, and a close is cleaned up
 	// on the server after the client's Close returns: wait for it.
 	gone := func() {
-		require.Eventually(t, func() bool { return len(n.srv.node.Hub().UserClients("grace")) == 0 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return n.srv.chat.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
 	}
 	for _, o := range []string{"http://" + host, "https://" + host, "HTTP://" + strings.ToUpper(host)} {
 		w := dialHeaders(t, n, "grace", tok, origin(o))
@@ -537,7 +537,7 @@ func (c *cluster) resetSetting(key string) {
 	var out struct{ Version int64 }
 	require.Equal(c.t, 200, c.do(c.nodes[0], "DELETE", "/api/v1/settings/"+key, testAdmin, nil, &out))
 	for _, n := range c.nodes {
-		require.Eventually(c.t, func() bool { return n.srv.node.Settings().Version() >= out.Version }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(c.t, func() bool { return settingsVersion(n) >= out.Version }, 5*time.Second, 5*time.Millisecond)
 	}
 }
 
@@ -638,17 +638,18 @@ func TestRequestStringsOutliveTheRequest(t *testing.T) {
 				c.do(n, "PUT", p, testAdmin, map[string]any{"value": 1}, nil)
 			}
 		}
-		require.Eventually(t, func() bool { return n.srv.node.Settings().Float("rate.messages_per_second") == want }, 2*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return settingValue(n, "rate.messages_per_second") == want }, 2*time.Second, 5*time.Millisecond,
 			"round %d: the value set is lost from the node that set it", round)
-		_, vals := n.srv.node.Settings().Values()
+		_, vals := n.srv.admin.Settings()
 		require.Len(t, vals, len(settings.Defs()), "settings keys: %v", vals)
 	}
 }
 
-// TestRateLimitedFramesBetweenAcksDoNotAddUp: the close with 1008 is for
-// realtime.AbuseLimit rate-limited frames in a row; a client a little over its rate
-// gets some acks between refusals and stays connected.
-func TestRateLimitedFramesBetweenAcksDoNotAddUp(t *testing.T) {
+// TestRefusalsSpreadBeyondTheWindowDoNotAddUp: the close with 1008 is for
+// realtime.AbuseLimit rate-limited frames within realtime.AbuseWindow; a
+// client a little over its rate, whose refusals are spread out, stays
+// connected.
+func TestRefusalsSpreadBeyondTheWindowDoNotAddUp(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	var offset atomic.Int64
@@ -661,7 +662,7 @@ func TestRateLimitedFramesBetweenAcksDoNotAddUp(t *testing.T) {
 	w := dialAs(t, c, n, "gina")
 	room := w.join("abuse")
 	for round := 0; round < 3; round++ {
-		offset.Add(int64(2 * time.Second)) // a token is back
+		offset.Add(int64(realtime.AbuseWindow + time.Second)) // a token is back, the window moved on
 		w.send(map[string]string{"type": "say", "room": room, "text": "ok", "ref": fmt.Sprint("ok", round)})
 		require.Equal(t, "ack", w.outcome(fmt.Sprint("ok", round))["type"], "round %d", round)
 		for i := 0; i < realtime.AbuseLimit-1; i++ {
@@ -672,4 +673,44 @@ func TestRateLimitedFramesBetweenAcksDoNotAddUp(t *testing.T) {
 	}
 	w.send(map[string]string{"type": "ping"})
 	w.next("pong")
+}
+
+// TestPingsBetweenRefusalsDoNotResetTheCount: a ping every few frames used
+// to reset the "refused frames in a row" count (2,000 frames, 1,885
+// refusals, no close); refusals now count in a time window, whatever
+// comes between them.
+func TestPingsBetweenRefusalsDoNotResetTheCount(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	c := newCluster(t, r, 1)
+	n := c.nodes[0]
+	c.putSetting("rate.messages_per_second", 1)
+	w := dialAs(t, c, n, "hank")
+	room := w.join("dodge")
+	for i := 0; i < 2000; i++ {
+		if i%19 == 18 {
+			w.send(map[string]string{"type": "ping"})
+			continue
+		}
+		if !w.trySend(map[string]string{"type": "say", "room": room, "text": "spam", "ref": fmt.Sprint("s", i)}) {
+			break // closed
+		}
+	}
+	limited := 0
+	deadline := time.After(10 * time.Second)
+read:
+	for {
+		select {
+		case f := <-w.frames:
+			if f["type"] == "error" && f["code"] == "rate_limited" {
+				limited++
+			}
+		case <-w.closed:
+			break read
+		case <-deadline:
+			t.Fatal("the dodging connection was not closed")
+		}
+	}
+	assert.Equal(t, websocket.ClosePolicyViolation, w.closeCode())
+	assert.LessOrEqual(t, limited, realtime.AbuseLimit, "closed at the %d-th refusal", realtime.AbuseLimit)
 }

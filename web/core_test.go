@@ -30,7 +30,7 @@ func TestClosingAWebSocketKeepsTheSameUsersRESTSeat(t *testing.T) {
 	require.Equal(t, room.ID, ws.join("mix"))
 	require.NoError(t, ws.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")))
 	<-ws.closed
-	require.Eventually(t, func() bool { return len(n.srv.node.Hub().UserClients("uma")) == 0 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return n.srv.chat.Connections("uma") == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the node has handled the close")
 
 	var r struct{ Room roomJSON }
@@ -155,7 +155,7 @@ func TestRefusalsNameTheFieldAndTheRange(t *testing.T) {
 		{"POST", "/api/v1/wallet/grant", testAdmin, map[string]any{"user": "quinn", "amount": -5}, 400, "bad_value", "Amount must be an integer from 1 to"},
 		{"POST", "/api/v1/shop/items", testAdmin, map[string]any{"item": "axe", "stock": -1, "price": 1}, 400, "bad_value", "Stock must be an integer from 0 to"},
 		{"POST", "/api/v1/leaderboards/b/scores", tok, map[string]any{"player": "quinn", "score": "12"}, 400, "bad_value", `score must be a JSON number such as 12.5, not a string; got "12"`},
-		{"GET", "/api/v1/poll?wait=abc", tok, nil, 400, "bad_request", `wait must be a whole number of seconds, 0 or more (longer than 30 counts as 30); got "abc"`},
+		{"GET", "/api/v1/poll?wait=abc", tok, nil, 400, "bad_request", `wait must be a whole number of seconds from 0 to 30; got "abc"`},
 		{"GET", "/api/v1/leaderboards/b/top?limit=0", tok, nil, 400, "bad_request", "limit must be an integer from 1 to 1000"},
 		{"POST", "/api/v1/moderation/mute", testAdmin, map[string]any{"user": "quinn", "seconds": 0}, 400, "bad_request", "seconds must be an integer from 1 to 31536000; got 0"},
 	} {

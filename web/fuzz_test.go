@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chatd/chatd/realtime"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -121,7 +122,7 @@ func FuzzVerifyToken(f *testing.F) {
 	tk := &tokens{secret: []byte(testSecret), ttl: time.Hour, now: func() time.Time { return now }}
 	// a fixed token: the fuzz workers must agree on it
 	good := mintWith(f, jwt.SigningMethodHS256, []byte(testSecret), goodClaims(now))
-	sess := session{User: "alice", ID: "s0123456789abcdef"}
+	sess := realtime.Principal{User: "alice", Session: "s0123456789abcdef", Expires: now.Add(time.Hour)}
 	f.Add(good)
 	for _, raw := range badTokens(f, []byte(testSecret), now) {
 		f.Add(raw)
@@ -145,10 +146,10 @@ func FuzzVerifyToken(f *testing.F) {
 // checkBadRequest requires err to be a documented 400 for input p.
 func checkBadRequest(t *testing.T, p []byte, err error) {
 	t.Helper()
-	var ae *APIError
-	if !errors.As(err, &ae) {
-		t.Fatalf("%q: %T %v is not an APIError", p, err, err)
+	if err == nil {
+		t.Fatalf("%q: no error", p)
 	}
+	ae := toAPIError(err)
 	if ae.Status != http.StatusBadRequest || (ae.Code != "bad_json" && ae.Code != "bad_request") || ae.Message == "" {
 		t.Fatalf("%q: got %d %s %q", p, ae.Status, ae.Code, ae.Message)
 	}

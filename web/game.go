@@ -2,11 +2,10 @@ package web
 
 import (
 	"encoding/json"
-	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/shop"
 )
@@ -42,7 +41,7 @@ func (s *Server) boardTop(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.node.Ranking().Top(c.UserContext(), c.Params("board"), limit)
+	es, err := s.game.Top(c.UserContext(), c.Params("board"), limit)
 	if err != nil {
 		return err
 	}
@@ -59,16 +58,16 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 		return err
 	}
 	if len(req.Score) == 0 {
-		return errf(http.StatusBadRequest, "bad_request", `send {"player": "p", "score": 12.5}`)
+		return errf(errcode.BadRequest, `send {"player": "p", "score": 12.5}`)
 	}
 	if req.Score[0] == '"' {
-		return errf(http.StatusBadRequest, "bad_value", "score must be a JSON number such as 12.5, not a string; got %s", clipText(string(req.Score), 40))
+		return errf(errcode.BadValue, "score must be a JSON number such as 12.5, not a string; got %s", clipText(string(req.Score), 40))
 	}
 	score, err := ranking.ParseScore(string(req.Score))
 	if err != nil {
 		return err
 	}
-	e, err := s.node.PostScore(c.UserContext(), sessionOf(c).User, c.Params("board"), req.Player, score, ranking.Mode(req.Mode))
+	e, err := s.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, score, ranking.Mode(req.Mode))
 	if err != nil {
 		return err
 	}
@@ -76,7 +75,7 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 }
 
 func (s *Server) boardPlayer(c *fiber.Ctx) error {
-	e, err := s.node.Ranking().Get(c.UserContext(), c.Params("board"), c.Params("player"))
+	e, err := s.game.Player(c.UserContext(), c.Params("board"), c.Params("player"))
 	if err != nil {
 		return err
 	}
@@ -88,7 +87,7 @@ func (s *Server) boardAround(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	es, err := s.node.Ranking().Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
+	es, err := s.game.Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
 	if err != nil {
 		return err
 	}
@@ -110,7 +109,7 @@ func (s *Server) boardRange(c *fiber.Ctx) error {
 			bounds[i] = &v
 		}
 	}
-	es, err := s.node.Ranking().Range(c.UserContext(), c.Params("board"), bounds[0], bounds[1], limit)
+	es, err := s.game.Range(c.UserContext(), c.Params("board"), bounds[0], bounds[1], limit)
 	if err != nil {
 		return err
 	}
@@ -124,7 +123,7 @@ func (s *Server) boardRanks(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	es, err := s.node.Ranking().Ranks(c.UserContext(), c.Params("board"), req.Players)
+	es, err := s.game.Ranks(c.UserContext(), c.Params("board"), req.Players)
 	if err != nil {
 		return err
 	}
@@ -140,7 +139,7 @@ func (s *Server) markSeen(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	if err := s.node.Seen().Mark(c.UserContext(), sessionOf(c).User, req.Items); err != nil {
+	if err := s.game.MarkSeen(c.UserContext(), principal(c), req.Items); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -151,7 +150,7 @@ func (s *Server) filterSeen(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	unseen, err := s.node.Seen().Unseen(c.UserContext(), sessionOf(c).User, req.Items)
+	unseen, err := s.game.Unseen(c.UserContext(), principal(c), req.Items)
 	if err != nil {
 		return err
 	}
@@ -162,7 +161,7 @@ func (s *Server) filterSeen(c *fiber.Ctx) error {
 }
 
 func (s *Server) shopItems(c *fiber.Ctx) error {
-	items, err := s.node.Shop().Items(c.UserContext())
+	items, err := s.game.Items(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -182,9 +181,9 @@ func (s *Server) stockItem(c *fiber.Ctx) error {
 		return err
 	}
 	if req.Stock == nil || req.Price == nil {
-		return errf(http.StatusBadRequest, "bad_request", `send {"item": "sword", "stock": 10, "price": 100}`)
+		return errf(errcode.BadRequest, `send {"item": "sword", "stock": 10, "price": 100}`)
 	}
-	if err := s.node.Shop().Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
+	if err := s.game.Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -199,12 +198,9 @@ func (s *Server) grant(c *fiber.Ctx) error {
 		return err
 	}
 	if req.Amount == nil {
-		return errf(http.StatusBadRequest, "bad_request", `send {"user": "alice", "amount": 500}`)
+		return errf(errcode.BadRequest, `send {"user": "alice", "amount": 500}`)
 	}
-	if err := names.User(req.User); err != nil {
-		return err
-	}
-	bal, err := s.node.Shop().Grant(c.UserContext(), req.User, *req.Amount)
+	bal, err := s.game.Grant(c.UserContext(), req.User, *req.Amount)
 	if err != nil {
 		return err
 	}
@@ -212,7 +208,7 @@ func (s *Server) grant(c *fiber.Ctx) error {
 }
 
 func (s *Server) wallet(c *fiber.Ctx) error {
-	w, err := s.node.Shop().Wallet(c.UserContext(), sessionOf(c).User)
+	w, err := s.game.Wallet(c.UserContext(), principal(c))
 	if err != nil {
 		return err
 	}
@@ -231,8 +227,11 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if req.Qty != nil {
 		qty = *req.Qty
 	}
-	user := sessionOf(c).User
-	w, err := s.node.Shop().Buy(c.UserContext(), user, req.Item, qty, c.Get("Idempotency-Key"))
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	w, err := s.game.Buy(c.UserContext(), principal(c), req.Item, qty, key)
 	if err != nil {
 		return err
 	}

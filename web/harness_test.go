@@ -225,6 +225,10 @@ func (w *wsClient) send(v any) {
 	require.NoError(w.t, w.conn.WriteJSON(v))
 }
 
+// trySend sends v and reports whether it could (false once the connection
+// closed).
+func (w *wsClient) trySend(v any) bool { return w.conn.WriteJSON(v) == nil }
+
 // frameWait bounds every wait for a frame: generous, for -race on a
 // loaded 2-core machine; only a lost frame takes that long.
 const frameWait = 30 * time.Second
@@ -308,4 +312,22 @@ func msgOf(f map[string]any) (id, text string) {
 	id, _ = m["id"].(string)
 	text, _ = m["text"].(string)
 	return id, text
+}
+
+// settingsVersion is the settings version node n holds.
+func settingsVersion(n *testNode) int64 {
+	v, _ := n.srv.admin.Settings()
+	return v
+}
+
+// settingValue is a setting's value as a float on node n.
+func settingValue(n *testNode, key string) float64 {
+	_, vals := n.srv.admin.Settings()
+	switch v := vals[key].(type) {
+	case int:
+		return float64(v)
+	case float64:
+		return v
+	}
+	return -1
 }

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
+
+	"github.com/chatd/chatd/errcode"
 )
 
 // maxJSONDepth bounds nesting in request bodies and WebSocket frames.
@@ -19,7 +20,7 @@ const maxJSONDepth = 32
 // newer clients keep working against older servers.
 func decodeJSON(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return errf(http.StatusBadRequest, "bad_json", "the body is empty; send a JSON object")
+		return errf(errcode.BadJSON, "the body is empty; send a JSON object")
 	}
 	if err := checkDepth(data); err != nil {
 		return err
@@ -31,14 +32,14 @@ func decodeJSON(data []byte, v any) error {
 		if errors.As(err, &te) {
 			field := te.Field
 			if field == "" {
-				return errf(http.StatusBadRequest, "bad_request", "expected %s, got JSON %s", kindOf(te.Type.String()), te.Value)
+				return errf(errcode.BadRequest, "expected %s, got JSON %s", kindOf(te.Type.String()), te.Value)
 			}
-			return errf(http.StatusBadRequest, "bad_request", "field %q must be %s, not %s", field, kindOf(te.Type.String()), te.Value)
+			return errf(errcode.BadRequest, "field %q must be %s, not %s", field, kindOf(te.Type.String()), te.Value)
 		}
-		return errf(http.StatusBadRequest, "bad_json", "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return errf(errcode.BadJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errf(http.StatusBadRequest, "bad_json", "the body must hold exactly one JSON value")
+		return errf(errcode.BadJSON, "the body must hold exactly one JSON value")
 	}
 	return nil
 }
@@ -83,7 +84,7 @@ func checkDepth(data []byte) error {
 		case '{', '[':
 			depth++
 			if depth > maxJSONDepth {
-				return errf(http.StatusBadRequest, "bad_json", "%s", fmt.Sprintf("JSON nested deeper than %d levels", maxJSONDepth))
+				return errf(errcode.BadJSON, "%s", fmt.Sprintf("JSON nested deeper than %d levels", maxJSONDepth))
 			}
 		case '}', ']':
 			depth--

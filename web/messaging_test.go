@@ -19,7 +19,7 @@ func (c *cluster) putSetting(key string, value any) {
 	var out struct{ Version int64 }
 	require.Equal(c.t, 200, c.do(c.nodes[0], "PUT", "/api/v1/settings/"+key, testAdmin, map[string]any{"value": value}, &out))
 	for _, n := range c.nodes {
-		require.Eventually(c.t, func() bool { return n.srv.node.Settings().Version() >= out.Version }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(c.t, func() bool { return settingsVersion(n) >= out.Version }, 5*time.Second, 5*time.Millisecond)
 	}
 }
 

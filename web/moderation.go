@@ -1,13 +1,12 @@
 package web
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/moderation"
-	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -33,7 +32,7 @@ func (s *Server) listLobbies(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ls, err := s.node.Rooms().Lobbies(c.UserContext(), limit)
+	ls, err := s.chat.Lobbies(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
@@ -45,8 +44,7 @@ func (s *Server) listLobbies(c *fiber.Ctx) error {
 }
 
 func (s *Server) unread(c *fiber.Ctx) error {
-	sess := sessionOf(c)
-	counts, err := s.node.Unread(c.UserContext(), sess.User, sess.ID)
+	counts, err := s.chat.Unread(c.UserContext(), principal(c))
 	if err != nil {
 		return err
 	}
@@ -61,9 +59,9 @@ func (s *Server) markRead(c *fiber.Ctx) error {
 		return err
 	}
 	if req.ID == "" {
-		return errf(http.StatusBadRequest, "bad_request", `send {"id": "<message id>"}: the last message read`)
+		return errf(errcode.BadRequest, `send {"id": "<message id>"}: the last message read`)
 	}
-	if err := s.node.Rooms().MarkRead(c.UserContext(), c.Params("room"), sessionOf(c).User, req.ID); err != nil {
+	if err := s.chat.Read(c.UserContext(), principal(c), c.Params("room"), req.ID); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -71,7 +69,7 @@ func (s *Server) markRead(c *fiber.Ctx) error {
 
 func (s *Server) removeMessage(c *fiber.Ctx) error {
 	room, id := c.Params("room"), c.Params("id")
-	if err := s.node.Rooms().Remove(c.UserContext(), room, id); err != nil {
+	if err := s.admin.RemoveMessage(c.UserContext(), room, id); err != nil {
 		return err
 	}
 	s.log.Info("admin removed a message", "room", room, "id", id, "from", s.clientIP(c))
@@ -79,7 +77,7 @@ func (s *Server) removeMessage(c *fiber.Ctx) error {
 }
 
 func (s *Server) listModeration(c *fiber.Ctx) error {
-	mutes, bans, err := s.node.Moderation().List(c.UserContext())
+	mutes, bans, err := s.mod.List(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -105,9 +103,6 @@ func (s *Server) decodeMod(c *fiber.Ctx, needSeconds bool) (modReq, time.Duratio
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return req, 0, err
 	}
-	if err := names.User(req.User); err != nil {
-		return req, 0, err
-	}
 	if !needSeconds {
 		return req, 0, nil
 	}
@@ -117,7 +112,7 @@ func (s *Server) decodeMod(c *fiber.Ctx, needSeconds bool) (modReq, time.Duratio
 		if req.Seconds != nil {
 			got = itoa64(*req.Seconds)
 		}
-		return req, 0, errf(http.StatusBadRequest, "bad_request", "seconds must be an integer from 1 to %d; got %s", max, got)
+		return req, 0, errf(errcode.BadRequest, "seconds must be an integer from 1 to %d; got %s", max, got)
 	}
 	return req, time.Duration(*req.Seconds) * time.Second, nil
 }
@@ -127,7 +122,7 @@ func (s *Server) kick(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.node.Moderation().Kick(c.UserContext(), req.User, req.Reason); err != nil {
+	if err := s.mod.Kick(c.UserContext(), req.User, req.Reason); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -138,11 +133,10 @@ func (s *Server) mute(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	until, err := s.node.Moderation().Mute(c.UserContext(), req.User, d, req.Reason)
+	until, err := s.mod.Mute(c.UserContext(), req.User, d, req.Reason)
 	if err != nil {
 		return err
 	}
-	s.node.ModerationChanged(req.User)
 	return c.JSON(fiber.Map{"until": until.UTC().Format(time.RFC3339)})
 }
 
@@ -151,26 +145,23 @@ func (s *Server) ban(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	until, err := s.node.Moderation().Ban(c.UserContext(), req.User, d, req.Reason)
+	until, err := s.mod.Ban(c.UserContext(), req.User, d, req.Reason)
 	if err != nil {
 		return err
 	}
-	s.node.ModerationChanged(req.User)
 	return c.JSON(fiber.Map{"until": until.UTC().Format(time.RFC3339)})
 }
 
 func (s *Server) unmute(c *fiber.Ctx) error {
-	if err := s.node.Moderation().Unmute(c.UserContext(), c.Params("user")); err != nil {
+	if err := s.mod.Unmute(c.UserContext(), c.Params("user")); err != nil {
 		return err
 	}
-	s.node.ModerationChanged(c.Params("user"))
 	return c.JSON(fiber.Map{"ok": true})
 }
 
 func (s *Server) unban(c *fiber.Ctx) error {
-	if err := s.node.Moderation().Unban(c.UserContext(), c.Params("user")); err != nil {
+	if err := s.mod.Unban(c.UserContext(), c.Params("user")); err != nil {
 		return err
 	}
-	s.node.ModerationChanged(c.Params("user"))
 	return c.JSON(fiber.Map{"ok": true})
 }

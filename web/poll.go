@@ -1,31 +1,29 @@
 package web
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/realtime"
 )
 
 // poll answers GET /poll: the sections dirty since the session's last poll,
-// each with its fresh data (realtime.Node.Poll). Clean, it costs one Redis
+// each with its fresh data (realtime.Polls). Clean, it costs one Redis
 // command; with wait it parks until a mark wakes it.
 func (s *Server) poll(c *fiber.Ctx) error {
-	// any whole number of seconds is accepted and cut to dirty.MaxWait
+	most := int(realtime.MaxPollWait / time.Second)
 	wait := 0
 	if raw := c.Query("wait"); raw != "" {
 		n, err := strconv.Atoi(raw)
-		if err != nil || n < 0 {
-			return errf(http.StatusBadRequest, "bad_request", "wait must be a whole number of seconds, 0 or more (longer than %d counts as %d); got %q",
-				int(dirty.MaxWait/time.Second), int(dirty.MaxWait/time.Second), clipText(raw, 20))
+		if err != nil || n < 0 || n > most {
+			return errf(errcode.BadRequest, "wait must be a whole number of seconds from 0 to %d; got %q", most, clipText(raw, 20))
 		}
-		wait = min(n, int(dirty.MaxWait/time.Second))
+		wait = n
 	}
-	sess := sessionOf(c)
-	res, err := s.node.Poll(c.UserContext(), sess.User, sess.ID, min(time.Duration(wait)*time.Second, dirty.MaxWait))
+	res, err := s.polls.Poll(c.UserContext(), principal(c), time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}

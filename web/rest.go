@@ -2,16 +2,13 @@ package web
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/rooms"
-	"github.com/chatd/chatd/settings"
 )
 
 func (s *Server) apiRoutes(api fiber.Router) {
@@ -40,8 +37,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 }
 
 func (s *Server) joinLobby(c *fiber.Ctx) error {
-	sess := sessionOf(c)
-	room, err := s.node.JoinREST(c.UserContext(), sess.User, sess.ID, c.Params("lobby"))
+	room, err := s.chat.JoinREST(c.UserContext(), principal(c), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -49,15 +45,14 @@ func (s *Server) joinLobby(c *fiber.Ctx) error {
 }
 
 func (s *Server) leaveRoom(c *fiber.Ctx) error {
-	sess := sessionOf(c)
-	if err := s.node.LeaveREST(c.UserContext(), sess.User, sess.ID, c.Params("room")); err != nil {
+	if err := s.chat.LeaveREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
 }
 
 func (s *Server) listRooms(c *fiber.Ctx) error {
-	rs, err := s.node.Rooms().Rooms(c.UserContext(), c.Params("lobby"))
+	rs, err := s.chat.Rooms(c.UserContext(), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -68,13 +63,15 @@ func (s *Server) listRooms(c *fiber.Ctx) error {
 }
 
 func (s *Server) getRoom(c *fiber.Ctx) error {
-	r, err := s.node.Rooms().Room(c.UserContext(), c.Params("room"))
+	r, err := s.chat.Room(c.UserContext(), c.Params("room"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"room": r})
 }
 
+// postMessage sends a message; an Idempotency-Key makes a retry of the
+// same post answer the first message and send nothing.
 func (s *Server) postMessage(c *fiber.Ctx) error {
 	var req struct {
 		Text string `json:"text"`
@@ -82,11 +79,30 @@ func (s *Server) postMessage(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	msg, err := s.node.Say(c.UserContext(), sessionOf(c).User, c.Params("room"), req.Text)
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	msg, err := s.chat.Post(c.UserContext(), principal(c), c.Params("room"), req.Text, key)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"message": msg})
+}
+
+// idempotencyKey reads the Idempotency-Key header: 1 to 128 printable
+// ASCII characters, or none.
+func idempotencyKey(c *fiber.Ctx) (string, error) {
+	k := c.Get("Idempotency-Key")
+	if len(k) > 128 {
+		return "", errf(errcode.BadRequest, "Idempotency-Key is longer than 128 characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", errf(errcode.BadRequest, "Idempotency-Key may only hold printable ASCII characters")
+		}
+	}
+	return k, nil
 }
 
 func (s *Server) listMessages(c *fiber.Ctx) error {
@@ -94,7 +110,7 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := s.node.Rooms().History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
+	msgs, err := s.chat.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
 	if err != nil {
 		return err
 	}
@@ -105,11 +121,7 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 }
 
 func (s *Server) getPresence(c *fiber.Ctx) error {
-	user := c.Params("user")
-	if err := names.User(user); err != nil {
-		return err
-	}
-	st, err := s.node.Presence().Get(c.UserContext(), user)
+	st, err := s.chat.Presence(c.UserContext(), c.Params("user"))
 	if err != nil {
 		return err
 	}
@@ -124,7 +136,7 @@ func (s *Server) getPresence(c *fiber.Ctx) error {
 }
 
 func (s *Server) listNodes(c *fiber.Ctx) error {
-	ns, err := s.node.Presence().Nodes(c.UserContext())
+	ns, err := s.admin.Nodes(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -136,33 +148,20 @@ func (s *Server) listNodes(c *fiber.Ctx) error {
 }
 
 func (s *Server) getStats(c *fiber.Ctx) error {
-	ctx := c.UserContext()
-	msgs, roomsTotal, err := s.node.Rooms().Counters(ctx)
+	st, err := s.admin.Stats(c.UserContext())
 	if err != nil {
 		return err
 	}
-	online, err := s.node.Presence().Online(ctx)
-	if err != nil {
-		return err
-	}
-	ns, err := s.node.Presence().Nodes(ctx)
-	if err != nil {
-		return err
-	}
-	purchases, err := s.node.Shop().Purchases(ctx)
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"messages_total": msgs, "rooms_total": roomsTotal, "online": online, "nodes": len(ns), "purchases_total": purchases})
+	return c.JSON(st)
 }
 
 func (s *Server) getSettings(c *fiber.Ctx) error {
-	v, vals := s.node.Settings().Values()
+	v, vals := s.admin.Settings()
 	return c.JSON(fiber.Map{"version": v, "values": vals})
 }
 
 func (s *Server) getSettingDefs(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"settings": settings.Defs()})
+	return c.JSON(fiber.Map{"settings": s.admin.SettingDefs()})
 }
 
 func (s *Server) putSetting(c *fiber.Ctx) error {
@@ -173,22 +172,20 @@ func (s *Server) putSetting(c *fiber.Ctx) error {
 		return err
 	}
 	if req.Value == nil {
-		return errf(http.StatusBadRequest, "bad_request", `send {"value": …}`)
+		return errf(errcode.BadRequest, `send {"value": …}`)
 	}
-	v, err := s.node.Settings().Set(c.UserContext(), c.Params("key"), *req.Value)
+	v, err := s.admin.SetSetting(c.UserContext(), c.Params("key"), *req.Value)
 	if err != nil {
 		return err
 	}
-	s.node.MarkAll(dirty.Of(dirty.Settings))
 	return c.JSON(fiber.Map{"version": v})
 }
 
 func (s *Server) deleteSetting(c *fiber.Ctx) error {
-	v, err := s.node.Settings().Reset(c.UserContext(), c.Params("key"))
+	v, err := s.admin.ResetSetting(c.UserContext(), c.Params("key"))
 	if err != nil {
 		return err
 	}
-	s.node.MarkAll(dirty.Of(dirty.Settings))
 	return c.JSON(fiber.Map{"version": v})
 }
 
@@ -199,11 +196,10 @@ func (s *Server) postNotice(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	n, err := s.node.Notices().Post(c.UserContext(), req.Text)
+	n, err := s.admin.PostNotice(c.UserContext(), req.Text)
 	if err != nil {
 		return err
 	}
-	s.node.MarkAll(dirty.Of(dirty.Notices))
 	return c.JSON(fiber.Map{"id": n.ID})
 }
 
@@ -215,7 +211,7 @@ func intQuery(c *fiber.Ctx, name string, def, min, max int) (int, error) {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < min || n > max {
-		return 0, errf(http.StatusBadRequest, "bad_request", "%s must be an integer from %d to %d", name, min, max)
+		return 0, errf(errcode.BadRequest, "%s must be an integer from %d to %d", name, min, max)
 	}
 	return n, nil
 }

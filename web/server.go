@@ -3,11 +3,11 @@
 // client writes through) and the embedded browser client.
 //
 // A Server is one chatd node's front: everything a request or a frame
-// decides is decided by its realtime.Node, which owns the domain services,
-// the pub/sub bridge and the background work. Handlers only decode, call
-// the node (or one of its services) and encode; one error table
-// (toAPIError) turns every error into the documented shape, for HTTP
-// answers and WebSocket error events alike.
+// decides is decided by the use cases of its realtime.Node (Chat, Polls,
+// Game, Sessions, Moderation, Admin), which own the rules and their side
+// effects. Handlers only decode, call one use case and encode; they never
+// reach a domain package. Errors carry their documented code (package
+// errcode); one table here (statusOf) gives each code its HTTP status.
 package web
 
 import (
@@ -17,10 +17,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -32,7 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatd/chatd/identity"
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/realtime"
 )
@@ -89,8 +87,16 @@ type Server struct {
 	log    *slog.Logger
 	app    *fiber.App
 	rdb    redis.UniversalClient
-	node   *realtime.Node
+	node   *realtime.Node // lifecycle and readiness only
 	tokens *tokens
+
+	// The use cases the handlers call.
+	chat     *realtime.Chat
+	polls    *realtime.Polls
+	game     *realtime.Game
+	sessions *realtime.Sessions
+	mod      *realtime.Moderation
+	admin    *realtime.Admin
 
 	m *httpMetrics
 }
@@ -151,13 +157,14 @@ func New(cfg Config) (*Server, error) {
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
 		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
-		ErrorCode: func(err error) (string, string) { ae := toAPIError(err); return ae.Code, ae.Message },
-		Now:       cfg.Now, Logger: s.log, Registerer: cfg.Registry,
+		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.node = node
+	s.chat, s.polls, s.game = node.Chat, node.Polls, node.Game
+	s.sessions, s.mod, s.admin = node.Sessions, node.Moderation, node.Admin
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -176,14 +183,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// App returns the Fiber app, for tests (app.Test) and embedding.
-func (s *Server) App() *fiber.App { return s.app }
-
 // Node returns this node's id.
 func (s *Server) Node() string { return s.cfg.Node }
-
-// Node returns the realtime core of this node.
-func (s *Server) Core() *realtime.Node { return s.node }
 
 // Start starts the node's background work: the pub/sub bus and what
 // follows it. It returns once the node can serve.
@@ -209,9 +210,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
-// Draining is closed when Shutdown starts.
-func (s *Server) Draining() <-chan struct{} { return s.node.Draining() }
 
 func (s *Server) routes() {
 	s.app.Use(s.recoverer, s.logRequests)
@@ -243,24 +241,22 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RedisTimeout)
 	defer cancel()
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return errf(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer PING within %s", s.cfg.RedisTimeout)
+		return errf(errcode.RedisUnavailable, "Redis did not answer PING within %s", s.cfg.RedisTimeout)
 	}
 	select {
 	case <-s.node.Draining():
-		return errf(http.StatusServiceUnavailable, "draining", "this node is shutting down")
+		return errf(errcode.Draining, "this node is shutting down")
 	default:
 	}
 	if !s.node.Ready() {
-		return errf(http.StatusServiceUnavailable, "redis_unavailable", "this node's pub/sub connection is not receiving yet")
+		return errf(errcode.RedisUnavailable, "this node's pub/sub connection is not receiving yet")
 	}
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
 }
 
 // createSession answers POST /session in guest mode: a token for a guest
-// name. A free name is claimed for a new holder (identity.Claim: SET NX
-// PX); a name in use answers 409 name_taken, unless the request carries a
-// live token of that same guest (a second device or tab: the new session
-// joins the holder). Sessions per client address per minute are capped.
+// name (Sessions.SignIn decides: a free name is claimed for a new holder; a
+// request that carries a live token of that same guest joins its holder).
 func (s *Server) createSession(c *fiber.Ctx) error {
 	if s.cfg.Auth == "jwt" {
 		return errGuestOff
@@ -271,34 +267,13 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	if err := names.User(req.User); err != nil {
-		return err
+	var prev *realtime.Principal
+	if p, err := s.tokens.verify(bearer(c)); err == nil {
+		prev = &p
 	}
-	ctx := c.UserContext()
-	if err := s.node.AllowSession(ctx, s.clientIP(c)); err != nil {
+	holder, err := s.sessions.SignIn(c.UserContext(), s.clientIP(c), req.User, prev)
+	if err != nil {
 		return err
-	}
-	if err := s.node.CheckBanned(ctx, req.User); err != nil {
-		return err
-	}
-	holder := ""
-	if prev, err := s.tokens.verify(bearer(c)); err == nil && prev.User == req.User && prev.Holder != "" {
-		if err := s.admit(ctx, prev); err != nil {
-			return err
-		}
-		holder = prev.Holder
-	} else {
-		id, err := randomID()
-		if err != nil {
-			return err
-		}
-		if err := s.node.Identity().Claim(ctx, req.User, id); err != nil {
-			if errors.Is(err, identity.ErrNameTaken) {
-				return errf(http.StatusConflict, "name_taken", "the name %q is in use by another guest; pick another, or wait until that guest signs out or is idle for %s", req.User, humanDuration(s.node.Identity().TTL()))
-			}
-			return err
-		}
-		holder = id
 	}
 	tok, _, err := s.tokens.mint(req.User, holder)
 	if err != nil {
@@ -308,16 +283,11 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 }
 
 // deleteSession signs a guest out: the name is free again at once, and the
-// guest's connections on this node close (on other nodes at their next
-// renewal).
+// guest's connections close.
 func (s *Server) deleteSession(c *fiber.Ctx) error {
-	sess := sessionOf(c)
-	if sess.Holder != "" {
-		if err := s.node.Identity().Release(c.UserContext(), sess.User, sess.Holder); err != nil && !errors.Is(err, identity.ErrNotHolder) {
-			return err
-		}
+	if err := s.sessions.SignOut(c.UserContext(), principal(c)); err != nil {
+		return err
 	}
-	s.node.SignedOut(sess.User, sess.Holder)
 	return c.JSON(fiber.Map{"ok": true})
 }
 
@@ -340,7 +310,7 @@ func (s *Server) recoverer(c *fiber.Ctx) (err error) {
 		if r := recover(); r != nil {
 			s.m.panics.Inc()
 			s.log.Error("panic in handler", "method", c.Method(), "path", c.Path(), "panic", r, "stack", string(debug.Stack()))
-			err = errf(http.StatusInternalServerError, "internal", "internal error; it has been logged")
+			err = errf(errcode.Internal, "internal error; it has been logged")
 		}
 	}()
 	return c.Next()
@@ -368,22 +338,4 @@ func (s *Server) logRequests(c *fiber.Ctx) error {
 	s.m.observe(c.Method(), route, status, time.Since(start))
 	s.log.Debug("request", "method", c.Method(), "path", c.Path(), "status", status, "dur", time.Since(start))
 	return err
-}
-
-// humanDuration writes d for people: "30 minutes", "2 hours", "45 seconds".
-func humanDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return plural(int(d/time.Hour), "hour")
-	case d >= time.Minute && d%time.Minute == 0:
-		return plural(int(d/time.Minute), "minute")
-	}
-	return plural(int(d.Round(time.Second)/time.Second), "second")
-}
-
-func plural(n int, unit string) string {
-	if n == 1 {
-		return "1 " + unit
-	}
-	return strconv.Itoa(n) + " " + unit + "s"
 }

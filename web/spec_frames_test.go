@@ -87,7 +87,7 @@ func refusedUpgrade(t *testing.T, s *spec, n *testNode, tok string) (int, string
 	assert.NoError(t, err)
 	var e struct{ Error APIError }
 	_ = json.Unmarshal(body, &e)
-	return resp.StatusCode, e.Error.Code
+	return resp.StatusCode, string(e.Error.Code)
 }
 
 func (w *specWS) read() {

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -25,29 +26,29 @@ const (
 // wsUpgrade refuses a bad Origin (403) or token (401) before the upgrade.
 func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 	if !websocket.IsWebSocketUpgrade(c) {
-		return errf(http.StatusUpgradeRequired, "bad_request", "this endpoint speaks WebSocket only")
+		return &APIError{Status: http.StatusUpgradeRequired, Code: string(errcode.BadRequest), Message: "this endpoint speaks WebSocket only"}
 	}
 	// the request's own Host header, not c.Hostname(), which would trust a
 	// client-sent X-Forwarded-Host
 	if !s.originAllowed(c.Get(fiber.HeaderOrigin), string(c.Request().Host())) {
 		s.m.wsRefused.WithLabelValues("origin").Inc()
-		return errf(http.StatusForbidden, "forbidden", "this Origin may not open a WebSocket here")
+		return errf(errcode.Forbidden, "this Origin may not open a WebSocket here")
 	}
-	sess, err := s.tokens.verify(c.Query("token"))
+	p, err := s.tokens.verify(c.Query("token"))
 	if err != nil {
 		s.m.wsRefused.WithLabelValues("token").Inc()
-		return errf(http.StatusUnauthorized, "bad_token", "open the WebSocket with ?token=<session token> (from POST /api/v1/session)")
+		return errf(errcode.BadToken, "open the WebSocket with ?token=<session token> (from POST /api/v1/session)")
 	}
-	if err := s.admit(c.UserContext(), sess); err != nil {
+	p.Addr = s.clientIP(c)
+	if err := s.sessions.Admit(c.UserContext(), p); err != nil {
 		s.m.wsRefused.WithLabelValues("token").Inc()
 		return err
 	}
-	if n := len(s.node.Hub().UserClients(sess.User)); s.cfg.MaxConnsPerUser > 0 && n >= s.cfg.MaxConnsPerUser {
+	if err := s.chat.CanConnect(p.User); err != nil {
 		s.m.wsRefused.WithLabelValues("too_many").Inc()
-		return errf(http.StatusTooManyRequests, "rate_limited", "too many connections for this user on this node (at most %d)", s.cfg.MaxConnsPerUser)
+		return err
 	}
-	ip := s.clientIP(c)
-	connID, err := s.node.AdmitConn(c.UserContext(), ip)
+	connID, err := s.sessions.AdmitConn(c.UserContext(), p.Addr)
 	if err != nil {
 		reason := "too_many_from_addr"
 		if errors.Is(err, realtime.ErrNodeFull) {
@@ -56,12 +57,12 @@ func (s *Server) wsUpgrade(c *fiber.Ctx) error {
 		s.m.wsRefused.WithLabelValues(reason).Inc()
 		return err
 	}
-	c.Locals(localSession, sess)
+	c.Locals(localSession, p)
 	c.Locals(localBatch, c.Query("batch") == "1")
-	c.Locals(localConn, [2]string{ip, connID})
+	c.Locals(localConn, connID)
 	if err := c.Next(); err != nil {
 		// the upgrade failed: serveWS never runs to take the lease over
-		s.node.ReleaseConn(context.WithoutCancel(c.UserContext()), ip, connID)
+		s.sessions.ReleaseConn(context.WithoutCancel(c.UserContext()), p.Addr, connID)
 		return err
 	}
 	return nil
@@ -97,15 +98,15 @@ func (s *Server) originAllowed(origin, host string) bool {
 // block until the connection is done, so this is the read pump. The write
 // pump is the realtime client's writer, through a wsConn.
 func (s *Server) serveWS(conn *websocket.Conn) {
-	sess, _ := conn.Locals(localSession).(session)
+	p, _ := conn.Locals(localSession).(realtime.Principal)
 	batch, _ := conn.Locals(localBatch).(bool)
-	lease, _ := conn.Locals(localConn).([2]string)
+	lease, _ := conn.Locals(localConn).(string)
 	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
 	defer w.release()
-	c, err := s.node.Connect(sess.User, sess.ID, sess.Holder, lease[0], lease[1], w)
+	c, err := s.chat.Connect(p, lease, w)
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.node.ReleaseConn(ctx, lease[0], lease[1])
+		s.sessions.ReleaseConn(ctx, p.Addr, lease)
 		cancel()
 		code := realtime.CloseTryLater
 		if errors.Is(err, realtime.ErrDraining) {
@@ -118,7 +119,7 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		c.Close(realtime.CloseNormal, "")
 		<-c.Finished()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.node.Disconnect(ctx, c)
+		s.chat.Disconnect(ctx, c)
 		cancel()
 	}()
 
@@ -182,12 +183,12 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 			return // closing: frames read meanwhile are not handled
 		}
 		if typ != websocket.TextMessage {
-			c.ReportError(errf(http.StatusBadRequest, "bad_json", "send text frames holding one JSON object"), "", "")
+			s.chat.Refuse(c, errf(errcode.BadJSON, "send text frames holding one JSON object"), "", "")
 			continue
 		}
 		f, err := decodeFrame(buf)
 		if err != nil {
-			c.ReportError(err, f.Room, f.Ref)
+			s.chat.Refuse(c, err, f.Room, f.Ref)
 			continue
 		}
 		if len(buf) > 4<<10 {
@@ -238,32 +239,34 @@ type inFrame struct {
 func decodeFrame(p []byte) (inFrame, error) {
 	var f inFrame
 	if !utf8.Valid(p) {
-		return f, errf(http.StatusBadRequest, "bad_json", "frames must be UTF-8 text")
+		return f, errf(errcode.BadJSON, "frames must be UTF-8 text")
 	}
 	if err := decodeJSON(p, &f); err != nil {
 		return f, err
 	}
 	if f.Type == "" {
-		return f, errf(http.StatusBadRequest, "bad_request", `every frame needs a "type"`)
+		return f, errf(errcode.BadRequest, `every frame needs a "type"`)
 	}
 	if len(f.Ref) > 64 {
-		return inFrame{Type: f.Type}, errf(http.StatusBadRequest, "bad_request", `"ref" is longer than 64 characters`)
+		return inFrame{Type: f.Type}, errf(errcode.BadRequest, `"ref" is longer than 64 characters`)
 	}
 	return f, nil
 }
 
 // handleFrame runs one frame. A say is queued on the client's say worker
-// (its ack or error follows); every other frame waits for the says before
-// it, so a client's frames take effect in the order sent. Errors go back as
-// error events naming the frame's room and ref; the connection stays open.
+// (its ack or error follows; when the client has too many says queued,
+// this waits, and so does the reader); every other frame waits for the says
+// before it, so a client's frames take effect in the order sent. Errors go
+// back as error events naming the frame's room and ref; the connection
+// stays open.
 func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame) {
 	if f.Type == "say" {
-		if err := c.Say(f.Room, f.Text, f.Ref); err != nil {
-			c.ReportError(err, f.Room, f.Ref)
+		if err := s.chat.Say(c, f.Room, f.Text, f.Ref); err != nil {
+			s.chat.Refuse(c, err, f.Room, f.Ref)
 		}
 		return
 	}
-	c.Flush()
+	s.chat.Flush(c)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
@@ -271,23 +274,21 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 	case "ping":
 		c.SendJSON(map[string]string{"type": "pong"})
 	case "join":
-		err = c.Join(fctx, f.Lobby)
+		err = s.chat.Join(fctx, c, f.Lobby)
 	case "leave":
-		err = c.Leave(fctx, f.Room)
+		err = s.chat.Leave(fctx, c, f.Room)
 	case "resume":
-		err = c.Resume(fctx, f.Room, f.After)
+		err = s.chat.Resume(fctx, c, f.Room, f.After)
 	case "typing":
-		err = c.Typing(fctx, f.Room)
+		err = s.chat.Typing(fctx, c, f.Room)
 	case "read":
-		err = c.Read(fctx, f.Room, f.ID)
+		err = s.chat.Read(fctx, c.Principal(), f.Room, f.ID)
 	default:
-		err = errf(http.StatusBadRequest, "unknown_type", "unknown frame type %q; use join, say, leave, resume, typing, read or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
-		c.ReportError(err, f.Room, f.Ref)
-		return
+		s.chat.Refuse(c, err, f.Room, f.Ref)
 	}
-	c.Good() // only refusals in a row count as abuse
 }
 
 func clipText(s string, n int) string {

@@ -1,0 +1,138 @@
+package realtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chatd/chatd/identity"
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/ratelimit"
+	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// caps are the per-minute caps of the core, each a token bucket shared by
+// every node (ratelimit), and the seat cap: the one place where a cap's
+// rule, its setting and its refusal are written.
+type caps struct {
+	settings liveSettings
+	rooms    interface {
+		LobbyExists(ctx context.Context, lobby string) (bool, error)
+	}
+	presence chatPresence
+
+	lobbies  *ratelimit.Limiter // new lobbies per user per minute
+	boards   *ratelimit.Limiter // new boards per user per minute
+	boardsIP *ratelimit.Limiter // new boards per client address per minute
+	posts    *ratelimit.Limiter // score posts per user per minute
+	sessions *ratelimit.Limiter // new sessions per client address per minute
+}
+
+func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *caps {
+	perMinute := func(name, key string) *ratelimit.Limiter {
+		perMin := func() float64 { return float64(st.Int(key)) }
+		return ratelimit.New(rdb, ratelimit.Config{
+			Prefix: keyspace.New(prefix).Prefix() + ":" + name, Now: now, Registerer: reg,
+			Rate: func() float64 { return perMin() / 60 }, Burst: perMin,
+		})
+	}
+	return &caps{
+		settings: st,
+		lobbies:  perMinute("newlobbies", settings.NewLobbiesPerUserPerMin),
+		boards:   perMinute("newboards", settings.NewBoardsPerUserPerMin),
+		boardsIP: perMinute("newboardsip", settingNewBoardsPerIP),
+		posts:    perMinute("scoreposts", settingScorePostsPerMin),
+		sessions: perMinute("sessions", settings.SessionsPerIPPerMin),
+	}
+}
+
+// take takes a token of key's bucket in l when the cap named by setting is
+// on; a refusal is a *LimitError wrapping sentinel, worded by what.
+func (cp *caps) take(ctx context.Context, l *ratelimit.Limiter, setting, key string, sentinel error, what string) error {
+	n := cp.settings.Int(setting)
+	if n == 0 {
+		return nil
+	}
+	ok, retry, err := l.Allow(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &LimitError{Err: sentinel, Retry: max(retry, time.Second),
+			Text: fmt.Sprintf("at most %d %s a minute (%s); retry in %.0f s", n, what, setting, max(1, retry.Round(time.Second).Seconds()))}
+	}
+	return nil
+}
+
+// allowSession takes a token of the client address's bucket of new
+// sessions (limit.sessions_per_ip_per_minute).
+func (cp *caps) allowSession(ctx context.Context, addr string) error {
+	key, err := identity.RateKey(addr)
+	if err != nil {
+		return nil // not an IP (a unix socket): nothing to count
+	}
+	return cp.take(ctx, cp.sessions, settings.SessionsPerIPPerMin, key, ErrTooManySessions, "new sessions from one address")
+}
+
+// allowLobby is the caps of a join: the seat cap, and a token of the
+// user's new-lobby bucket when lobby has no room yet (the join would
+// create it).
+func (cp *caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) error {
+	if err := cp.allowSeat(ctx, ch, user, lobby); err != nil {
+		return err
+	}
+	if cp.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
+		return nil
+	}
+	exists, err := ch.rooms.LobbyExists(ctx, lobby)
+	if err != nil || exists {
+		return err
+	}
+	return cp.take(ctx, cp.lobbies, settings.NewLobbiesPerUserPerMin, user, ErrTooManyLobbies,
+		"new lobbies; join an existing lobby (GET /api/v1/lobbies)")
+}
+
+// allowSeat refuses a seat in a lobby the user holds no seat in when the
+// user already holds seats in limit.seats_per_user lobbies.
+func (cp *caps) allowSeat(ctx context.Context, ch *Chat, user, lobby string) error {
+	max := cp.settings.Int(settings.SeatsPerUser)
+	if max == 0 {
+		return nil
+	}
+	st, err := ch.presence.Get(ctx, user)
+	if err != nil {
+		return err
+	}
+	lobbies := map[string]bool{}
+	for _, r := range st.Rooms {
+		if l, _, err := rooms.ParseRoom(r); err == nil {
+			lobbies[l] = true
+		}
+	}
+	if !lobbies[lobby] && len(lobbies) >= max {
+		return &LimitError{Err: ErrTooManySeats, Retry: time.Second,
+			Text: fmt.Sprintf("you hold seats in %d lobbies, the most allowed (%s); leave one first", len(lobbies), settings.SeatsPerUser)}
+	}
+	return nil
+}
+
+// allowBoard takes a token of the new-board buckets of the user and of the
+// client address.
+func (cp *caps) allowBoard(ctx context.Context, user, addr string) error {
+	if err := cp.take(ctx, cp.boards, settings.NewBoardsPerUserPerMin, user, ErrTooManyBoards, "new leaderboards; post to an existing one"); err != nil {
+		return err
+	}
+	if key, err := identity.RateKey(addr); err == nil {
+		return cp.take(ctx, cp.boardsIP, settingNewBoardsPerIP, key, ErrTooManyBoards, "new leaderboards from one address")
+	}
+	return nil
+}
+
+// allowPost takes a token of the user's score-post bucket.
+func (cp *caps) allowPost(ctx context.Context, user string) error {
+	return cp.take(ctx, cp.posts, settingScorePostsPerMin, user, ErrTooManyPosts, "score posts")
+}

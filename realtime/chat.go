@@ -1,0 +1,479 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/rooms"
+)
+
+// chatRooms is what the chat use case needs of the rooms service.
+type chatRooms interface {
+	Join(ctx context.Context, lobby, user string, att rooms.Attach) (rooms.Room, error)
+	Reclaim(ctx context.Context, roomID, user string, att rooms.Attach) (rooms.Room, error)
+	Leave(ctx context.Context, roomID, user string) error
+	Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error)
+	Renew(ctx context.Context, atts []rooms.Attachment) (lost []rooms.Attachment, err error)
+	SendMany(ctx context.Context, reqs []rooms.SendRequest, opt rooms.SendOptions) []rooms.SendReply
+	History(ctx context.Context, roomID, after string, limit int) ([]rooms.Message, error)
+	Room(ctx context.Context, roomID string) (rooms.Room, error)
+	Rooms(ctx context.Context, lobby string) ([]rooms.Room, error)
+	Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error)
+	LobbyExists(ctx context.Context, lobby string) (bool, error)
+	PublishTyping(ctx context.Context, roomID, user string) error
+	MarkRead(ctx context.Context, roomID, user, id string) error
+	Unread(ctx context.Context, user string, roomIDs []string) (map[string]int, error)
+	Channel(roomID string) string
+}
+
+// chatPresence is what the chat use case needs of presence.
+type chatPresence interface {
+	Touch(ctx context.Context, node string, users []presence.UserState) error
+	Offline(ctx context.Context, user, node string) error
+	Get(ctx context.Context, user string) (presence.Status, error)
+	TTL() time.Duration
+}
+
+// cursors is what the chat and poll use cases need of a REST session's
+// dirty state: its rooms and its place in each.
+type cursors interface {
+	Open(ctx context.Context, session, user string) (created bool, err error)
+	Cursor(ctx context.Context, session string, rooms []string) (map[string]string, error)
+	Cursors(ctx context.Context, session string) (map[string]string, error)
+	SetCursor(ctx context.Context, session string, cur map[string]string) error
+	DropCursor(ctx context.Context, session, room string) error
+	MarkSessions(ctx context.Context, sessions []string, bits dirty.Mask) error
+}
+
+// liveSettings reads the node's copy of the live settings.
+type liveSettings interface {
+	Int(key string) int
+	Float(key string) float64
+	String(key string) string
+}
+
+var (
+	_ chatRooms    = (*rooms.Service)(nil)
+	_ chatPresence = (*presence.Presence)(nil)
+	_ cursors      = (*dirty.Tracker)(nil)
+)
+
+// Chat is the chat use case: join, say, leave, resume, typing and read
+// marks, for WebSocket clients and REST sessions alike, with one rule for
+// each (a REST post is a say batch of one; a REST join and a WebSocket join
+// are the same seat claim), and the side effects they own: presence, the
+// REST members' dirty marks, the seat renewals that keep a connection's
+// seats. It also answers the reads that go with chat (rooms, history,
+// lobbies, presence, unread counts).
+type Chat struct {
+	node     string
+	runID    string // random per process: attachment ids never repeat across restarts
+	seq      atomic.Uint64
+	rooms    chatRooms
+	presence chatPresence
+	cursors  cursors
+	settings liveSettings
+	hub      *Hub
+	marks    *marker
+	rest     *restState
+	mod      *modGuard
+	caps     *caps
+	notices  *noticeBoard
+	env      *clientEnv
+	now      func() time.Time
+	log      *slog.Logger
+	draining <-chan struct{}
+
+	maxConnsPerUser int
+	releaseLease    func(ctx context.Context, addr, id string)
+	typing          throttle
+	buckets         emptyBuckets
+}
+
+// CanConnect reports, before a transport is set up, whether user may open
+// one more realtime connection on this node: the rule Connect enforces.
+func (ch *Chat) CanConnect(user string) error {
+	if max := ch.maxConnsPerUser; max > 0 && len(ch.hub.UserClients(user)) >= max {
+		return fmt.Errorf("%w: at most %d", ErrTooManyConnections, max)
+	}
+	return nil
+}
+
+// Connect registers a realtime client of p writing through t (lease is
+// its per-address connection lease from Sessions.AdmitConn, or ""), and
+// sends it hello and the notices it has not seen. It returns
+// ErrTooManyConnections when the user has MaxConnsPerUser clients on this
+// node already, ErrDraining while the node shuts down.
+func (ch *Chat) Connect(p Principal, lease string, t Transport) (*Client, error) {
+	select {
+	case <-ch.draining:
+		return nil, ErrDraining
+	default:
+	}
+	c := newClient(ch.env, t, p, ch.attachID("ws"))
+	c.lease = lease
+	if !ch.hub.addUser(c, ch.maxConnsPerUser) {
+		c.ping.Stop()
+		return nil, ErrTooManyConnections
+	}
+	ch.env.m.open.Inc()
+	c.SendJSON(map[string]string{"type": "hello", "user": p.User, "node": ch.node, "motd": ch.settings.String(settingMOTD)})
+	ch.env.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
+	ch.env.run(func(ctx context.Context) { ch.notices.deliverUnseen(ctx, c) })
+	return c, nil
+}
+
+// attachID is a fresh attachment id: unique per node run.
+func (ch *Chat) attachID(kind string) string {
+	return kind + ":" + ch.node + ":" + ch.runID + ":" + strconv.FormatUint(ch.seq.Add(1), 36)
+}
+
+// Disconnect forgets a client whose connection ended: it leaves the hub and
+// detaches from each room it was in. Only the client's own attachment goes:
+// the seat stays while the user has another connection or REST session in
+// the room, on this node or any other.
+func (ch *Chat) Disconnect(ctx context.Context, c *Client) {
+	c.Close(CloseNormal, "")
+	if !ch.hub.removeUser(c) {
+		return // disconnected already
+	}
+	ch.env.m.open.Dec()
+	for _, room := range c.roomList() {
+		ch.hub.removeFromRoom(room, c)
+		ch.detach(ctx, room, c)
+	}
+	ch.touchUser(ctx, c.p.User)
+	if ch.releaseLease != nil {
+		ch.releaseLease(ctx, c.p.Addr, c.lease)
+	}
+}
+
+func (ch *Chat) detach(ctx context.Context, room string, c *Client) {
+	freed, err := ch.rooms.Detach(ctx, room, c.p.User, c.id)
+	if err != nil && !errors.Is(err, rooms.ErrNotSeated) && !errors.Is(err, rooms.ErrUnknownRoom) {
+		ch.log.Debug("detach", "room", room, "user", c.p.User, "err", err)
+		return
+	}
+	if freed {
+		ch.marks.room(room, dirty.Of(dirty.Rooms))
+	}
+}
+
+// Join seats the client's user in lobby (or answers the room it holds
+// there), makes this connection an attachment of the seat, and replays the
+// latest messages before going live.
+func (ch *Chat) Join(ctx context.Context, c *Client, lobby string) error {
+	room, err := ch.join(ctx, c.p, lobby, rooms.Attach{ID: c.id})
+	if err != nil {
+		return err
+	}
+	return ch.enter(ctx, c, room, "")
+}
+
+// join is the one seat claim of WebSocket and REST joins: the caps
+// (seats per user, new lobbies per user per minute), then rooms.Join.
+func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.Attach) (rooms.Room, error) {
+	if err := names.Lobby(lobby); err != nil {
+		return rooms.Room{}, err
+	}
+	if err := ch.caps.allowLobby(ctx, ch, p.User, lobby); err != nil {
+		return rooms.Room{}, err
+	}
+	room, err := ch.rooms.Join(ctx, lobby, p.User, att)
+	if err != nil {
+		return rooms.Room{}, err
+	}
+	ch.marks.room(room.ID, dirty.Of(dirty.Rooms))
+	return room, nil
+}
+
+// Resume takes the client back into room after a disconnect: the seat is
+// kept or taken back (if it lapsed and a seat is free) with this
+// connection attached, and everything after the message id after is
+// replayed (up to ResumeMax), page by page as the client reads, then live.
+// after may be "" (the latest messages, like a join) or a message id in
+// either form. It validates before any side effect.
+func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error {
+	if after != "" {
+		id, err := rooms.NormalizeID(after)
+		if err != nil {
+			return err
+		}
+		after = id
+	}
+	lobby, _, err := rooms.ParseRoom(room)
+	if err != nil {
+		return err
+	}
+	if err := ch.caps.allowSeat(ctx, ch, c.p.User, lobby); err != nil {
+		return err
+	}
+	r, err := ch.rooms.Reclaim(ctx, room, c.p.User, rooms.Attach{ID: c.id})
+	if err != nil {
+		return err
+	}
+	ch.marks.room(room, dirty.Of(dirty.Rooms))
+	if c.InRoom(room) {
+		if after == "" {
+			c.SendJSON(map[string]any{"type": "joined", "room": r})
+			return nil
+		}
+		ch.hub.removeFromRoom(room, c)
+		c.dropFeed(room)
+	}
+	return ch.enter(ctx, c, r, after)
+}
+
+// enter subscribes c to the room, says joined, then replays history from
+// after ("" = the latest JoinHistory) and goes live: no gap, no duplicate.
+func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after string) error {
+	c.fmu.Lock()
+	if c.feeds[room.ID] != nil {
+		c.fmu.Unlock()
+		c.SendJSON(map[string]any{"type": "joined", "room": room})
+		return nil // already in: a repeated join answers with the same room
+	}
+	f := NewFeed(after, func(_ string, frame []byte) { c.Send(frame) })
+	c.feeds[room.ID] = f
+	c.fmu.Unlock()
+	if err := ch.hub.addToRoom(ctx, room.ID, c, f); err != nil {
+		c.dropFeed(room.ID)
+		return err
+	}
+	// Other nodes learn the user is here before the client hears it joined.
+	ch.touchUser(ctx, c.p.User)
+	c.SendJSON(map[string]any{"type": "joined", "room": room})
+	read := ch.reader(room.ID)
+	err := f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
+	if errors.Is(err, rooms.ErrResumeGap) {
+		c.SendError(string(errcode.ResumeGap), "the message to resume after is no longer in the history; showing the latest messages", room.ID, "")
+		f.Rewind()
+		err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
+	}
+	if err != nil {
+		ch.hub.removeFromRoom(room.ID, c)
+		c.dropFeed(room.ID)
+		return err
+	}
+	return nil
+}
+
+// reader reads a room's history for feeds and polls.
+func (ch *Chat) reader(room string) ReadFunc {
+	return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
+		return ch.rooms.History(ctx, room, after, limit)
+	}
+}
+
+// Leave frees the user's seat in room (an explicit leave ends the seat for
+// all the user's connections) and takes the client out of it.
+func (ch *Chat) Leave(ctx context.Context, c *Client, room string) error {
+	if err := ch.leave(ctx, c.p, room); err != nil {
+		return err
+	}
+	ch.leftRoom(c.p.User, room, c)
+	ch.touchUser(ctx, c.p.User)
+	return nil
+}
+
+func (ch *Chat) leave(ctx context.Context, p Principal, room string) error {
+	if _, _, err := rooms.ParseRoom(room); err != nil {
+		return err
+	}
+	if err := ch.rooms.Leave(ctx, room, p.User); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
+		return err
+	}
+	return nil
+}
+
+// leftRoom takes every client of user on this node out of room after an
+// explicit leave (which ends the seat for all of them); each but the one
+// that asked (by) hears "left". REST members are marked.
+func (ch *Chat) leftRoom(user, room string, by *Client) {
+	for _, c := range ch.hub.UserClients(user) {
+		if !c.InRoom(room) {
+			continue
+		}
+		ch.hub.removeFromRoom(room, c)
+		c.dropFeed(room)
+		if c != by {
+			c.SendJSON(map[string]string{"type": "left", "room": room})
+		}
+	}
+	ch.marks.room(room, dirty.Of(dirty.Rooms))
+}
+
+// Typing relays a typing indicator of the client's user to the room's
+// other members on every node: never stored, at most one per user and room
+// every TypingEvery (more are dropped silently). The client must be in the
+// room.
+func (ch *Chat) Typing(ctx context.Context, c *Client, room string) error {
+	if !c.InRoom(room) {
+		return rooms.ErrNotSeated
+	}
+	return ch.typingOf(ctx, c.p.User, room)
+}
+
+func (ch *Chat) typingOf(ctx context.Context, user, room string) error {
+	if !ch.typing.allow(user+"\x00"+room, ch.now()) {
+		return nil
+	}
+	return ch.rooms.PublishTyping(ctx, room, user)
+}
+
+// TypingREST relays a typing indicator of a REST session's user: the
+// session must be in the room (its poll cursor holds it).
+func (ch *Chat) TypingREST(ctx context.Context, p Principal, room string) error {
+	if err := names.Room(room); err != nil {
+		return err
+	}
+	if !ch.restInRoom(ctx, p, room) {
+		return rooms.ErrNotSeated
+	}
+	return ch.typingOf(ctx, p.User, room)
+}
+
+// Read records that the user has read room up to message id (WebSocket
+// and REST alike).
+func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
+	return ch.rooms.MarkRead(ctx, room, p.User, id)
+}
+
+// JoinREST seats p's user in lobby for a REST session: the session becomes
+// an attachment of the seat and the room joins its poll cursor, starting
+// after the room's newest message, so the next poll of "messages" returns
+// what is sent from now on.
+func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.Room, error) {
+	room, err := ch.join(ctx, p, lobby, restAttach(p.Session))
+	if err != nil {
+		return rooms.Room{}, err
+	}
+	ch.restEnter(ctx, p, room.ID)
+	return room, nil
+}
+
+// restAttach is the attachment of a REST session to its seats.
+func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" + session, REST: true} }
+
+func (ch *Chat) restEnter(ctx context.Context, p Principal, room string) {
+	if _, err := ch.cursors.Open(ctx, p.Session, p.User); err != nil {
+		ch.log.Debug("open session", "err", err)
+		return
+	}
+	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
+	if err == nil && cur[room] != "" {
+		return // already in the room: keep its place
+	}
+	last := "0"
+	if msgs, err := ch.rooms.History(ctx, room, "", 1); err == nil && len(msgs) == 1 {
+		last = msgs[0].ID
+	}
+	if err := ch.cursors.SetCursor(ctx, p.Session, map[string]string{room: last}); err != nil {
+		ch.log.Debug("set cursor", "err", err)
+	}
+	ch.rest.renewed.forget(p.Session)
+}
+
+// restInRoom reports whether a REST session is in room (by its cursor).
+func (ch *Chat) restInRoom(ctx context.Context, p Principal, room string) bool {
+	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
+	return err == nil && cur[room] != ""
+}
+
+// LeaveREST frees p's user's seat in room (an explicit leave) and drops
+// the room from the session's poll.
+func (ch *Chat) LeaveREST(ctx context.Context, p Principal, room string) error {
+	if err := ch.leave(ctx, p, room); err != nil {
+		return err
+	}
+	if err := ch.cursors.DropCursor(ctx, p.Session, room); err != nil {
+		ch.log.Debug("drop cursor", "err", err)
+	}
+	ch.leftRoom(p.User, room, nil)
+	return nil
+}
+
+// History returns up to limit messages of room after the id after ("" =
+// the latest).
+func (ch *Chat) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
+	return ch.rooms.History(ctx, room, after, limit)
+}
+
+// Room returns a room with its live members.
+func (ch *Chat) Room(ctx context.Context, room string) (rooms.Room, error) {
+	return ch.rooms.Room(ctx, room)
+}
+
+// Rooms returns every room of a lobby.
+func (ch *Chat) Rooms(ctx context.Context, lobby string) ([]rooms.Room, error) {
+	return ch.rooms.Rooms(ctx, lobby)
+}
+
+// Lobbies returns the most populated lobbies.
+func (ch *Chat) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error) {
+	return ch.rooms.Lobbies(ctx, limit)
+}
+
+// Presence returns a user's presence.
+func (ch *Chat) Presence(ctx context.Context, user string) (presence.Status, error) {
+	if err := names.User(user); err != nil {
+		return presence.Status{}, err
+	}
+	return ch.presence.Get(ctx, user)
+}
+
+// Unread returns, for each room p's user is seated in (on any node, over
+// WebSocket or REST), the messages after the user's last-read id, capped.
+func (ch *Chat) Unread(ctx context.Context, p Principal) (map[string]int, error) {
+	set := map[string]struct{}{}
+	st, err := ch.presence.Get(ctx, p.User)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range st.Rooms {
+		set[r] = struct{}{}
+	}
+	cur, err := ch.cursors.Cursors(ctx, p.Session)
+	if err != nil {
+		return nil, err
+	}
+	for r := range cur {
+		set[r] = struct{}{}
+	}
+	list := make([]string, 0, len(set))
+	for r := range set {
+		list = append(list, r)
+	}
+	if len(list) == 0 {
+		return map[string]int{}, nil
+	}
+	return ch.rooms.Unread(ctx, p.User, list)
+}
+
+// broadcast queues a frame for every client of this node.
+func (ch *Chat) broadcast(frame []byte) {
+	for _, c := range ch.hub.Clients() {
+		c.Send(frame)
+	}
+}
+
+// closeUser closes user's clients on this node (holder "" = any).
+func (ch *Chat) closeUser(user, holder string, code int, reason string) {
+	for _, c := range ch.hub.UserClients(user) {
+		if holder == "" || c.p.Holder == holder {
+			c.Close(code, reason)
+		}
+	}
+}
+
+// Connections returns the number of user's realtime clients on this node.
+func (ch *Chat) Connections(user string) int { return len(ch.hub.UserClients(user)) }

@@ -1,0 +1,154 @@
+package realtime
+
+import (
+	"context"
+	"strings"
+
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/shop"
+)
+
+// boardStore is what the game use case needs of the leaderboards.
+type boardStore interface {
+	Post(ctx context.Context, board, player string, score ranking.Score, mode ranking.Mode) (ranking.Entry, error)
+	Exists(ctx context.Context, board string) (bool, error)
+	Top(ctx context.Context, board string, limit int) ([]ranking.Entry, error)
+	Get(ctx context.Context, board, player string) (ranking.Entry, error)
+	Around(ctx context.Context, board, player string, radius int) ([]ranking.Entry, error)
+	Range(ctx context.Context, board string, min, max *ranking.Score, limit int) ([]ranking.Entry, error)
+	Ranks(ctx context.Context, board string, players []string) ([]ranking.Entry, error)
+}
+
+// shopStore is what the game use case needs of the shop.
+type shopStore interface {
+	Items(ctx context.Context) ([]shop.Item, error)
+	Stock(ctx context.Context, item string, stock, price int64) error
+	Grant(ctx context.Context, user string, amount int64) (int64, error)
+	Wallet(ctx context.Context, user string) (shop.Wallet, error)
+	Buy(ctx context.Context, user, item string, qty int64, idemKey string) (shop.Wallet, error)
+}
+
+// follower makes a user follow a topic (a board) for its polls.
+type follower interface {
+	Follow(ctx context.Context, topic, user string) error
+}
+
+var (
+	_ boardStore = (*ranking.Service)(nil)
+	_ shopStore  = (*shop.Shop)(nil)
+)
+
+// Game is the game use case: leaderboards, the seen filters and the shop,
+// with their caps (new boards per user and per address, score posts per
+// user) and side effects (a post makes the poster follow the board, and a
+// change marks the board's followers through the ranking hook; a purchase
+// or a grant marks the wallet through the shop hook).
+type Game struct {
+	boards  boardStore
+	shop    shopStore
+	seen    seenFilter
+	follows follower
+	caps    *caps
+	log     interface {
+		Debug(msg string, args ...any)
+	}
+}
+
+// PostScore posts a player's score to a board as p's user. The poster
+// follows the board (its polls then carry the board).
+func (g *Game) PostScore(ctx context.Context, p Principal, board, player string, score ranking.Score, mode ranking.Mode) (ranking.Entry, error) {
+	if err := names.Board(board); err != nil {
+		return ranking.Entry{}, err
+	}
+	if err := names.Player(player); err != nil {
+		return ranking.Entry{}, err // a bad post costs no token
+	}
+	if err := g.caps.allowPost(ctx, p.User); err != nil {
+		return ranking.Entry{}, err
+	}
+	if g.caps.settings.Int(boardCapsOn) > 0 || g.caps.settings.Int(settingNewBoardsPerIP) > 0 {
+		exists, err := g.boards.Exists(ctx, board)
+		if err != nil {
+			return ranking.Entry{}, err
+		}
+		if !exists {
+			if err := g.caps.allowBoard(ctx, p.User, p.Addr); err != nil {
+				return ranking.Entry{}, err
+			}
+		}
+	}
+	// follow first, then post: the mark a changing post makes reaches the
+	// poster's own sessions too
+	if err := g.follows.Follow(ctx, BoardTopic(board), p.User); err != nil {
+		g.log.Debug("follow board", "err", err)
+	}
+	return g.boards.Post(ctx, board, player, score, mode)
+}
+
+// boardOfTopic returns the board of a followed topic.
+func boardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
+
+// Top returns a board's best entries.
+func (g *Game) Top(ctx context.Context, board string, limit int) ([]ranking.Entry, error) {
+	return g.boards.Top(ctx, board, limit)
+}
+
+// Player returns a player's entry on a board.
+func (g *Game) Player(ctx context.Context, board, player string) (ranking.Entry, error) {
+	return g.boards.Get(ctx, board, player)
+}
+
+// Around returns the entries around a player.
+func (g *Game) Around(ctx context.Context, board, player string, radius int) ([]ranking.Entry, error) {
+	return g.boards.Around(ctx, board, player, radius)
+}
+
+// Range returns the entries with scores in [min, max] (nil = open).
+func (g *Game) Range(ctx context.Context, board string, min, max *ranking.Score, limit int) ([]ranking.Entry, error) {
+	return g.boards.Range(ctx, board, min, max, limit)
+}
+
+// Ranks returns the entries of many players, in one pipeline.
+func (g *Game) Ranks(ctx context.Context, board string, players []string) ([]ranking.Entry, error) {
+	return g.boards.Ranks(ctx, board, players)
+}
+
+// MarkSeen marks items seen for p's user.
+func (g *Game) MarkSeen(ctx context.Context, p Principal, items []string) error {
+	return g.seen.Mark(ctx, p.User, items)
+}
+
+// Unseen returns the items p's user has not seen (bloom filter: a seen
+// item is never reported unseen; an unseen one may, rarely, be taken for
+// seen).
+func (g *Game) Unseen(ctx context.Context, p Principal, items []string) ([]string, error) {
+	return g.seen.Unseen(ctx, p.User, items)
+}
+
+// Items returns the shop's items.
+func (g *Game) Items(ctx context.Context) ([]shop.Item, error) { return g.shop.Items(ctx) }
+
+// Stock sets an item's stock and price (admin).
+func (g *Game) Stock(ctx context.Context, item string, stock, price int64) error {
+	return g.shop.Stock(ctx, item, stock, price)
+}
+
+// Grant adds coins to a user's wallet (admin).
+func (g *Game) Grant(ctx context.Context, user string, amount int64) (int64, error) {
+	if err := names.User(user); err != nil {
+		return 0, err
+	}
+	return g.shop.Grant(ctx, user, amount)
+}
+
+// Wallet returns p's user's wallet.
+func (g *Game) Wallet(ctx context.Context, p Principal) (shop.Wallet, error) {
+	return g.shop.Wallet(ctx, p.User)
+}
+
+// Buy buys qty of item for p's user (WATCH/MULTI/EXEC); key is the
+// request's Idempotency-Key ("" = none).
+func (g *Game) Buy(ctx context.Context, p Principal, item string, qty int64, key string) (shop.Wallet, error) {
+	return g.shop.Buy(ctx, p.User, item, qty, key)
+}

@@ -1,0 +1,310 @@
+package realtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/rooms"
+)
+
+// The one send path. A WebSocket client's says and a REST message post go
+// through the same steps: checkSay (text and name, before anything costs a
+// token), the mute check, the local knowledge of an empty say bucket (a
+// refusal without a Redis call), rooms.SendMany (seat check, rate limit,
+// idempotency, XADD and PUBLISH in one script per say, one round trip for
+// the batch), a seat lost by lease taken back while the sender still shows
+// the room, and the REST members' marks for every stored message. A REST
+// post is a batch of one.
+
+// sender is the one who says: a WebSocket client or a REST session. It
+// says whether it still shows room (so a seat lost by lease is taken back)
+// and what attachment holds its seat.
+type sender struct {
+	p      Principal
+	att    rooms.Attach
+	inRoom func(ctx context.Context, room string) bool
+}
+
+// sendResult is the answer to one say.
+type sendResult struct {
+	msg rooms.Message
+	err error
+}
+
+// checkSay checks a chat message against the live settings and the room
+// name; a refusal here costs no rate-limit token.
+func (ch *Chat) checkSay(room, text string) error {
+	if text == "" {
+		return ErrEmptyText
+	}
+	if !utf8.ValidString(text) {
+		return ErrBadUTF8
+	}
+	if max, got := ch.settings.Int(settingMaxLength), utf8.RuneCountInString(text); got > max {
+		return &TooLongError{Max: max, Got: got}
+	}
+	return names.Room(room)
+}
+
+func (ch *Chat) sendOptions() rooms.SendOptions {
+	rate := ch.settings.Float(settingRate)
+	return rooms.SendOptions{Rate: rate, Burst: max(rate, 1)}
+}
+
+// idemKey is the idempotency key of a say: the session and the client's
+// own id of the message (a WebSocket frame's ref, a REST post's
+// Idempotency-Key), hashed to a fixed length and alphabet. The same
+// session re-sending the same id — a reconnect, a retry — is the same
+// message. "" without an id: no dedup.
+func idemKey(session, id string) string {
+	if id == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(id))
+	return session + ":" + hex.EncodeToString(sum[:16])
+}
+
+// send sends reqs of s in order in one round trip and answers each.
+func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult {
+	out := make([]sendResult, len(reqs))
+	if err := ch.mod.checkMuted(ctx, s.p.User); err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	now := ch.now()
+	var batch []rooms.SendRequest
+	var idx []int
+	for i, r := range reqs {
+		if wait := ch.buckets.empty(s.p.User, r.room, now); wait > 0 {
+			out[i].err = &rooms.RateLimitError{RetryAfter: wait}
+			continue
+		}
+		batch = append(batch, rooms.SendRequest{Room: r.room, User: s.p.User, Text: r.text, Key: idemKey(s.p.Session, r.ref)})
+		idx = append(idx, i)
+	}
+	if len(batch) == 0 {
+		return out
+	}
+	opt := ch.sendOptions()
+	replies := ch.rooms.SendMany(ctx, batch, opt)
+	for j, rep := range replies {
+		i, r := idx[j], reqs[idx[j]]
+		res, err := rep.SendResult, rep.Err
+		if errors.Is(err, rooms.ErrNotSeated) && s.inRoom(ctx, r.room) {
+			// The seat went while the sender still shows the room (its
+			// lease ran out during an outage): take it back if it is free,
+			// and send once more.
+			if _, rerr := ch.rooms.Reclaim(ctx, r.room, s.p.User, s.att); rerr == nil {
+				again := ch.rooms.SendMany(ctx, batch[j:j+1], opt)
+				res, err = again[0].SendResult, again[0].Err
+			}
+		}
+		var rl *rooms.RateLimitError
+		if errors.As(err, &rl) {
+			ch.buckets.note(s.p.User, r.room, now, rl.RetryAfter)
+		}
+		// A message is stored when there is no error, and under
+		// message.durability=replica also when no replica acknowledged it:
+		// either way the REST members must see it.
+		if (err == nil || errors.Is(err, rooms.ErrNotReplicated)) && res.HasREST {
+			ch.marks.room(r.room, dirty.Of(dirty.Messages))
+		}
+		out[i] = sendResult{msg: res.Message, err: err}
+	}
+	return out
+}
+
+// Post sends one message of a REST session (POST /rooms/{room}/messages):
+// the same path as a WebSocket say, a batch of one. key is the request's
+// Idempotency-Key ("" = none): the same session posting the same key again
+// gets the first message back and sends nothing.
+func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
+	if err := ch.checkSay(room, text); err != nil {
+		return rooms.Message{}, err
+	}
+	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return ch.restInRoom(ctx, p, room) }}
+	res := ch.send(ctx, s, []sayReq{{room: room, text: text, ref: key}})[0]
+	return res.msg, res.err
+}
+
+// Say queues a say of the client: checked now (a refusal answers at once),
+// sent by the client's say worker in arrival order; the ack (with ref) or
+// the error follows when Redis answered. When the client has
+// maxQueuedSays says (or maxQueuedSayBytes) waiting, Say waits for room:
+// the reader stops reading, and TCP pushes back on the peer. It returns
+// ErrClientClosed when the client closed meanwhile (queued says are then
+// dropped, never sent).
+func (ch *Chat) Say(c *Client, room, text, ref string) error {
+	if err := ch.checkSay(room, text); err != nil {
+		return err
+	}
+	q := &c.says
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for !q.dropped && len(q.pending) > 0 &&
+		(len(q.pending) >= maxQueuedSays || q.bytes+len(text) > maxQueuedSayBytes) {
+		ch.env.m.sayWaits.Inc()
+		q.space.Wait()
+	}
+	if q.dropped {
+		return ErrClientClosed
+	}
+	q.pending = append(q.pending, sayReq{room, text, ref})
+	q.bytes += len(text)
+	if !q.running {
+		q.running = true
+		if !ch.env.run(func(ctx context.Context) { ch.sayWorker(ctx, c) }) {
+			q.running, q.pending, q.bytes = false, nil, 0
+			return ErrDraining
+		}
+	}
+	return nil
+}
+
+// Flush waits until the client's queued says are answered (or dropped).
+func (ch *Chat) Flush(c *Client) {
+	q := &c.says
+	q.mu.Lock()
+	for q.running && !q.dropped {
+		q.space.Wait()
+	}
+	q.mu.Unlock()
+}
+
+// maxSayBatch bounds the says of one client sent in one pipeline.
+const maxSayBatch = 64
+
+func (ch *Chat) sayWorker(ctx context.Context, c *Client) {
+	q := &c.says
+	s := sender{p: c.p, att: rooms.Attach{ID: c.id}, inRoom: func(_ context.Context, room string) bool { return c.InRoom(room) }}
+	for {
+		q.mu.Lock()
+		if q.dropped || len(q.pending) == 0 {
+			q.running = false
+			q.space.Broadcast()
+			q.mu.Unlock()
+			return
+		}
+		k := min(len(q.pending), maxSayBatch)
+		batch := append([]sayReq(nil), q.pending[:k]...)
+		q.pending = q.pending[k:]
+		for _, r := range batch {
+			q.bytes -= len(r.text)
+		}
+		q.space.Broadcast()
+		q.mu.Unlock()
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res := ch.send(sctx, s, batch)
+		cancel()
+		for i, r := range batch {
+			if res[i].err != nil {
+				ch.Refuse(c, res[i].err, r.room, r.ref)
+				continue
+			}
+			if r.ref != "" {
+				c.SendJSON(map[string]string{"type": "ack", "ref": r.ref, "id": res[i].msg.ID, "room": r.room})
+			}
+		}
+	}
+}
+
+// Refuse sends err to the client as an error event naming the room and ref
+// of the frame that caused it. A client with AbuseLimit frames refused as
+// rate limited within AbuseWindow is closed (1008), whatever it sent in
+// between.
+func (ch *Chat) Refuse(c *Client, err error, room, ref string) {
+	if names.Room(room) != nil {
+		room = "" // name only a room that can exist (the message quotes what was sent)
+	}
+	code := errcode.Of(err)
+	if code == errcode.Internal || errcode.Unavailable(err) {
+		ch.log.Warn("websocket frame failed", "user", c.p.User, "room", room, "code", code, "err", err)
+	}
+	c.SendError(string(code), errcode.Message(err), room, ref)
+	if code == errcode.RateLimited && c.refused(ch.now()) {
+		ch.env.m.floodCloses.Inc()
+		c.Close(ClosePolicy, "too many refused frames")
+	}
+}
+
+// emptyBuckets is this node's knowledge of empty say buckets: after Redis
+// refused a say as rate limited, the sender's bucket in that lobby holds no
+// token until the refusal's retry time, so a say meanwhile is refused here
+// without a Redis call. Another node may have taken tokens too, so this
+// only ever refuses what Redis would refuse.
+type emptyBuckets struct {
+	mu    sync.Mutex
+	until map[string]time.Time // user \x00 lobby → when a token is back
+}
+
+const maxEmptyBuckets = 100_000
+
+func bucketKey(user, room string) string {
+	lobby, _, err := rooms.ParseRoom(room)
+	if err != nil {
+		lobby = room
+	}
+	return user + "\x00" + lobby
+}
+
+// empty returns how long the bucket of user in room's lobby stays empty,
+// or 0 when a say may pass.
+func (b *emptyBuckets) empty(user, room string, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.until[bucketKey(user, room)]
+	if !ok || !now.Before(t) {
+		return 0
+	}
+	return t.Sub(now)
+}
+
+// note records a refusal of Redis with its retry time.
+func (b *emptyBuckets) note(user, room string, now time.Time, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.until == nil || len(b.until) >= maxEmptyBuckets {
+		b.until = map[string]time.Time{} // bounded: start over
+	}
+	b.until[bucketKey(user, room)] = now.Add(wait)
+}
+
+// TypingEvery is the least time between two relayed typing events of one
+// user in one room.
+const TypingEvery = 2 * time.Second
+
+// throttle lets one event per key through every TypingEvery.
+type throttle struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (t *throttle) allow(key string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[string]time.Time{}
+	}
+	if last, ok := t.last[key]; ok && now.Sub(last) < TypingEvery {
+		return false
+	}
+	if len(t.last) > 100_000 {
+		for k, v := range t.last {
+			if now.Sub(v) >= TypingEvery {
+				delete(t.last, k)
+			}
+		}
+	}
+	t.last[key] = now
+	return true
+}

@@ -1,0 +1,204 @@
+package realtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/chatd/chatd/identity"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/settings"
+)
+
+// nameClaims is what the sessions use case needs of the guest-name
+// registry.
+type nameClaims interface {
+	nameKeeper
+	Claim(ctx context.Context, name, holder string) error
+	Release(ctx context.Context, name, holder string) error
+	TTL() time.Duration
+}
+
+// connLeases counts realtime connections per client address across nodes.
+type connLeases interface {
+	Admit(ctx context.Context, addr, connID string, max int) (ok bool, err error)
+	Renew(ctx context.Context, conns []identity.Conn) error
+	Release(ctx context.Context, addr, connID string) error
+	Lease() time.Duration
+}
+
+var (
+	_ nameClaims = (*identity.Registry)(nil)
+	_ connLeases = (*identity.Conns)(nil)
+)
+
+// Sessions is the identity use case: guest sign-in and sign-out, the check
+// every request and connection of a session passes (not banned, a guest
+// still holding its name), and the per-address and per-node connection
+// caps of realtime connections.
+type Sessions struct {
+	names    nameClaims
+	conns    connLeases
+	mod      *modGuard
+	caps     *caps
+	chat     *Chat
+	settings liveSettings
+	hub      *Hub
+	runID    string
+	log      *slog.Logger
+}
+
+// SignIn signs a guest in as name from client address addr and returns the
+// holder id the new session's token must carry. A free name is claimed for
+// a new holder; a name in use answers ErrNameTaken, unless prev is a live
+// session of that same guest (a second device or tab: the new session
+// joins the holder). Sessions per client address per minute are capped.
+func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principal) (holder string, err error) {
+	if err := names.User(name); err != nil {
+		return "", err
+	}
+	if err := s.caps.allowSession(ctx, addr); err != nil {
+		return "", err
+	}
+	if err := s.mod.checkBanned(ctx, name); err != nil {
+		return "", err
+	}
+	if prev != nil && prev.User == name && prev.Holder != "" {
+		if err := s.Admit(ctx, *prev); err != nil {
+			return "", err
+		}
+		return prev.Holder, nil
+	}
+	holder, err = randomID()
+	if err != nil {
+		return "", err
+	}
+	if err := s.names.Claim(ctx, name, holder); err != nil {
+		if errors.Is(err, identity.ErrNameTaken) {
+			return "", fmt.Errorf("%w: the name %q is in use by another guest; pick another, or wait until that guest signs out or is idle for %s",
+				ErrNameTaken, name, humanDuration(s.names.TTL()))
+		}
+		return "", err
+	}
+	return holder, nil
+}
+
+// SignOut ends a guest session everywhere: the name is free again at once,
+// and the guest's connections close (4000).
+func (s *Sessions) SignOut(ctx context.Context, p Principal) error {
+	if p.Holder != "" {
+		if err := s.names.Release(ctx, p.User, p.Holder); err != nil && !errors.Is(err, identity.ErrNotHolder) {
+			return err
+		}
+	}
+	s.chat.closeUser(p.User, p.Holder, CloseSessionEnded, "signed out")
+	return nil
+}
+
+// Admit checks a verified session: the user is not banned, and a guest's
+// name is still held by its holder (renewing the claim: activity keeps a
+// guest name). Both answers come from caches most of the time.
+func (s *Sessions) Admit(ctx context.Context, p Principal) error {
+	if err := s.mod.checkBanned(ctx, p.User); err != nil {
+		return err
+	}
+	if p.Holder == "" {
+		return nil // a token of the operator's login service
+	}
+	if err := s.names.Touch(ctx, p.User, p.Holder); err != nil {
+		if errors.Is(err, identity.ErrNotHolder) {
+			return ErrSessionEnded
+		}
+		return err
+	}
+	return nil
+}
+
+// AdmitConn counts a new realtime connection from addr against
+// limit.connections_per_ip across all nodes and limit.connections_per_node
+// here, and returns its lease id, or ErrTooManyFromAddr / ErrNodeFull. Give
+// the id to Chat.Connect; Chat.Disconnect releases it (ReleaseConn, if the
+// connection does not open). A Redis error admits (the cap is a guard, not
+// a dependency): the id is then "".
+func (s *Sessions) AdmitConn(ctx context.Context, addr string) (string, error) {
+	if max := s.settings.Int(settings.ConnectionsPerNode); max > 0 && s.hub.Count() >= max {
+		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", ErrNodeFull, max)
+	}
+	id := "c-" + s.runID + "-" + strconv.FormatUint(s.chat.seq.Add(1), 36)
+	max := s.settings.Int(settings.ConnectionsPerIP)
+	ok, err := s.conns.Admit(ctx, addr, id, max)
+	if err != nil {
+		s.log.Debug("admit connection", "addr", addr, "err", err)
+		return "", nil
+	}
+	if !ok {
+		return "", fmt.Errorf("%w: at most %d open connections from one address across all nodes", ErrTooManyFromAddr, max)
+	}
+	return id, nil
+}
+
+// ReleaseConn gives back a connection lease of addr.
+func (s *Sessions) ReleaseConn(ctx context.Context, addr, id string) {
+	if id == "" {
+		return
+	}
+	if err := s.conns.Release(ctx, addr, id); err != nil {
+		s.log.Debug("release connection", "addr", addr, "err", err)
+	}
+}
+
+// start starts the renewal of this node's connection leases.
+func (s *Sessions) start(g *group, now func() time.Time) {
+	g.Go(func(ctx context.Context) {
+		every(ctx, now, func() time.Duration { return s.conns.Lease() / 3 }, s.renewConns)
+	})
+}
+
+// renewConns renews the per-address connection leases of this node's
+// clients, in one pipeline.
+func (s *Sessions) renewConns(ctx context.Context) {
+	var cs []identity.Conn
+	for _, c := range s.hub.Clients() {
+		if c.lease != "" {
+			cs = append(cs, identity.Conn{Addr: c.p.Addr, ID: c.lease})
+		}
+	}
+	if len(cs) == 0 {
+		return
+	}
+	if err := s.conns.Renew(ctx, cs); err != nil {
+		s.log.Debug("renew connection leases", "err", err)
+	}
+}
+
+// randomID is a fresh 96-bit id, hex-encoded.
+func randomID() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// humanDuration writes d for people: "30 minutes", "2 hours", "45 seconds".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int(d.Round(time.Second)/time.Second), "second")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}
