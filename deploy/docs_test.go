@@ -235,44 +235,40 @@ func TestDocsSharedShapesAgree(t *testing.T) {
 	}
 }
 
-// codeRes find the error codes the server sends in its source: errf(status,
-// "code", …), mapping{err, status, "code"}, the rows {err, http.StatusX,
-// "code"} of web's errorTable, SendError("code", …) and "code": "…" in maps.
-var codeRes = []*regexp.Regexp{
-	regexp.MustCompile(`errf\(\s*[^,()]+,\s*"([a-z_]+)"`),
-	regexp.MustCompile(`mapping\{[^{}]*,\s*"([a-z_]+)"\}`),
-	regexp.MustCompile(`\{[\w.]+,\s*http\.\w+,\s*"([a-z_]+)"\}`), // a row of web's errorTable
-	regexp.MustCompile(`SendError\(\s*"([a-z_]+)"`),
-	regexp.MustCompile(`"code":\s*"([a-z_]+)"`),
+// errcodeRe is a Code constant of package errcode: `Name Code = "code"`.
+var errcodeRe = regexp.MustCompile(`(?m)^\s*(\w+)\s+Code\s*=\s*"([a-z_]+)"`)
+
+// errorCodes returns the codes package errcode defines, by constant name:
+// every code a client can see is defined there, once.
+func errorCodes(t *testing.T) map[string]string {
+	t.Helper()
+	p, err := os.ReadFile(filepath.Join("..", "errcode", "errcode.go"))
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, m := range errcodeRe.FindAllStringSubmatch(string(p), -1) {
+		out[m[1]] = m[2]
+	}
+	require.Greater(t, len(out), 30, "found only %v: has errcode's syntax changed?", out)
+	return out
 }
 
 // commentRe is a whole-line Go or nginx comment (the error shape is
 // quoted in comments with a placeholder code).
 var commentRe = regexp.MustCompile(`(?m)^\s*(//|#).*$`)
 
+// TestDocsErrorCodes: the codes of package errcode, the codes the bundled
+// nginx sends itself, openapi.json's ErrorCode enum and PROTOCOL.md's
+// error table are the same set.
 func TestDocsErrorCodes(t *testing.T) {
-	var files []string
-	for _, dir := range []string{"web", "realtime"} {
-		fs, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
-		require.NoError(t, err)
-		files = append(files, fs...)
-	}
-	files = append(files, "nginx.conf")
 	sent := map[string]string{}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		p, err := os.ReadFile(f)
-		require.NoError(t, err)
-		src := commentRe.ReplaceAllString(string(p), "")
-		for _, re := range codeRes {
-			for _, m := range re.FindAllStringSubmatch(src, -1) {
-				sent[m[1]] = f
-			}
-		}
+	for name, code := range errorCodes(t) {
+		sent[code] = "errcode." + name
 	}
-	require.Greater(t, len(sent), 15, "found only %v: has the error table's syntax changed?", sent)
+	p, err := os.ReadFile("nginx.conf")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile(`"code":\s*"([a-z_]+)"`).FindAllStringSubmatch(commentRe.ReplaceAllString(string(p), ""), -1) {
+		sent[m[1]] = "nginx.conf"
+	}
 
 	api := readJSONDoc(t, "openapi.json")
 	e, err := resolvePointer(api, "#/components/schemas/ErrorCode/enum")
@@ -288,17 +284,17 @@ func TestDocsErrorCodes(t *testing.T) {
 		table[m[1]] = true
 	}
 	for code, where := range sent {
-		assert.True(t, enum[code], "%s sends %q, which openapi.json's ErrorCode does not list", where, code)
-		assert.True(t, table[code], "%s sends %q, which PROTOCOL.md's error table does not list", where, code)
+		assert.True(t, enum[code], "%s defines %q, which openapi.json's ErrorCode does not list", where, code)
+		assert.True(t, table[code], "%s defines %q, which PROTOCOL.md's error table does not list", where, code)
 	}
 	for code := range enum {
 		assert.True(t, table[code], "openapi.json lists %q, PROTOCOL.md's error table does not", code)
 		_, isSent := sent[code]
-		assert.True(t, isSent, "openapi.json lists %q, which nothing in web/, realtime/ or nginx.conf sends: stale?", code)
+		assert.True(t, isSent, "openapi.json lists %q, which neither errcode nor nginx.conf defines: stale?", code)
 	}
 }
 
-// httpStatus maps the net/http constants the error table uses to their
+// httpStatus maps the net/http constants the status table uses to their
 // numbers; a new one fails the test until it is added here.
 var httpStatus = map[string]int{
 	"StatusBadRequest": 400, "StatusUnauthorized": 401, "StatusForbidden": 403, "StatusNotFound": 404,
@@ -308,9 +304,10 @@ var httpStatus = map[string]int{
 	"StatusServiceUnavailable": 503, "StatusGatewayTimeout": 504,
 }
 
-// TestDocsErrorStatuses: for every code web/ sends with a constant status
-// (errf(http.StatusX, "code", …) and the error table's rows), PROTOCOL.md's
-// error table names that status.
+// TestDocsErrorStatuses: every code has a row in web's one status table
+// (statusOf), and PROTOCOL.md's error table names that status; the few
+// answers web gives with a status of their own (426, 431) are documented
+// too.
 func TestDocsErrorStatuses(t *testing.T) {
 	proto, err := os.ReadFile(filepath.Join(docsDir, "PROTOCOL.md"))
 	require.NoError(t, err)
@@ -318,38 +315,43 @@ func TestDocsErrorStatuses(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9, ]+) \\|").FindAllStringSubmatch(string(proto), -1) {
 		documented[m[1]] = m[2]
 	}
-	res := []*regexp.Regexp{
-		regexp.MustCompile(`errf\(\s*http\.(\w+),\s*"([a-z_]+)"`),
-		regexp.MustCompile(`\{[\w.]+,\s*http\.(\w+),\s*"([a-z_]+)"\}`), // a row of errorTable
-		regexp.MustCompile(`Status:\s*http\.(\w+),\s*Code:\s*"([a-z_]+)"`),
+	codes := errorCodes(t)
+	check := func(where, code, constant string) {
+		status, ok := httpStatus[constant]
+		if !assert.True(t, ok, "%s: http.%s is not in httpStatus", where, constant) {
+			return
+		}
+		cell, ok := documented[code]
+		if !assert.True(t, ok, "%s gives %q, which PROTOCOL.md's error table does not list", where, code) {
+			return
+		}
+		assert.Contains(t, strings.Split(strings.ReplaceAll(cell, " ", ""), ","), strconv.Itoa(status),
+			"%s gives %q the status %d; PROTOCOL.md's error table says %s", where, code, status, cell)
 	}
-	files, err := filepath.Glob(filepath.Join("..", "web", "*.go"))
-	require.NoError(t, err)
-	n := 0
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
+	src := sourceOf(t, "web")
+	rows := regexp.MustCompile(`errcode\.(\w+):\s*http\.(\w+),`).FindAllStringSubmatch(src, -1)
+	inTable := map[string]bool{}
+	for _, m := range rows {
+		code, ok := codes[m[1]]
+		if !assert.True(t, ok, "web's status table names errcode.%s, which errcode does not define", m[1]) {
 			continue
 		}
-		p, err := os.ReadFile(f)
-		require.NoError(t, err)
-		src := commentRe.ReplaceAllString(string(p), "")
-		for _, re := range res {
-			for _, m := range re.FindAllStringSubmatch(src, -1) {
-				n++
-				status, ok := httpStatus[m[1]]
-				if !assert.True(t, ok, "%s: http.%s is not in httpStatus", f, m[1]) {
-					continue
-				}
-				cell, ok := documented[m[2]]
-				if !assert.True(t, ok, "%s sends %q, which PROTOCOL.md's error table does not list", f, m[2]) {
-					continue
-				}
-				assert.Contains(t, strings.Split(strings.ReplaceAll(cell, " ", ""), ","), strconv.Itoa(status),
-					"%s sends %q with %d; PROTOCOL.md's error table says %s", f, m[2], status, cell)
-			}
-		}
+		inTable[code] = true
+		check("web's status table", code, m[2])
 	}
-	require.Greater(t, n, 30, "found only %d codes with a constant status: has the syntax changed?", n)
+	for name, code := range codes {
+		assert.True(t, inTable[code], "errcode.%s (%q) has no status in web's status table", name, code)
+	}
+	own := regexp.MustCompile(`Status:\s*http\.(\w+),\s*Code:\s*string\(errcode\.(\w+)\)`).FindAllStringSubmatch(src, -1)
+	for _, m := range own {
+		check("web", codes[m[2]], m[1])
+	}
+	own2 := regexp.MustCompile(`e\(http\.(\w+),\s*errcode\.(\w+),`).FindAllStringSubmatch(src, -1)
+	for _, m := range own2 {
+		check("web's Fiber errors", codes[m[2]], m[1])
+	}
+	require.NotEmpty(t, own, "the 426 of GET /ws without an upgrade is not found: has the syntax changed?")
+	require.GreaterOrEqual(t, len(own2), 3, "Fiber's own errors are not found: has the syntax changed?")
 }
 
 // sourceOf reads the non-test Go files of dir with whole-line comments removed.

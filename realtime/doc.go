@@ -1,53 +1,91 @@
-// Package realtime is chatd's transport-free core, on the centrifuge
-// pattern: a Node decides every join, say, leave, resume, disconnect and
-// poll; a Hub is the one registry of the node's clients, by room and by
-// user; a Client owns its send queue and its per-room feeds and writes
-// through a small Transport (the WebSocket in package web, anything in
-// tests). It owns no Redis keys of its own: it wires the domain packages
-// (rooms, presence, dirty, ranking, shop, seen, notices, identity,
-// moderation, settings) together and to the node's one pub/sub bridge
-// (internal/bus).
+// Package realtime is chatd's transport-free core, shaped after
+// centrifugal/centrifuge (Node, Hub, Client, a test transport) and
+// hibiken/asynq (components started and stopped in order). It owns no
+// Redis keys of its own: it wires the domain packages (rooms, presence,
+// dirty, ranking, shop, seen, notices, identity, moderation, settings) to
+// each other and to the node's one pub/sub bridge (internal/bus), and it
+// holds every rule about what a frame or a request does.
+//
+// # Shape
+//
+//   - Node only wires and runs the lifecycle. New builds the domain
+//     services, the Hub and six use cases; Start starts the components in
+//     order (bus, settings, dirty tracker, subscriptions, loops); Shutdown
+//     drains the clients (1012), then stops the components in reverse
+//     order and waits for every goroutine they own (group).
+//   - The use cases are what a transport calls, each with the narrow
+//     interfaces it needs of the domain packages and the side effects it
+//     owns: Chat (join, say, leave, resume, typing, read marks, for
+//     WebSocket clients and REST sessions alike, and the chat reads),
+//     Polls (the REST poll), Game (leaderboards, seen, shop), Sessions
+//     (guest sign-in and sign-out, the per-request admission, connection
+//     caps), Moderation, Admin (settings, notices, stats). A REST write
+//     marks the dirty bits it must; a mute drops the cached status; nothing
+//     is left for the transport to remember.
+//   - Hub is the one registry of the node's clients, by room and by user,
+//     with no pointer back to the Node: what it needs (subscribe, history,
+//     owned goroutines) it gets at construction. Client is one connection's
+//     state — its send queue, its per-room feeds, its queued says, its
+//     refusal count — and writes through a small Transport (the WebSocket
+//     in package web, a fake in this package's tests); it holds no rule.
+//   - Errors carry their documented code (package errcode); the transport
+//     maps codes to statuses in one table.
 //
 // # What it shows, and why the naive versions fail
+//
+// One rule per thing. A REST post and a WebSocket say take the same send
+// path (Chat.send: a REST post is a batch of one), so a seat lost by lease
+// is taken back for both, the mute check, the local rate knowledge and the
+// REST members' marks apply to both. The Feed and the REST poll read
+// history with one catch-up rule (readFrom). A cap is written once (caps).
+// The naive split — a send path per transport — drifted: the reclaim
+// existed only on the WebSocket one.
 //
 // Fan-out: a room's channel is subscribed while the node has a member
 // there; each event is encoded once (by the send script) and its bytes are
 // shared by every member's queue. A Client's writer takes everything queued
 // and hands it to the Transport in one call, which writes it in one system
-// call with one deadline. The naive writer — one WriteMessage, one write
-// and one SetWriteDeadline per event per client — spent two thirds of a
-// loaded node's CPU in those system calls.
+// call with one deadline. The naive writer — one write and one deadline per
+// event per client — spent two thirds of a loaded node's CPU in syscalls.
 //
 // Flow control: a queue is bounded in bytes and by its writer's progress:
 // a client is "too slow" (close 1013) when its writer has made no progress
 // for 5 s with more than 1 MiB queued, or when 16 MiB are queued at all.
-// The naive bound, a count of queued frames checked at each enqueue, closed
-// healthy clients after any burst larger than the count: a pub/sub backlog
-// after a paused process, a large replay, a gap fill. Replays and catch-ups
-// go page by page, each page after the client's writer has drained.
+// The naive bound, a count of queued frames, closed healthy clients after
+// any burst. Replays go page by page, each after the writer drained.
+//
+// Bounded work per client: a connection's says wait for Redis in a queue
+// bounded by count and bytes; when it is full the reader stops reading
+// (TCP pushes back on the peer), and when the client closes, the says it
+// never got an answer for are dropped, not sent. The naive unbounded queue
+// let one client, during a Redis pause, grow a node by 170 MB and send all
+// of it to Redis after the client had gone. Refusals for rate limiting are
+// counted in a time window (AbuseLimit in AbuseWindow closes with 1008),
+// and while this node knows a sender's bucket is empty it refuses without
+// a Redis call; counting "refusals in a row" let a ping every 19th frame
+// dodge the close, each refusal costing a script call.
+//
+// Idempotent says: a say carries the session and the client's own id of
+// it (the frame's ref, the post's Idempotency-Key), which the send script
+// checks and records with the write; a Redis client retry after a timeout,
+// or a client re-sending after a reconnect, gets the original message, and
+// nothing is stored or delivered twice.
 //
 // Feed: "catch up from history, hold live messages, then go live" is one
-// type, used by join, resume and the node's gap fill after the bus
-// reconnects. Reading history and then subscribing loses what is sent in
-// between; subscribing and then reading delivers the overlap twice and lets
-// live messages overtake the history. A Feed holds live messages while it
-// reads, compares ids at the seam, and delivers each id once, in order.
+// type, used by join, resume and the gap fill after the bus reconnects.
+// Reading history and then subscribing loses what is sent in between;
+// subscribing and then reading delivers the overlap twice and lets live
+// messages overtake the history. A Feed holds live messages while it reads,
+// compares ids at the seam, and delivers each id once, in order.
 //
 // Seats held by attachments: a seat belongs to its user; each WebSocket and
 // each REST session in the room is an attachment of it (rooms.Attach).
 // Closing a connection detaches only that connection, so a second tab, the
 // same user's REST session, or the connection that already resumed on
-// another node during a rolling restart keeps the seat. The naive "free the
-// seat when a connection closes" lost seats on every rolling restart and
-// whenever one of a user's connections closed.
+// another node during a rolling restart keeps the seat.
 //
-// Says: one Redis round trip each (seat check, rate limit, XADD and PUBLISH
-// in one script, rooms.Send); a client's says go to Redis in order in one
-// pipeline (rooms.SendMany) from a worker of their own, so the connection's
-// reader never waits for Redis, and acks come back in order.
-//
-// Background work has an owner: the renewal, presence, heartbeat, sweeper
-// and session-sweep loops, the coalesced dirty marks (one mark per key at a
-// time, the rest folded into one rerun) and gap fills all run on the node's
-// run context (goRun); Shutdown cancels it and waits for them.
+// Background work has an owner: the renewal, presence, heartbeat, sweeper,
+// session-sweep and connection-lease loops, the coarse clock, the
+// coalesced dirty marks, unsubscribes and gap fills all run in the node's
+// group; Shutdown cancels it and waits for them.
 package realtime

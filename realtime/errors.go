@@ -15,6 +15,9 @@ var (
 	// ErrDraining is returned by Connect and by long polls while the node
 	// shuts down.
 	ErrDraining = errcode.New(errcode.Draining, "realtime: this node is shutting down")
+	// ErrNotReady is returned by Ready while the node's pub/sub connection
+	// is not receiving.
+	ErrNotReady = errcode.New(errcode.RedisUnavailable, "realtime: not ready")
 	// ErrTooManyConnections is returned by Connect when the user has
 	// Config.MaxConnsPerUser clients on this node.
 	ErrTooManyConnections = errcode.New(errcode.RateLimited, "realtime: too many connections for this user on this node")

@@ -55,10 +55,16 @@ type Game struct {
 	}
 }
 
-// PostScore posts a player's score to a board as p's user. The poster
-// follows the board (its polls then carry the board).
-func (g *Game) PostScore(ctx context.Context, p Principal, board, player string, score ranking.Score, mode ranking.Mode) (ranking.Entry, error) {
+// PostScore posts a player's score (a decimal number as the client sent
+// it: ranking.ParseScore) to a board as p's user, in mode "best", "incr" or
+// "set" ("" = best). The poster follows the board (its polls then carry
+// the board).
+func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score, mode string) (ranking.Entry, error) {
 	if err := names.Board(board); err != nil {
+		return ranking.Entry{}, err
+	}
+	sc, err := ranking.ParseScore(score)
+	if err != nil {
 		return ranking.Entry{}, err
 	}
 	if err := names.Player(player); err != nil {
@@ -83,7 +89,7 @@ func (g *Game) PostScore(ctx context.Context, p Principal, board, player string,
 	if err := g.follows.Follow(ctx, BoardTopic(board), p.User); err != nil {
 		g.log.Debug("follow board", "err", err)
 	}
-	return g.boards.Post(ctx, board, player, score, mode)
+	return g.boards.Post(ctx, board, player, sc, ranking.Mode(mode))
 }
 
 // boardOfTopic returns the board of a followed topic.
@@ -104,9 +110,20 @@ func (g *Game) Around(ctx context.Context, board, player string, radius int) ([]
 	return g.boards.Around(ctx, board, player, radius)
 }
 
-// Range returns the entries with scores in [min, max] (nil = open).
-func (g *Game) Range(ctx context.Context, board string, min, max *ranking.Score, limit int) ([]ranking.Entry, error) {
-	return g.boards.Range(ctx, board, min, max, limit)
+// Range returns the entries with scores in [min, max], each a decimal
+// number or "" for an open end.
+func (g *Game) Range(ctx context.Context, board, min, max string, limit int) ([]ranking.Entry, error) {
+	var bounds [2]*ranking.Score
+	for i, raw := range []string{min, max} {
+		if raw != "" {
+			v, err := ranking.ParseScore(raw)
+			if err != nil {
+				return nil, err
+			}
+			bounds[i] = &v
+		}
+	}
+	return g.boards.Range(ctx, board, bounds[0], bounds[1], limit)
 }
 
 // Ranks returns the entries of many players, in one pipeline.

@@ -14,8 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
@@ -91,8 +93,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("realtime: Config.Redis is required")
 	}
-	if cfg.Node == "" {
-		return nil, errors.New("realtime: Config.Node is required")
+	if cfg.Node == "" || len(cfg.Node) > 64 {
+		return nil, errors.New("realtime: Config.Node is required, at most 64 bytes")
 	}
 	if cfg.MaxConnsPerUser == 0 {
 		cfg.MaxConnsPerUser = 10
@@ -200,8 +202,38 @@ func listed(list, name string) bool {
 	return false
 }
 
-// Ready reports whether the node's pub/sub connection is receiving.
-func (n *Node) Ready() bool { return n.bus.Ready() }
+// Ready reports whether the node can serve: not draining, Redis answers a
+// PING and takes a write (a probe key that expires in 10 s: a Redis out of
+// memory answers PING but refuses writes, so PING alone would call such a
+// node ready), within timeout, and the node's pub/sub connection is
+// receiving (its canary comes back). The error carries its code
+// (draining, redis_unavailable, redis_oom, redis_busy).
+func (n *Node) Ready(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-n.draining:
+		return ErrDraining
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pipe := n.cfg.Redis.Pipeline()
+	ping := pipe.Ping(ctx)
+	probe := pipe.Set(ctx, keyspace.New(n.cfg.Prefix).Key("node", n.cfg.Node, "ready"), n.cfg.Now().UnixMilli(), 10*time.Second)
+	_, _ = pipe.Exec(ctx)
+	if err := ping.Err(); err != nil {
+		if errcode.Of(err) == errcode.Internal {
+			return fmt.Errorf("%w: Redis did not answer PING within %s: %v", ErrNotReady, timeout, err)
+		}
+		return fmt.Errorf("realtime: Redis did not answer PING within %s: %w", timeout, err)
+	}
+	if err := probe.Err(); err != nil {
+		return fmt.Errorf("realtime: Redis refused a write: %w", err)
+	}
+	if !n.bus.Ready() {
+		return fmt.Errorf("%w: this node's pub/sub connection is not receiving yet", ErrNotReady)
+	}
+	return nil
+}
 
 // Draining is closed when Shutdown starts.
 func (n *Node) Draining() <-chan struct{} { return n.draining }

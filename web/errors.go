@@ -119,15 +119,15 @@ func fiberError(fe *fiber.Error) *APIError {
 	}
 	switch fe.Code {
 	case http.StatusNotFound:
-		return e(fe.Code, errcode.NotFound, "no such endpoint; see docs/PROTOCOL.md or GET /api/v1/openapi.json")
+		return e(http.StatusNotFound, errcode.NotFound, "no such endpoint; see docs/PROTOCOL.md or GET /api/v1/openapi.json")
 	case http.StatusMethodNotAllowed:
-		return e(fe.Code, errcode.MethodNotAllowed, "this endpoint does not take that method")
+		return e(http.StatusMethodNotAllowed, errcode.MethodNotAllowed, "this endpoint does not take that method")
 	case http.StatusRequestEntityTooLarge:
-		return e(fe.Code, errcode.TooLarge, "the request body is too large")
+		return e(http.StatusRequestEntityTooLarge, errcode.TooLarge, "the request body is too large")
 	case http.StatusRequestHeaderFieldsTooLarge:
-		return e(fe.Code, errcode.TooLarge, "the request headers are too large")
+		return e(http.StatusRequestHeaderFieldsTooLarge, errcode.TooLarge, "the request headers are too large")
 	case http.StatusRequestTimeout:
-		return e(fe.Code, errcode.Timeout, "the request took too long to arrive")
+		return e(http.StatusRequestTimeout, errcode.Timeout, "the request took too long to arrive")
 	}
 	if fe.Code >= 500 {
 		return e(http.StatusInternalServerError, errcode.Internal, "internal error; it has been logged")

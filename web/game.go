@@ -63,11 +63,7 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 	if req.Score[0] == '"' {
 		return errf(errcode.BadValue, "score must be a JSON number such as 12.5, not a string; got %s", clipText(string(req.Score), 40))
 	}
-	score, err := ranking.ParseScore(string(req.Score))
-	if err != nil {
-		return err
-	}
-	e, err := s.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, score, ranking.Mode(req.Mode))
+	e, err := s.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, string(req.Score), req.Mode)
 	if err != nil {
 		return err
 	}
@@ -99,17 +95,7 @@ func (s *Server) boardRange(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var bounds [2]*ranking.Score
-	for i, name := range []string{"min", "max"} {
-		if raw := c.Query(name); raw != "" {
-			v, err := ranking.ParseScore(raw)
-			if err != nil {
-				return err
-			}
-			bounds[i] = &v
-		}
-	}
-	es, err := s.game.Range(c.UserContext(), c.Params("board"), bounds[0], bounds[1], limit)
+	es, err := s.game.Range(c.UserContext(), c.Params("board"), c.Query("min"), c.Query("max"), limit)
 	if err != nil {
 		return err
 	}

@@ -329,3 +329,33 @@ func (w *wsClient) chat(room string, stop <-chan struct{}) loadResult {
 		}
 	}
 }
+
+// TestARedisOutOfMemoryIs503AndNotReady: a Redis at its maxmemory with
+// noeviction refuses writes with OOM while it still answers PING: writes
+// answer 503 redis_oom (not 500 internal), and /readyz says so too, until
+// memory is there again.
+func TestARedisOutOfMemoryIs503AndNotReady(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	c := newCluster(t, r, 1)
+	n := c.nodes[0]
+	tok := c.session(n, "olga")
+	room := c.join(n, tok, "oom")
+	require.Equal(t, 200, c.do(n, "GET", "/readyz", "", nil, nil))
+
+	ctx := t.Context()
+	require.NoError(t, r.Client.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	require.NoError(t, r.Client.ConfigSet(ctx, "maxmemory", "1").Err()) // below what it uses: every write is OOM
+	t.Cleanup(func() { _ = r.Client.ConfigSet(t.Context(), "maxmemory", "0").Err() })
+
+	st, code := c.status(n, "POST", "/api/v1/rooms/"+room.ID+"/messages", tok, map[string]string{"text": "no room for me"})
+	assert.Equal(t, 503, st)
+	assert.Equal(t, "redis_oom", code)
+	st, code = c.status(n, "GET", "/readyz", "", nil)
+	assert.Equal(t, 503, st)
+	assert.Equal(t, "redis_oom", code, "readiness reflects it: PING alone still answers")
+
+	require.NoError(t, r.Client.ConfigSet(ctx, "maxmemory", "0").Err())
+	require.Equal(t, 200, c.do(n, "GET", "/readyz", "", nil, nil))
+	c.say(n, tok, room.ID, "memory is back")
+}

@@ -31,7 +31,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/errcode"
-	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -109,9 +108,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Node == "" {
 		host, _ := os.Hostname()
 		cfg.Node = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	if err := names.User(cfg.Node); err != nil && len(cfg.Node) > 64 {
-		return nil, fmt.Errorf("web: node id: %w", err)
 	}
 	if len(cfg.Secret) == 0 {
 		cfg.Secret = make([]byte, 32)
@@ -238,18 +234,8 @@ func (s *Server) routes() {
 // readyz is 200 only while Redis answers PING within RedisTimeout and this
 // node's pub/sub connection is receiving (its canary comes back).
 func (s *Server) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RedisTimeout)
-	defer cancel()
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return errf(errcode.RedisUnavailable, "Redis did not answer PING within %s", s.cfg.RedisTimeout)
-	}
-	select {
-	case <-s.node.Draining():
-		return errf(errcode.Draining, "this node is shutting down")
-	default:
-	}
-	if !s.node.Ready() {
-		return errf(errcode.RedisUnavailable, "this node's pub/sub connection is not receiving yet")
+	if err := s.node.Ready(c.UserContext(), s.cfg.RedisTimeout); err != nil {
+		return err
 	}
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
 }

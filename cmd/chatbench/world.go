@@ -244,7 +244,7 @@ func (w *World) startChatd(ctx context.Context, bin string, n int, secret, admin
 	// The generator is one client address opening thousands of sessions
 	// and sockets: lift the per-address caps for the run.
 	api := newAPI(1, admin)
-	for _, key := range []string{"limit.sessions_per_ip_per_minute", "limit.connections_per_ip"} {
+	for _, key := range []string{"limit.sessions_per_ip_per_minute", "limit.connections_per_ip", "limit.new_boards_per_ip_per_minute"} {
 		if _, err := api.SetSetting(ctx, w.Targets[0], key, 0); err != nil && !strings.Contains(err.Error(), "unknown_setting") {
 			return fmt.Errorf("lift %s: %w", key, err) // (an older chatd has no such cap: fine)
 		}

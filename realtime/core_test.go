@@ -1,0 +1,340 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/rooms"
+)
+
+func TestJoinAndSayAcrossTwoNodes(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
+	a, fa := n1.connect(t, "alice")
+	b, fb := n2.connect(t, "bob")
+	room := n1.joinRoom(t, a, fa, "lobby")
+	require.Equal(t, room, n2.joinRoom(t, b, fb, "lobby"), "the second joiner is seated in the same room")
+
+	var acked []string
+	for i := range 20 {
+		acked = append(acked, n1.say(t, a, fa, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+	}
+	fb.wait(t, "20 messages on the other node", func([]map[string]any) bool { return len(fb.messages(room)) >= 20 })
+	assert.Equal(t, acked, fb.messages(room), "every acked message once, in order, on the other node")
+	fa.wait(t, "20 messages back to the sender", func([]map[string]any) bool { return len(fa.messages(room)) >= 20 })
+	assert.Equal(t, acked, fa.messages(room), "and to the sender")
+}
+
+func TestResumeOnAnotherNodeReplaysExactlyWhatWasMissed(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
+	a, fa := n1.connect(t, "alice")
+	b, fb := n1.connect(t, "bob")
+	room := n1.joinRoom(t, a, fa, "resume")
+	n1.joinRoom(t, b, fb, "resume")
+	last := n1.say(t, a, fa, room, "seen by bob", "r0")
+	fb.wait(t, "the first message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
+	n1.Chat.Disconnect(context.Background(), b) // bob's connection drops
+	var missed []string
+	for i := range 7 {
+		missed = append(missed, n1.say(t, a, fa, room, fmt.Sprint("missed ", i), fmt.Sprint("m", i)))
+	}
+	b2, fb2 := n2.connect(t, "bob")
+	require.NoError(t, n2.Chat.Resume(context.Background(), b2, room, last))
+	fb2.wait(t, "the 7 missed", func([]map[string]any) bool { return len(fb2.messages(room)) >= 7 })
+	live := n1.say(t, a, fa, room, "live", "l")
+	fb2.wait(t, "the live one", func([]map[string]any) bool { return len(fb2.messages(room)) >= 8 })
+	assert.Equal(t, append(missed, live), fb2.messages(room), "exactly the missed ones, then live: no gap, no duplicate")
+}
+
+func TestResumeAfterAnIDNoLongerInTheHistoryIsAGap(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n := startNode(t, r, "n1")
+	a, fa := n.connect(t, "alice")
+	room := n.joinRoom(t, a, fa, "gap")
+	id := n.say(t, a, fa, room, "kept", "r")
+	b, fb := n.connect(t, "bob")
+	require.NoError(t, n.Chat.Resume(context.Background(), b, room, "0000000000001-000000"))
+	e := fb.first(t, "error", nil)
+	assert.Equal(t, "resume_gap", e["code"])
+	assert.Equal(t, room, e["room"])
+	fb.wait(t, "the latest messages", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
+	assert.Equal(t, []string{id}, fb.messages(room))
+	assert.Equal(t, errcode.BadRequest, errcode.Of(n.Chat.Resume(context.Background(), b, room, "not-an-id")), "checked before anything")
+}
+
+func TestGapFillAfterThePubSubConnectionIsKilled(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
+	a, fa := n1.connect(t, "alice")
+	b, fb := n2.connect(t, "bob")
+	room := n1.joinRoom(t, a, fa, "fill")
+	n2.joinRoom(t, b, fb, "fill")
+	var sent []string
+	for i := range 5 {
+		sent = append(sent, n1.say(t, a, fa, room, fmt.Sprint("before ", i), fmt.Sprint("b", i)))
+	}
+	fb.wait(t, "the first five", func([]map[string]any) bool { return len(fb.messages(room)) == 5 })
+	// Kill every pub/sub connection (n2's among them), and keep talking
+	// while it comes back: the hub's gap fill must deliver what it missed.
+	require.NoError(t, r.Client.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	for i := range 30 {
+		sent = append(sent, n1.say(t, a, fa, room, fmt.Sprint("during ", i), fmt.Sprint("d", i)))
+	}
+	fb.wait(t, "all 35", func([]map[string]any) bool { return len(fb.messages(room)) >= 35 })
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, sent, fb.messages(room), "every message once, in order, across the reconnect")
+}
+
+func TestASlowClientIsClosedAndTheOthersGetEverything(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n := startNode(t, r, "n1")
+	slow, fs := n.connect(t, "slow")
+	fast, ff := n.connect(t, "fast")
+	fs.block()
+	frame := []byte(`{"type":"notice","id":"x","text":"` + strings.Repeat("x", 64<<10) + `"}`)
+	notices := func(f []map[string]any) int {
+		n := 0
+		for _, m := range f {
+			if m["type"] == "notice" {
+				n++
+			}
+		}
+		return n
+	}
+	count := 0
+	for count*len(frame) <= hardQueueBytes+len(frame) {
+		slow.Send(frame)
+		fast.Send(frame)
+		count++
+		// the reader keeps up (a burst of 16 MiB would close it too: the
+		// hard bound is for queued bytes, whoever queued them)
+		ff.wait(t, "the reader keeps up", func(f []map[string]any) bool { return notices(f) == count })
+	}
+	assert.Equal(t, CloseTryLater, fs.closeCode(t), "the client that does not read is closed with 1013")
+	assert.False(t, fast.Closing(), "the reader is not")
+	fast.Send(frame)
+	ff.wait(t, "one more", func(f []map[string]any) bool { return notices(f) == count+1 })
+}
+
+func TestShutdownClosesWith1012AndFreesTheSeats(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
+	a, fa := n1.connect(t, "alice")
+	room := n1.joinRoom(t, a, fa, "drain")
+	got, err := n2.Chat.Room(context.Background(), room)
+	require.NoError(t, err)
+	require.Equal(t, []string{"alice"}, got.Members)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, n1.Shutdown(ctx))
+	assert.Equal(t, CloseServiceReboot, fa.closeCode(t))
+	got, err = n2.Chat.Room(context.Background(), room)
+	require.NoError(t, err)
+	assert.Empty(t, got.Members, "the drained node freed the seat it alone held")
+	_, err = n1.Chat.Connect(Principal{User: "late", Session: "s"}, "", newFake())
+	assert.ErrorIs(t, err, ErrDraining)
+}
+
+func TestKickAndBanCloseEveryConnectionOfTheUser(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
+	_, fk := n1.connect(t, "kevin")
+	_, fb := n1.connect(t, "bart")
+	require.NoError(t, n2.Moderation.Kick(context.Background(), "kevin", "be nice"))
+	assert.Equal(t, CloseKicked, fk.closeCode(t))
+	fk.mu.Lock()
+	assert.Equal(t, "be nice", fk.reason)
+	fk.mu.Unlock()
+	_, err := n2.Moderation.Ban(context.Background(), "bart", time.Minute, "")
+	require.NoError(t, err)
+	assert.Equal(t, CloseBanned, fb.closeCode(t))
+	assert.ErrorIs(t, n1.Sessions.Admit(context.Background(), Principal{User: "bart", Session: "s"}), ErrBanned)
+}
+
+func TestSignOutClosesTheGuestsConnections(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	holder, err := n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
+	require.NoError(t, err)
+	p := Principal{User: "gus", Session: "s1", Holder: holder}
+	f := newFake()
+	_, err = n.Chat.Connect(p, "", f)
+	require.NoError(t, err)
+	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
+	assert.ErrorIs(t, err, ErrNameTaken, "the name is held")
+	require.NoError(t, n.Sessions.SignOut(ctx, p))
+	assert.Equal(t, CloseSessionEnded, f.closeCode(t))
+	assert.ErrorIs(t, n.Sessions.Admit(ctx, p), ErrSessionEnded)
+	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
+	assert.NoError(t, err, "the name is free again")
+}
+
+func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	_, err := n.Admin.SetSetting(ctx, "rate.messages_per_second", json.RawMessage("10000"))
+	require.NoError(t, err)
+	a, fa := n.connect(t, "alice")
+	room := n.joinRoom(t, a, fa, "flood")
+	n.say(t, a, fa, room, "warm", "w")
+
+	r.Server.Pause(t)
+	var queued atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if err := n.Chat.Say(a, room, strings.Repeat("x", 1500), "f"+strconv.Itoa(i)); err != nil {
+				done <- err
+				return
+			}
+			queued.Add(1)
+		}
+	}()
+	// The reader stops: at most the bound plus the batch in flight.
+	time.Sleep(500 * time.Millisecond)
+	stalled := queued.Load()
+	time.Sleep(500 * time.Millisecond)
+	assert.Equal(t, stalled, queued.Load(), "Say waits once the queue is full")
+	assert.LessOrEqual(t, stalled, int64(maxQueuedSays+maxSayBatch))
+	a.Close(CloseNormal, "")
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ErrClientClosed, "the waiting reader is let go")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Say still waits after the client closed")
+	}
+	r.Server.Resume(t)
+	time.Sleep(time.Second) // the batch in flight lands
+	msgs, err := n.Chat.History(ctx, room, "", 1000)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(msgs), 1+maxSayBatch, "nothing of the dropped queue reached Redis")
+	assert.Less(t, len(msgs), int(stalled)+1)
+}
+
+func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	_, err := n.Admin.SetSetting(ctx, "rate.messages_per_second", json.RawMessage("0.1"))
+	require.NoError(t, err)
+	a, fa := n.connect(t, "alice")
+	room := n.joinRoom(t, a, fa, "flood")
+	n.say(t, a, fa, room, "the one token", "ok")
+	before := evalshaCalls(t, r)
+	require.NoError(t, n.Chat.Say(a, room, "refused by Redis", "first"))
+	fa.first(t, "error", func(m map[string]any) bool { return m["ref"] == "first" })
+	for i := range 3 * AbuseLimit {
+		if n.Chat.Say(a, room, "spam", fmt.Sprint("s", i)) != nil {
+			break
+		}
+		if i%5 == 4 {
+			a.SendJSON(map[string]string{"type": "pong"}) // other traffic between refusals changes nothing
+		}
+	}
+	assert.Equal(t, ClosePolicy, fa.closeCode(t))
+	refused := 0
+	for _, m := range fa.all() {
+		if m["type"] == "error" && m["code"] == "rate_limited" {
+			refused++
+		}
+	}
+	assert.Equal(t, AbuseLimit, refused, "closed at the %d-th refusal in the window", AbuseLimit)
+	// the first refusal cost a send script; the rest none (a few background
+	// scripts — presence, heartbeat — may run meanwhile)
+	assert.LessOrEqual(t, evalshaCalls(t, r)-before, int64(5), "the refusals after the first were made without Redis")
+}
+
+// evalshaCalls is the server's count of EVALSHA calls.
+func evalshaCalls(t testing.TB, r *redistest.Redis) int64 {
+	t.Helper()
+	info, err := r.Client.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func TestARESTPostTakesTheSameSendPath(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	w, fw := n.connect(t, "wendy")
+	room := n.joinRoom(t, w, fw, "rest")
+	p := Principal{User: "rita", Session: "rest-session-1"}
+	joined, err := n.Chat.JoinREST(ctx, p, "rest")
+	require.NoError(t, err)
+	require.Equal(t, room, joined.ID)
+	msg, err := n.Chat.Post(ctx, p, room, "from REST", "")
+	require.NoError(t, err)
+	fw.wait(t, "the REST post", func([]map[string]any) bool { return len(fw.messages(room)) == 1 })
+	assert.Equal(t, []string{msg.ID}, fw.messages(room))
+
+	_, err = n.Chat.Post(ctx, Principal{User: "nobody", Session: "s2"}, room, "x", "")
+	assert.Equal(t, errcode.NotSeated, errcode.Of(err))
+	_, err = n.Chat.Post(ctx, p, room, "", "")
+	assert.ErrorIs(t, err, ErrEmptyText, "checked before Redis")
+
+	res, err := n.Polls.Poll(ctx, p, 0)
+	require.NoError(t, err)
+	assert.Contains(t, res.Dirty, "rooms")
+	require.NoError(t, n.Chat.LeaveREST(ctx, p, room))
+	_, err = n.Chat.Post(ctx, p, room, "after leaving", "")
+	assert.Equal(t, errcode.NotSeated, errcode.Of(err), "a left session does not take its seat back")
+}
+
+func TestAPollSeesWhatWasSentSinceTheJoin(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	p := Principal{User: "polly", Session: "poll-session-1"}
+	joined, err := n.Chat.JoinREST(ctx, p, "poll")
+	require.NoError(t, err)
+	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
+	require.NoError(t, err)
+	w, fw := n.connect(t, "wes")
+	room := n.joinRoom(t, w, fw, "poll")
+	require.Equal(t, joined.ID, room)
+	id := n.say(t, w, fw, room, "for polly", "x")
+	var res PollResult
+	require.Eventually(t, func() bool {
+		res, err = n.Polls.Poll(ctx, p, 0)
+		m, _ := res.Data["messages"].(map[string][]rooms.Message)
+		return err == nil && len(m) > 0
+	}, 10*time.Second, 20*time.Millisecond)
+	msgs := res.Data["messages"].(map[string][]rooms.Message)[room]
+	require.Len(t, msgs, 1)
+	assert.Equal(t, id, msgs[0].ID)
+	res, err = n.Polls.Poll(ctx, p, 0)
+	require.NoError(t, err)
+	assert.Empty(t, res.Dirty, "a clean poll after")
+}
