@@ -23,15 +23,32 @@ import (
 //
 //	sub  the user name (1–32 of [A-Za-z0-9_-])
 //	sid  the session id: one token is one session (its poll cursor and dirty mask)
-//	iss  "chatd"
+//	iss  "chatd", or Config.JWTIssuer when set
+//	aud  Config.JWTAudience, required when set (and any otherwise)
 //	iat, exp  issued-at and expiry (Unix seconds)
 //
 // The signing method is pinned to HS256 when verifying, so a token that says
 // "alg": "none" or an RSA algorithm is refused.
 type tokens struct {
-	secret []byte
-	ttl    time.Duration
-	now    func() time.Time
+	secret   []byte
+	ttl      time.Duration
+	now      func() time.Time
+	issuer   string // "" = "chatd"
+	audience string // "" = not checked
+}
+
+func (t *tokens) aud() jwt.ClaimStrings {
+	if t.audience == "" {
+		return nil
+	}
+	return jwt.ClaimStrings{t.audience}
+}
+
+func (t *tokens) iss() string {
+	if t.issuer == "" {
+		return "chatd"
+	}
+	return t.issuer
 }
 
 // claims are the token claims.
@@ -66,9 +83,10 @@ func (t *tokens) mint(user, holder string) (string, realtime.Principal, error) {
 		Holder:  holder,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   user,
-			Issuer:    "chatd",
+			Issuer:    t.iss(),
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(s.Expires),
+			Audience:  t.aud(),
 		},
 	})
 	signed, err := tok.SignedString(t.secret)
@@ -79,14 +97,18 @@ var errBadToken = errors.New("bad token")
 
 func (t *tokens) verify(raw string) (realtime.Principal, error) {
 	var c claims
-	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.secret, nil },
+	opts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithIssuer("chatd"),
+		jwt.WithIssuer(t.iss()),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithTimeFunc(t.now),
-		jwt.WithLeeway(5*time.Second),
-	)
+		jwt.WithLeeway(5 * time.Second),
+	}
+	if t.audience != "" {
+		opts = append(opts, jwt.WithAudience(t.audience))
+	}
+	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.secret, nil }, opts...)
 	if err != nil {
 		return realtime.Principal{}, fmt.Errorf("%w: %v", errBadToken, err)
 	}

@@ -378,3 +378,34 @@ func (w *wsClient) waitFor(typ, ref string) map[string]any {
 		}
 	}
 }
+
+// TestTokensAudienceAndIssuer: with --jwt-audience set a token must name
+// that audience (any aud was accepted before); with --jwt-issuer set the
+// issuer must be that one; chatd's own tokens carry both.
+func TestTokensAudienceAndIssuer(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	secret := []byte(testSecret)
+	tk := &tokens{secret: secret, ttl: time.Hour, now: func() time.Time { return now }, issuer: "login.example", audience: "chatd-prod"}
+	hs256 := func(c jwt.MapClaims) string { return mintWith(t, jwt.SigningMethodHS256, secret, c) }
+	good := with(with(goodClaims(now), "iss", "login.example"), "aud", "chatd-prod")
+	for why, c := range map[string]jwt.MapClaims{
+		"another audience":         with(good, "aud", "chatd-staging"),
+		"no audience":              with(good, "aud", nil),
+		"the default issuer":       with(good, "iss", "chatd"),
+		"an audience list without": with(good, "aud", []string{"a", "b"}),
+	} {
+		_, err := tk.verify(hs256(c))
+		assert.ErrorIs(t, err, errBadToken, why)
+	}
+	_, err := tk.verify(hs256(good))
+	assert.NoError(t, err, "the configured issuer and audience")
+	_, err = tk.verify(hs256(with(good, "aud", []string{"other", "chatd-prod"})))
+	assert.NoError(t, err, "an audience list that names it")
+	raw, _, err := tk.mint("alice", "")
+	require.NoError(t, err)
+	_, err = tk.verify(raw)
+	assert.NoError(t, err, "chatd's own tokens carry the issuer and audience")
+	plain := &tokens{secret: secret, ttl: time.Hour, now: func() time.Time { return now }}
+	_, err = plain.verify(raw)
+	assert.ErrorIs(t, err, errBadToken, "a node with the default issuer refuses them")
+}

@@ -70,6 +70,12 @@ type Config struct {
 	// guest names, held while in use) or "jwt" (POST /session is off; only
 	// tokens of the operator's login service, signed with Secret).
 	Auth string
+	// JWTIssuer is the "iss" every token must carry (and chatd's own
+	// tokens carry); "" = "chatd".
+	JWTIssuer string
+	// JWTAudience, when set, is an "aud" every token must name (chatd's own
+	// tokens name it); "" = the audience is not checked.
+	JWTAudience string
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
 	// address (per-address caps); empty = trust none.
 	TrustedProxies []*net.IPNet
@@ -147,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("node", cfg.Node),
 		rdb:    cfg.Redis,
-		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now},
+		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience},
 		m:      newHTTPMetrics(cfg.Registry),
 	}
 	node, err := realtime.New(realtime.Config{
