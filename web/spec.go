@@ -9,30 +9,35 @@ import (
 	"github.com/chatd/chatd/docs"
 )
 
-// specETag is the strong ETag of the embedded OpenAPI document: its bytes
-// never change while the process runs.
-var specETag = func() string {
-	sum := sha256.Sum256(docs.OpenAPI)
+// etagOf is the strong ETag of an embedded document: its bytes never
+// change while the process runs.
+func etagOf(b []byte) string {
+	sum := sha256.Sum256(b)
 	return `"` + hex.EncodeToString(sum[:8]) + `"`
-}()
-
-// specRoutes serves the contract: GET /api/v1/openapi.json is
-// docs/openapi.json as embedded in this binary, without a token (it holds
-// no secret and a client generator needs it before it has a session).
-// The document changes only with the binary, so it may be cached for an
-// hour and revalidated with If-None-Match (304, no body).
-func (s *Server) specRoutes(api fiber.Router) {
-	api.Get("/openapi.json", serveSpec)
 }
 
-func serveSpec(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderCacheControl, "public, max-age=3600")
-	c.Set(fiber.HeaderETag, specETag)
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	c.Set(fiber.HeaderAccessControlAllowOrigin, "*")
-	if etagMatch(c.Get(fiber.HeaderIfNoneMatch), specETag) {
-		return c.SendStatus(fiber.StatusNotModified)
+// specRoutes serves the contract: GET /api/v1/openapi.json is
+// docs/openapi.json and GET /api/v1/ws-frames.schema.json is
+// docs/ws-frames.schema.json, as embedded in this binary, without a token
+// (they hold no secret and a client generator needs them before it has a
+// session). A document changes only with the binary, so it may be cached
+// for an hour and revalidated with If-None-Match (304, no body).
+func (s *Server) specRoutes(api fiber.Router) {
+	api.Get("/openapi.json", serveDoc(docs.OpenAPI))
+	api.Get("/ws-frames.schema.json", serveDoc(docs.WSFrames))
+}
+
+func serveDoc(doc []byte) fiber.Handler {
+	etag := etagOf(doc)
+	return func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=3600")
+		c.Set(fiber.HeaderETag, etag)
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+		c.Set(fiber.HeaderAccessControlAllowOrigin, "*")
+		if etagMatch(c.Get(fiber.HeaderIfNoneMatch), etag) {
+			return c.SendStatus(fiber.StatusNotModified)
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
+		return c.Send(doc)
 	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
-	return c.Send(docs.OpenAPI)
 }

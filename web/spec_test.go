@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -456,7 +459,10 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "GET", path: "/readyz", status: 200})
 	c.do(call{method: "GET", path: "/metrics", status: 200})
 	c.do(call{method: "GET", path: "/", status: 200})
+	c.do(call{method: "GET", path: "/admin", status: 200})
+	c.do(call{method: "GET", path: "/api", status: 200})
 	c.do(call{method: "GET", path: "/api/v1/openapi.json", status: 200})
+	c.do(call{method: "GET", path: "/api/v1/ws-frames.schema.json", status: 200})
 	c.do(call{method: "GET", path: "/ws", status: 426, code: "bad_request", invalid: true})
 
 	// guest sessions: a claimed name, a second device, sign-out
@@ -602,4 +608,47 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	}
 	sort.Strings(missing)
 	assert.Empty(t, missing, "operations of docs/openapi.json no request reached")
+}
+
+// TestRoutesAreTheDocumentedOnes: every route the router serves is an
+// operation of docs/openapi.json (the browser client's files by name
+// aside), and every operation is a route; PROTOCOL.md's route tables name
+// every one too.
+func TestRoutesAreTheDocumentedOnes(t *testing.T) {
+	t.Parallel()
+	s := mustSpec(t)
+	cl := newCluster(t, redistest.Real(t), 1)
+	files, err := fs.Sub(staticFiles, "static")
+	require.NoError(t, err)
+	static, err := loadStatic(files)
+	require.NoError(t, err)
+	proto, err := os.ReadFile("../docs/PROTOCOL.md")
+	require.NoError(t, err)
+	param := regexp.MustCompile(`:(\w+)`)
+	routed := map[string]bool{}
+	for _, r := range cl.nodes[0].srv.app.GetRoutes(true) {
+		if r.Method == "HEAD" || r.Method == "TRACE" || r.Method == "CONNECT" || r.Method == "OPTIONS" {
+			continue
+		}
+		path := param.ReplaceAllString(r.Path, "{$1}")
+		if _, isFile := static[r.Path]; isFile && path != "/" && path != "/admin" && path != "/api" {
+			continue // a file of the browser client, served by name
+		}
+		op := r.Method + " " + path
+		routed[op] = true
+		item := s.doc.Paths.Find(path)
+		if !assert.NotNil(t, item, "%s is routed but not in openapi.json", op) {
+			continue
+		}
+		assert.NotNil(t, item.GetOperation(r.Method), "%s is routed but not in openapi.json", op)
+		short := strings.TrimPrefix(path, "/api/v1")
+		assert.True(t, strings.Contains(string(proto), "`"+r.Method+" "+short) || strings.Contains(string(proto), "`"+r.Method+" "+path),
+			"%s is routed but PROTOCOL.md's route tables do not name it", op)
+	}
+	require.Greater(t, len(routed), 50, "the router's routes were not read")
+	for path, item := range s.doc.Paths.Map() {
+		for method := range item.Operations() {
+			assert.True(t, routed[method+" "+path], "openapi.json has %s %s, which the router does not serve", method, path)
+		}
+	}
 }
