@@ -645,7 +645,7 @@ func TestRoutesAreTheDocumentedOnes(t *testing.T) {
 		assert.True(t, strings.Contains(string(proto), "`"+r.Method+" "+short) || strings.Contains(string(proto), "`"+r.Method+" "+path),
 			"%s is routed but PROTOCOL.md's route tables do not name it", op)
 	}
-	require.Greater(t, len(routed), 50, "the router's routes were not read")
+	require.Greater(t, len(routed), 40, "the router's routes were not read")
 	for path, item := range s.doc.Paths.Map() {
 		for method := range item.Operations() {
 			assert.True(t, routed[method+" "+path], "openapi.json has %s %s, which the router does not serve", method, path)
