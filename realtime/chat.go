@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
@@ -95,6 +96,9 @@ type Chat struct {
 
 	maxConnsPerUser int
 	releaseLease    func(ctx context.Context, addr, id string)
+	prefix          string
+	publish         publisher
+	subscribe       func(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
 	typing          throttle
 	buckets         emptyBuckets
 }
@@ -358,6 +362,7 @@ func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 		return rooms.Room{}, err
 	}
 	ch.restEnter(ctx, p, room.ID)
+	ch.sessionChanged(ctx, p)
 	return room, nil
 }
 
@@ -399,6 +404,7 @@ func (ch *Chat) LeaveREST(ctx context.Context, p Principal, room string) error {
 		ch.log.Debug("drop cursor", "err", err)
 	}
 	ch.leftRoom(p.User, room, nil)
+	ch.sessionChanged(ctx, p)
 	return nil
 }
 

@@ -128,6 +128,10 @@ type Client struct {
 	refusals []time.Time // the latest rate-limited refusals, at most AbuseLimit
 
 	says sayQueue
+
+	stream  bool       // a stream (SSE): it follows its session's rooms
+	smu     sync.Mutex // serializes a stream's room syncs
+	onClose func()     // run once when the client starts closing
 }
 
 // User returns the client's user name.
@@ -302,6 +306,9 @@ func (c *Client) Close(code int, reason string) {
 		w.Wake()
 	}
 	c.says.drop()
+	if c.onClose != nil {
+		go c.onClose()
+	}
 	if c.writing {
 		c.qmu.Unlock()
 		return // the running writer sees closing

@@ -179,7 +179,8 @@ func New(cfg Config) (*Node, error) {
 	// The use cases.
 	n.Chat = &Chat{node: cfg.Node, runID: runID, rooms: rs, presence: n.presence, cursors: n.dirty, settings: st,
 		hub: n.hub, marks: mk, rest: rest, mod: n.modGuard, caps: cp, notices: n.notices, env: env,
-		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser}
+		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser,
+		prefix: cfg.Prefix, publish: redisPublisher{rdb}, subscribe: n.bus.Subscribe}
 	n.modGuard.chat = n.Chat
 	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs, settings: st, wallets: sh, boards: rk,
 		notices: n.notices, now: now, draining: n.draining}
@@ -190,6 +191,13 @@ func New(cfg Config) (*Node, error) {
 	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
 	n.Admin = &Admin{settings: st, counters: rs, registry: n.presence, purchases: sh, notices: n.notices, marks: mk}
 	return n, nil
+}
+
+// redisPublisher publishes with PUBLISH.
+type redisPublisher struct{ rdb redis.UniversalClient }
+
+func (p redisPublisher) Publish(ctx context.Context, channel string, message any) error {
+	return p.rdb.Publish(ctx, channel, message).Err()
 }
 
 // listed says whether name is in a comma-separated list.

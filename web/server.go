@@ -234,6 +234,7 @@ func (s *Server) routes() {
 	api.Delete("/session", s.requireUser, s.deleteSession)
 	s.apiRoutes(api)
 	s.specRoutes(api)
+	s.eventsRoutes(api)
 	s.staticRoutes()
 }
 

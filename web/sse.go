@@ -1,0 +1,204 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/realtime"
+)
+
+// GET /api/v1/events is the realtime stream over Server-Sent Events, for
+// networks that break WebSocket upgrades: the same events as the
+// WebSocket, one `data:` JSON object each; every message event carries an
+// `id:` that is the stream's position in every room it sits in
+// (realtime.Position), so the browser's automatic reconnect resumes all of
+// them with Last-Event-ID — no gap, no duplicate. The session sends over
+// plain HTTP on any node (POST …/messages, …/typing, …/read, joins and
+// leaves): no sticky sessions. Heartbeats are comments every 25 s. A drain
+// ends the stream with a `reconnect` event; a kick, a ban or an ended
+// session with a `close` event naming the code (the client must not
+// reconnect after 4000 or 4003).
+
+func (s *Server) eventsRoutes(api fiber.Router) {
+	api.Get("/events", s.streamEvents)
+}
+
+// streamEvents opens a stream. The token comes in the Authorization header
+// or, for EventSource (which sends no headers of its own), in ?token=.
+func (s *Server) streamEvents(c *fiber.Ctx) error {
+	raw := bearer(c)
+	if raw == "" {
+		raw = c.Query("token")
+	}
+	p, err := s.tokens.verify(raw)
+	if err != nil {
+		return errf(errcode.BadToken, "open the stream with Authorization: Bearer <token> or ?token=<token> (from POST /api/v1/session)")
+	}
+	p.Addr = s.clientIP(c)
+	ctx := c.UserContext()
+	if err := s.sessions.Admit(ctx, p); err != nil {
+		return err
+	}
+	last := c.Get("Last-Event-ID")
+	if last == "" {
+		last = c.Query("last_event_id")
+	}
+	after, err := realtime.ParsePosition(last)
+	if err != nil {
+		return errf(errcode.BadRequest, "Last-Event-ID is not a stream position: %v", err)
+	}
+	if err := s.chat.CanConnect(p.User); err != nil {
+		return err
+	}
+	lease, err := s.sessions.AdmitConn(ctx, p.Addr)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	raw2 := c.Context().Conn()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		t := &sseConn{raw: raw2, w: w, pos: realtime.Position{}, done: make(chan struct{})}
+		for r, id := range after {
+			t.pos[r] = id
+		}
+		// the comment opens the stream at once (proxies, EventSource's open event)
+		if t.writeRaw([]byte(": chatd\nretry: 2000\n\n")) != nil {
+			s.sessions.ReleaseConn(context.Background(), p.Addr, lease)
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cl, err := s.chat.Stream(sctx, p, lease, t, after)
+		cancel()
+		if cl == nil {
+			s.sessions.ReleaseConn(context.Background(), p.Addr, lease)
+			t.Close(realtime.CloseTryLater, errcode.Message(err))
+			return
+		}
+		<-cl.Finished()
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.chat.Disconnect(dctx, cl)
+		dcancel()
+	})
+	return nil
+}
+
+// sseConn is a stream's realtime.Transport: it writes events as SSE
+// records straight onto the connection, everything queued in one write
+// with one deadline, as wsConn does for frames.
+type sseConn struct {
+	raw net.Conn
+	w   *bufio.Writer
+
+	mu     sync.Mutex
+	pos    realtime.Position // the stream's position, sent as the id of each message event
+	closed bool
+	done   chan struct{}
+}
+
+var (
+	messageHead = []byte(`{"type":"message","message":{"id":"`)
+	roomField   = []byte(`"room":"`)
+)
+
+// messageOf returns the room and id of a message event, by scanning its
+// head (the send script writes it so: id first, then room).
+func messageOf(e []byte) (room, id string, ok bool) {
+	if !bytes.HasPrefix(e, messageHead) {
+		return "", "", false
+	}
+	rest := e[len(messageHead):]
+	i := bytes.IndexByte(rest, '"')
+	if i <= 0 {
+		return "", "", false
+	}
+	id = string(rest[:i])
+	j := bytes.Index(rest, roomField)
+	if j < 0 {
+		return "", "", false
+	}
+	rest = rest[j+len(roomField):]
+	k := bytes.IndexByte(rest, '"')
+	if k <= 0 {
+		return "", "", false
+	}
+	return string(rest[:k]), id, true
+}
+
+// Write sends events as SSE records in one write.
+func (t *sseConn) Write(events [][]byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return net.ErrClosed
+	}
+	var b bytes.Buffer
+	for _, e := range events {
+		if room, id, ok := messageOf(e); ok {
+			t.pos[room] = id
+			b.WriteString("id: ")
+			b.WriteString(t.pos.String())
+			b.WriteByte('\n')
+		}
+		b.WriteString("data: ")
+		b.Write(e) // one JSON object: no newline inside
+		b.WriteString("\n\n")
+	}
+	return t.flushLocked(b.Bytes())
+}
+
+// Ping writes a heartbeat comment.
+func (t *sseConn) Ping() error { return t.writeRaw([]byte(": ping\n\n")) }
+
+func (t *sseConn) writeRaw(p []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return net.ErrClosed
+	}
+	return t.flushLocked(p)
+}
+
+func (t *sseConn) flushLocked(p []byte) error {
+	if err := t.raw.SetWriteDeadline(time.Now().Add(writeWait)); err != nil {
+		return err
+	}
+	if _, err := t.w.Write(p); err != nil {
+		return err
+	}
+	return t.w.Flush()
+}
+
+// Close ends the stream with an event saying why: `reconnect` for a drain
+// (1012) or a slow reader (1013), `close` with the code for the rest.
+func (t *sseConn) Close(code int, reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if code != realtime.CloseAbnormal {
+		typ := "close"
+		if code == realtime.CloseServiceReboot || code == realtime.CloseTryLater {
+			typ = "reconnect"
+		}
+		ev, _ := json.Marshal(map[string]any{"type": typ, "code": code, "reason": strings.ToValidUTF8(reason, "")})
+		_ = t.flushLocked(append(append([]byte("event: "+typ+"\ndata: "), ev...), '\n', '\n'))
+	}
+	t.closed = true
+	close(t.done)
+}
+
+// Abort cuts a write in progress short: the stream is dropped for not
+// reading.
+func (t *sseConn) Abort() { _ = t.raw.SetWriteDeadline(time.Now()) }
