@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
+
 	"github.com/chatd/chatd/internal/keyspace"
 )
 
@@ -27,7 +29,7 @@ var ErrBadText = errors.New("notices: bad text")
 //go:embed lua/notice_post.lua
 var postSrc string
 
-var postScript = redis.NewScript(postSrc)
+var postScript = redisx.NewScript("notices.notice_post", postSrc)
 
 // Notice is one global notice.
 type Notice struct {
