@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
+	if toolsDir != "" {
+		_ = os.RemoveAll(toolsDir)
+	}
 	os.Exit(code)
 }
 
@@ -71,7 +74,9 @@ var chatdBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(buildDir, "chatd")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/chatd")
+	// -buildvcs=auto: stamp the revision (--version, chatd_build_info)
+	// even where GOFLAGS says -buildvcs=false.
+	cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "./cmd/chatd")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -99,7 +99,7 @@ type k8sPDB struct {
 
 func decodeK8s(t *testing.T, file string, v any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("k8s", file))
+	b, err := os.ReadFile(filepath.Join("k8s", "base", file))
 	require.NoError(t, err)
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	require.NoError(t, dec.Decode(v), file)
@@ -165,8 +165,7 @@ func TestK8sManifests(t *testing.T) {
 		require.True(t, found, "CHATD_ADDR %q is [host]:port", addr)
 		listen, err := strconv.Atoi(portStr)
 		require.NoError(t, err)
-		require.Len(t, c.Ports, 1)
-		assert.Equal(t, listen, c.Ports[0].ContainerPort)
+		assert.Equal(t, listen, c.port("http"))
 		require.NotNil(t, c.ReadinessProbe)
 		require.NotNil(t, c.LivenessProbe)
 		assert.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path, "readiness includes Redis, the bus and draining")
@@ -207,8 +206,8 @@ func TestK8sManifests(t *testing.T) {
 		assert.Equal(t, "Service", s.Kind)
 		assert.Equal(t, labels, s.Spec.Selector)
 		assert.Contains(t, []string{"", "None"}, s.Spec.SessionAffinity, "no sticky sessions")
-		require.Len(t, s.Spec.Ports, 1)
-		assert.Equal(t, c.Ports[0].ContainerPort, c.port(s.Spec.Ports[0].TargetPort))
+		require.Len(t, s.Spec.Ports, 1, "the public port only: never the metrics port")
+		assert.Equal(t, c.port("http"), c.port(s.Spec.Ports[0].TargetPort))
 
 		var p k8sPDB
 		decodeK8s(t, "pdb.yaml", &p)

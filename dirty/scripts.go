@@ -6,28 +6,30 @@ import (
 	"errors"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
 	//go:embed lua/session_open.lua
 	openSrc    string
-	openScript = redis.NewScript(openSrc)
+	openScript = redisx.NewScript("dirty.session_open", openSrc)
 
 	//go:embed lua/session_mark.lua
 	markSrc    string
-	markScript = redis.NewScript(markSrc)
+	markScript = redisx.NewScript("dirty.session_mark", markSrc)
 
 	//go:embed lua/index_add.lua
 	indexSrc    string
-	indexScript = redis.NewScript(indexSrc)
+	indexScript = redisx.NewScript("dirty.index_add", indexSrc)
 
 	//go:embed lua/followers_add.lua
 	followersSrc    string
-	followersScript = redis.NewScript(followersSrc)
+	followersScript = redisx.NewScript("dirty.followers_add", followersSrc)
 
 	//go:embed lua/session_wait.lua
 	waitSrc    string
-	waitScript = redis.NewScript(waitSrc)
+	waitScript = redisx.NewScript("dirty.session_wait", waitSrc)
 )
 
 // pipelined runs fn in a pipeline; when a script of scripts was missing from

@@ -2,7 +2,8 @@ package lock
 
 import (
 	_ "embed" // Lua sources
-	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
@@ -40,9 +41,9 @@ var (
 var FenceCheckLua string
 
 var (
-	acquireScript   = redis.NewScript(acquireSrc)
-	releaseScript   = redis.NewScript(releaseSrc)
-	refreshScript   = redis.NewScript(refreshSrc)
-	pttlScript      = redis.NewScript(pttlSrc)
-	fenceHSetScript = redis.NewScript(FenceCheckLua + fenceHSetSrc)
+	acquireScript   = redisx.NewScript("lock.lock_acquire", acquireSrc)
+	releaseScript   = redisx.NewScript("lock.lock_release", releaseSrc)
+	refreshScript   = redisx.NewScript("lock.lock_refresh", refreshSrc)
+	pttlScript      = redisx.NewScript("lock.lock_pttl", pttlSrc)
+	fenceHSetScript = redisx.NewScript("lock.fence_hset", FenceCheckLua+fenceHSetSrc)
 )

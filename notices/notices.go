@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
+
 	"github.com/chatd/chatd/internal/keyspace"
 )
 
@@ -29,7 +31,7 @@ var ErrBadText = errcode.New(errcode.BadValue, "notices: bad text")
 //go:embed lua/notice_post.lua
 var postSrc string
 
-var postScript = redis.NewScript(postSrc)
+var postScript = redisx.NewScript("notices.notice_post", postSrc)
 
 // Notice is one global notice.
 type Notice struct {

@@ -3,19 +3,19 @@ package presence
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
 	//go:embed lua/presence_offline.lua
 	offlineSrc    string
-	offlineScript = redis.NewScript(offlineSrc)
+	offlineScript = redisx.NewScript("presence.presence_offline", offlineSrc)
 
 	//go:embed lua/node_heartbeat.lua
 	heartbeatSrc    string
-	heartbeatScript = redis.NewScript(heartbeatSrc)
+	heartbeatScript = redisx.NewScript("presence.node_heartbeat", heartbeatSrc)
 
 	//go:embed lua/nodes_list.lua
 	nodesSrc    string
-	nodesScript = redis.NewScript(nodesSrc)
+	nodesScript = redisx.NewScript("presence.nodes_list", nodesSrc)
 )

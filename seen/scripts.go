@@ -3,7 +3,7 @@ package seen
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
@@ -14,7 +14,7 @@ var (
 
 	// markScript sets the bits of items in the current generation, rotating
 	// generations as they fill.
-	markScript = redis.NewScript(markSrc)
+	markScript = redisx.NewScript("seen.seen_mark", markSrc)
 	// checkScript tests items against every kept generation.
-	checkScript = redis.NewScript(checkSrc)
+	checkScript = redisx.NewScript("seen.seen_check", checkSrc)
 )

@@ -3,7 +3,7 @@ package settings
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 //go:embed lua/settings_write.lua
@@ -11,4 +11,4 @@ var writeSrc string
 
 // writeScript sets or deletes one setting, INCRs the version and PUBLISHes
 // the change; see lua/settings_write.lua.
-var writeScript = redis.NewScript(writeSrc)
+var writeScript = redisx.NewScript("settings.settings_write", writeSrc)

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 //go:embed lua/item_buy.lua
 var itemBuySrc string
 
-var itemBuyScript = redis.NewScript(itemBuySrc)
+var itemBuyScript = redisx.NewScript("shop.item_buy", itemBuySrc)
 
 // BuyLua is Buy done by one Lua script (lua/item_buy.lua) instead of a
 // WATCH/MULTI/EXEC transaction: same keys, checks, writes, counter,

@@ -63,6 +63,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry collects the node's metrics, served on /metrics; nil = a new one.
 	Registry *prometheus.Registry
+	// PrivateMetrics stops serving /metrics on this app (it answers 404),
+	// for a node whose metrics are served on a private listener of their
+	// own (chatd --metrics-addr); false = /metrics is served here.
+	PrivateMetrics bool
 	// MaxConnsPerUser bounds one user's WebSocket connections on this
 	// node; 0 = 10, negative = no bound.
 	MaxConnsPerUser int
@@ -214,10 +218,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) routes() {
-	s.app.Use(s.recoverer, s.logRequests)
+	s.app.Use(s.requestID, s.recoverer)
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node}) })
 	s.app.Get("/readyz", s.readyz)
-	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	if !s.cfg.PrivateMetrics {
+		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	}
 
 	s.app.Get("/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{
 		HandshakeTimeout: 10 * time.Second,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,19 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"runtime"
-	"strconv"
-
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/names"
 )
 
-// Config is chatd's configuration: every flag of docs/PROTOCOL.md's "Running"
-// table, each with its environment twin.
+// Config is chatd's configuration: every flag of the README's "Running"
+// table, each with its environment twin and its key in a --config file.
 type Config struct {
 	Addr           string
 	Redis          string
@@ -31,122 +25,217 @@ type Config struct {
 	AdminToken     string
 	AllowedOrigins []string
 	LogLevel       slog.Level
+	LogFormat      string // "text" or "json"
 	ShutdownGrace  time.Duration
 	Auth           string       // "guest" or "jwt"
 	TrustedProxies []*net.IPNet // peers whose X-Forwarded-For is believed
-	DebugAddr      string       // net/http/pprof listener; "" = none
+	// MetricsAddr is the private listener of /metrics and net/http/pprof;
+	// "" = /metrics on Addr and no pprof.
+	MetricsAddr string
+	TLSCert     string // PEM certificate chain of the public listener; "" = plain HTTP
+	TLSKey      string // its PEM private key
+
+	ConfigFile  string // the --config file read; "" = none
+	PrintConfig bool   // print the effective configuration and exit
+	Version     bool   // print the version and exit
+
+	warnings []string // said in the log once it exists (deprecated flags)
 }
 
-// flagSpec is one flag: its name, environment twin, default and help.
+// flagSpec is one flag: its name (also its key in a config file),
+// environment twin, default and help.
 type flagSpec struct {
 	name, env, def, help string
+	list                 bool // comma-separated on the command line; a list or a string in a file
+	secret               bool // masked by --print-config
 }
 
 var flagSpecs = []flagSpec{
-	{"addr", "CHATD_ADDR", ":8080", "HTTP + WebSocket listen address"},
-	{"redis", "CHATD_REDIS", "", "redis://host:port/db (single), host:port,host:port,… (Redis Cluster), or redis-sentinel://[:password@]host:port[,host:port]/master[?db=N]; empty = embedded in-process Redis (one node only)"},
-	{"node-id", "CHATD_NODE_ID", "", "name of this node in presence and metrics (default hostname-pid)"},
-	{"prefix", "CHATD_PREFIX", "chatd", "namespace of every Redis key and channel"},
-	{"secret", "CHATD_SECRET", "", "HMAC secret that signs session tokens, shared by all nodes (at least 16 characters); required with --redis"},
-	{"admin-token", "CHATD_ADMIN_TOKEN", "", "bearer token for admin endpoints; empty = admin endpoints answer 403"},
-	{"allowed-origins", "CHATD_ALLOWED_ORIGINS", "", "comma-separated WebSocket Origin allow-list (scheme://host[:port]); empty = same host only"},
-	{"log-level", "CHATD_LOG_LEVEL", "info", "debug, info, warn or error"},
-	{"shutdown-grace", "CHATD_SHUTDOWN_GRACE", "10s", "how long a shutdown may take to drain"},
-	{"auth", "CHATD_AUTH", "guest", "guest: POST /api/v1/session mints a token for any free guest name (held while in use); jwt: POST /api/v1/session is off, only tokens from your login service (signed with --secret) are accepted"},
-	{"debug-addr", "CHATD_DEBUG_ADDR", "", "listen address of a net/http/pprof endpoint for profiling (e.g. 127.0.0.1:6060); empty = none; never expose it"},
-	{"trusted-proxies", "CHATD_TRUSTED_PROXIES", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client address (per-address caps); empty = trust none"},
+	{name: "addr", env: "CHATD_ADDR", def: ":8080", help: "HTTP + WebSocket listen address"},
+	{name: "redis", env: "CHATD_REDIS", help: "redis://host:port/db (single), host:port,host:port,… (Redis Cluster), or redis-sentinel://[:password@]host:port[,host:port]/master[?db=N]; empty = embedded in-process Redis (one node only)"},
+	{name: "node-id", env: "CHATD_NODE_ID", help: "name of this node in presence, logs and metrics (default hostname-pid)"},
+	{name: "prefix", env: "CHATD_PREFIX", def: "chatd", help: "namespace of every Redis key and channel"},
+	{name: "secret", env: "CHATD_SECRET", secret: true, help: "HMAC secret that signs session tokens, shared by all nodes (at least 16 characters); required with --redis"},
+	{name: "admin-token", env: "CHATD_ADMIN_TOKEN", secret: true, help: "bearer token for admin endpoints; empty = admin endpoints answer 403"},
+	{name: "allowed-origins", env: "CHATD_ALLOWED_ORIGINS", list: true, help: "comma-separated WebSocket Origin allow-list (scheme://host[:port]); empty = same host only"},
+	{name: "log-level", env: "CHATD_LOG_LEVEL", def: "info", help: "debug, info, warn or error"},
+	{name: "log-format", env: "CHATD_LOG_FORMAT", def: "text", help: "text (logfmt) or json (one JSON object per line)"},
+	{name: "shutdown-grace", env: "CHATD_SHUTDOWN_GRACE", def: "10s", help: "how long a shutdown may take to drain"},
+	{name: "auth", env: "CHATD_AUTH", def: "guest", help: "guest: POST /api/v1/session mints a token for any free guest name (held while in use); jwt: POST /api/v1/session is off, only tokens from your login service (signed with --secret) are accepted"},
+	{name: "trusted-proxies", env: "CHATD_TRUSTED_PROXIES", list: true, help: "comma-separated CIDRs of proxies whose X-Forwarded-For names the client address (per-address caps); empty = trust none"},
+	{name: "metrics-addr", env: "CHATD_METRICS_ADDR", help: "private listen address of /metrics and /debug/pprof/ (e.g. 127.0.0.1:9090); when set, the public --addr no longer serves /metrics; empty = /metrics on --addr, no pprof"},
+	{name: "debug-addr", env: "CHATD_DEBUG_ADDR", help: "deprecated alias of --metrics-addr"},
+	{name: "tls-cert", env: "CHATD_TLS_CERT", help: "PEM certificate chain file: serve HTTPS and wss:// on --addr (reloaded on SIGHUP); needs --tls-key"},
+	{name: "tls-key", env: "CHATD_TLS_KEY", help: "PEM private key file of --tls-cert"},
 }
 
-// parseConfig reads flags from args; a flag not on the command line takes
-// its environment twin, then its default. Errors name the flag and what it
-// expects, in one line; only -h prints the usage (to stderr).
+// origin says where a value came from: a flag, its environment twin, the
+// config file (with its line) or the default.
+type origin struct {
+	kind string // "flag", "env", "file" or "default"
+	env  string // the variable, for "env"
+	file string // the file, for "file"
+	line int    // its line, for "file"
+}
+
+func (o origin) String() string {
+	switch o.kind {
+	case "env":
+		return "env " + o.env
+	case "file":
+		return fmt.Sprintf("%s:%d", o.file, o.line)
+	}
+	return o.kind
+}
+
+// resolved is every flag's value as a string, and where it came from.
+type resolved struct {
+	val  map[string]string
+	from map[string]origin
+}
+
+// parseConfig reads the configuration: a flag on the command line wins,
+// then its environment twin (when not empty), then its key in the --config
+// file (or CHATD_CONFIG), then its default. Errors name the flag and what
+// it expects, in one line, prefixed with file:line when the value came
+// from the file; only -h prints the usage (to stderr).
 //
 // The environment is applied after parsing, not as the flags' defaults, so
 // that the usage text never shows a value from the environment: it would
 // print CHATD_SECRET and CHATD_ADMIN_TOKEN into whatever collects stderr.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	c, _, err := loadConfig(args, getenv, stderr)
+	return c, err
+}
+
+// loadConfig is parseConfig, also returning where each value came from
+// (for --print-config).
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, resolved, error) {
+	r := resolved{val: map[string]string{}, from: map[string]origin{}}
 	fs := flag.NewFlagSet("chatd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a parse error is returned, in one line
 	vals := map[string]*string{}
 	for _, f := range flagSpecs {
 		vals[f.name] = fs.String(f.name, f.def, f.help+" (env "+f.env+")")
 	}
+	configFlag := fs.String("config", "", "YAML file of settings, one key per flag (the flag names, e.g. addr: \":8080\"); flags and environment win over it (env CHATD_CONFIG)")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration as YAML, secrets masked, and exit")
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "Usage: chatd [flags]; every flag has an environment twin, the flag wins.")
+			fmt.Fprintln(stderr, "Usage: chatd [flags]; every flag has an environment twin and a key in the --config file: a flag wins over its environment twin, which wins over the file.")
 			fs.PrintDefaults()
 		}
-		return Config{}, err
+		return Config{}, r, err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q: chatd takes only flags (see -h)", fs.Arg(0))
+		return Config{}, r, fmt.Errorf("unexpected argument %q: chatd takes only flags (see -h)", fs.Arg(0))
+	}
+	if *version {
+		return Config{Version: true}, r, nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, f := range flagSpecs {
-		if v := getenv(f.env); v != "" && !set[f.name] {
-			*vals[f.name] = v
+
+	c := Config{PrintConfig: *printConfig, ConfigFile: *configFlag}
+	if !set["config"] {
+		c.ConfigFile = getenv("CHATD_CONFIG")
+	}
+	var file map[string]fileValue
+	if c.ConfigFile != "" {
+		var err error
+		if file, err = readConfigFile(c.ConfigFile); err != nil {
+			return c, r, err
 		}
 	}
-	c := Config{
-		Addr:       *vals["addr"],
-		Redis:      strings.TrimSpace(*vals["redis"]),
-		NodeID:     *vals["node-id"],
-		Prefix:     *vals["prefix"],
-		Secret:     *vals["secret"],
-		AdminToken: *vals["admin-token"],
+	for _, f := range flagSpecs {
+		switch fv, inFile := file[f.name]; {
+		case set[f.name]:
+			r.val[f.name], r.from[f.name] = *vals[f.name], origin{kind: "flag"}
+		case getenv(f.env) != "":
+			r.val[f.name], r.from[f.name] = getenv(f.env), origin{kind: "env", env: f.env}
+		case inFile:
+			r.val[f.name], r.from[f.name] = fv.value, origin{kind: "file", file: c.ConfigFile, line: fv.line}
+		default:
+			r.val[f.name], r.from[f.name] = f.def, origin{kind: "default"}
+		}
 	}
+	err := r.apply(&c)
+	return c, r, err
+}
+
+// fail returns an error about flag name's value: msg as is, prefixed with
+// file:line when the value came from the config file.
+func (r resolved) fail(name, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	if o := r.from[name]; o.kind == "file" {
+		return fmt.Errorf("%s: %w", o, err)
+	}
+	return err
+}
+
+// given reports whether flag name was set anywhere but by its default.
+func (r resolved) given(name string) bool { return r.from[name].kind != "default" }
+
+// apply checks the values and fills c.
+func (r resolved) apply(c *Config) error {
+	v := r.val
+	c.Addr, c.Redis, c.NodeID, c.Prefix = v["addr"], strings.TrimSpace(v["redis"]), v["node-id"], v["prefix"]
+	c.Secret, c.AdminToken = v["secret"], v["admin-token"]
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return c, fmt.Errorf("--addr %q: expected host:port or :port", c.Addr)
+		return r.fail("addr", "--addr %q: expected host:port or :port", c.Addr)
 	}
 	if c.NodeID != "" && names.Lobby(c.NodeID) != nil {
-		return c, fmt.Errorf("--node-id %q: expected 1–64 of [A-Za-z0-9_.-]", c.NodeID)
+		return r.fail("node-id", "--node-id %q: expected 1–64 of [A-Za-z0-9_.-]", c.NodeID)
 	}
 	if names.Lobby(c.Prefix) != nil {
-		return c, fmt.Errorf("--prefix %q: expected 1–64 of [A-Za-z0-9_.-]", c.Prefix)
+		return r.fail("prefix", "--prefix %q: expected 1–64 of [A-Za-z0-9_.-]", c.Prefix)
 	}
 	if c.Redis != "" {
 		if _, err := redisOptions(c.Redis); err != nil {
-			return c, fmt.Errorf("--redis: %s", redactRedis(err.Error(), c.Redis))
+			return r.fail("redis", "--redis: %s", redactRedis(err.Error(), c.Redis))
 		}
 		if c.Secret == "" {
-			return c, errors.New("--secret: required with --redis, so that every node accepts the others' session tokens (CHATD_SECRET)")
+			return errors.New("--secret: required with --redis, so that every node accepts the others' session tokens (CHATD_SECRET)")
 		}
 	}
 	if c.Secret != "" && len(c.Secret) < 16 {
-		return c, errors.New("--secret: expected at least 16 characters")
+		return r.fail("secret", "--secret: expected at least 16 characters")
 	}
-	for _, o := range strings.Split(*vals["allowed-origins"], ",") {
+	for _, o := range strings.Split(v["allowed-origins"], ",") {
 		o = strings.TrimSpace(o)
 		if o == "" {
 			continue
 		}
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return c, fmt.Errorf("--allowed-origins: %q: expected scheme://host[:port], e.g. https://chat.example.com", o)
+			return r.fail("allowed-origins", "--allowed-origins: %q: expected scheme://host[:port], e.g. https://chat.example.com", o)
 		}
 		c.AllowedOrigins = append(c.AllowedOrigins, u.Scheme+"://"+u.Host)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(*vals["log-level"])); err != nil {
-		return c, fmt.Errorf("--log-level %q: expected debug, info, warn or error", *vals["log-level"])
+	if err := c.LogLevel.UnmarshalText([]byte(v["log-level"])); err != nil {
+		return r.fail("log-level", "--log-level %q: expected debug, info, warn or error", v["log-level"])
 	}
-	d, err := time.ParseDuration(*vals["shutdown-grace"])
+	switch c.LogFormat = v["log-format"]; c.LogFormat {
+	case "text", "json":
+	default:
+		return r.fail("log-format", "--log-format %q: expected text or json", c.LogFormat)
+	}
+	d, err := time.ParseDuration(v["shutdown-grace"])
 	if err != nil || d <= 0 {
-		return c, fmt.Errorf("--shutdown-grace %q: expected a positive duration such as 10s", *vals["shutdown-grace"])
+		return r.fail("shutdown-grace", "--shutdown-grace %q: expected a positive duration such as 10s", v["shutdown-grace"])
 	}
 	c.ShutdownGrace = d
-	if c.DebugAddr = *vals["debug-addr"]; c.DebugAddr != "" {
-		if _, _, err := net.SplitHostPort(c.DebugAddr); err != nil {
-			return c, fmt.Errorf("--debug-addr %q: expected host:port", c.DebugAddr)
-		}
+	if err := r.applyMetricsAddr(c); err != nil {
+		return err
 	}
-	switch c.Auth = *vals["auth"]; c.Auth {
+	switch c.Auth = v["auth"]; c.Auth {
 	case "guest", "jwt":
 	default:
-		return c, fmt.Errorf("--auth %q: expected guest or jwt", c.Auth)
+		return r.fail("auth", "--auth %q: expected guest or jwt", c.Auth)
 	}
-	for _, p := range strings.Split(*vals["trusted-proxies"], ",") {
+	for _, p := range strings.Split(v["trusted-proxies"], ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
@@ -160,138 +249,37 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		}
 		_, n, err := net.ParseCIDR(p)
 		if err != nil {
-			return c, fmt.Errorf("--trusted-proxies: %q: expected a CIDR such as 10.0.0.0/8 or an address", p)
+			return r.fail("trusted-proxies", "--trusted-proxies: %q: expected a CIDR such as 10.0.0.0/8 or an address", p)
 		}
 		c.TrustedProxies = append(c.TrustedProxies, n)
 	}
-	return c, nil
-}
-
-// redactRedis replaces, in msg, the user info of the --redis value s (a
-// password, e.g. redis://:hunter2@host/0) with ***, so that error messages
-// and logs never carry it, whether or not s parses.
-func redactRedis(msg, s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return msg
-	}
-	rest := s[i+3:]
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return msg
-	}
-	red := s[:i+3] + "***@" + rest[at+1:]
-	quote := func(x string) string { q := strconv.Quote(x); return q[1 : len(q)-1] }
-	msg = strings.ReplaceAll(msg, s, red)
-	msg = strings.ReplaceAll(msg, quote(s), quote(red))
-	// the parser may have quoted a part of it: hide the password itself
-	if _, pass, ok := strings.Cut(rest[:at], ":"); ok && len(pass) >= 4 {
-		for _, form := range []string{pass, quote(pass), url.PathEscape(pass), url.QueryEscape(pass)} {
-			msg = strings.ReplaceAll(msg, form, "***")
+	c.TLSCert, c.TLSKey = v["tls-cert"], v["tls-key"]
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		if c.TLSCert == "" {
+			return r.fail("tls-key", "--tls-cert: required with --tls-key")
 		}
+		return r.fail("tls-cert", "--tls-key: required with --tls-cert")
 	}
-	return msg
+	return nil
 }
 
-// redisSpec is a parsed --redis value.
-type redisSpec struct {
-	single   *redis.Options
-	cluster  *redis.ClusterOptions
-	failover *redis.FailoverOptions
-}
-
-// redisOptions parses --redis: a redis:// or rediss:// URL, a
-// redis-sentinel:// URL, or a comma-separated host:port list (a cluster; a
-// single bare host:port is a single server).
-func redisOptions(s string) (redisSpec, error) {
-	switch {
-	case strings.HasPrefix(s, "redis://"), strings.HasPrefix(s, "rediss://"), strings.HasPrefix(s, "unix://"):
-		o, err := redis.ParseURL(s)
-		if err != nil {
-			return redisSpec{}, fmt.Errorf("%q: %v", s, err)
+// applyMetricsAddr sets c.MetricsAddr from --metrics-addr or its
+// deprecated alias --debug-addr (which used to serve pprof alone).
+func (r resolved) applyMetricsAddr(c *Config) error {
+	addr, name := r.val["metrics-addr"], "metrics-addr"
+	if r.given("debug-addr") && r.val["debug-addr"] != "" {
+		if r.given("metrics-addr") && addr != r.val["debug-addr"] {
+			return r.fail("debug-addr", "--debug-addr %q: a deprecated alias of --metrics-addr, which is %q: give only --metrics-addr", r.val["debug-addr"], addr)
 		}
-		return redisSpec{single: o}, nil
-	case strings.HasPrefix(s, "redis-sentinel://"):
-		return sentinelOptions(s)
-	case strings.Contains(s, "://"):
-		return redisSpec{}, fmt.Errorf("%q: expected redis://host:port/db, redis-sentinel://host:port/master or host:port,host:port", s)
+		addr, name = r.val["debug-addr"], "debug-addr"
+		c.warnings = append(c.warnings, "--debug-addr (CHATD_DEBUG_ADDR) is deprecated: it is now --metrics-addr (CHATD_METRICS_ADDR), which serves /metrics as well as /debug/pprof/, and /metrics is no longer served on --addr")
 	}
-	var addrs []string
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return redisSpec{}, fmt.Errorf("%q: %q is not host:port", s, a)
-		}
-		addrs = append(addrs, a)
+	if addr == "" {
+		return nil
 	}
-	if len(addrs) == 1 {
-		return redisSpec{single: &redis.Options{Addr: addrs[0]}}, nil
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return r.fail(name, "--%s %q: expected host:port", name, addr)
 	}
-	return redisSpec{cluster: &redis.ClusterOptions{Addrs: addrs}}, nil
-}
-
-func sentinelOptions(s string) (redisSpec, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return redisSpec{}, fmt.Errorf("%q: %v", s, err)
-	}
-	master := strings.Trim(u.Path, "/")
-	if u.Host == "" || master == "" {
-		return redisSpec{}, fmt.Errorf("%q: expected redis-sentinel://host:port[,host:port]/master", s)
-	}
-	o := &redis.FailoverOptions{MasterName: master, SentinelAddrs: strings.Split(u.Host, ",")}
-	if u.User != nil {
-		o.Password, _ = u.User.Password()
-		o.Username = u.User.Username()
-	}
-	if db := u.Query().Get("db"); db != "" {
-		if _, err := fmt.Sscanf(db, "%d", &o.DB); err != nil {
-			return redisSpec{}, fmt.Errorf("%q: db must be a number", s)
-		}
-	}
-	if u.Query().Get("tls") == "true" {
-		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	return redisSpec{failover: o}, nil
-}
-
-// client builds the go-redis client for spec with chatd's timeouts: short
-// enough that a hung Redis fails a request in about two seconds instead of
-// hanging it. A cluster client follows a master's failover within a second
-// of the cluster's own (newClusterClient); a Sentinel client asks the
-// Sentinels for the master on every new connection and drops its pools when
-// they announce a switch (+switch-master), which go-redis does by itself. The pool is larger than go-redis's default (10 per CPU): a
-// burst of says from thousands of WebSockets otherwise waits on the pool and
-// fails as if Redis were down (measured with cmd/chatbench: 14% of says at
-// 2,000 clients on one 2-core node).
-func (spec redisSpec) client() redis.UniversalClient {
-	const (
-		dial    = 2 * time.Second
-		rw      = 2 * time.Second
-		retries = 1
-	)
-	pool := max(128, 10*runtime.GOMAXPROCS(0))
-	switch {
-	case spec.cluster != nil:
-		o := spec.cluster
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
-		o.ContextTimeoutEnabled, o.PoolSize = true, pool
-		// A dead master is dialed at most twice per attempt (go-redis tries
-		// five times by default: ten seconds when its host is gone), and the
-		// slot map is re-read every 10 s even without errors (60 s by
-		// default). Failover itself is followed by clusterFollower.
-		o.DialerRetries = 2
-		o.ClusterStateReloadInterval = 10 * time.Second
-		return newClusterClient(o)
-	case spec.failover != nil:
-		o := spec.failover
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
-		o.ContextTimeoutEnabled, o.PoolSize = true, pool
-		return redis.NewFailoverClient(o)
-	default:
-		o := spec.single
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
-		o.ContextTimeoutEnabled, o.PoolSize = true, pool
-		return redis.NewClient(o)
-	}
+	c.MetricsAddr = addr
+	return nil
 }

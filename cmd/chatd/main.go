@@ -1,12 +1,14 @@
 // Command chatd is the chat and game server: one node of a deployment that
 // shares one Redis or Redis Cluster. See the README for flags and the API.
 //
-// This file is wiring only: configuration, Redis, the web server, shutdown.
+// This file is wiring only: configuration, logs, metrics, Redis, TLS, the
+// web server, shutdown.
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -14,8 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,13 +24,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/embedded"
+	"github.com/chatd/chatd/internal/redismetrics"
 	"github.com/chatd/chatd/web"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -40,13 +41,44 @@ func main() {
 }
 
 // run starts chatd and blocks until ctx ends, then shuts down cleanly.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stderr)
+// --version and --print-config write to stdout and return at once; logs
+// go to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, res, err := loadConfig(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	build := readBuildInfo()
+	switch {
+	case cfg.Version:
+		_, err := fmt.Fprintln(stdout, build)
+		return err
+	case cfg.PrintConfig:
+		out, err := printConfig(cfg, res)
+		if err == nil {
+			_, err = stdout.Write(out)
+		}
+		return err
+	}
+	node := nodeID(cfg)
+	handler := newLogHandler(cfg, stderr)
+	log := slog.New(handler).With("node", node)
 	redis.SetLogger(redisLogger{log})
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
+	if cfg.ConfigFile != "" {
+		log.Info("configuration file read", "file", cfg.ConfigFile)
+	}
+
+	reg := newRegistry(build)
+	var certs *certReloader
+	if cfg.TLSCert != "" {
+		if certs, err = loadCerts(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
+		}
+		reg.MustRegister(certs.collectors()...)
+	}
 
 	var rdb redis.UniversalClient
 	generatedAdmin := false
@@ -67,6 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		rdb = spec.client()
 	}
 	defer rdb.Close()
+	redismetrics.New(reg).Instrument(rdb)
 
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err = rdb.Ping(pingCtx).Err()
@@ -81,7 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv, err := web.New(web.Config{
 		Redis:          rdb,
-		Node:           cfg.NodeID,
+		Node:           node,
 		Addr:           ln.Addr().String(),
 		Prefix:         cfg.Prefix,
 		Secret:         []byte(cfg.Secret),
@@ -89,36 +122,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		AllowedOrigins: cfg.AllowedOrigins,
 		Auth:           cfg.Auth,
 		TrustedProxies: cfg.TrustedProxies,
-		Logger:         log,
+		Logger:         slog.New(handler), // web adds "node" to every logger it makes
+		Registry:       reg,
+		PrivateMetrics: cfg.MetricsAddr != "",
 	})
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
+	reg.MustRegister(readyCollector(srv, rdb))
 	if err := srv.Start(ctx); err != nil {
 		_ = ln.Close()
 		return err
 	}
-	if cfg.DebugAddr != "" {
-		dln, err := net.Listen("tcp", cfg.DebugAddr)
+	if cfg.MetricsAddr != "" {
+		m, err := startMetrics(cfg.MetricsAddr, reg, log)
 		if err != nil {
-			return fmt.Errorf("--debug-addr %s: %v", cfg.DebugAddr, err)
+			_ = ln.Close()
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		dsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = dsrv.Serve(dln) }()
-		defer dsrv.Close()
-		log.Warn("profiling endpoint open: keep it off public networks", "addr", "http://"+dln.Addr().String()+"/debug/pprof/")
+		defer m.stop()
+		log.Info("metrics listening: keep it off public networks (it serves profiles too)", "metrics_addr", m.ln.Addr().String(),
+			"metrics", "http://"+m.ln.Addr().String()+"/metrics", "pprof", "http://"+m.ln.Addr().String()+"/debug/pprof/")
+	}
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, certs.config())
+		log.Info("TLS certificate loaded", describe(certs.leaf())...)
+		stopHUP := reloadOnHUP(certs, log)
+		defer stopHUP()
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	openAt := openURL(ln.Addr())
-	log.Info("chatd listening: open "+openAt, "addr", ln.Addr().String(), "node", srv.Node(), "redis", redactURL(cfg.Redis), "auth", cfg.Auth)
+	openAt := openURL(scheme, ln.Addr())
+	log.Info("chatd listening: open "+openAt, "addr", ln.Addr().String(), "redis", redactURL(cfg.Redis), "auth", cfg.Auth,
+		"version", build.Version, "revision", build.revision())
 	if generatedAdmin {
 		// as Jupyter prints its token URL: the admin console of a trial
 		// node works at once, and the token is new on every start
@@ -140,6 +179,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
+// reloadOnHUP reloads the certificate on each SIGHUP until the returned
+// function is called (which waits for a reload in progress). A failed
+// reload is logged and the certificate in use stays.
+func reloadOnHUP(certs *certReloader, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-hup:
+				leaf, err := certs.reload()
+				if err != nil {
+					log.Error("TLS certificate reload failed on SIGHUP: still serving the previous one", "err", err)
+					continue
+				}
+				log.Info("TLS certificate reloaded on SIGHUP", describe(leaf)...)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(quit)
+		<-done
+	}
+}
+
 // redactURL hides a password in a Redis URL for logs, by the same rule as
 // the configuration errors (redactRedis).
 func redactURL(s string) string {
@@ -149,26 +218,17 @@ func redactURL(s string) string {
 	return redactRedis(s, s)
 }
 
-// redisLogger sends go-redis's internal log lines (reconnect attempts) to
-// slog at debug, so they neither clutter the one-line start-up errors nor
-// go missing when debugging.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
-}
-
 // openURL is the address to open in a browser for a listener: a wildcard
 // host ([::] or 0.0.0.0) becomes localhost.
-func openURL(a net.Addr) string {
+func openURL(scheme string, a net.Addr) string {
 	host, port, err := net.SplitHostPort(a.String())
 	if err != nil {
-		return "http://" + a.String() + "/"
+		return scheme + "://" + a.String() + "/"
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "localhost"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/"
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
 }
 
 // randomToken is a fresh 128-bit secret, hex-encoded.

@@ -78,7 +78,7 @@ func TestParseConfigRefusesBadValues(t *testing.T) {
 			assert.Empty(t, stderr.String(), "nothing else is printed (no usage dump)")
 
 			stderr.Reset()
-			err = run(context.Background(), tc.args, env(tc.env), &stderr)
+			err = run(context.Background(), tc.args, env(tc.env), io.Discard, &stderr)
 			require.Error(t, err, "run")
 			assert.Equal(t, msg, err.Error(), "run returns the same error")
 			assert.Empty(t, stderr.String(), "run prints nothing before refusing")
@@ -123,7 +123,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		assert.Equal(t, Config{
 			Addr: "127.0.0.1:9000", Redis: "redis://127.0.0.1:6379/2", NodeID: "env-node", Prefix: "envprefix",
 			Secret: secret, AdminToken: adminToken, AllowedOrigins: []string{"https://a.example", "http://b.example:8080"},
-			LogLevel: slog.LevelDebug, ShutdownGrace: 3 * time.Second, Auth: "guest",
+			LogLevel: slog.LevelDebug, LogFormat: "text", ShutdownGrace: 3 * time.Second, Auth: "guest",
 		}, c)
 	})
 	t.Run("flags win over the environment", func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		assert.Equal(t, Config{
 			Addr: ":7000", Redis: "127.0.0.1:7001,127.0.0.1:7002", NodeID: "flag-node", Prefix: "flagprefix",
 			Secret: "flag-secret-0123456789", AdminToken: "flag-admin", AllowedOrigins: []string{"https://c.example"},
-			LogLevel: slog.LevelWarn, ShutdownGrace: time.Minute, Auth: "guest",
+			LogLevel: slog.LevelWarn, LogFormat: "text", ShutdownGrace: time.Minute, Auth: "guest",
 		}, c)
 	})
 	t.Run("an empty flag wins over the environment too", func(t *testing.T) {
@@ -188,7 +188,7 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-var listening = regexp.MustCompile(`msg="chatd listening[^"]*" addr=(\S+)`)
+var listening = regexp.MustCompile(`msg="chatd listening: open (https?)://[^"]*" .*?addr=(\S+)`)
 
 // started runs chatd with args until the test ends; it returns its base
 // URL, its log, and a stop function that cancels it and returns run's error.
@@ -197,7 +197,7 @@ func started(t *testing.T, args []string, environ map[string]string) (string, *l
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &logBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, env(environ), logs) }()
+	go func() { done <- run(ctx, args, env(environ), io.Discard, logs) }()
 	var base string
 	require.Eventually(t, func() bool {
 		select {
@@ -206,7 +206,7 @@ func started(t *testing.T, args []string, environ map[string]string) (string, *l
 		default:
 		}
 		if m := listening.FindStringSubmatch(logs.String()); m != nil {
-			base = "http://" + m[1]
+			base = m[1] + "://" + m[2]
 			return true
 		}
 		return false
@@ -286,7 +286,7 @@ func TestRunRefusesAnUnreachableRedis(t *testing.T) {
 	for _, u := range []string{"redis://127.0.0.1:1/0", "redis://:hunter2-pass@127.0.0.1:1/0"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var stderr logBuffer
-		err := run(ctx, []string{"--redis", u, "--secret", secret, "--addr", "127.0.0.1:0"}, env(nil), &stderr)
+		err := run(ctx, []string{"--redis", u, "--secret", secret, "--addr", "127.0.0.1:0"}, env(nil), io.Discard, &stderr)
 		require.NoError(t, ctx.Err(), "run gave up on its own, before the test's deadline")
 		cancel()
 		require.Error(t, err, u)
@@ -307,7 +307,7 @@ func TestParseConfigAuthProxiesDebug(t *testing.T) {
 	assert.Equal(t, "10.0.0.0/8", c.TrustedProxies[0].String())
 	assert.Equal(t, "192.0.2.7/32", c.TrustedProxies[1].String())
 	assert.Equal(t, "2001:db8::1/128", c.TrustedProxies[2].String())
-	assert.Equal(t, "127.0.0.1:6060", c.DebugAddr)
+	assert.Equal(t, "127.0.0.1:6060", c.MetricsAddr, "--debug-addr is an alias of --metrics-addr")
 	for _, tc := range []struct {
 		args []string
 		flag string

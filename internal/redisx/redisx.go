@@ -2,6 +2,7 @@
 // scripts in pipelines with the NOSCRIPT fallback. Every domain package
 // that pipelines scripts goes through Pipelined; a single script call goes
 // through Run (go-redis's Script.Run, which already falls back to EVAL).
+// Scripts are made with NewScript, which names them for the Redis metrics.
 //
 // Why it exists: EVALSHA is answered NOSCRIPT by a server that does not
 // hold the script — restarted, freshly promoted from a replica that never

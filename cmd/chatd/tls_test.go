@@ -1,0 +1,235 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "chatd test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue writes a server certificate for 127.0.0.1 (serial, common name cn)
+// and its key to certFile and keyFile.
+func (ca *testCA) issue(t *testing.T, serial int64, cn, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: cn},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(12 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	// written next to the files and renamed over them, as a certificate
+	// manager does, so that chatd never reads half a file
+	write := func(path string, block *pem.Block) {
+		tmp := path + ".tmp"
+		require.NoError(t, os.WriteFile(tmp, pem.EncodeToMemory(block), 0o600))
+		require.NoError(t, os.Rename(tmp, path))
+	}
+	write(certFile, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	write(keyFile, &pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// servedSerial makes a new TLS handshake and returns the serial of the
+// certificate the server presents (verified against the CA).
+func servedSerial(t *testing.T, addr string, ca *testCA) int64 {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"})
+	require.NoError(t, err)
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+}
+
+func TestTLSWebSocketAndReload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca := newCA(t)
+	ca.issue(t, 100, "first", certFile, keyFile)
+
+	logs := &logBuffer{}
+	cmd := chatdCommand(nil, "--addr", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--secret", secret)
+	cmd.Stderr = logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	var base string
+	require.Eventually(t, func() bool {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			base = m[1] + "://" + m[2]
+			return true
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "chatd did not log its address:\n%s", logs)
+	require.True(t, strings.HasPrefix(base, "https://"), "the log says https: %s", base)
+	addr := strings.TrimPrefix(base, "https://")
+	assert.Contains(t, logs.String(), "TLS certificate loaded")
+
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	resp, err := client.Post(base+"/api/v1/session", "application/json", strings.NewReader(`{"user":"tls-alice"}`))
+	require.NoError(t, err)
+	var sess struct{ Token string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sess))
+	resp.Body.Close()
+	require.NotEmpty(t, sess.Token)
+
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, TLSClientConfig: &tls.Config{RootCAs: ca.pool}}
+	u := url.URL{Scheme: "wss", Host: addr, Path: "/ws", RawQuery: "token=" + url.QueryEscape(sess.Token)}
+	ws, _, err := d.Dial(u.String(), nil)
+	require.NoError(t, err, "wss:// handshake verified against the test CA")
+	defer ws.Close()
+	events := make(chan map[string]any, 256)
+	go func() {
+		for {
+			_, p, err := ws.ReadMessage()
+			if err != nil {
+				close(events)
+				return
+			}
+			var ev map[string]any
+			if json.Unmarshal(p, &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	waitFor := func(typ string, match func(map[string]any) bool) map[string]any {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ev, ok := <-events:
+				require.True(t, ok, "the WebSocket closed waiting for %s", typ)
+				if (typ == "" || ev["type"] == typ) && (match == nil || match(ev)) {
+					return ev
+				}
+			case <-deadline:
+				t.Fatalf("no %s event within 10 s", typ)
+			}
+		}
+	}
+	waitFor("hello", nil)
+	require.NoError(t, ws.WriteJSON(map[string]any{"type": "join", "lobby": "tls"}))
+	joined := waitFor("joined", nil)
+	room := joined["room"].(map[string]any)["id"].(string)
+	require.NoError(t, ws.WriteJSON(map[string]any{"type": "say", "room": room, "text": "over TLS", "ref": "r1"}))
+	var acked, delivered bool
+	waitFor("", func(ev map[string]any) bool { // the ack and the message, in either order
+		switch ev["type"] {
+		case "ack":
+			acked = acked || ev["ref"] == "r1"
+		case "message":
+			delivered = delivered || ev["message"].(map[string]any)["text"] == "over TLS"
+		}
+		return acked && delivered
+	})
+
+	require.Equal(t, int64(100), servedSerial(t, addr, ca))
+
+	t.Run("SIGHUP serves a new certificate from the next handshake", func(t *testing.T) {
+		ca.issue(t, 200, "second", certFile, keyFile)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+		require.Eventually(t, func() bool { return strings.Contains(logs.String(), "TLS certificate reloaded") }, 10*time.Second, 10*time.Millisecond)
+		assert.Equal(t, int64(200), servedSerial(t, addr, ca))
+		assert.Contains(t, logs.String(), "CN=second")
+		// the WebSocket opened before the reload goes on
+		require.NoError(t, ws.WriteJSON(map[string]any{"type": "ping", "ref": "p1"}))
+		waitFor("pong", nil)
+	})
+	t.Run("a bad reload is logged and the certificate in use stays", func(t *testing.T) {
+		require.NoError(t, os.WriteFile(certFile, []byte("-----BEGIN CERTIFICATE-----\nnot a certificate\n"), 0o600))
+		require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+		require.Eventually(t, func() bool { return strings.Contains(logs.String(), "TLS certificate reload failed") }, 10*time.Second, 10*time.Millisecond)
+		assert.Equal(t, int64(200), servedSerial(t, addr, ca))
+	})
+	t.Run("SIGTERM still drains and exits 0", func(t *testing.T) {
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			require.NoError(t, err, "exit 0:\n%s", logs)
+		case <-time.After(30 * time.Second):
+			t.Fatal("chatd did not exit within 30 s of SIGTERM")
+		}
+	})
+}
+
+func TestTLSBadCertificateExits2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	other := filepath.Join(dir, "other.key")
+	ca := newCA(t)
+	ca.issue(t, 1, "one", certFile, keyFile)
+	ca.issue(t, 2, "two", filepath.Join(dir, "two.crt"), other)
+	for name, args := range map[string][]string{
+		"a missing file":     {"--tls-cert", filepath.Join(dir, "none.crt"), "--tls-key", keyFile},
+		"a key of another":   {"--tls-cert", certFile, "--tls-key", other},
+		"not a certificate":  {"--tls-cert", keyFile, "--tls-key", keyFile},
+		"a key without cert": {"--tls-key", keyFile},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, errOut, code := execChatd(t, nil, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+			assert.Equal(t, 2, code, errOut)
+			assert.Contains(t, errOut, "--tls-")
+			assert.NotContains(t, errOut, "chatd listening")
+		})
+	}
+}
