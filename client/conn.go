@@ -162,6 +162,7 @@ func (c *Client) Connect(ctx context.Context, o ConnOptions) (*Conn, error) {
 		cn.cancel()
 		return nil, err
 	}
+	cn.install(s, false)
 	cn.wg.Add(2)
 	go func() { defer cn.wg.Done(); cn.q.dispatch(cn.stop) }()
 	go func() { defer cn.wg.Done(); cn.run(s) }()

@@ -209,14 +209,13 @@ func dialFinal(err error) bool {
 	return errors.As(err, &ce) && ce.Reason.Final()
 }
 
-// run is the Conn's life: serve a socket, and when it ends reconnect
+// run is the Conn's life: serve the installed socket s, and when it ends reconnect
 // (with backoff, to the next URL) until Close or a final reason.
 func (cn *Conn) run(s *socket) {
 	defer close(cn.done)
 	defer cn.q.finish()
 	fails := 0
-	for reconnect := false; ; reconnect = true {
-		cn.install(s, reconnect)
+	for {
 		err := cn.serve(s)
 		reason, cerr := cn.detach(s, err)
 		if cn.ctx.Err() != nil {
@@ -237,6 +236,7 @@ func (cn *Conn) run(s *socket) {
 		if s = cn.redial(delay, &fails); s == nil {
 			return
 		}
+		cn.install(s, true)
 	}
 }
 
