@@ -23,9 +23,11 @@ type Config struct {
 	// client of a cluster without a balancer).
 	NodeURLs []string
 	// NextURL, if set, picks the URL to use after failed failed (a
-	// service-discovery lookup, say); it is called without locks held and
-	// must be safe for concurrent use. It overrides the rotation of
-	// NodeURLs; its answers must be http(s) URLs.
+	// service-discovery lookup, say); it overrides the rotation of
+	// NodeURLs, and its answers must be http(s) URLs (another answer keeps
+	// the URL in use). It is called without locks held, from the goroutine
+	// of the failed request or of a Conn's reconnect, so it must be safe
+	// for concurrent use and return promptly: Conn.Close waits for it.
 	NextURL func(failed string) string
 	// HTTPClient sends the REST requests; nil uses a client of its own
 	// with keep-alive. Its Timeout, if any, bounds every request, long

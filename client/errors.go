@@ -34,6 +34,7 @@ type Error struct {
 	Op string
 }
 
+// Error reads "chatd: <op>: <status>: <code>: <message>".
 func (e *Error) Error() string {
 	s := "chatd"
 	if e.Op != "" {
@@ -157,6 +158,7 @@ type CloseError struct {
 	Text   string // the close frame's text: a kick's reason, say
 }
 
+// Error reads "chatd: websocket closed: <code> <reason>: <text>".
 func (e *CloseError) Error() string {
 	s := fmt.Sprintf("chatd: websocket closed: %d %s", int(e.Reason), e.Reason)
 	if e.Text != "" {

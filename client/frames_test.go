@@ -80,3 +80,25 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeFrame decodes a batched frame of 50 message events: the
+// cost of receiving, per event (b.N counts frames; see events/s).
+func BenchmarkDecodeFrame(b *testing.B) {
+	var sb strings.Builder
+	for i := range 50 {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(`{"type":"message","message":{"id":"1796114764962-0000` + string(rune('0'+i/10)) + string(rune('0'+i%10)) +
+			`","room":"general-3","from":"alice","text":"a chat message of a usual length, some forty characters","ts":"2026-12-01T11:01:25.123Z"}}`)
+	}
+	p := []byte(sb.String())
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if ds := decodeFrame(p); len(ds) != 50 || ds[49].err != nil {
+			b.Fatal(ds[49].err)
+		}
+	}
+	b.ReportMetric(float64(50*b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -92,7 +92,7 @@ func (c *Client) do(ctx context.Context, cl call) error {
 		d := c.backoff.Delay(attempt)
 		var e *Error
 		if errors.As(err, &e) && e.RetryAfter > 0 {
-			d = min(e.RetryAfter, c.backoff.Max)
+			d = e.RetryAfter // the server's word; ctx bounds the wait
 		}
 		c.log.Debug("chatd request: retrying", "op", cl.method+" "+cl.path, "attempt", attempt+1, "in", d, "err", err)
 		if !sleep(ctx, d) {

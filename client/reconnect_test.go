@@ -42,7 +42,6 @@ func testReconnect(t *testing.T, fault string) {
 	gate := make(chan struct{})
 	var release sync.Once
 	open := func() { release.Do(func() { close(gate) }) }
-	t.Cleanup(open)
 	var asked atomic.Int32
 	rx := newClient(t, "rx", client.Config{NodeURLs: urls, NextURL: func(failed string) string {
 		asked.Add(1)
@@ -53,6 +52,7 @@ func testReconnect(t *testing.T, fault string) {
 	crx, rrx := connect(t, rx, client.ConnOptions{})
 	ctx2, _ := connect(t, tx, client.ConnOptions{})
 	require.Equal(t, "n1", crx.Node())
+	t.Cleanup(open) // runs before the Conns' Close, which waits for NextURL
 
 	var rooms []string
 	for _, lobby := range []string{"ra", "rb"} {
@@ -216,4 +216,3 @@ func onlyFrom(ms []client.Message, from string) []client.Message {
 	}
 	return out
 }
-
