@@ -1,0 +1,166 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chatd/chatd/errcode"
+)
+
+// handle applies the events of one frame, then queues the application's
+// events (outside the lock: the queue may make the reader wait).
+func (cn *Conn) handle(s *socket, ds []decoded) {
+	if len(ds) == 0 {
+		return
+	}
+	var out []Event
+	cn.mu.Lock()
+	for _, d := range ds {
+		if d.err != nil {
+			cn.stats.BadEvents++
+			cn.cl.log.Warn("chatd websocket: undecodable event skipped", "err", d.err, "event", clipLine(d.line))
+			out = append(out, BadFrameEvent{Err: d.err, Frame: clipLine(d.line)})
+			continue
+		}
+		out = cn.apply(s, d.ev, out)
+	}
+	cn.mu.Unlock()
+	cn.q.push(out...)
+}
+
+// apply acts on one event and appends the application's events to out.
+// Under cn.mu.
+func (cn *Conn) apply(s *socket, ev inEvent, out []Event) []Event {
+	switch ev.typ {
+	case "joined":
+		return cn.joined(s, ev, out)
+	case "message":
+		if st := cn.rooms[ev.roomID]; st != nil {
+			if st.lastID != "" && compareIDs(ev.id, st.lastID) <= 0 {
+				cn.stats.Duplicates++
+				return out // had it: the seam of a resume
+			}
+			st.lastID = ev.id
+		}
+		return append(out, MessageEvent{Message: ev.msg})
+	case "ack":
+		if o := cn.byRef[ev.ref]; o != nil && o.kind == opSay {
+			cn.resolveLocked(o, opResult{id: ev.id})
+		}
+	case "pong":
+		cn.pong(s)
+	case "error":
+		return cn.errorEvent(s, ev, out)
+	case "presence":
+		return append(out, PresenceEvent{Room: ev.roomID, User: ev.user, State: ev.state})
+	case "typing":
+		return append(out, TypingEvent{Room: ev.roomID, User: ev.user})
+	case "settings":
+		return append(out, SettingsEvent{Key: ev.key, Value: ev.value, Version: ev.version})
+	case "notice":
+		return append(out, NoticeEvent{ID: ev.id, Text: ev.text})
+	case "message_removed":
+		return append(out, MessageRemovedEvent{Room: ev.roomID, ID: ev.id})
+	case "left":
+		delete(cn.rooms, ev.roomID)
+		return append(out, LeftEvent{Room: ev.roomID})
+	}
+	// hello again, or a type added to the protocol later: nothing to do
+	return out
+}
+
+// joined answers the oldest join or resume waiting on s (frames take
+// effect in the order sent, and each answers joined or an error with its
+// ref) and follows the room.
+func (cn *Conn) joined(s *socket, ev inEvent, out []Event) []Event {
+	var o *op
+	for i, w := range s.joinq {
+		if (w.kind == opJoin && w.lobby == ev.room.Lobby) || (w.kind == opResume && w.room == ev.room.ID) {
+			o = w
+			s.joinq = append(s.joinq[:i:i], s.joinq[i+1:]...)
+			break
+		}
+	}
+	after, resumed := "", false
+	if o != nil {
+		s.joinedRefs[o.ref] = ev.room.ID
+		if o.kind == opResume {
+			after, resumed = o.after, true
+		}
+		cn.resolveLocked(o, opResult{room: ev.room})
+	}
+	if st := cn.rooms[ev.room.ID]; st != nil {
+		st.room = ev.room
+	} else {
+		cn.rooms[ev.room.ID] = &roomState{room: ev.room, lastID: after}
+	}
+	return append(out, JoinedEvent{Room: ev.room, Resumed: resumed})
+}
+
+// pong answers the oldest call waiting for a pong on s.
+func (cn *Conn) pong(s *socket) {
+	if len(s.pingq) == 0 {
+		return // a ping of somebody else's
+	}
+	o := s.pingq[0]
+	s.pingq = s.pingq[1:]
+	if o.kind == opLeave && !o.failed {
+		delete(cn.rooms, o.room)
+	}
+	cn.resolveLocked(o, opResult{rtt: time.Since(o.sentAt)})
+}
+
+// errorEvent matches an error event to the call it answers, or hands it
+// to the application.
+func (cn *Conn) errorEvent(s *socket, ev inEvent, out []Event) []Event {
+	kind := refKind(ev.ref, cn.refPrefix)
+	e := errFor(ev, kind)
+	if o := cn.byRef[ev.ref]; o != nil && ev.ref != "" {
+		o.failed = true
+		for i, w := range s.joinq {
+			if w == o {
+				s.joinq = append(s.joinq[:i:i], s.joinq[i+1:]...)
+				break
+			}
+		}
+		cn.resolveLocked(o, opResult{err: e})
+		if !o.internal {
+			return out
+		}
+		// a resume of ours after a reconnect
+		if isTransient(e) {
+			s.force(fmt.Errorf("client: resume %s: %w", o.room, e))
+			return out
+		}
+		delete(cn.rooms, o.room)
+		return append(out, RoomLostEvent{Room: o.room, Err: e})
+	}
+	if room, ok := s.joinedRefs[ev.ref]; ok && ev.ref != "" {
+		// A join or resume said joined and then failed to replay: the
+		// server dropped the room from this connection. Connect again:
+		// the resume of every room mends it, or says the room is lost.
+		s.force(fmt.Errorf("client: room %s: %w", room, e))
+		return out
+	}
+	switch {
+	case ev.ref == "" && ev.code == string(errcode.ResumeGap) && ev.roomID != "":
+		after := ""
+		if st := cn.rooms[ev.roomID]; st != nil {
+			after = st.lastID
+		}
+		return append(out, ResumeGapEvent{Room: ev.roomID, After: after})
+	case ev.ref == "" && ev.code == string(errcode.NotSeated) && cn.rooms[ev.roomID] != nil:
+		// the seat lapsed and was taken: the server no longer sends the room
+		delete(cn.rooms, ev.roomID)
+		return append(out, RoomLostEvent{Room: ev.roomID, Err: e})
+	}
+	return append(out, ErrorEvent{Err: e})
+}
+
+// refKind is the kind of call a ref of this Conn names, or 0.
+func refKind(ref, prefix string) opKind {
+	if len(ref) > len(prefix)+1 && ref[:len(prefix)] == prefix && ref[len(prefix)] == '.' {
+		return opKind(ref[len(prefix)+1])
+	}
+	return 0
+}
