@@ -198,6 +198,9 @@ func parseQueue(dec *json.Decoder, name string) (Queue, error) {
 		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v < f.min || v > f.max || (f.integer && v != math.Trunc(v)) {
 			return Queue{}, fmt.Errorf("queue %q: %s must be %s; got %s", name, key, f.expect(), clip(string(n)))
 		}
+		if v == 0 {
+			v = 0 // -0 is 0
+		}
 		f.set(&q, v)
 	}
 	if _, err := dec.Token(); err != nil {

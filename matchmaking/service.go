@@ -165,35 +165,40 @@ func (s *Service) Submit(ctx context.Context, queue string, t Ticket) (string, e
 	if err != nil {
 		return "", fmt.Errorf("matchmaking: submit to %s: %w", queue, err)
 	}
-	id := newTicketID()
-	now := s.now()
+	id, fresh, err := s.enqueue(ctx, q, t, newTicketID())
+	if err != nil {
+		return "", fmt.Errorf("matchmaking: submit to %s: %w", queue, err)
+	}
+	if fresh {
+		s.m.tickets.WithLabelValues(queue, "submitted").Inc()
+	}
+	return id, nil
+}
+
+// enqueue runs ticket_submit.lua for the checked ticket t with id; fresh
+// is false when the script found the ticket enqueued already (a retry).
+func (s *Service) enqueue(ctx context.Context, q Queue, t Ticket, id string) (_ string, fresh bool, _ error) {
 	attrs := attrsJSON(t.Attributes)
 	entry := entryOf(bucketOf(attrs), t.Skill, t.Size(), id)
-	k := s.keys(queue)
-	args := []any{id, entry, ms(now), s.keep(q).Milliseconds(), t.User, strings.Join(t.Party, " "),
+	k := s.keys(q.Name)
+	args := []any{id, entry, ms(s.now()), s.keep(q).Milliseconds(), t.User, strings.Join(t.Party, " "),
 		strconv.FormatFloat(t.Skill, 'g', -1, 64), attrs}
 	for _, p := range t.Players() {
 		args = append(args, p)
 	}
 	v, err := redisx.Run(ctx, s.rdb, ticketSubmitScript, []string{k.pool(), k.age(), k.users(), k.ticket(id)}, args...).Slice()
 	if err != nil {
-		return "", fmt.Errorf("matchmaking: submit to %s: %w", queue, err)
+		return "", false, err
 	}
-	if len(v) >= 2 && v[0] == int64(0) {
+	if len(v) == 3 && v[0] == int64(0) {
 		open, _ := v[1].(string)
-		user := t.User
-		if len(v) == 3 {
-			user, _ = v[2].(string)
-		}
-		return "", fmt.Errorf("matchmaking: submit to %s: %w", queue, &TicketOpenError{Queue: queue, User: user, Ticket: open})
+		user, _ := v[2].(string)
+		return "", false, &TicketOpenError{Queue: q.Name, User: user, Ticket: open}
 	}
 	if len(v) != 2 {
-		return "", fmt.Errorf("matchmaking: submit to %s: %w", queue, errUnexpectedReply)
+		return "", false, errUnexpectedReply
 	}
-	if v[0] == int64(1) {
-		s.m.tickets.WithLabelValues(queue, "submitted").Inc()
-	}
-	return id, nil
+	return id, v[0] == int64(1), nil
 }
 
 var errUnexpectedReply = errors.New("matchmaking: unexpected script reply")
