@@ -155,7 +155,7 @@ func newDefs(raw string) *defs {
 	return d
 }
 
-func (d *defs) get() string   { return d.v.Load().(string) }
+func (d *defs) get() string    { return d.v.Load().(string) }
 func (d *defs) set(raw string) { d.v.Store(raw) }
 
 type setup struct {
