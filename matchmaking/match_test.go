@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/lock"
 )
 
 // rounds counts a node's matcher rounds, so a test can wait until the
@@ -228,4 +229,41 @@ func TestFailedHookIsRetried(t *testing.T) {
 	waitFor(t, 5*time.Second, "the outbox is acknowledged", func() bool {
 		return r.Client.ZCard(context.Background(), n.svc.keys("duel").outbox()).Val() == 0
 	})
+}
+
+// TestCancelBetweenChoosingAndForming: a ticket the matcher chose is
+// cancelled before the formation script runs; the script skips that match
+// whole, the other ticket stays waiting and is matched later.
+func TestCancelBetweenChoosingAndForming(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	clock, rec := newClock(), newRecorder()
+	n := newNode(t, r, setup{defs: newDefs(duelDefs), clock: clock.Now, rec: rec, mcfg: fastMatchers()})
+	var a, b string
+	var once atomic.Bool
+	n.mm.beforeForm = func(ctx context.Context, _ string, _ *lock.Lock) {
+		if once.CompareAndSwap(false, true) {
+			st, err := n.svc.Cancel(ctx, "duel", b)
+			assert.NoError(t, err)
+			assert.Equal(t, Cancelled, st.State)
+		}
+	}
+	a = submit(t, n.svc, "duel", Ticket{User: "a", Skill: 1})
+	clock.Advance(time.Millisecond)
+	b = submit(t, n.svc, "duel", Ticket{User: "b", Skill: 2})
+	n.start(t)
+	waitFor(t, 5*time.Second, "the formation ran", once.Load)
+	clock.Advance(time.Millisecond)
+	c := submit(t, n.svc, "duel", Ticket{User: "c", Skill: 3})
+	waitFor(t, 5*time.Second, "a and c match", func() bool { return matchOfTicket(t, n.svc, "duel", a) != nil })
+	m := matchOfTicket(t, n.svc, "duel", a)
+	assert.Equal(t, []string{"a", "c"}, m.Players)
+	assert.Equal(t, c, m.Tickets[1].ID)
+	st, err := n.svc.Status(ctx, "duel", b)
+	require.NoError(t, err)
+	assert.Equal(t, Cancelled, st.State, "the cancel won: b is in no match")
+	ms, _, _ := rec.snapshot()
+	assert.Len(t, ms, 1)
+	assert.Equal(t, int64(2), m.Seq, "number 1 was reserved by the skipped match")
 }

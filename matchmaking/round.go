@@ -21,6 +21,7 @@ type holder struct {
 	queue  string
 	l      *lock.Lock
 	lastOK time.Time // when the last refresh that succeeded was sent
+	warned time.Time // when a failed round was last logged
 	cancel context.CancelCauseFunc
 
 	acks  []string              // outbox members announced, ZREM'd by the next pick
@@ -61,7 +62,11 @@ func (h *holder) run(ctx context.Context) error {
 		case errors.Is(err, errLost), errors.Is(err, errQueueRemoved):
 			return err
 		case err != nil && ctx.Err() == nil:
-			h.svc.log.Warn("matchmaking: matcher round failed", "queue", h.queue, "err", err)
+			// Logged once per 10 s: a Redis outage fails every round.
+			if time.Since(h.warned) >= 10*time.Second {
+				h.warned = time.Now()
+				h.svc.log.Warn("matchmaking: matcher round failed; retrying every tick", "queue", h.queue, "err", err)
+			}
 			more = false
 		}
 		next := h.m.cfg.Tick
@@ -365,23 +370,33 @@ func (h *holder) drain(ctx context.Context) error {
 		if kind == "m" {
 			m, err := matchOf(h.queue, rec)
 			if err != nil {
-				return fmt.Errorf("drain: %w", err)
+				h.undecodable(mb, hook, err)
+				continue
 			}
-			err = h.announceMatch(ctx, mb, m)
-			if err != nil {
+			if err := h.announceMatch(ctx, mb, m); err != nil {
 				return err
 			}
 			continue
 		}
 		t, err := ticketOf(h.queue, id, rec)
 		if err != nil {
-			return fmt.Errorf("drain: %w", err)
+			h.undecodable(mb, hook, err)
+			continue
 		}
 		if err := h.announceExpired(ctx, mb, t); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// undecodable drops an outbox entry whose record cannot be read (written
+// by another version, or by hand): retrying it would block the entries
+// behind it.
+func (h *holder) undecodable(member, hook string, err error) {
+	h.svc.log.Error("matchmaking: an announcement's record does not decode; dropped", "queue", h.queue, "entry", member, "err", err)
+	h.svc.m.announce.WithLabelValues(h.queue, hook, "dropped").Inc()
+	h.ack(member)
 }
 
 func (h *holder) announceMatch(ctx context.Context, member string, m Match) error {

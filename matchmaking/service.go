@@ -205,7 +205,8 @@ var errUnexpectedReply = errors.New("matchmaking: unexpected script reply")
 
 // Cancel takes the waiting ticket id out of queue and returns its status
 // after: cancelled, or how it had ended before (matched, expired,
-// cancelled; nothing is changed then). It returns ErrUnknownTicket for a
+// cancelled; nothing is changed then). The queue need not be defined any
+// more. It returns ErrUnknownTicket for a
 // ticket the queue does not hold (never submitted, or ended longer ago
 // than the status TTL), and Redis errors, wrapped with the queue.
 func (s *Service) Cancel(ctx context.Context, queue, id string) (Status, error) {
