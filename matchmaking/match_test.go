@@ -267,3 +267,36 @@ func TestCancelBetweenChoosingAndForming(t *testing.T) {
 	assert.Len(t, ms, 1)
 	assert.Equal(t, int64(2), m.Seq, "number 1 was reserved by the skipped match")
 }
+
+// TestEveryKeyExpiresButTheCounters: after tickets were submitted, matched,
+// expired and cancelled, every key of the queue carries a TTL except the
+// match counter and the lock's fence (keyspace.Permanent's "counters").
+func TestEveryKeyExpiresButTheCounters(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	n, clock, rec, _ := one(t, r, duelDefs)
+	submit(t, n.svc, "duel", Ticket{User: "a", Skill: 1})
+	submit(t, n.svc, "duel", Ticket{User: "b", Skill: 2})
+	lonely := submit(t, n.svc, "duel", Ticket{User: "c", Skill: 900})
+	gone := submit(t, n.svc, "duel", Ticket{User: "d", Skill: 5000})
+	_, err := n.svc.Cancel(ctx, "duel", gone)
+	require.NoError(t, err)
+	waitFor(t, 5*time.Second, "a match", func() bool { ms, _, _ := rec.snapshot(); return len(ms) == 1 })
+	clock.Advance(time.Minute)
+	waitFor(t, 5*time.Second, "an expiry", func() bool { _, xs, _ := rec.snapshot(); return len(xs) == 1 })
+	_, xs, _ := rec.snapshot()
+	require.Contains(t, xs, lonely)
+	submit(t, n.svc, "duel", Ticket{User: "e", Skill: 1})
+
+	keys, err := r.Client.Keys(ctx, r.Prefix+":*").Result()
+	require.NoError(t, err)
+	var permanent []string
+	for _, key := range keys {
+		if ttl := r.Client.PTTL(ctx, key).Val(); ttl < 0 {
+			permanent = append(permanent, key)
+		}
+	}
+	assert.ElementsMatch(t, []string{r.Prefix + ":{mm:duel}:seq", r.Prefix + ":{mm:duel}:fence"}, permanent)
+	assert.Greater(t, len(keys), 6, "tickets, the match, the pool and the lock were looked at: %v", keys)
+}
