@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/chatd/chatd/matchmaking"
 )
 
 // The keys of the registry, as in docs/PROTOCOL.md's "Live settings" table.
@@ -30,9 +32,17 @@ const (
 	SeatsPerUser            = "limit.seats_per_user"
 	ConnectionsPerNode      = "limit.connections_per_node"
 	MessageDurability       = "message.durability"
+<<<<<<< HEAD
 	ScorePostsPerUserPerMin = "limit.score_posts_per_user_per_minute"
 	NewBoardsPerIPPerMin    = "limit.new_boards_per_ip_per_minute"
+=======
+	MatchmakingQueues       = "matchmaking.queues"
+>>>>>>> h/match
 )
+
+// DefaultMatchmakingQueues is the default of matchmaking.queues: one queue,
+// "quick", of two players.
+const DefaultMatchmakingQueues = `{"quick":{"min":2,"max":2,"window":100,"widen_per_second":20,"max_wait_seconds":60,"max_party":2,"reserve_seconds":30}}`
 
 // The value types of a Def.
 const (
@@ -71,6 +81,10 @@ type Def struct {
 	MinExclusive bool `json:"min_exclusive"`
 	// Enum, when not empty, lists the only values a string may take.
 	Enum []string `json:"enum,omitempty"`
+	// Check, when not nil, validates a string that passed the checks
+	// above (a string holding a structured value, such as JSON); its error
+	// says what is wrong, and becomes the refusal's reason.
+	Check func(string) error `json:"-"`
 }
 
 var defs = []Def{
@@ -112,6 +126,8 @@ var defs = []Def{
 		Description: "comma-separated all-time boards that never expire; every other all-time board expires 30 days after its last post"},
 	{Key: MessageDurability, Type: TypeString, Default: "none", Min: 4, Max: 7, Enum: []string{"none", "replica"},
 		Description: "none: a message is acked once its master stored it; replica: only once a replica holds it too (WAIT), else the say is refused with not_durable"},
+	{Key: MatchmakingQueues, Type: TypeString, Default: DefaultMatchmakingQueues, Min: 0, Max: 16000, Check: matchmaking.CheckQueues,
+		Description: `matchmaking queues as JSON: {"name":{"min","max","window","widen_per_second","max_wait_seconds","max_party","reserve_seconds"}}; "" = none`},
 }
 
 var byKey = func() map[string]*Def {
@@ -235,6 +251,11 @@ func (d *Def) validate(raw json.RawMessage) (any, error) {
 		}
 		if n := utf8.RuneCountInString(s); float64(n) > d.Max || float64(n) < d.Min {
 			return nil, badValue(d, "got %d characters", n)
+		}
+		if d.Check != nil {
+			if err := d.Check(s); err != nil {
+				return nil, &Error{Key: d.Key, Reason: d.Key + ": " + err.Error(), Err: ErrBadValue}
+			}
 		}
 		return s, nil
 	}

@@ -17,6 +17,7 @@ func TestDefsMatchTheProtocol(t *testing.T) {
 		SeenTTLSeconds: 604800, SessionIdleSeconds: 1800, ConnectionsPerIP: 500, SessionsPerIPPerMin: 120,
 		NewBoardsPerUserPerMin: 10, PermanentBoards: "", NewLobbiesPerUserPerMin: 10, SeatsPerUser: 20, ConnectionsPerNode: 50000, MessageDurability: "none",
 		NewBoardsPerIPPerMin: 30, ScorePostsPerUserPerMin: 600,
+		MatchmakingQueues: DefaultMatchmakingQueues,
 	}
 	got := map[string]any{}
 	for _, d := range Defs() {
@@ -59,6 +60,9 @@ func TestValidate(t *testing.T) {
 		{MOTD, `"<b>&</b>"`, "<b>&</b>"},
 		{MessageDurability, `"none"`, "none"},
 		{MessageDurability, `"replica"`, "replica"},
+		{MatchmakingQueues, `""`, ""},
+		{MatchmakingQueues, `"{}"`, "{}"},
+		{MatchmakingQueues, `"{\"duel\":{\"min\":2,\"max\":2,\"window\":50}}"`, `{"duel":{"min":2,"max":2,"window":50}}`},
 	}
 	for _, tt := range ok {
 		t.Run("accepts "+tt.key+"="+clip(tt.raw), func(t *testing.T) {
@@ -102,6 +106,10 @@ func TestValidate(t *testing.T) {
 		{MessageDurability, `"Replica"`, `message.durability must be one of "none", "replica"; got "Replica"`},
 		{MessageDurability, `""`, `message.durability must be one of "none", "replica"; got ""`},
 		{MessageDurability, `1`, `message.durability must be one of "none", "replica"; got a number`},
+		{MatchmakingQueues, `{"duel":{}}`, "matchmaking.queues must be a string of at most 16000 characters; got an object"},
+		{MatchmakingQueues, `"{\"duel\":{\"min\":2}}"`, `matchmaking.queues: queue "duel": max is missing (an integer from 1 to 100)`},
+		{MatchmakingQueues, `"{\"duel\":{\"min\":3,\"max\":2,\"window\":1}}"`, `matchmaking.queues: queue "duel": max 2 is below min 3`},
+		{MatchmakingQueues, `"[1]"`, `matchmaking.queues: the definitions must be a JSON object of queue name → definition; got an array`},
 	}
 	for _, tt := range bad {
 		t.Run("refuses "+tt.key+"="+clip(tt.raw), func(t *testing.T) {

@@ -1,0 +1,152 @@
+// Package matchmaking matches players across chatd nodes: tickets wait in
+// skill-ordered queues in Redis, one matcher per queue — on whichever node
+// holds the queue's lock — forms matches atomically, and a fence keeps a
+// matcher that paused past its lease from forming anything.
+//
+// # What it owns
+//
+// Queues are defined by the live setting matchmaking.queues (ParseQueues;
+// the settings registry validates writes with CheckQueues), so every node
+// sees a change at its next call. Everything of one queue is in the
+// {mm:QUEUE} hash-tag unit, together with the queue lock's keys, which
+// package lock keeps there:
+//
+//	chatd:{mm:duel}:pool     ZSET   waiting tickets' entries, score 0 (lex order: bucket, skill)
+//	chatd:{mm:duel}:age      ZSET   the same entries scored by enqueue time (ms): oldest first, expiry
+//	chatd:{mm:duel}:users    HASH   user -> open ticket (every party member): one open ticket per user
+//	chatd:{mm:duel}:t:ID     HASH   a ticket: state, entry, user, party, skill, attributes, created, ended, match
+//	chatd:{mm:duel}:m:SEQ    HASH   a match: seq, created, fence, attributes, players (JSON)
+//	chatd:{mm:duel}:seq      STRING the match counter (INCRBY), never reset
+//	chatd:{mm:duel}:outbox   ZSET   "m:SEQ" and "x:TICKET" not yet handed to the hooks
+//	chatd:{mm:duel}:lock     STRING the matcher's lock (package lock)
+//	chatd:{mm:duel}:fence    STRING the lock's fences (package lock), never reset
+//
+// An entry is 16 hex digits of attribute bucket (SHA-256 of the
+// attributes' canonical JSON), 16 of skill (its float64 bits, made to sort
+// as the numbers do), 2 of party size, then the ticket id. All buckets share
+// the one pool: with every score 0, [ZRANGEBYLEX] orders the pool by bucket,
+// then skill, so a skill window in one bucket is a lex range the script
+// computes from the seed's entry and ARGV. The alternative, a ZSET per
+// bucket, needs a key chosen at run time, which a script may not build
+// (Redis Cluster routes a script by its declared KEYS) and the caller cannot
+// know before the script has looked. A bucket collision (64 bits) can only
+// make two attribute sets share a range: the formation compares the
+// attributes themselves, so it may refuse such a match, never form one.
+//
+// Ended tickets and match records keep Config.StatusTTL (10 minutes), so a
+// poller learns how its ticket ended. The queue's keys and waiting tickets
+// carry a TTL of max wait + status TTL + 1 hour, renewed by every
+// submission and formation: a queue that no node serves for that long is
+// forgotten. The match counter and the fence keep no TTL (one integer each
+// per queue an operator defined): a counter that went back would reuse match
+// ids, a fence that went back would let a paused holder through.
+//
+// Scale: a queue lives on one shard, which makes a formation atomic; queues
+// spread over the cluster. One matcher round is two scripts whatever the
+// number of matches it forms (up to MatchersConfig.MaxMatches).
+//
+// # The pattern: choose, then form under the fence, then announce
+//
+// Submit is one script (lua/ticket_submit.lua): [HGET] each member in the
+// user map, and only if none has an open ticket, [HSET] them, [ZADD] the
+// entry to the pool and the age index, [HSET] the ticket, [PEXPIRE]. Cancel
+// is one script taking a waiting ticket out as cancelled ([ZREM], [HDEL]).
+//
+// A queue's matcher runs on the node that holds "mm:QUEUE" (lock.TryAcquire,
+// renewed with Lock.Refresh every lease/3 from the matcher's own loop, so a
+// matcher that stalls loses the queue). Each round:
+//
+//  1. lua/queue_pick.lua chooses. It takes the oldest tickets
+//     ([ZRANGEBYSCORE] on the age index) as seeds; a seed's window is
+//     window + widen_per_second × its wait; the tickets of its bucket inside
+//     the window on either side ([ZRANGEBYLEX], [ZREVRANGEBYLEX]), no older
+//     than the seed ([ZSCORE]), are taken closest skill first while the
+//     players fit in max — a party counts all its members and is never
+//     split — and the match is chosen when it holds at least min players.
+//     Tickets older than max wait are chosen to expire. It writes no
+//     ticket; it reserves the match numbers ([INCRBY] seq) and removes the
+//     outbox entries announced since the last round.
+//  2. lua/match_form.lua forms, with lock.FenceCheckLua prepended: if the
+//     fence is no longer the lock's newest, it writes nothing; otherwise,
+//     for each chosen match whose tickets are all still waiting with equal
+//     attributes and a size within min and max, the tickets leave the pool,
+//     the age index and the user map, become matched, the match record is
+//     written and "m:SEQ" joins the outbox — all in the one script, so no
+//     ticket is in two matches and none is lost between. A match one of
+//     whose tickets went meanwhile (cancelled, expired, matched by a newer
+//     holder) is skipped whole. Expiries are fenced and written the same
+//     way ("x:TICKET" in the outbox).
+//  3. The holder calls Config.OnMatched / OnExpired for what it formed, and
+//     acknowledges each entry in its next pick. Entries it did not form
+//     (left by a holder that died between its formation and its hooks, or
+//     whose hook failed) are read back from the outbox and announced, a
+//     failed hook again after a backoff (1 s doubling to 30 s) until its
+//     record expires. So nothing formed goes unannounced; an entry may be
+//     announced twice (a holder killed after the hook, before the ack), and
+//     the hooks are idempotent by Match.ID.
+//
+// The pick is a separate script because the formation must name every key
+// it writes — the chosen tickets' and the match record's — in KEYS, and
+// they are known only once something has looked. The formation checks
+// again what the pick saw, so the pause between them is harmless.
+//
+// # Why the naive versions fail
+//
+// A matcher on every node: two nodes read the same oldest ticket and each
+// forms a match with it — one ticket, two matches, two game rooms with a
+// player who can only be in one — or, each removing what it took, they tear
+// a party apart. One matcher per queue (the lock) makes the choice
+// consistent; the scripts make it safe even when the lock fails.
+//
+// [ZRANGE] then [ZREM] in two steps: between the read and the removal, a
+// cancel, an expiry or another matcher changes the queue. Checking ZREM's
+// count does not help: when it removed only some of the tickets, those are
+// gone from the queue and in no match (lost), unless more round trips put
+// them back, which races again. Here the check and every write of a match
+// are one script.
+//
+// An unfenced matcher after a pause: the holder chose matches and then
+// stalled (GC, SIGSTOP, a slow network) past its lease, and another node
+// took the queue. When the stale one wakes, its choice is from before the
+// pause — made under definitions an operator may have changed since (a
+// narrower window, another max), by a clock that may be behind — and it
+// races the new holder, breaking the matches that one chose by taking their
+// tickets first. The per-ticket check keeps a ticket out of two matches;
+// only the fence keeps the queue to one matcher. The formation checks the
+// lock's fence in the same script as its writes (a check before the script
+// would be one more place to pause), so a holder that lost the lock forms
+// and expires nothing (fence_rejected_total) and gives the queue up.
+//
+// Calling the hook after the script with nothing recorded: a node that
+// crashes between the two has formed a match nobody is told about — the
+// players wait in a match room that never opens. The outbox is written by
+// the formation itself and emptied only once a hook succeeded.
+//
+// # Failure behaviour
+//
+// Redis down: Submit, Cancel and Status return the Redis error (503); the
+// matcher's rounds fail and are retried each tick; a holder that cannot
+// refresh for a whole lease gives the queue up. A node that dies: its lease
+// expires and another node takes the queue within about Lease + TryEvery.
+// Nodes' clocks: a ticket's wait is the matcher's now minus the submitting
+// node's clock, so keep them in NTP step. If Redis loses its data, waiting
+// tickets are gone (Status: unknown ticket) and numbering restarts.
+//
+// Metrics (Config.Registerer): chatd_matchmaking_tickets_total{queue,event},
+// matches_total, wait_seconds, queue_depth, oldest_wait_seconds,
+// matcher_holding, fence_rejected_total, announcements_total{hook,result},
+// matcher_ticks_total.
+//
+// [ZADD]: https://redis.io/commands/zadd/
+// [ZREM]: https://redis.io/commands/zrem/
+// [ZRANGE]: https://redis.io/commands/zrange/
+// [ZRANGEBYSCORE]: https://redis.io/commands/zrangebyscore/
+// [ZRANGEBYLEX]: https://redis.io/commands/zrangebylex/
+// [ZREVRANGEBYLEX]: https://redis.io/commands/zrevrangebylex/
+// [ZSCORE]: https://redis.io/commands/zscore/
+// [INCRBY]: https://redis.io/commands/incrby/
+// [HGET]: https://redis.io/commands/hget/
+// [HSET]: https://redis.io/commands/hset/
+// [HDEL]: https://redis.io/commands/hdel/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
+package matchmaking

@@ -1,0 +1,50 @@
+package matchmaking
+
+import (
+	"strconv"
+
+	"github.com/chatd/chatd/internal/keyspace"
+)
+
+// keys builds every key of one queue. All of them carry the queue's hash
+// tag {mm:QUEUE}, the unit of the queue's lock: a submission, a cancel and
+// a match formation touch the pool, the age index, the user map, tickets,
+// the match record and the outbox in one script, and the formation checks
+// the lock's fence ({mm:QUEUE}:fence, kept by package lock) in the same
+// script, so on Redis Cluster they must all share one slot.
+type keys struct {
+	ks    keyspace.Space
+	queue string
+}
+
+// lockName is the name of the queue's lock in package lock: its two keys
+// (lock, fence) are in the same {mm:QUEUE} unit as the keys below.
+func lockName(queue string) string { return "mm:" + queue }
+
+// pool holds every waiting ticket's entry with score 0, so that ZRANGEBYLEX
+// orders them by attribute bucket, then skill (see entry).
+func (k keys) pool() string { return k.ks.Key("mm", k.queue, "pool") } // ZSET entry -> 0
+
+// age holds the same entries scored by enqueue time: oldest first, and the
+// expiry scan.
+func (k keys) age() string { return k.ks.Key("mm", k.queue, "age") } // ZSET entry -> created ms
+
+// users maps every member of an open ticket (its user and party) to the
+// ticket: the one-open-ticket rule.
+func (k keys) users() string { return k.ks.Key("mm", k.queue, "users") } // HASH user -> ticket id
+
+// ticket is a ticket's body and state; it outlives the ticket's end by the
+// status TTL, so that a poller learns how it ended.
+func (k keys) ticket(id string) string { return k.ks.Key("mm", k.queue, "t", id) } // HASH state, entry, user, party, skill, attrs, created, ended, match
+
+// match is a formed match's record, for the status TTL.
+func (k keys) match(seq int64) string {
+	return k.ks.Key("mm", k.queue, "m", strconv.FormatInt(seq, 10))
+} // HASH seq, created, fence, attrs, players
+
+// seq counts match numbers: never reset, so a match id is never reused.
+func (k keys) seq() string { return k.ks.Key("mm", k.queue, "seq") } // STRING INCR counter
+
+// outbox holds the matches and expiries not yet handed to the hooks
+// ("m:SEQ", "x:TICKET"), written by the formation script itself.
+func (k keys) outbox() string { return k.ks.Key("mm", k.queue, "outbox") } // ZSET member -> ms written

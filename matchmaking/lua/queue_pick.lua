@@ -1,0 +1,152 @@
+-- queue_pick.lua: choose the next matches and expiries of a queue, without
+-- changing any ticket (match_form.lua, fenced, does that). Also
+-- acknowledges announced outbox entries and reserves match numbers.
+--
+-- KEYS[1]  pool    ZSET  entry -> 0 (lex order: bucket, skill)
+-- KEYS[2]  age     ZSET  entry -> created ms
+-- KEYS[3]  outbox  ZSET  "m:SEQ" / "x:TICKET" not yet announced
+-- KEYS[4]  seq     STRING the match counter
+-- ARGV[1]  now, Unix ms
+-- ARGV[2]  min players      ARGV[3]  max players
+-- ARGV[4]  window           ARGV[5]  widening per second
+-- ARGV[6]  cutoff, Unix ms: a ticket created at or before it has waited
+--          its max wait and is to expire
+-- ARGV[7]  seeds: how many of the oldest tickets try to form a match
+-- ARGV[8]  most matches to choose  ARGV[9]  most expiries to choose
+-- ARGV[10] candidates read on each side of a seed
+-- ARGV[11..] outbox members announced since the last call (ZREM'd first)
+--
+-- Selection: oldest ticket first (a seed); its window is window + widening
+-- × its wait; the tickets of its bucket within that window, no older than
+-- it, are taken closest skill first while the players fit in max (a party
+-- counts all its members and is never split); the match is chosen when it
+-- has at least min players. Each ticket is chosen at most once per call.
+--
+-- Returns {depth, oldest created ms or -1, outbox size, first reserved
+-- match number or 0, {{entry, ...} per match, the seed first}, {entry of
+-- each ticket to expire}}.
+local pool, age, outbox = KEYS[1], KEYS[2], KEYS[3]
+local now = tonumber(ARGV[1])
+local min_size, max_size = tonumber(ARGV[2]), tonumber(ARGV[3])
+local window, widen = tonumber(ARGV[4]), tonumber(ARGV[5])
+local cutoff = tonumber(ARGV[6])
+local n_seeds, max_matches = tonumber(ARGV[7]), tonumber(ARGV[8])
+local max_expired, scan = tonumber(ARGV[9]), tonumber(ARGV[10])
+
+if #ARGV >= 11 then
+  redis.call('ZREM', outbox, unpack(ARGV, 11))
+end
+
+-- An entry's skill: 16 hex digits of its float64 bits made to sort as the
+-- numbers do (see skillKey in ticket.go).
+local skills = {}
+local function skill_of(entry)
+  local s = skills[entry]
+  if s then
+    return s
+  end
+  local b = {}
+  local positive = tonumber(string.sub(entry, 17, 18), 16) >= 128
+  for i = 1, 8 do
+    local v = tonumber(string.sub(entry, 15 + 2 * i, 16 + 2 * i), 16)
+    if positive then
+      if i == 1 then v = v - 128 end
+    else
+      v = 255 - v
+    end
+    b[i] = v
+  end
+  s = struct.unpack('>d', string.char(unpack(b)))
+  skills[entry] = s
+  return s
+end
+
+local function skill_hex(x)
+  local p = struct.pack('>d', x)
+  local positive = string.byte(p, 1) < 128
+  local out = {}
+  for i = 1, 8 do
+    local v = string.byte(p, i)
+    if positive then
+      if i == 1 then v = v + 128 end
+    else
+      v = 255 - v
+    end
+    out[i] = string.format('%02x', v)
+  end
+  return table.concat(out)
+end
+
+local function size_of(entry)
+  return tonumber(string.sub(entry, 33, 34), 16)
+end
+
+local taken = {}
+local expired = {}
+if max_expired > 0 then
+  expired = redis.call('ZRANGEBYSCORE', age, '-inf', cutoff, 'LIMIT', 0, max_expired)
+end
+local matches = {}
+if max_matches > 0 then
+  local seeds = redis.call('ZRANGEBYSCORE', age, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, n_seeds)
+  for i = 1, #seeds, 2 do
+    if #matches >= max_matches then
+      break
+    end
+    local seed = seeds[i]
+    local size = size_of(seed)
+    if not taken[seed] and size <= max_size then
+      local created = tonumber(seeds[i + 1])
+      local bucket = string.sub(seed, 1, 16)
+      local skill = skill_of(seed)
+      local w = window
+      if now > created then
+        w = window + widen * (now - created) / 1000
+      end
+      local up = redis.call('ZRANGEBYLEX', pool, '(' .. seed, '[' .. bucket .. skill_hex(skill + w) .. '\255', 'LIMIT', 0, scan)
+      local down = redis.call('ZREVRANGEBYLEX', pool, '(' .. seed, '[' .. bucket .. skill_hex(skill - w), 'LIMIT', 0, scan)
+      local chosen = {seed}
+      local total = size
+      local iu, id = 1, 1
+      while total < max_size and (iu <= #up or id <= #down) do
+        local c
+        if iu > #up then
+          c = down[id]; id = id + 1
+        elseif id > #down then
+          c = up[iu]; iu = iu + 1
+        elseif skill_of(up[iu]) - skill <= skill - skill_of(down[id]) then
+          c = up[iu]; iu = iu + 1
+        else
+          c = down[id]; id = id + 1
+        end
+        if not taken[c] then
+          local cs = size_of(c)
+          if total + cs <= max_size then
+            local cc = tonumber(redis.call('ZSCORE', age, c))
+            if cc and cc > cutoff and (cc > created or (cc == created and c > seed)) then
+              chosen[#chosen + 1] = c
+              total = total + cs
+            end
+          end
+        end
+      end
+      if total >= min_size then
+        for _, c in ipairs(chosen) do
+          taken[c] = true
+        end
+        matches[#matches + 1] = chosen
+      end
+    end
+  end
+end
+
+local first = 0
+if #matches > 0 then
+  first = redis.call('INCRBY', KEYS[4], #matches) - #matches + 1
+end
+local oldest = redis.call('ZRANGE', age, 0, 0, 'WITHSCORES')
+local oldest_ms = -1
+if oldest[2] then
+  oldest_ms = tonumber(oldest[2])
+end
+return {redis.call('ZCARD', age), oldest_ms, redis.call('ZCARD', outbox), first, matches, expired}

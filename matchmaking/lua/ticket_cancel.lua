@@ -1,0 +1,36 @@
+-- ticket_cancel.lua: take a waiting ticket out of the queue as cancelled.
+--
+-- KEYS[1]  pool    ZSET  entry -> 0
+-- KEYS[2]  age     ZSET  entry -> created ms
+-- KEYS[3]  users   HASH  user -> open ticket id
+-- KEYS[4]  ticket  HASH  the ticket
+-- ARGV[1]  ticket id
+-- ARGV[2]  now, Unix ms
+-- ARGV[3]  status TTL in ms: how long the ended ticket is kept
+--
+-- Returns {1, fields} when the ticket was waiting and is now cancelled;
+-- {0, fields} when it had ended already (matched, expired or cancelled:
+-- nothing is written); {} when there is no such ticket. fields is the
+-- ticket's HGETALL after the call.
+local t = redis.call('HMGET', KEYS[4], 'state', 'entry', 'user', 'party')
+if not t[1] then
+  return {}
+end
+local changed = 0
+if t[1] == 'waiting' then
+  changed = 1
+  redis.call('ZREM', KEYS[1], t[2])
+  redis.call('ZREM', KEYS[2], t[2])
+  local members = {t[3]}
+  for m in string.gmatch(t[4] or '', '%S+') do
+    members[#members + 1] = m
+  end
+  for _, m in ipairs(members) do
+    if redis.call('HGET', KEYS[3], m) == ARGV[1] then
+      redis.call('HDEL', KEYS[3], m)
+    end
+  end
+  redis.call('HSET', KEYS[4], 'state', 'cancelled', 'ended', ARGV[2])
+  redis.call('PEXPIRE', KEYS[4], ARGV[3])
+end
+return {changed, redis.call('HGETALL', KEYS[4])}

@@ -1,0 +1,41 @@
+-- ticket_submit.lua: enqueue a ticket unless one of its members has an
+-- open ticket in the queue.
+--
+-- KEYS[1]  pool    ZSET  entry -> 0
+-- KEYS[2]  age     ZSET  entry -> created ms
+-- KEYS[3]  users   HASH  user -> open ticket id
+-- KEYS[4]  ticket  HASH  the new ticket
+-- ARGV[1]  ticket id
+-- ARGV[2]  entry (bucket, skill, size, id: see ticket.go)
+-- ARGV[3]  created, Unix ms
+-- ARGV[4]  keep: TTL in ms of the queue's keys and of a waiting ticket
+-- ARGV[5]  user
+-- ARGV[6]  party, space-separated ("" for none)
+-- ARGV[7]  skill (decimal)
+-- ARGV[8]  attributes, canonical JSON
+-- ARGV[9..] the members: user, then party
+--
+-- Returns {1, id} when enqueued; {2, id} when this very ticket was enqueued
+-- already (a retried call: the members map to ARGV[1]); {0, open id, user}
+-- when user already has another open ticket (nothing is written).
+local id = ARGV[1]
+for i = 9, #ARGV do
+  local open = redis.call('HGET', KEYS[3], ARGV[i])
+  if open then
+    if open == id then
+      return {2, id}
+    end
+    return {0, open, ARGV[i]}
+  end
+end
+for i = 9, #ARGV do
+  redis.call('HSET', KEYS[3], ARGV[i], id)
+end
+redis.call('ZADD', KEYS[1], 0, ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('HSET', KEYS[4], 'state', 'waiting', 'entry', ARGV[2], 'created', ARGV[3],
+  'user', ARGV[5], 'party', ARGV[6], 'skill', ARGV[7], 'attrs', ARGV[8])
+for i = 1, 4 do
+  redis.call('PEXPIRE', KEYS[i], ARGV[4])
+end
+return {1, id}
