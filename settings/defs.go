@@ -30,6 +30,7 @@ const (
 	SeatsPerUser            = "limit.seats_per_user"
 	ConnectionsPerNode      = "limit.connections_per_node"
 	MessageDurability       = "message.durability"
+	PlayersPerBoard         = "limit.players_per_board"
 )
 
 // The value types of a Def.
@@ -106,6 +107,8 @@ var defs = []Def{
 		Description: "comma-separated all-time boards that never expire; every other all-time board expires 30 days after its last post"},
 	{Key: MessageDurability, Type: TypeString, Default: "none", Min: 4, Max: 7, Enum: []string{"none", "replica"},
 		Description: "none: a message is acked once its master stored it; replica: only once a replica holds it too (WAIT), else the say is refused with not_durable"},
+	{Key: PlayersPerBoard, Type: TypeInt, Default: 10000, Min: 1, Max: 10000000,
+		Description: "players one leaderboard (one period of a daily or weekly board) may hold; a post of a new player to a full board is refused with board_full; the players on it may still post"},
 }
 
 var byKey = func() map[string]*Def {

@@ -16,6 +16,7 @@ func TestDefsMatchTheProtocol(t *testing.T) {
 		SeatLeaseSeconds: 30, MOTD: "", SeenCapacity: 10000, SeenFPRate: 0.01,
 		SeenTTLSeconds: 604800, SessionIdleSeconds: 1800, ConnectionsPerIP: 500, SessionsPerIPPerMin: 120,
 		NewBoardsPerUserPerMin: 10, PermanentBoards: "", NewLobbiesPerUserPerMin: 10, SeatsPerUser: 20, ConnectionsPerNode: 50000, MessageDurability: "none",
+		PlayersPerBoard: 10000,
 	}
 	got := map[string]any{}
 	for _, d := range Defs() {
