@@ -1,4 +1,4 @@
-// Package identity decides who may use a guest name: while a session holds
+// Package identity decides who may use a guest name: while a guest holds
 // a name, nobody else gets a token for it. Without it, POST /session mints a
 // token for any name, also one whose owner is connected and holds a wallet.
 // It also counts the WebSockets of each client address across all nodes
@@ -6,11 +6,16 @@
 //
 // # What it owns
 //
-// One key per claimed name, in the user's unit (see keys.go):
+// Per name, in the user's unit (see keys.go), NAME being the canonical
+// form (names.Canonical: "Misc1", "MISC1" and "misc1" are one name):
 //
-//	chatd:{user:alice}:claim   STRING  the holder id, PX ttl
+//	chatd:{user:misc1}:claim    STRING  the holder id, PX ttl
+//	chatd:{user:misc1}:revoked  ZSET    signed-out holder -> token expiry (unix ms),
+//	                                    PEXPIREAT its latest expiry
 //
-// and one key per client address with open WebSockets (see conns.go):
+// the channel chatd:identity:events, on which every sign-out and every
+// fresh claim is published (Event), and one key per client address with
+// open WebSockets (see conns.go):
 //
 //	chatd:{ip:ip4-cb007107}:conns  ZSET  connection id -> lease end (ms), PX lease
 //
@@ -23,23 +28,82 @@
 // held name is refused (ErrNameTaken) unless the request shows a live token
 // of that same holder: that is the token-to-token handover by which the
 // guest's second device or tab gets a session of its own. The claim stores
-// the holder id, not a session id, so every operation stays a single-key
-// script with one owner to compare. A guest who lost every token gets the
-// name back when the claim runs out (Config.TTL after the last request or
-// open WebSocket) or after signing out (Release) elsewhere.
+// the holder id, so every operation is a script on one slot with one owner
+// to compare. The name is compared in its canonical form, so that nobody
+// can pass for "Misc1" as "MISC1"; the form the guest typed is the token's,
+// for display.
 //
-// # The Redis pattern
+// # The Redis pattern: a lease with an owner, that heals
 //
-// The lock's: a lease with an owner token. Claim is [SET] NX PX with the
-// session id as the owner (or, for the session that holds it already, a
-// renewal — Claim is idempotent, so a retry whose reply was lost succeeds);
-// Touch is a compare-and-[PEXPIRE] script ([GET], then PEXPIRE only when the
-// value is the caller's session id); Release a compare-and-[DEL]; Holder a
-// GET and a [PTTL] in one script. Each is one [EVALSHA]. Expiry is decided
-// by Redis's clock only. Touch is called on every request but throttled on
-// the node: a session's claim is renewed in Redis at most every TTL/4, so a
-// chatty session costs Redis one script per TTL/4 per node, and an idle one
-// loses its name between 3/4 TTL and TTL after its last request.
+// The lock's: a lease with an owner token, each operation one [EVALSHA] on
+// the user's slot. Claim is [SET] NX PX (or, for the holder that has it
+// already, a renewal: Claim is idempotent) and [PUBLISH]es "claimed".
+// Admit, called on every request and WebSocket open of a guest token,
+// renews the holder's claim ([GET], [PEXPIRE]) — and when the name is free
+// takes it back for the holder (SET NX PX, and "claimed"): a Redis that
+// lost its data, or a claim that ran out while nobody wanted the name,
+// costs nobody their session. Only a name another holder has now is
+// refused (ErrNotHolder), and a holder that signed out (ErrSignedOut,
+// [ZSCORE] of the revoked set). Release is compare-and-[DEL] of the claim
+// plus the revocation: [ZADD] GT holder → token expiry, [ZREMRANGEBYSCORE]
+// of the ended ones, [PEXPIREAT] the set to its latest expiry (no per-field
+// hash TTL, so it runs on Redis 7.0), and [PUBLISH] "signed_out" — one
+// script, so a sign-out is never half done. Holder is a GET and a [PTTL] in
+// one script. Expiry is decided by Redis's clock; revocations compare the
+// token's expiry with the node's clock.
+//
+// # Every node at once
+//
+// Each node's Registry subscribes (Start) to the events channel through the
+// node's bus. On "signed_out" it remembers the revocation and forgets what
+// it cached of the holder; on "claimed" it forgets every other holder of
+// the name; either way it calls Config.OnEnded for the holders whose
+// session ended, so the core closes their WebSockets (4000) on every node,
+// not only on the one that saw the sign-out.
+//
+// Admit is throttled on the node: an admission Redis confirmed less than
+// TTL/4 ago is answered from memory, so a chatty guest costs Redis one
+// script per TTL/4 per node, and an idle one keeps its name between 3/4 TTL
+// and TTL after its last request. The cache can never make a node accept a
+// token Redis refuses for longer than it takes the node to hear about it:
+// it is used only while the bus is Ready (its canary came back within 3 ×
+// its CanaryEvery), dropped whole on every resubscription (events may have
+// been lost), dropped per user on every event, and not filled by an Admit
+// during whose round trip any event arrived. The window that remains,
+// exactly: between the script of a Release (or a claim that took a name
+// over) running in Redis and its event reaching a node — one pub/sub hop,
+// a millisecond on a LAN — that node may still accept the ended holder
+// from its cache; and when a node's pub/sub connection breaks, events
+// published before the bus notices (it stops being Ready at most 3 ×
+// CanaryEvery after the last canary came back, 3 s by default) are missed
+// and the cache is still trusted until then. A node that is not started
+// asks Redis on every Admit.
+//
+// # Surviving a Redis that lost its data
+//
+// Claims heal by themselves (Admit takes a free name back), but a stranger
+// could take a name in the moment between the loss and its holder's next
+// request, and a signed-out holder's token would heal too. So each
+// Registry remembers, in bounded memory (Config.MaxAdmits and
+// Config.MaxRevocations, 100,000 each by default, oldest evicted and
+// counted in chatd_identity_memory_evictions_total): the revocations it
+// made or heard of, until each token expires — Admit checks them first,
+// with no Redis call — and the holders it saw hold a name. After every
+// resubscription of its bus (a reconnect, which an empty restart is) it
+// writes back, in pipelines of [EVALSHA] (internal/redisx's Pipelined), every
+// revocation still in force (idempotent), then every claim it saw held for
+// what that claim had left by its reckoning (TTL after the last renewal it
+// saw, never past the token's expiry), with SET NX: a name somebody else
+// has now is left alone, and the holder's session ends here (OnEnded). So
+// the rightful guests keep their names, and a guest that signed out before
+// an empty restart stays out on every node that heard the sign-out. Plainly
+// what it does not cover: a node started after the loss that never heard
+// the sign-out learns it only from Redis — from a revocation another node
+// wrote back; if every node that heard it restarted as well (or evicted
+// it), the sign-out is forgotten and the token is good again until it
+// expires. And a name whose holder no running node remembers is free
+// until that holder's next Admit takes it back (or a stranger claims it
+// first).
 //
 // # Why the naive versions fail
 //
@@ -49,25 +113,37 @@
 // rounds of three clients racing). SET NX decides in one command on the
 // server. SETNX then EXPIRE: a node that dies between them leaves a claim
 // that never expires, and the name is gone for good. An unconditional
-// EXPIRE (or DEL) on activity: a session whose claim ran out, and whose name
+// EXPIRE (or DEL) on activity: a holder whose claim ran out, and whose name
 // someone else claimed since, would extend (or delete) the new holder's
-// claim; comparing the stored session id first, in one script, is what
-// makes a lost name stay lost. A claim with no expiry fills Redis with every
-// name ever used and locks a guest out after a lost token.
+// claim; comparing the stored holder first, in one script, is what makes a
+// lost name stay lost. Refusing every token whose claim is missing (what
+// this package did before) logs every guest out when Redis loses its data;
+// taking a missing claim back without revocations lets a signed-out token
+// in again. A node-local throttle cache without pub/sub accepts a
+// signed-out token on every other node until the cache runs out; one kept
+// while the subscription is down accepts what it did not hear. A claim
+// with no expiry fills Redis with every name ever used and locks a guest
+// out after a lost token. Case-sensitive names let "MISC1" impersonate
+// "Misc1".
 //
 // # Failure behaviour
 //
-// If Redis loses its data (a restart without persistence, a failover to a
-// replica that missed the last writes), claims vanish: a name can then be
-// claimed by a new session, and the old holder's next Touch (within TTL/4)
-// returns ErrNotHolder. Claim and Touch are bounded by the context's
-// deadline like any go-redis call.
+// Redis down: Claim, Admit and Release return the Redis error (the caller
+// answers 503); a Release that failed still refuses the holder on this
+// node, and is to be repeated (it is idempotent). Redis empty after a
+// restart: see above. Every call is bounded by the context's deadline like
+// any go-redis call.
 //
 // # Unit and scale
 //
-// The claim key carries {user:NAME}, the unit of every key of that user, so
-// claims spread over Redis Cluster shards with their users. Metrics
-// (Config.Registerer): chatd_identity_calls_total{op, result}.
+// The claim and revoked keys carry {user:NAME}, the unit of every key of
+// that user, so claims spread over Redis Cluster shards with their users.
+// The events channel is one classic channel for all nodes (a sign-out
+// must reach every node, whichever holds the guest's sockets); its rate is
+// that of sign-outs and new guests, not of requests. Metrics
+// (Config.Registerer): chatd_identity_calls_total{op, result},
+// chatd_identity_events_total{type},
+// chatd_identity_memory_evictions_total{memory}.
 //
 // # Connections per address (Conns)
 //
@@ -93,8 +169,12 @@
 //
 // # What is bounded
 //
-// Claims: one STRING per name used in the last TTL. Connection leases: per
-// address at most max(cap, open connections) members, each ending a lease
+// Claims: one STRING per name used in the last TTL. Revocations: per name
+// one ZSET of the holders that signed out and whose tokens have not
+// expired, trimmed on every write and gone with its latest expiry; in a
+// node's memory at most Config.MaxRevocations, and Config.MaxAdmits
+// admitted holders, each forgotten a TTL after its last renewal.
+// Connection leases: per address at most max(cap, open connections) members, each ending a lease
 // after its last renewal, and the key with its newest lease. Nothing this
 // package writes lacks an expiry.
 //
@@ -104,6 +184,9 @@
 // [DEL]: https://redis.io/commands/del/
 // [PTTL]: https://redis.io/commands/pttl/
 // [EVALSHA]: https://redis.io/commands/evalsha/
+// [PUBLISH]: https://redis.io/commands/publish/
+// [ZSCORE]: https://redis.io/commands/zscore/
+// [PEXPIREAT]: https://redis.io/commands/pexpireat/
 // [ZSET]: https://redis.io/docs/latest/develop/data-types/sorted-sets/
 // [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/
 // [ZCARD]: https://redis.io/commands/zcard/

@@ -45,29 +45,30 @@ func ExampleRegistry_Claim() {
 		Prefix: "example." + rand.Text(),
 		TTL:    func() time.Duration { return 30 * time.Minute },
 	})
+	expires := time.Now().Add(24 * time.Hour) // the tokens' expiry
 
-	// POST /session {"user":"alice"} on one node: the first session wins.
-	fmt.Println("first session:", names.Claim(ctx, "alice", "sess-1"))
-	// The same name from another browser, on any node, while it is held.
-	err := names.Claim(ctx, "alice", "sess-2")
-	fmt.Println("second session taken:", errors.Is(err, identity.ErrNameTaken))
+	// POST /session {"user":"Misc1"} on one node: the first holder wins.
+	fmt.Println("first guest:", names.Claim(ctx, "Misc1", "hid-1"))
+	// The same name in any case, from another browser, on any node.
+	err := names.Claim(ctx, "MISC1", "hid-2")
+	fmt.Println("second guest taken:", errors.Is(err, identity.ErrNameTaken))
 
-	// Every request of the holder renews the claim (at most every TTL/4).
-	fmt.Println("touch:", names.Touch(ctx, "alice", "sess-1"))
-	holder, until, _ := names.Holder(ctx, "alice")
+	// Every request of the holder is admitted (and renews the claim).
+	fmt.Println("admit:", names.Admit(ctx, "Misc1", "hid-1", expires))
+	holder, until, _ := names.Holder(ctx, "misc1")
 	fmt.Println("holder:", holder, "for about", until.Sub(time.Now()).Round(time.Minute))
 
-	// Only the holder can sign out; then the name is free again.
-	err = names.Release(ctx, "alice", "sess-2")
-	fmt.Println("release by another:", errors.Is(err, identity.ErrNotHolder))
-	fmt.Println("release by holder:", names.Release(ctx, "alice", "sess-1"))
-	fmt.Println("second session now:", names.Claim(ctx, "alice", "sess-2"))
+	// Signing out frees the name and revokes the holder's tokens.
+	fmt.Println("sign out:", names.Release(ctx, "Misc1", "hid-1", expires))
+	err = names.Admit(ctx, "Misc1", "hid-1", expires)
+	fmt.Println("old token signed out:", errors.Is(err, identity.ErrSignedOut))
+	fmt.Println("second guest now:", names.Claim(ctx, "MISC1", "hid-2"))
 	// Output:
-	// first session: <nil>
-	// second session taken: true
-	// touch: <nil>
-	// holder: sess-1 for about 30m0s
-	// release by another: true
-	// release by holder: <nil>
-	// second session now: <nil>
+	// first guest: <nil>
+	// second guest taken: true
+	// admit: <nil>
+	// holder: hid-1 for about 30m0s
+	// sign out: <nil>
+	// old token signed out: true
+	// second guest now: <nil>
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/names"
@@ -73,6 +72,9 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 	t.Logf("wins per client over %d rounds: %v", rounds, wins)
 }
 
+// hour is a token expiry an hour from now.
+func hour() time.Time { return time.Now().Add(time.Hour) }
+
 func TestClaim(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
@@ -89,39 +91,49 @@ func TestClaim(t *testing.T) {
 		assert.Equal(t, "s1", holder)
 		assert.WithinDuration(t, time.Now().Add(time.Hour), until, time.Minute)
 	})
-	t.Run("another session is refused", func(t *testing.T) {
+	t.Run("another holder is refused", func(t *testing.T) {
 		err := reg.Claim(ctx, "alice", "s2")
 		assert.ErrorIs(t, err, ErrNameTaken)
+		assert.Equal(t, errcode.NameTaken, errcode.Of(err))
 		holder, _, err := reg.Holder(ctx, "alice")
 		require.NoError(t, err)
 		assert.Equal(t, "s1", holder)
 	})
-	t.Run("the same session claiming again is a renewal", func(t *testing.T) {
+	t.Run("the same holder claiming again is a renewal", func(t *testing.T) {
 		require.NoError(t, r.Client.PExpire(ctx, claimKey(keyspace.New(r.Prefix), "alice"), time.Minute).Err())
 		require.NoError(t, reg.Claim(ctx, "alice", "s1"))
 		assert.Greater(t, pttl(t, r, "alice"), 59*time.Minute)
 	})
-	t.Run("a release by another session deletes nothing", func(t *testing.T) {
-		assert.ErrorIs(t, reg.Release(ctx, "alice", "s2"), ErrNotHolder)
+	t.Run("an admit by another holder renews nothing and is refused", func(t *testing.T) {
+		require.NoError(t, r.Client.PExpire(ctx, claimKey(keyspace.New(r.Prefix), "alice"), time.Minute).Err())
+		err := reg.Admit(ctx, "alice", "s3", hour())
+		assert.ErrorIs(t, err, ErrNotHolder)
+		assert.Equal(t, errcode.BadToken, errcode.Of(err))
+		assert.Equal(t, "This session has ended: the name was taken by another guest after being idle; sign in again", errcode.Message(err))
+		assert.LessOrEqual(t, pttl(t, r, "alice"), time.Minute)
+	})
+	t.Run("a release by another holder deletes nothing, and signs that one out", func(t *testing.T) {
+		require.NoError(t, reg.Release(ctx, "alice", "s2", hour()))
 		holder, _, err := reg.Holder(ctx, "alice")
 		require.NoError(t, err)
 		assert.Equal(t, "s1", holder)
-		assert.Greater(t, pttl(t, r, "alice"), 59*time.Minute, "TTL untouched")
+		assert.ErrorIs(t, reg.Claim(ctx, "alice", "s2"), ErrSignedOut, "s2 signed out of alice")
 	})
-	t.Run("a touch by another session renews nothing", func(t *testing.T) {
-		require.NoError(t, r.Client.PExpire(ctx, claimKey(keyspace.New(r.Prefix), "alice"), time.Minute).Err())
-		assert.ErrorIs(t, reg.Touch(ctx, "alice", "s2"), ErrNotHolder)
-		assert.LessOrEqual(t, pttl(t, r, "alice"), time.Minute)
-	})
-	t.Run("the holder's release frees the name", func(t *testing.T) {
-		require.NoError(t, reg.Release(ctx, "alice", "s1"))
+	t.Run("the holder's release frees the name, and the holder stays out", func(t *testing.T) {
+		require.NoError(t, reg.Release(ctx, "alice", "s1", hour()))
 		holder, until, err := reg.Holder(ctx, "alice")
 		require.NoError(t, err)
 		assert.Empty(t, holder)
 		assert.True(t, until.IsZero())
-		assert.ErrorIs(t, reg.Touch(ctx, "alice", "s1"), ErrNotHolder, "released: not throttled into success")
-		assert.ErrorIs(t, reg.Release(ctx, "alice", "s1"), ErrNotHolder, "a second release")
-		require.NoError(t, reg.Claim(ctx, "alice", "s2"))
+		err = reg.Admit(ctx, "alice", "s1", hour())
+		assert.ErrorIs(t, err, ErrSignedOut, "released: not taken back")
+		assert.Equal(t, "This session was signed out; sign in again", errcode.Message(err))
+		assert.ErrorIs(t, reg.Claim(ctx, "alice", "s1"), ErrSignedOut)
+		require.NoError(t, reg.Release(ctx, "alice", "s1", hour()), "a second release")
+		require.NoError(t, reg.Claim(ctx, "alice", "s4"))
+	})
+	t.Run("a release needs the token's expiry", func(t *testing.T) {
+		assert.ErrorIs(t, reg.Release(ctx, "alice", "s4", time.Time{}), ErrBadExpiry)
 	})
 	t.Run("names are independent", func(t *testing.T) {
 		require.NoError(t, reg.Claim(ctx, "bob", "s1"))
@@ -142,33 +154,36 @@ func TestExpiry(t *testing.T) {
 	d := pttl(t, r, "alice")
 	assert.Positive(t, d)
 	assert.LessOrEqual(t, d, ttl)
-
-	t.Run("expiry frees the name", func(t *testing.T) {
+	waitFree := func(name string) {
+		t.Helper()
 		require.Eventually(t, func() bool {
-			h, _, err := reg.Holder(ctx, "alice")
+			h, _, err := reg.Holder(ctx, name)
 			return err == nil && h == ""
 		}, 10*time.Second, 20*time.Millisecond)
-	})
-	t.Run("a touch after expiry is refused and claims nothing", func(t *testing.T) {
-		assert.ErrorIs(t, reg.Touch(ctx, "alice", "s1"), ErrNotHolder)
+	}
+
+	t.Run("expiry frees the name", func(t *testing.T) { waitFree("alice") })
+	t.Run("an admit after expiry takes the free name back", func(t *testing.T) {
+		require.NoError(t, reg.Admit(ctx, "alice", "s1", hour()))
 		h, _, err := reg.Holder(ctx, "alice")
 		require.NoError(t, err)
-		assert.Empty(t, h)
+		assert.Equal(t, "s1", h)
 	})
-	t.Run("another session may claim it then, and the old one stays out", func(t *testing.T) {
+	t.Run("another holder may claim it once free, and the old one stays out", func(t *testing.T) {
+		waitFree("alice")
 		require.NoError(t, reg.Claim(ctx, "alice", "s2"))
-		assert.ErrorIs(t, reg.Touch(ctx, "alice", "s1"), ErrNotHolder)
-		assert.ErrorIs(t, reg.Release(ctx, "alice", "s1"), ErrNotHolder)
+		assert.ErrorIs(t, reg.Admit(ctx, "alice", "s1", hour()), ErrNotHolder)
+		require.NoError(t, reg.Release(ctx, "alice", "s1", hour()))
 		h, _, err := reg.Holder(ctx, "alice")
 		require.NoError(t, err)
-		assert.Equal(t, "s2", h)
+		assert.Equal(t, "s2", h, "the old holder's sign-out frees nothing of the new one's")
 	})
-	t.Run("touches keep a claim alive past its TTL", func(t *testing.T) {
+	t.Run("admits keep a claim alive past its TTL", func(t *testing.T) {
 		long := New(r.Client, Config{Prefix: r.Prefix, TTL: fixed(time.Second)})
 		require.NoError(t, long.Claim(ctx, "carol", "s1"))
 		deadline := time.Now().Add(3 * time.Second)
 		for time.Now().Before(deadline) {
-			require.NoError(t, long.Touch(ctx, "carol", "s1"))
+			require.NoError(t, long.Admit(ctx, "carol", "s1", hour()))
 			time.Sleep(50 * time.Millisecond)
 		}
 		h, _, err := long.Holder(ctx, "carol")
@@ -177,85 +192,25 @@ func TestExpiry(t *testing.T) {
 	})
 }
 
-func TestTouchThrottle(t *testing.T) {
-	t.Parallel()
-	r := redistest.Real(t)
-	ctx := context.Background()
-	const ttl = time.Hour
-	var clock atomic.Int64 // ns since start
-	start := time.Now()
-	now := func() time.Time { return start.Add(time.Duration(clock.Load())) }
-	reg := New(r.Client, Config{Prefix: r.Prefix, TTL: fixed(ttl), Now: now, Registerer: prometheus.NewRegistry()})
-	count := func(result string) float64 {
-		var m dto.Metric
-		require.NoError(t, reg.calls.WithLabelValues("touch", result).Write(&m))
-		return m.GetCounter().GetValue()
-	}
-
-	require.NoError(t, reg.Claim(ctx, "alice", "s1"))
-	t.Run("touches within TTL/4 of the claim ask nobody", func(t *testing.T) {
-		for range 100 {
-			require.NoError(t, reg.Touch(ctx, "alice", "s1"))
-		}
-		clock.Store(int64(ttl/4 - time.Millisecond))
-		require.NoError(t, reg.Touch(ctx, "alice", "s1"))
-		assert.Equal(t, 101.0, count("throttled"))
-		assert.Zero(t, count("renewed"))
-	})
-	t.Run("at TTL/4 one touch goes to Redis", func(t *testing.T) {
-		require.NoError(t, r.Client.PExpire(ctx, claimKey(keyspace.New(r.Prefix), "alice"), time.Minute).Err())
-		clock.Store(int64(ttl / 4))
-		require.NoError(t, reg.Touch(ctx, "alice", "s1"))
-		require.NoError(t, reg.Touch(ctx, "alice", "s1"))
-		assert.Equal(t, 1.0, count("renewed"))
-		assert.Equal(t, 102.0, count("throttled"))
-		assert.Greater(t, pttl(t, r, "alice"), 59*time.Minute, "renewed to the full TTL")
-	})
-	t.Run("other sessions are throttled apart", func(t *testing.T) {
-		assert.ErrorIs(t, reg.Touch(ctx, "alice", "s2"), ErrNotHolder)
-		assert.Equal(t, 1.0, count("lost"))
-	})
-	t.Run("a claim lost behind the throttle is found at the next renewal", func(t *testing.T) {
-		require.NoError(t, r.Client.Del(ctx, claimKey(keyspace.New(r.Prefix), "alice")).Err())
-		require.NoError(t, reg.Touch(ctx, "alice", "s1"), "throttled: not asked yet")
-		clock.Add(int64(ttl / 4))
-		assert.ErrorIs(t, reg.Touch(ctx, "alice", "s1"), ErrNotHolder)
-	})
-	t.Run("the throttle forgets idle sessions", func(t *testing.T) {
-		for i := range 50 {
-			require.NoError(t, reg.Claim(ctx, "user"+strconv.Itoa(i), "s"))
-		}
-		reg.mu.Lock()
-		n := len(reg.touched)
-		reg.mu.Unlock()
-		assert.GreaterOrEqual(t, n, 50)
-		clock.Add(int64(ttl / 2))
-		require.NoError(t, reg.Claim(ctx, "dave", "s"))
-		reg.mu.Lock()
-		n = len(reg.touched)
-		reg.mu.Unlock()
-		assert.Equal(t, 1, n, "only dave's recent renewal is kept")
-	})
-}
-
 func TestBadInputIsRefused(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	ctx := context.Background()
 	reg := New(r.Client, Config{Prefix: r.Prefix})
-	tests := []struct{ name, user, session string }{
+	tests := []struct{ name, user, holder string }{
 		{"empty name", "", "s1"},
 		{"name with a brace", "a}b", "s1"},
 		{"long name", string(make([]byte, names.MaxUser+1)), "s1"},
-		{"empty session", "alice", ""},
-		{"session with a colon", "alice", "a:b"},
-		{"long session", "alice", string(make([]byte, MaxSessionLen+1))},
+		{"empty holder", "alice", ""},
+		{"holder with a colon", "alice", "a:b"},
+		{"long holder", "alice", string(make([]byte, MaxSessionLen+1))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is refused", func(t *testing.T) {
-			assert.ErrorIs(t, reg.Claim(ctx, tt.user, tt.session), names.ErrBadName)
-			assert.ErrorIs(t, reg.Touch(ctx, tt.user, tt.session), names.ErrBadName)
-			assert.ErrorIs(t, reg.Release(ctx, tt.user, tt.session), names.ErrBadName)
+			assert.ErrorIs(t, reg.Claim(ctx, tt.user, tt.holder), names.ErrBadName)
+			assert.ErrorIs(t, reg.Admit(ctx, tt.user, tt.holder, hour()), names.ErrBadName)
+			assert.ErrorIs(t, reg.Release(ctx, tt.user, tt.holder, hour()), names.ErrBadName)
+			assert.Equal(t, errcode.BadName, errcode.Of(reg.Claim(ctx, tt.user, tt.holder)))
 		})
 	}
 	_, _, err := reg.Holder(ctx, "a b")
@@ -280,16 +235,19 @@ func TestCluster(t *testing.T) {
 	users := []string{"alice", "bob", "carol", "dave", "erin", "frank"}
 	slots := map[int]bool{}
 	for i, u := range users {
-		slots[keyspace.Slot(claimKey(keyspace.New(r.Prefix), u))] = true
+		ks := keyspace.New(r.Prefix)
+		slots[keyspace.Slot(claimKey(ks, u))] = true
+		require.Equal(t, keyspace.Slot(claimKey(ks, u)), keyspace.Slot(revokedKey(ks, u)))
 		require.NoError(t, nodes[i%3].Claim(ctx, u, "s-"+u))
-		assert.ErrorIs(t, nodes[(i+1)%3].Claim(ctx, u, "other"), ErrNameTaken, u)
-		require.NoError(t, nodes[(i+2)%3].Touch(ctx, u, "s-"+u), u)
+		assert.ErrorIs(t, nodes[(i+1)%3].Claim(ctx, strings.ToUpper(u), "other"), ErrNameTaken, u)
+		require.NoError(t, nodes[(i+2)%3].Admit(ctx, u, "s-"+u, hour()), u)
 		h, until, err := nodes[(i+1)%3].Holder(ctx, u)
 		require.NoError(t, err)
 		assert.Equal(t, "s-"+u, h)
 		assert.WithinDuration(t, time.Now().Add(time.Minute), until, 10*time.Second)
-		assert.ErrorIs(t, nodes[i%3].Release(ctx, u, "other"), ErrNotHolder)
-		require.NoError(t, nodes[(i+1)%3].Release(ctx, u, "s-"+u))
+		assert.ErrorIs(t, nodes[i%3].Admit(ctx, u, "other", hour()), ErrNotHolder)
+		require.NoError(t, nodes[(i+1)%3].Release(ctx, u, "s-"+u, hour()))
+		assert.ErrorIs(t, nodes[(i+2)%3].Admit(ctx, u, "s-"+u, hour()), ErrSignedOut, "revoked in Redis: another node learns it there")
 		require.NoError(t, nodes[(i+2)%3].Claim(ctx, u, "other"), "free again")
 	}
 	assert.Greater(t, len(slots), 1, "names spread over slots")

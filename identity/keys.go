@@ -2,13 +2,26 @@ package identity
 
 import "github.com/chatd/chatd/internal/keyspace"
 
-// The claim of a guest name lives in the user's unit {user:NAME}, next to
-// the user's other keys (rate bucket, seen-filter, presence), so a user's
-// keys share one Redis Cluster slot and claims spread over the shards.
+// The claim of a guest name and its revoked holders live in the user's unit
+// {user:NAME}, NAME being the canonical form (names.Canonical), next to the
+// user's other keys (rate bucket, seen-filter, presence), so a user's keys
+// share one Redis Cluster slot, the scripts touch both in one slot, and
+// claims spread over the shards.
 
-// claimKey holds the id of the one session that holds the name.
-func claimKey(s keyspace.Space, name string) string {
-	return s.Key("user", name, "claim") // STRING session id, PX ttl
+// claimKey holds the id of the one holder of the name; user is canonical.
+func claimKey(s keyspace.Space, user string) string {
+	return s.Key("user", user, "claim") // STRING holder id, PX ttl
+}
+
+// revokedKey holds the signed-out holders of the name until their tokens
+// expire; user is canonical.
+func revokedKey(s keyspace.Space, user string) string {
+	return s.Key("user", user, "revoked") // ZSET holder -> token expiry ms, PEXPIREAT the latest
+}
+
+// eventsChannel carries every sign-out and fresh claim to every node.
+func eventsChannel(s keyspace.Space) string {
+	return s.Global("identity", "events") // CHANNEL JSON Event
 }
 
 // connsKey holds the WebSocket leases of one client address; addr is what

@@ -9,21 +9,31 @@ import (
 var (
 	//go:embed lua/claim_acquire.lua
 	acquireSrc string
-	//go:embed lua/claim_touch.lua
-	touchSrc string
+	//go:embed lua/claim_admit.lua
+	claimAdmitSrc string
 	//go:embed lua/claim_release.lua
 	releaseSrc string
+	//go:embed lua/claim_restore.lua
+	restoreSrc string
+	//go:embed lua/revoked_add.lua
+	revokeSrc string
 	//go:embed lua/claim_read.lua
 	readSrc string
 	//go:embed lua/conns_admit.lua
 	admitSrc string
 
-	// acquireScript claims a free name or renews the caller's own claim.
+	// acquireScript claims a free name or renews the caller's own claim,
+	// refusing a revoked holder.
 	acquireScript = redis.NewScript(acquireSrc)
-	// touchScript is compare-and-pexpire.
-	touchScript = redis.NewScript(touchSrc)
-	// releaseScript is compare-and-delete.
+	// claimAdmitScript renews a claim or takes a free name back, refusing a
+	// revoked holder.
+	claimAdmitScript = redis.NewScript(claimAdmitSrc)
+	// releaseScript is compare-and-delete plus the revocation.
 	releaseScript = redis.NewScript(releaseSrc)
+	// restoreScript gives a free name back to the holder a node saw hold it.
+	restoreScript = redis.NewScript(restoreSrc)
+	// revokeScript records a revocation again.
+	revokeScript = redis.NewScript(revokeSrc)
 	// readScript returns the holder and its remaining TTL.
 	readScript = redis.NewScript(readSrc)
 	// admitScript drops ended leases and adds one under the cap.

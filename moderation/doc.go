@@ -3,7 +3,9 @@
 //
 // # What it owns
 //
-// Per user, in the {mod:<user>} hash-tag unit: the mute and the ban, each a
+// Per user, in the {mod:<user>} hash-tag unit, <user> being the canonical
+// name (names.Canonical: a ban of "bob" bans "Bob" and "BOB", else a banned
+// user comes back by changing one letter's case): the mute and the ban, each a
 // STRING holding {"until", "reason"} with a TTL of the sanction's duration.
 // Globally, in {mods:all}: for each kind a ZSET user → until (unix ms) and
 // a HASH user → reason, for listing; and the channel

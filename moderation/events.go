@@ -12,7 +12,9 @@ import (
 //
 //	{"type":"ban","user":"bob","until":"2026-12-01T12:00:00Z","reason":"spam"}
 //
-// Type is "kick", "ban", "mute", "unmute" or "unban". A node that receives
+// Type is "kick", "ban", "mute", "unmute" or "unban". User is the
+// canonical name (names.Canonical): match connections by the canonical form
+// of their user, so that a ban of "bob" closes "Bob". A node that receives
 // "kick" closes user's WebSockets with 4001 and "ban" with 4003 (the
 // reason as the close text); "mute", "unmute" and "unban" need no action
 // unless the node caches Check results, which it must then drop for user.
@@ -23,8 +25,10 @@ type Event struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
-// DecodeEvent decodes an Event published on Channel. It returns ErrBadEvent
-// for anything else: not JSON, an unknown type, a malformed user.
+// DecodeEvent decodes an Event published on Channel, its User in canonical
+// form (also from a publisher that sent another case). It returns
+// ErrBadEvent for anything else: not JSON, an unknown type, a malformed
+// user.
 func DecodeEvent(b []byte) (Event, error) {
 	var e Event
 	if err := json.Unmarshal(b, &e); err != nil {
@@ -38,5 +42,6 @@ func DecodeEvent(b []byte) (Event, error) {
 	if err := names.User(e.User); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
+	e.User = names.Canonical(e.User)
 	return e, nil
 }

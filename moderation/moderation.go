@@ -81,7 +81,9 @@ type sanction struct {
 // nodes): subscribe to it and act on each Event (DecodeEvent).
 func (s *Service) Channel() string { return eventsChannel(s.ks) }
 
-// Mute mutes user for d: until it ends, Check reports Muted. A new mute
+// Mute mutes user for d: until it ends, Check reports Muted — for the user
+// in any case ("Bob" is muted with "bob": sanctions, the listing and the
+// events are keyed by the canonical name, names.Canonical). A new mute
 // replaces the current one (a shorter one shortens it). The mute is one
 // key whose TTL is d, written with the listing index in one pipelined round
 // trip; a "mute" Event is then published. It returns the mute's end,
@@ -120,8 +122,9 @@ func (s *Service) Kick(ctx context.Context, user, reason string) error {
 		err = checkReason(reason)
 	}
 	if err == nil {
-		s.log.Info("moderation: kick", "action", "kick", "user", user, "reason", reason)
-		err = s.publish(ctx, Event{Type: "kick", User: user, Reason: reason})
+		canon := names.Canonical(user)
+		s.log.Info("moderation: kick", "action", "kick", "user", canon, "reason", reason)
+		err = s.publish(ctx, Event{Type: "kick", User: canon, Reason: reason})
 	}
 	if err != nil {
 		return fmt.Errorf("moderation: kick %s: %w", user, err)
@@ -129,14 +132,15 @@ func (s *Service) Kick(ctx context.Context, user, reason string) error {
 	return nil
 }
 
-// Check returns user's mute and ban with one command (MGET of the two keys,
-// which share a Cluster slot). It returns names.ErrBadName and Redis
-// errors, wrapped.
+// Check returns user's mute and ban (those of its canonical name) with
+// one command (MGET of the two keys, which share a Cluster slot). It
+// returns names.ErrBadName and Redis errors, wrapped.
 func (s *Service) Check(ctx context.Context, user string) (Status, error) {
 	if err := names.User(user); err != nil {
 		return Status{}, fmt.Errorf("moderation: check %s: %w", user, err)
 	}
-	v, err := s.rdb.MGet(ctx, muteKey(s.ks, user), banKey(s.ks, user)).Result()
+	canon := names.Canonical(user)
+	v, err := s.rdb.MGet(ctx, muteKey(s.ks, canon), banKey(s.ks, canon)).Result()
 	if err != nil {
 		return Status{}, fmt.Errorf("moderation: check %s: %w", user, err)
 	}
@@ -150,9 +154,9 @@ func (s *Service) Check(ctx context.Context, user string) (Status, error) {
 	return st, nil
 }
 
-// List returns the current mutes and bans, soonest end first, trimming the
-// listing indexes of the ended ones in the same script. It returns Redis
-// errors, wrapped.
+// List returns the current mutes and bans (by canonical name), soonest
+// end first, trimming the listing indexes of the ended ones in the same
+// script. It returns Redis errors, wrapped.
 func (s *Service) List(ctx context.Context) (mutes, bans []Entry, err error) {
 	keys := []string{indexKey(s.ks, "mute"), reasonsKey(s.ks, "mute"), indexKey(s.ks, "ban"), reasonsKey(s.ks, "ban")}
 	v, err := modListScript.Run(ctx, s.rdb, keys, s.now().UnixMilli()).Slice()
@@ -191,6 +195,7 @@ func (s *Service) impose(ctx context.Context, kind, user string, d time.Duration
 	if err != nil {
 		return time.Time{}, fmt.Errorf("moderation: %s %s: %w", kind, user, err)
 	}
+	user = names.Canonical(user)
 	until := s.now().Add(d).UTC().Truncate(time.Millisecond)
 	val, _ := json.Marshal(sanction{Until: until.UnixMilli(), Reason: reason}) // cannot fail
 	key := muteKey(s.ks, user)
@@ -221,6 +226,7 @@ func (s *Service) lift(ctx context.Context, event, kind, user string) error {
 	if err := names.User(user); err != nil {
 		return fmt.Errorf("moderation: %s %s: %w", event, user, err)
 	}
+	user = names.Canonical(user)
 	key := muteKey(s.ks, user)
 	if kind == "ban" {
 		key = banKey(s.ks, user)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/names"
@@ -275,4 +276,62 @@ func TestKeys(t *testing.T) {
 	assert.Equal(t, "p:moderation:events", eventsChannel(ks))
 	assert.Equal(t, keyspace.Slot(muteKey(ks, "alice")), keyspace.Slot(banKey(ks, "alice")), "Check's MGET is one slot")
 	assert.Equal(t, keyspace.Slot(indexKey(ks, "mute")), keyspace.Slot(reasonsKey(ks, "ban")), "List's script is one slot")
+}
+
+// TestSanctionsIgnoreCase reproduces issue #28 (6) for moderation: on the
+// code before this change a ban of "bob" did not ban "Bob".
+func TestSanctionsIgnoreCase(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	s := New(r.Client, Config{Prefix: r.Prefix, Logger: slog.New(slog.DiscardHandler)})
+	ps := r.NewClient(t).Subscribe(ctx, s.Channel())
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err := ps.Receive(ctx)
+	require.NoError(t, err)
+
+	until, err := s.Ban(ctx, "bob", time.Hour, "spam")
+	require.NoError(t, err)
+	for _, u := range []string{"bob", "Bob", "BOB"} {
+		st, err := s.Check(ctx, u)
+		require.NoError(t, err)
+		assert.True(t, st.Banned, u)
+	}
+	_, err = s.Mute(ctx, "ALICE", time.Hour, "caps")
+	require.NoError(t, err)
+	st, err := s.Check(ctx, "alice")
+	require.NoError(t, err)
+	assert.True(t, st.Muted)
+	mutes, bans, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []Entry{{"bob", until, "spam"}}, bans)
+	require.Len(t, mutes, 1)
+	assert.Equal(t, "alice", mutes[0].User, "listed by canonical name")
+
+	m, err := ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	e, err := DecodeEvent([]byte(m.Payload))
+	require.NoError(t, err)
+	assert.Equal(t, "bob", e.User)
+	m, err = ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, m.Payload, `"user":"alice"`, "the event carries the canonical name")
+
+	require.NoError(t, s.Unban(ctx, "BoB"))
+	st, err = s.Check(ctx, "Bob")
+	require.NoError(t, err)
+	assert.False(t, st.Banned, "lifted in any case")
+	require.NoError(t, s.Kick(ctx, "Carol", ""))
+	m, err = ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, m.Payload, `"type":"unban","user":"bob"`)
+	m, err = ps.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, m.Payload, `"user":"carol"`)
+
+	e, err = DecodeEvent([]byte(`{"type":"kick","user":"Dora"}`))
+	require.NoError(t, err)
+	assert.Equal(t, "dora", e.User, "decoded in canonical form")
+	assert.Equal(t, errcode.BadRequest, errcode.Of(ErrBadDuration))
+	assert.Equal(t, errcode.BadRequest, errcode.Of(ErrBadReason))
 }

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/chatd/chatd/errcode"
 )
 
 func TestNames(t *testing.T) {
@@ -122,4 +124,43 @@ func FuzzNames(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(checkOracle)
+}
+
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"misc1", "misc1"},
+		{"Misc1", "misc1"},
+		{"MISC1", "misc1"},
+		{"a_B-C9", "a_b-c9"},
+		{"ZZ", "zz"},
+		{"@[`{", "@[`{"}, // the bytes beside A-Z and a-z are not letters
+		{"", ""},
+	} {
+		assert.Equal(t, tc.want, Canonical(tc.in), tc.in)
+	}
+	// Every valid user name: Canonical is idempotent, stays valid, and
+	// agrees with Unicode simple case folding (strings.EqualFold) — names
+	// are equal canonically exactly when they fold alike.
+	for b := 0; b < 256; b++ {
+		s := "x" + string([]byte{byte(b)})
+		if User(s) != nil {
+			continue
+		}
+		c := Canonical(s)
+		assert.NoError(t, User(c), s)
+		assert.Equal(t, c, Canonical(c), s)
+		assert.True(t, strings.EqualFold(s, c), s)
+		assert.Equal(t, strings.ToLower(s), c, s)
+	}
+}
+
+func TestCanonicalKeepsACanonicalNameUncopied(t *testing.T) {
+	s := "already_canonical-1"
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = Canonical(s) }))
+}
+
+func TestBadNameCarriesItsCode(t *testing.T) {
+	err := User("a b")
+	assert.Equal(t, errcode.BadName, errcode.Of(err))
+	assert.Equal(t, `User name "a b" may only hold A-Z a-z 0-9 _ -`, errcode.Message(err))
 }

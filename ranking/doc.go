@@ -16,9 +16,23 @@
 // sorts first). A [hash] maps each player to its member's rev:seq, so a player
 // can be found by name. Rank 0 is the best.
 //
-// Commands: the post script (lua/board_post.lua) does [HGET], [INCR], [ZREM],
-// [ZADD], [HSET], [EXPIREAT] (or [PEXPIRE], or [PERSIST]) and [ZRANK]
-// atomically; Top is [ZRANGE]; Get and
+// Players are kept under their canonical name (names.Canonical): "Misc1"
+// and "misc1" are one entry, so nobody can sit on a board as a look-alike
+// of another, and a player's score does not split over the spellings its
+// clients send. The hash field is the canonical name; the member carries
+// the name as last posted, which every read shows (a post in another case
+// that leaves the score renames the member in place: same rev:seq, so the
+// same rank and time). The hash value is rev:seq alone when the shown name
+// is the canonical one (the common case, and the format boards had before
+// names were canonical), else the whole member. A field written before
+// under a name that is not canonical ("Bob") is moved to the canonical
+// field by that player's next post in the same spelling; until then reads
+// by name do not find it (it still ranks and shows in Top and Range).
+//
+// Commands: the post script (lua/board_post.lua) does [GET] and [SET] of the
+// idempotency record, [HGET], [HLEN], [INCR], [ZREM], [ZADD], [HSET],
+// [EXPIREAT] (or [PEXPIRE], or [PERSIST]) and [ZRANK] atomically; Top is
+// [ZRANGE]; Get and
 // Ranks run one script of [HMGET] and [ZRANK] per player; Around one script of
 // [HGET], [ZRANK] and [ZRANGE]; Range is [ZLEXCOUNT] and [ZRANGEBYLEX] in one
 // MULTI. Each is one round trip and O(log N) per entry read.
@@ -85,10 +99,43 @@
 // # Many boards at once
 //
 // GetMany reads one player's entry on many boards in one pipeline of the
-// read script, one per board (the boards are different units, so no single
+// read script, one per board (through internal/redisx, which re-sends as
+// EVAL only the scripts a server answered NOSCRIPT) (the boards are different units, so no single
 // script may read them; on a Cluster the pipeline is split per shard and
 // sent in parallel). A poll that shows a player's place on ten boards pays
 // one round trip, not ten.
+//
+// # Idempotent posts
+//
+// A post may reach Redis twice: a client retries one whose answer it did
+// not get, and go-redis itself re-sends a command whose reply timed out —
+// Redis stopped (SIGSTOP) past the read timeout runs both once it goes on,
+// and an incr of 1 is applied twice (issue #27;
+// TestRetryAfterReadTimeoutAppliesOnce shows 1 → 3 for every post). A read
+// timeout does not mean the write did not happen. So a post may carry an
+// idempotency key (PostWith, PostOptions.Key, scoped by PostOptions.Scope):
+// the post script first [GET]s the key's record in the board's slot; if
+// the key was used for this very post (same board name, canonical player,
+// mode and score) it writes nothing and answers the first post's entry
+// (PostResult.Duplicate, and no OnChange), if for another one it refuses
+// (ErrIdempotencyMismatch); otherwise it posts and [SET]s the record with
+// the answer, PX IdempotencyTTL (10 min), in the same script. Checking
+// outside the script would let the two copies both see "new". A refused
+// post keeps no record (nothing was applied, so its retry is tried anew).
+// The record lives in the board's (period's) slot because it must be
+// checked atomically with the write: a key is therefore per board and per
+// period — the same key on another board, or a client retry that crosses
+// into the next period of a periodic board, is another post.
+//
+// # Players per board
+//
+// Any user may post for any player name, so a board could grow without
+// bound. Config.MaxPlayers (the live setting limit.players_per_board)
+// caps the players of a board (of a period): the post script refuses a new
+// player when [HLEN] of the player hash has reached it (ErrBoardFull,
+// board_full), atomically with the insert, so concurrent posts from every
+// node cannot overshoot; the players on the board still post. A board at
+// its cap takes about 220 bytes per player (see below).
 //
 // # Unit and scale
 //
@@ -122,4 +169,7 @@
 // [PEXPIRE]: https://redis.io/commands/pexpire/
 // [PERSIST]: https://redis.io/commands/persist/
 // [EXISTS]: https://redis.io/commands/exists/
+// [GET]: https://redis.io/commands/get/
+// [SET]: https://redis.io/commands/set/
+// [HLEN]: https://redis.io/commands/hlen/
 package ranking

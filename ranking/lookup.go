@@ -2,12 +2,12 @@ package ranking
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
 )
 
@@ -45,25 +45,16 @@ func (s *Service) GetMany(ctx context.Context, boards []string, player string) (
 	if len(unique) == 0 {
 		return out, nil
 	}
+	canon := names.Canonical(player)
 	cmds := make([]*redis.Cmd, len(unique))
-	run := func() error {
-		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for i, b := range unique {
-				p := s.period(b)
-				cmds[i] = ranksScript.EvalSha(ctx, pipe, []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id)}, player)
-			}
-			return nil
-		})
-		return err
-	}
-	err := run()
-	if isNoScript(err) {
-		// A server that never ran the script (a restart, a new Cluster
-		// master): load it (on every master) and send the pipeline again.
-		if err = ranksScript.Load(ctx, s.rdb).Err(); err == nil {
-			err = run()
+	// One pipeline; a server that does not hold the script (a restart, a
+	// new Cluster master) gets the NOSCRIPT'ed ones again as EVAL.
+	err := redisx.Pipelined(ctx, s.rdb, func(pipe *redisx.Pipe) {
+		for i, b := range unique {
+			p := s.period(b)
+			cmds[i] = pipe.Script(ranksScript, []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id)}, canon)
 		}
-	}
+	})
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -105,9 +96,9 @@ func (s *Service) Exists(ctx context.Context, board string) (bool, error) {
 	return n == 1, nil
 }
 
-// entryOf decodes one player's answer of the ranks script: its "rev:seq"
-// and rank, or "" and -1 (then the entry has Rank -1).
-func entryOf(player string, prefix, rank any) (Entry, error) {
+// entryOf decodes one player's answer of the ranks script: its member and
+// rank, or "" and -1 (then the entry has Rank -1 and the player as asked).
+func entryOf(player string, member, rank any) (Entry, error) {
 	r, ok := rank.(int64)
 	if !ok {
 		return Entry{}, fmt.Errorf("ranking: ranks script answered %v", rank)
@@ -115,18 +106,10 @@ func entryOf(player string, prefix, rank any) (Entry, error) {
 	if r < 0 {
 		return Entry{Player: player, Rank: -1}, nil
 	}
-	pre, _ := prefix.(string)
-	if len(pre) != prefixLen {
-		return Entry{}, fmt.Errorf("ranking: corrupt entry %q of %s", pre, player)
-	}
-	sc, err := scoreOfRev(pre[:revWidth])
+	m, _ := member.(string)
+	shown, sc, err := decodeMember(m)
 	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Player: player, Score: sc, Rank: r}, nil
-}
-
-// isNoScript reports whether err says a script was not in the server's cache.
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+	return Entry{Player: shown, Score: sc, Rank: r}, nil
 }

@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		posts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "chatd", Subsystem: "ranking", Name: "posts_total",
-			Help: "Score posts by mode and result (changed, unchanged, refused, error).",
+			Help: "Score posts by mode and result (changed, unchanged, duplicate, refused, error).",
 		}, []string{"mode", "result"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "chatd", Subsystem: "ranking", Name: "op_seconds",

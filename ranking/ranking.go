@@ -36,10 +36,16 @@ const (
 	// DefaultIdleTTL is how long a board that is neither periodic nor
 	// permanent lives after its last post.
 	DefaultIdleTTL = 30 * 24 * time.Hour
+	// IdempotencyTTL is how long the first answer to a post with an
+	// idempotency key is kept.
+	IdempotencyTTL = 10 * time.Minute
+	// MaxIdempotencyKey is the longest idempotency key, in bytes.
+	MaxIdempotencyKey = 128
 )
 
 // Entry is a player's place on a board. Rank 0 is the best; of equal scores,
-// the one reached first ranks higher.
+// the one reached first ranks higher. Player is the name as it was last
+// posted (players are one entry per canonical name).
 type Entry struct {
 	Player string `json:"player"`
 	Score  Score  `json:"score"`
@@ -68,6 +74,13 @@ type Config struct {
 	// A post to a board it names removes any TTL the board had. nil means
 	// none is: every all-time board expires IdleTTL after its last post.
 	Permanent func(board string) bool
+	// MaxPlayers returns the most players one board (one period of a
+	// periodic board) may hold, read on every post (wire it to the live
+	// setting limit.players_per_board); nil, or a result <= 0, means no
+	// cap. A post of a new player to a full board is refused with
+	// ErrBoardFull; the players on it may still post. Lowering the cap
+	// removes nobody.
+	MaxPlayers func() int
 	// Registerer receives the package's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// OnChange, when set, is called after every post that changed a board
@@ -86,6 +99,7 @@ type Service struct {
 	grace    time.Duration
 	idle     time.Duration
 	perm     func(board string) bool
+	maxP     func() int
 	onChange func(ctx context.Context, board string, e Entry)
 	m        *metrics
 }
@@ -100,6 +114,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Service {
 		grace:    cfg.Grace,
 		idle:     cfg.IdleTTL,
 		perm:     cfg.Permanent,
+		maxP:     cfg.MaxPlayers,
 		onChange: cfg.OnChange,
 		m:        newMetrics(cfg.Registerer),
 	}
@@ -121,26 +136,72 @@ func New(rdb redis.UniversalClient, cfg Config) *Service {
 	return s
 }
 
+// PostOptions are the optional parts of a post.
+type PostOptions struct {
+	// Key is the post's idempotency key ("" = none): 1–MaxIdempotencyKey
+	// bytes of '!'..'~'. The first answer to a post with a key is kept
+	// IdempotencyTTL in the board's slot, checked and recorded by the post
+	// script itself, so a post sent twice — a client's retry, or the Redis
+	// client's own retry after a read timeout — is applied once: the second
+	// changes nothing and answers the first's entry (Duplicate). The same
+	// key with another player, score or mode is ErrIdempotencyMismatch.
+	// Keys are per board (per period of a periodic board) and per Scope.
+	Key string
+	// Scope is whose keys these are, so that two clients' keys never meet
+	// (the web layer: the posting user); "" is one scope for the board. It
+	// must be a valid user name.
+	Scope string
+}
+
+// PostResult is what a post did.
+type PostResult struct {
+	// Entry is the player's entry after the post (for a Duplicate, after
+	// the first post with its key).
+	Entry Entry
+	// Changed is true when the post changed the board: a new player, a new
+	// score, or the player's name shown in another case.
+	Changed bool
+	// Duplicate is true when the idempotency key had been used for this
+	// very post: nothing was written, Entry is the first post's answer,
+	// and Config.OnChange was not called (the caller skips its marks too).
+	Duplicate bool
+}
+
 // Post records score for player on board in mode (empty for Best) and returns
-// the player's entry after it. A post that leaves the score as it was (a lower
-// or equal best, an equal set, an incr by 0) changes nothing, not even the
-// time that orders equal scores — but it does keep an idle board alive: the
-// keys of an all-time board that is not Permanent expire Config.IdleTTL after
-// its last post, all together, and a periodic board's at the end of its
-// period plus Config.Grace.
+// the player's entry after it: PostWith without options.
+func (s *Service) Post(ctx context.Context, board, player string, score Score, mode Mode) (Entry, error) {
+	res, err := s.PostWith(ctx, board, player, score, mode, PostOptions{})
+	return res.Entry, err
+}
+
+// PostWith records score for player on board in mode (empty for Best) and
+// returns the player's entry after it, in one script. The player is kept
+// under its canonical name (names.Canonical: "Misc1" and "misc1" are one
+// entry), shown by every read as it was last posted. A post that leaves the
+// score as it was (a lower or equal best, an equal set, an incr by 0)
+// changes nothing, not even the time that orders equal scores — but it does
+// keep an idle board alive: the keys of an all-time board that is not
+// Permanent expire Config.IdleTTL after its last post, all together, and a
+// periodic board's at the end of its period plus Config.Grace. With
+// opts.Key the post is idempotent (see PostOptions). Config.OnChange is
+// called when the post changed the board and is not a Duplicate.
 //
 // Errors: names.ErrBadName for a bad board or player name, ErrBadMode,
 // ErrBadScore for a score outside the domain or an incr whose sum would leave
-// it, ErrBoardFull; Redis errors wrapped.
-func (s *Service) Post(ctx context.Context, board, player string, score Score, mode Mode) (Entry, error) {
+// it, ErrBoardFull (a new player on a board at Config.MaxPlayers, or a
+// board whose change counter ran out), ErrBadIdempotencyKey,
+// ErrIdempotencyMismatch; Redis errors wrapped. After a Redis error the
+// post may or may not have been applied: repeat it with the same key.
+func (s *Service) PostWith(ctx context.Context, board, player string, score Score, mode Mode, opts PostOptions) (PostResult, error) {
 	defer s.m.observe("post", time.Now())
 	if mode == "" {
 		mode = Best
 	}
-	if err := checkPost(board, player, score, mode); err != nil {
+	if err := checkPost(board, player, score, mode, opts); err != nil {
 		s.m.post(mode, "refused")
-		return Entry{}, fmt.Errorf("ranking: post to %s: %w", board, err)
+		return PostResult{}, fmt.Errorf("ranking: post to %s: %w", board, err)
 	}
+	canon := names.Canonical(player)
 	p := s.period(board)
 	hi, lo := splitScore(score)
 	expire, idle := int64(0), int64(0)
@@ -150,39 +211,55 @@ func (s *Service) Post(ctx context.Context, board, player string, score Score, m
 	case s.idle > 0 && (s.perm == nil || !s.perm(board)):
 		idle = max(1, s.idle.Milliseconds())
 	}
-	res, err := postScript.Run(ctx, s.rdb,
-		[]string{boardKey(s.sp, p.id), playersKey(s.sp, p.id), seqKey(s.sp, p.id)},
-		player, string(mode), hi, lo, expire, idle).Slice()
+	maxPlayers := 0
+	if s.maxP != nil {
+		maxPlayers = max(0, s.maxP())
+	}
+	keys := []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id), seqKey(s.sp, p.id)}
+	args := []any{canon, player, string(mode), hi, lo, expire, idle, maxPlayers}
+	if opts.Key != "" {
+		keys = append(keys, idemKey(s.sp, p.id, opts.Scope, opts.Key))
+		args = append(args, fmt.Sprintf("%s\n%s\n%s\n%d\n%d", board, canon, mode, hi, lo), IdempotencyTTL.Milliseconds())
+	}
+	res, err := postScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
-		s.m.post(mode, "error")
 		var rerr redis.Error
+		result := "error"
 		if errors.As(err, &rerr) {
 			switch msg := rerr.Error(); {
 			case strings.HasPrefix(msg, "RANGE "):
-				err = fmt.Errorf("%w: %s %s would leave -1e15..1e15", ErrBadScore, mode, score)
+				err, result = fmt.Errorf("%w: %s %s would leave -1e15..1e15", ErrBadScore, mode, score), "refused"
 			case strings.HasPrefix(msg, "FULL "):
-				err = ErrBoardFull
+				err, result = fmt.Errorf("%w: its sequence of 10^15 score changes is exhausted", ErrBoardFull), "refused"
+			case strings.HasPrefix(msg, "PLAYERS "):
+				err, result = fmt.Errorf("%w: board %s holds its cap of %s players; the players on it may still post", ErrBoardFull, board, strings.TrimPrefix(msg, "PLAYERS ")), "refused"
+			case strings.HasPrefix(msg, "MISMATCH "):
+				err, result = fmt.Errorf("%w: key %q", ErrIdempotencyMismatch, clip(opts.Key)), "refused"
 			}
 		}
-		return Entry{}, fmt.Errorf("ranking: post to %s for %s: %w", board, player, err)
+		s.m.post(mode, result)
+		return PostResult{}, fmt.Errorf("ranking: post to %s for %s: %w", board, player, err)
 	}
-	e, changed, err := postResult(player, res)
+	out, err := postResult(res)
 	if err != nil {
 		s.m.post(mode, "error")
-		return Entry{}, fmt.Errorf("ranking: post to %s for %s: %w", board, player, err)
+		return PostResult{}, fmt.Errorf("ranking: post to %s for %s: %w", board, player, err)
 	}
-	if !changed {
+	switch {
+	case out.Duplicate:
+		s.m.post(mode, "duplicate")
+	case !out.Changed:
 		s.m.post(mode, "unchanged")
-		return e, nil
+	default:
+		s.m.post(mode, "changed")
+		if s.onChange != nil {
+			s.onChange(ctx, board, out.Entry)
+		}
 	}
-	s.m.post(mode, "changed")
-	if s.onChange != nil {
-		s.onChange(ctx, board, e)
-	}
-	return e, nil
+	return out, nil
 }
 
-func checkPost(board, player string, score Score, mode Mode) error {
+func checkPost(board, player string, score Score, mode Mode, opts PostOptions) error {
 	if err := names.Board(board); err != nil {
 		return err
 	}
@@ -197,24 +274,43 @@ func checkPost(board, player string, score Score, mode Mode) error {
 	if !score.valid() {
 		return fmt.Errorf("%w: %d thousandths is outside -1e15..1e15", ErrBadScore, int64(score))
 	}
+	if opts.Key == "" {
+		if opts.Scope != "" {
+			return fmt.Errorf("%w: a scope without a key", ErrBadIdempotencyKey)
+		}
+		return nil
+	}
+	if len(opts.Key) > MaxIdempotencyKey {
+		return fmt.Errorf("%w: longer than %d bytes", ErrBadIdempotencyKey, MaxIdempotencyKey)
+	}
+	for i := 0; i < len(opts.Key); i++ {
+		if c := opts.Key[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("%w: it holds byte %#x (want '!' to '~')", ErrBadIdempotencyKey, c)
+		}
+	}
+	if opts.Scope != "" && names.User(opts.Scope) != nil {
+		return fmt.Errorf("%w: scope %q is not a user name", ErrBadIdempotencyKey, clip(opts.Scope))
+	}
 	return nil
 }
 
-func postResult(player string, res []any) (Entry, bool, error) {
-	if len(res) != 3 {
-		return Entry{}, false, fmt.Errorf("ranking: post script answered %d values", len(res))
+// postResult reads the post script's {member, rank, changed, duplicate}.
+func postResult(res []any) (PostResult, error) {
+	if len(res) != 4 {
+		return PostResult{}, fmt.Errorf("ranking: post script answered %d values", len(res))
 	}
-	prefix, _ := res[0].(string)
+	member, _ := res[0].(string)
 	rank, ok1 := res[1].(int64)
 	changed, ok2 := res[2].(int64)
-	if len(prefix) != prefixLen || !ok1 || !ok2 {
-		return Entry{}, false, fmt.Errorf("ranking: post script answered %v", res)
+	dup, ok3 := res[3].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return PostResult{}, fmt.Errorf("ranking: post script answered %v", res)
 	}
-	sc, err := scoreOfRev(prefix[:revWidth])
+	player, sc, err := decodeMember(member)
 	if err != nil {
-		return Entry{}, false, err
+		return PostResult{}, err
 	}
-	return Entry{Player: player, Score: sc, Rank: rank}, changed == 1, nil
+	return PostResult{Entry: Entry{Player: player, Score: sc, Rank: rank}, Changed: changed == 1, Duplicate: dup == 1}, nil
 }
 
 // Top returns the best limit entries of board (1..MaxLimit), best first.
@@ -279,7 +375,7 @@ func (s *Service) ranks(ctx context.Context, board string, players []string) ([]
 		if err := names.Player(p); err != nil {
 			return nil, err
 		}
-		args[i] = p
+		args[i] = names.Canonical(p)
 	}
 	out := make([]Entry, len(players))
 	if len(players) == 0 {
@@ -318,7 +414,7 @@ func (s *Service) Around(ctx context.Context, board, player string, radius int) 
 		return nil, wrap(fmt.Errorf("%w: %d (want 0..%d)", ErrBadRadius, radius, MaxRadius))
 	}
 	p := s.period(board)
-	res, err := aroundScript.Run(ctx, s.rdb, []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id)}, player, radius).Slice()
+	res, err := aroundScript.Run(ctx, s.rdb, []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id)}, names.Canonical(player), radius).Slice()
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -450,9 +546,10 @@ func (s *Service) period(board string) period {
 }
 
 // IsBadInput reports whether err is the caller's fault (a 400): a bad name,
-// score, mode, limit, radius or batch size.
+// score, mode, limit, radius, batch size or idempotency key.
 func IsBadInput(err error) bool {
-	for _, target := range []error{names.ErrBadName, ErrBadScore, ErrBadMode, ErrBadLimit, ErrBadRadius, ErrBatchTooLarge} {
+	for _, target := range []error{names.ErrBadName, ErrBadScore, ErrBadMode, ErrBadLimit, ErrBadRadius, ErrBatchTooLarge,
+		ErrBadIdempotencyKey, ErrIdempotencyMismatch} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -2,16 +2,17 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/promreg"
 	"github.com/chatd/chatd/names"
 )
 
@@ -38,21 +39,43 @@ type Config struct {
 	// A per-minute cap of N is Rate N/60 with Burst N: N at once, then one
 	// every 60/N seconds.
 	Burst func() float64
-	// Now is the clock passed to Redis with each check; nil = time.Now.
+	// Now is the clock passed to Redis with each check, and of the local
+	// refusals; nil = time.Now.
 	Now func() time.Time
+	// MaxEmpty bounds how many keys the Limiter remembers as empty (see
+	// Allow); 0 = DefaultMaxEmpty.
+	MaxEmpty int
 	// Registerer receives the limiter's metrics; nil = not registered.
 	Registerer prometheus.Registerer
 }
 
+// DefaultMaxEmpty is how many keys a Limiter remembers as empty when
+// Config.MaxEmpty is 0.
+const DefaultMaxEmpty = 100_000
+
 // Limiter is a per-user token bucket shared by every node through Redis.
 // It is safe for concurrent use.
 type Limiter struct {
-	rdb    redis.UniversalClient
-	keys   keys
-	rate   func() float64
-	burst  func() float64
-	now    func() time.Time
-	checks *prometheus.CounterVec
+	rdb      redis.UniversalClient
+	keys     keys
+	rate     func() float64
+	burst    func() float64
+	now      func() time.Time
+	checks   *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+	evicted  prometheus.Counter
+
+	mu        sync.Mutex
+	maxEmpty  int
+	empty     map[string]emptyBucket // keys Redis said are empty, until when
+	lastSweep time.Time
+}
+
+// emptyBucket is what Redis answered about a refused key: no token before
+// until, at this rate and burst; at is when it was asked.
+type emptyBucket struct {
+	at, until   time.Time
+	rate, burst float64
 }
 
 // New returns a Limiter over rdb.
@@ -69,28 +92,34 @@ func New(rdb redis.UniversalClient, cfg Config) *Limiter {
 			Name:      "checks_total",
 			Help:      "Rate-limit checks by result: allowed, limited or error.",
 		}, []string{"result"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "chatd",
+			Subsystem: "ratelimit",
+			Name:      "refusals_total",
+			Help: "Refused checks by source: redis (the bucket script said empty) or local " +
+				"(refused from memory while the bucket is known empty, no Redis call).",
+		}, []string{"source"}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "chatd",
+			Subsystem: "ratelimit",
+			Name:      "empty_evictions_total",
+			Help:      "Empty buckets forgotten before their refill to stay within Config.MaxEmpty.",
+		}),
+		maxEmpty: cfg.MaxEmpty,
+		empty:    map[string]emptyBucket{},
 	}
 	if l.now == nil {
 		l.now = time.Now
 	}
+	if l.maxEmpty <= 0 {
+		l.maxEmpty = DefaultMaxEmpty
+	}
 	if cfg.Registerer != nil {
-		l.checks = register(cfg.Registerer, l.checks)
+		l.checks = promreg.Register(cfg.Registerer, l.checks)
+		l.refusals = promreg.Register(cfg.Registerer, l.refusals)
+		l.evicted = promreg.Register(cfg.Registerer, l.evicted)
 	}
 	return l
-}
-
-// register registers c, or returns the collector already registered under
-// its name (several limiters in one process share the counters).
-func register(r prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if prev, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return prev
-			}
-		}
-	}
-	return c
 }
 
 // Rate returns the rate in force now, in tokens per second, and the burst:
@@ -113,16 +142,30 @@ func (l *Limiter) Rate() (rate, burst float64) {
 
 // Allow takes one token from user's bucket: ok is true when the message may
 // go; otherwise retryAfter says when the next token will be there. It makes
-// one round trip (one Lua script). The error wraps names.ErrBadName for an
-// invalid user name, or the Redis error; ok is false with any error.
+// one round trip (one Lua script), except while the bucket is known empty:
+// after Redis refused with "retry in r", the Limiter remembers the key as
+// empty until now+r and refuses it from memory, with the retry-after left,
+// without asking Redis — a flood of refused calls costs Redis one script,
+// not one per call. No node can fill a bucket faster than its rate, so
+// until then Redis would refuse too; the memory is not used when the rate
+// or burst in force differs from the one Redis answered for (a live change
+// applies at once) or when the clock went back. It holds at most
+// Config.MaxEmpty keys, each gone at its refill time. The error wraps
+// names.ErrBadName for an invalid user name, or the Redis error; ok is
+// false with any error.
 func (l *Limiter) Allow(ctx context.Context, user string) (ok bool, retryAfter time.Duration, err error) {
 	if err := names.User(user); err != nil {
 		return false, 0, fmt.Errorf("ratelimit: allow: %w", err)
 	}
 	rate, burst := l.Rate()
-	now := l.now().UnixMilli()
+	t := l.now()
+	if wait, known := l.knownEmpty(user, t, rate, burst); known {
+		l.checks.WithLabelValues("limited").Inc()
+		l.refusals.WithLabelValues("local").Inc()
+		return false, wait, nil
+	}
 	res, err := takeScript.Run(ctx, l.rdb, []string{l.keys.bucket(user)},
-		now,
+		t.UnixMilli(),
 		strconv.FormatFloat(rate, 'g', -1, 64),
 		strconv.FormatFloat(burst, 'g', -1, 64),
 		slack.Milliseconds(),
@@ -140,5 +183,53 @@ func (l *Limiter) Allow(ctx context.Context, user string) (ok bool, retryAfter t
 		return true, 0, nil
 	}
 	l.checks.WithLabelValues("limited").Inc()
-	return false, time.Duration(res[1]) * time.Millisecond, nil
+	l.refusals.WithLabelValues("redis").Inc()
+	retryAfter = time.Duration(res[1]) * time.Millisecond
+	l.rememberEmpty(user, emptyBucket{at: t, until: t.Add(retryAfter), rate: rate, burst: burst})
+	return false, retryAfter, nil
+}
+
+// knownEmpty reports whether user's bucket is known to hold no token at t
+// for this rate and burst, and how long until it does.
+func (l *Limiter) knownEmpty(user string, t time.Time, rate, burst float64) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.empty[user]
+	if !ok {
+		return 0, false
+	}
+	if t.Before(e.at) || !t.Before(e.until) || e.rate != rate || e.burst != burst {
+		delete(l.empty, user)
+		return 0, false
+	}
+	return e.until.Sub(t), true
+}
+
+// rememberEmpty notes e for user, keeping the map within maxEmpty: the
+// ended entries are swept (at most once a second), and if it is still
+// full, one entry is forgotten (that key is then asked of Redis again).
+func (l *Limiter) rememberEmpty(user string, e emptyBucket) {
+	if e.until.Sub(e.at) <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.empty[user]; !ok && len(l.empty) >= l.maxEmpty {
+		if d := e.at.Sub(l.lastSweep); d < 0 || d >= time.Second {
+			l.lastSweep = e.at
+			for k, v := range l.empty {
+				if !e.at.Before(v.until) {
+					delete(l.empty, k)
+				}
+			}
+		}
+		for k := range l.empty {
+			if len(l.empty) < l.maxEmpty {
+				break
+			}
+			delete(l.empty, k) // map order: an arbitrary one
+			l.evicted.Inc()
+		}
+	}
+	l.empty[user] = e
 }

@@ -2,7 +2,10 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,4 +321,99 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	var m dto.Metric
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
+}
+
+// scriptCalls returns how many EVAL and EVALSHA the server ran since its
+// last CONFIG RESETSTAT (INFO commandstats).
+func scriptCalls(t *testing.T, r *redistest.Redis) int {
+	t.Helper()
+	info, err := r.Client.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, err := strconv.Atoi(calls)
+		require.NoError(t, err, line)
+		n += c
+	}
+	return n
+}
+
+// TestFloodOnAnEmptyBucketIsRefusedLocally is issue #28 (5)'s cost: each
+// refusal was one script call. Now, once Redis said the bucket is empty,
+// the Limiter refuses from memory until the refill: 2,000 refused calls
+// from 20 goroutines cost Redis no script at all, each gets the right
+// retry-after, and the first call after the refill time is admitted.
+func TestFloodOnAnEmptyBucketIsRefusedLocally(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{}) // a private server: its stats are ours
+	ctx := context.Background()
+	clk := newClock()
+	reg := prometheus.NewRegistry()
+	l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(2), Now: clk.Now, Registerer: reg})
+	assert.Equal(t, 2, drain(t, l, "flood"), "the refusal here came from Redis")
+	require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+
+	clk.Add(100 * time.Millisecond)
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for g := 0; g < 20; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				ok, retry, err := l.Allow(ctx, "flood")
+				if !assert.NoError(t, err) || !assert.False(t, ok) || !assert.Equal(t, 400*time.Millisecond, retry) {
+					return
+				}
+				refused.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.EqualValues(t, 2000, refused.Load())
+	calls := scriptCalls(t, r)
+	t.Logf("2000 refused calls cost %d script calls", calls)
+	assert.Zero(t, calls)
+	assert.Equal(t, 2000.0, counter(t, l.refusals.WithLabelValues("local")))
+	assert.Equal(t, 1.0, counter(t, l.refusals.WithLabelValues("redis")))
+
+	t.Run("the first call at the refill time asks Redis and is admitted", func(t *testing.T) {
+		clk.Add(400*time.Millisecond - time.Millisecond)
+		ok, retry, err := l.Allow(ctx, "flood")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, time.Millisecond, retry)
+		clk.Add(time.Millisecond)
+		ok, _, err = l.Allow(ctx, "flood")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, 1, scriptCalls(t, r))
+	})
+	t.Run("another node's limiter still asks Redis, which refuses too", func(t *testing.T) {
+		other := New(r.NewClient(t), Config{Prefix: r.Prefix, Rate: rateOf(2), Now: clk.Now})
+		ok, retry, err := other.Allow(ctx, "flood")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, 500*time.Millisecond, retry)
+	})
+}
+
+func TestKnownEmptyIsBounded(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	clk := newClock()
+	l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(1), Now: clk.Now, MaxEmpty: 10, Registerer: prometheus.NewRegistry()})
+	for i := 0; i < 25; i++ {
+		assert.Equal(t, 1, drain(t, l, fmt.Sprintf("u%d", i)))
+	}
+	assert.Len(t, l.empty, 10)
+	assert.Equal(t, 15.0, counter(t, l.evicted))
+	clk.Add(2 * time.Second) // every bucket refilled: the next insert sweeps them
+	assert.Equal(t, 1, drain(t, l, "last"))
+	assert.Len(t, l.empty, 1)
 }

@@ -32,12 +32,10 @@ const (
 	SeatsPerUser            = "limit.seats_per_user"
 	ConnectionsPerNode      = "limit.connections_per_node"
 	MessageDurability       = "message.durability"
-<<<<<<< HEAD
 	ScorePostsPerUserPerMin = "limit.score_posts_per_user_per_minute"
 	NewBoardsPerIPPerMin    = "limit.new_boards_per_ip_per_minute"
-=======
 	MatchmakingQueues       = "matchmaking.queues"
->>>>>>> h/match
+	PlayersPerBoard         = "limit.players_per_board"
 )
 
 // DefaultMatchmakingQueues is the default of matchmaking.queues: one queue,
@@ -128,6 +126,8 @@ var defs = []Def{
 		Description: "none: a message is acked once its master stored it; replica: only once a replica holds it too (WAIT), else the say is refused with not_durable"},
 	{Key: MatchmakingQueues, Type: TypeString, Default: DefaultMatchmakingQueues, Min: 0, Max: 16000, Check: matchmaking.CheckQueues,
 		Description: `matchmaking queues as JSON: {"name":{"min","max","window","widen_per_second","max_wait_seconds","max_party","reserve_seconds"}}; "" = none`},
+	{Key: PlayersPerBoard, Type: TypeInt, Default: 10000, Min: 1, Max: 10000000,
+		Description: "players one leaderboard (one period of a daily or weekly board) may hold; a post of a new player to a full board is refused with board_full; the players on it may still post"},
 }
 
 var byKey = func() map[string]*Def {

@@ -18,6 +18,7 @@ func TestDefsMatchTheProtocol(t *testing.T) {
 		NewBoardsPerUserPerMin: 10, PermanentBoards: "", NewLobbiesPerUserPerMin: 10, SeatsPerUser: 20, ConnectionsPerNode: 50000, MessageDurability: "none",
 		NewBoardsPerIPPerMin: 30, ScorePostsPerUserPerMin: 600,
 		MatchmakingQueues: DefaultMatchmakingQueues,
+		PlayersPerBoard:   10000,
 	}
 	got := map[string]any{}
 	for _, d := range Defs() {

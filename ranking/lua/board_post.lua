@@ -1,31 +1,56 @@
 -- board_post: post a score for a player and answer the player's entry, atomically.
 --
 -- KEYS[1] board   ZSET   members "rev:seq:player", all with score 0 (ordered by bytes)
--- KEYS[2] players HASH   player -> "rev:seq" (the player's member without the name)
+-- KEYS[2] players HASH   canonical player -> "rev:seq" when the member's player
+--                        is the canonical name, else the whole member
 -- KEYS[3] seq     STRING the board's change counter
--- ARGV[1] player
--- ARGV[2] mode: "best" (keep the higher), "incr" (add; a new player starts at 0), "set"
--- ARGV[3] hi, ARGV[4] lo: the score (the increment for incr) in thousandths, as
+-- KEYS[4] idem    STRING (only with an idempotency key) the first answer to
+--                        the post with that key, JSON {f, m, r, c}, PX ARGV[10]
+-- ARGV[1] player, canonical (names.Canonical): the hash field
+-- ARGV[2] player as posted: the member's name, shown by every read
+-- ARGV[3] mode: "best" (keep the higher), "incr" (add; a new player starts at 0), "set"
+-- ARGV[4] hi, ARGV[5] lo: the score (the increment for incr) in thousandths, as
 --         hi*1e9 + lo with 0 <= lo < 1e9. Lua numbers are doubles, exact only up
 --         to 2^53, so 1e18 thousandths are handled as two base-1e9 limbs.
--- ARGV[5] unix seconds at which the board's keys expire (a period of a
+-- ARGV[6] unix seconds at which the board's keys expire (a period of a
 --         periodic board: set on each post that changes it), "0" for none
--- ARGV[6] idle TTL in ms (a board that expires when idle: set on every post,
+-- ARGV[7] idle TTL in ms (a board that expires when idle: set on every post,
 --         changed or not), "0" for none
 --         With both "0" the board is permanent: any TTL is removed (PERSIST),
 --         so a board declared permanent after it was created stops expiring.
--- Returns {prefix, rank, changed}: the player's "rev:seq" after the post, its
---         0-based rank, and 1 if the post changed the board, 0 if it left the
---         score as it was (which then keeps its seq: its time).
+-- ARGV[8] the most players the board may hold, "0" for no cap: a new player
+--         on a full board is refused; the players on it may still post
+-- ARGV[9] (with KEYS[4]) what the post is: "board\nplayer\nmode\nhi\nlo"
+-- ARGV[10] (with KEYS[4]) how long the answer is kept, in ms
+-- Returns {member, rank, changed, duplicate}: the player's member after the
+--         post, its 0-based rank, 1 if the post changed the board (a new
+--         score, or the player's name shown in another case), and 1 if
+--         the idempotency key had been used for this very post: then
+--         nothing was written and the first post's answer is returned.
 -- Errors  "RANGE ..." when an incr would leave -1e15..1e15,
---         "FULL ..." when seq outgrows its 15 digits.
+--         "FULL ..." when seq outgrows its 15 digits,
+--         "PLAYERS <cap>" for a new player on a board at its cap,
+--         "MISMATCH ..." when the idempotency key was used for another post.
+--         Nothing is written then (the answer is not kept either).
 --
 -- rev = 1e18 - score (0..2e18) as 19 digits, so a higher score sorts first;
 -- seq (15 digits) orders equal scores by who reached them first.
 
 local B = 1000000000
-local player, mode = ARGV[1], ARGV[2]
-local hi, lo = tonumber(ARGV[3]), tonumber(ARGV[4])
+local canon, shown, mode = ARGV[1], ARGV[2], ARGV[3]
+local hi, lo = tonumber(ARGV[4]), tonumber(ARGV[5])
+local PREFIX = 35 -- #"rev:seq"
+
+if KEYS[4] then
+  local prior = redis.call('GET', KEYS[4])
+  if prior then
+    local rec = cjson.decode(prior)
+    if rec.f ~= ARGV[9] then
+      return redis.error_reply('MISMATCH idempotency key used for another post')
+    end
+    return {rec.m, rec.r, rec.c, 1}
+  end
+end
 
 local function decode(prefix)
   local dh = tonumber(string.sub(prefix, 1, 10))
@@ -43,7 +68,27 @@ local function encode(h, l)
   return string.format('%010d%09d', B - h, 0)
 end
 
-local old = redis.call('HGET', KEYS[2], player)
+-- The player's field and member. A field under the name as posted is one
+-- written before names were canonical: it is moved to the canonical field.
+local field, value = canon, redis.call('HGET', KEYS[2], canon)
+if not value and shown ~= canon then
+  value = redis.call('HGET', KEYS[2], shown)
+  if value then
+    field = shown
+  end
+end
+local old, oldMember
+if value then
+  old = string.sub(value, 1, PREFIX)
+  if #value == PREFIX then
+    oldMember = value .. ':' .. field
+  else
+    oldMember = value
+  end
+elseif ARGV[8] ~= '0' and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[8]) then
+  return redis.error_reply('PLAYERS ' .. ARGV[8])
+end
+
 local nh, nl, changed = hi, lo, true
 if old then
   local oh, ol = decode(old)
@@ -72,28 +117,45 @@ if changed then
     return redis.error_reply('FULL board sequence exhausted')
   end
   prefix = encode(nh, nl) .. ':' .. string.format('%015d', seq)
-  if old then
-    redis.call('ZREM', KEYS[1], old .. ':' .. player)
-  end
-  redis.call('ZADD', KEYS[1], 0, prefix .. ':' .. player)
-  redis.call('HSET', KEYS[2], player, prefix)
 end
-local rank = redis.call('ZRANK', KEYS[1], prefix .. ':' .. player)
+local member = prefix .. ':' .. shown
+-- A new score, or the same one under the name as posted now (shown as last
+-- posted), or a field to move: rewrite the member and the field.
+if member ~= oldMember or field ~= canon then
+  changed = true
+  if oldMember then
+    redis.call('ZREM', KEYS[1], oldMember)
+  end
+  redis.call('ZADD', KEYS[1], 0, member)
+  if field ~= canon then
+    redis.call('HDEL', KEYS[2], field)
+  end
+  if shown == canon then
+    redis.call('HSET', KEYS[2], canon, prefix)
+  else
+    redis.call('HSET', KEYS[2], canon, member)
+  end
+end
+local rank = redis.call('ZRANK', KEYS[1], member)
 -- The three keys always carry the same expiry, so they expire together: a
 -- script sees them all or none (Redis freezes its clock for a script).
-if ARGV[5] ~= '0' then
+if ARGV[6] ~= '0' then
   if changed then
     for i = 1, 3 do
-      redis.call('EXPIREAT', KEYS[i], ARGV[5])
+      redis.call('EXPIREAT', KEYS[i], ARGV[6])
     end
   end
-elseif ARGV[6] ~= '0' then
+elseif ARGV[7] ~= '0' then
   for i = 1, 3 do
-    redis.call('PEXPIRE', KEYS[i], ARGV[6])
+    redis.call('PEXPIRE', KEYS[i], ARGV[7])
   end
 else
   for i = 1, 3 do
     redis.call('PERSIST', KEYS[i])
   end
 end
-return {prefix, rank, changed and 1 or 0}
+local c = changed and 1 or 0
+if KEYS[4] then
+  redis.call('SET', KEYS[4], cjson.encode({f = ARGV[9], m = member, r = rank, c = c}), 'PX', ARGV[10])
+end
+return {member, rank, c, 0}
