@@ -288,10 +288,11 @@ export class RealtimeClient extends TypedEventTarget {
       await this.o.probe?.();
     } catch (err) {
       if (!(err instanceof ChatdError) || this.state === 'closed' || gen !== this.gen) return;
+      const why = closedError(`the server refuses the connection: ${err.message}`, err);
       if (err.code === ErrorCodes.BAD_TOKEN) {
-        this.stop(CloseCodes.SESSION_ENDED, CloseReasons.SESSION_ENDED, err.message, false, err);
+        this.stop(CloseCodes.SESSION_ENDED, CloseReasons.SESSION_ENDED, err.message, false, why);
       } else if (err.code === ErrorCodes.BANNED) {
-        this.stop(CloseCodes.BANNED, CloseReasons.BANNED, err.message, false, err);
+        this.stop(CloseCodes.BANNED, CloseReasons.BANNED, err.message, false, why);
       }
     }
   }
@@ -739,8 +740,9 @@ export class RealtimeClient extends TypedEventTarget {
 
 /**
  * @param {string} message
+ * @param {unknown} [cause]
  * @returns {ChatdError}
  */
-function closedError(message) {
-  return new ChatdError({code: ClientCodes.CLOSED, message});
+function closedError(message, cause) {
+  return new ChatdError({code: ClientCodes.CLOSED, message, cause});
 }

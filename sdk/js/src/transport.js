@@ -80,7 +80,9 @@ export function webSocketTransport(o = {}) {
       return {send: () => false, close: () => { done = true; }};
     }
     const decoder = new TextDecoder();
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       if (!done) handlers.open();
     };
     ws.onmessage = (ev) => {
@@ -101,7 +103,15 @@ export function webSocketTransport(o = {}) {
       }
     };
     ws.onclose = (ev) => finish(ev.code || CloseCodes.ABNORMAL, ev.reason || '');
-    ws.onerror = () => {}; // a close event follows and says it
+    // A close event should follow every error and say the code, but
+    // Node 20's WebSocket (undici) fires only the error when the open is
+    // refused (a non-101 answer): an error before the open is the end,
+    // and after it a close that does not come within a second is taken
+    // as given.
+    ws.onerror = () => {
+      if (!opened) finish(CloseCodes.ABNORMAL, 'the open failed');
+      else setTimeout(() => finish(CloseCodes.ABNORMAL, 'connection error'), 1000);
+    };
     return {
       send(frame) {
         if (done || ws.readyState !== 1) return false;
@@ -110,7 +120,7 @@ export function webSocketTransport(o = {}) {
       },
       close(code = 1000, reason = '') {
         done = true;
-        ws.onopen = ws.onmessage = ws.onclose = null;
+        ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
         try {
           ws.close(code, reason);
         } catch {
