@@ -30,10 +30,10 @@ export {TypedEventTarget} from './events.js';
 /** @typedef {import('./rest.js').KeyedOptions} KeyedOptions */
 /** @typedef {import('./rest.js').PollLoopOptions} PollLoopOptions */
 /** @typedef {import('./rest.js').PollLoopError} PollLoopError */
-/** @typedef {import('./realtime.js').RealtimeOptions} RealtimeOptions */
-/** @typedef {import('./realtime.js').RealtimeEventMap} RealtimeEventMap */
-/** @typedef {import('./realtime.js').Ack} Ack */
-/** @typedef {import('./realtime.js').RoomState} RoomState */
+/** @typedef {import('./realtime-types.js').RealtimeOptions} RealtimeOptions */
+/** @typedef {import('./realtime-types.js').RealtimeEventMap} RealtimeEventMap */
+/** @typedef {import('./realtime-types.js').Ack} Ack */
+/** @typedef {import('./realtime-types.js').RoomState} RoomState */
 /** @typedef {import('./transport.js').Transport} Transport */
 /** @typedef {import('./transport.js').TransportFactory} TransportFactory */
 /** @typedef {import('./transport.js').TransportHandlers} TransportHandlers */

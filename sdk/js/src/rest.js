@@ -21,7 +21,7 @@ import {RealtimeClient} from './realtime.js';
 /** @typedef {import('./types.js').PollAnswer} PollAnswer */
 /** @typedef {import('./http.js').RetryInfo} RetryInfo */
 /** @typedef {import('./backoff.js').BackoffOptions} BackoffOptions */
-/** @typedef {import('./realtime.js').RealtimeOptions} RealtimeOptions */
+/** @typedef {import('./realtime-types.js').RealtimeOptions} RealtimeOptions */
 
 /**
  * @typedef {object} ClientOptions
