@@ -1,0 +1,112 @@
+// The shapes of PROTOCOL.md ("Shapes", and the answers of the HTTP API),
+// as JSDoc types. Fields are added to the contract over time, never
+// removed: code that reads these ignores what it does not know.
+
+/**
+ * @typedef {object} Room
+ * @property {string} id `{lobby}-{seq}`, e.g. `general-3`
+ * @property {string} lobby
+ * @property {number} seq
+ * @property {number} capacity the current `room.capacity`
+ * @property {string[]} members users holding a live seat
+ */
+
+/**
+ * @typedef {object} Message
+ * @property {string} id zero-padded stream id; the ids of one room sort in send order as strings
+ * @property {string} room
+ * @property {string} from
+ * @property {string} text
+ * @property {string} ts RFC 3339 with milliseconds, UTC
+ */
+
+/**
+ * @typedef {object} Session
+ * @property {string} token the bearer token (a JWT)
+ * @property {string} user the user name
+ */
+
+/**
+ * @typedef {object} LobbySummary
+ * @property {string} lobby
+ * @property {number} online seated users
+ * @property {number} rooms
+ */
+
+/**
+ * @typedef {object} Entry
+ * @property {string} player
+ * @property {number} score
+ * @property {number} rank 0 is best; -1 for a player with no score (ranks)
+ */
+
+/** @typedef {'best' | 'incr' | 'set'} ScoreMode */
+
+/**
+ * @typedef {object} Wallet
+ * @property {number} balance
+ * @property {Record<string, number>} items item → count
+ */
+
+/**
+ * @typedef {object} Item
+ * @property {string} item
+ * @property {number} stock
+ * @property {number} price
+ */
+
+/** @typedef {number | string} SettingValue */
+
+/**
+ * @typedef {object} Settings
+ * @property {number} version only grows
+ * @property {Record<string, SettingValue>} values every key, defaults included
+ */
+
+/**
+ * @typedef {object} SettingDef
+ * @property {string} key
+ * @property {'int' | 'number' | 'string'} type
+ * @property {string} description
+ * @property {SettingValue} default
+ * @property {number} [min]
+ * @property {number} [max]
+ * @property {boolean} [min_exclusive]
+ * @property {string[]} [enum]
+ */
+
+/**
+ * @typedef {object} Presence
+ * @property {string} user
+ * @property {boolean} online
+ * @property {string} node
+ * @property {string[]} rooms
+ * @property {string | null} last_seen
+ */
+
+/** @typedef {'rooms' | 'messages' | 'leaderboards' | 'settings' | 'wallet' | 'notices'} PollSection */
+
+/**
+ * @typedef {object} Notice
+ * @property {string} id
+ * @property {string} text
+ */
+
+/**
+ * The fresh data of each dirty section (PROTOCOL.md, "Polling").
+ * @typedef {object} PollData
+ * @property {Room[]} [rooms] the rooms the session is in
+ * @property {Record<string, Message[]>} [messages] room → its new messages, oldest first
+ * @property {Record<string, Entry>} [leaderboards] board → the user's own entry
+ * @property {Settings} [settings]
+ * @property {Wallet} [wallet]
+ * @property {Notice[]} [notices] notices the user had not seen (now marked seen)
+ */
+
+/**
+ * @typedef {object} PollAnswer
+ * @property {PollSection[]} dirty
+ * @property {PollData} data
+ */
+
+export {};
