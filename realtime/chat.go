@@ -472,7 +472,8 @@ func (ch *Chat) broadcast(frame []byte) {
 	}
 }
 
-// closeUser closes user's clients on this node (holder "" = any).
+// closeUser closes user's clients on this node (holder "" = any); user
+// in any case (names compare canonically).
 func (ch *Chat) closeUser(user, holder string, code int, reason string) {
 	for _, c := range ch.hub.UserClients(user) {
 		if holder == "" || c.p.Holder == holder {

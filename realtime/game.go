@@ -11,7 +11,7 @@ import (
 
 // boardStore is what the game use case needs of the leaderboards.
 type boardStore interface {
-	Post(ctx context.Context, board, player string, score ranking.Score, mode ranking.Mode) (ranking.Entry, error)
+	PostWith(ctx context.Context, board, player string, score ranking.Score, mode ranking.Mode, opts ranking.PostOptions) (ranking.PostResult, error)
 	Exists(ctx context.Context, board string) (bool, error)
 	Top(ctx context.Context, board string, limit int) ([]ranking.Entry, error)
 	Get(ctx context.Context, board, player string) (ranking.Entry, error)
@@ -57,9 +57,11 @@ type Game struct {
 
 // PostScore posts a player's score (a decimal number as the client sent
 // it: ranking.ParseScore) to a board as p's user, in mode "best", "incr" or
-// "set" ("" = best). The poster follows the board (its polls then carry
+// "set" ("" = best); key is the request's Idempotency-Key ("" = none): the
+// same user posting the same key again gets the first answer and changes
+// nothing. The poster follows the board (its polls then carry
 // the board).
-func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score, mode string) (ranking.Entry, error) {
+func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score, mode, key string) (ranking.Entry, error) {
 	if err := names.Board(board); err != nil {
 		return ranking.Entry{}, err
 	}
@@ -89,7 +91,8 @@ func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score,
 	if err := g.follows.Follow(ctx, BoardTopic(board), p.User); err != nil {
 		g.log.Debug("follow board", "err", err)
 	}
-	return g.boards.Post(ctx, board, player, sc, ranking.Mode(mode))
+	res, err := g.boards.PostWith(ctx, board, player, sc, ranking.Mode(mode), ranking.PostOptions{Key: key, Scope: p.User})
+	return res.Entry, err
 }
 
 // boardOfTopic returns the board of a followed topic.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -91,6 +92,8 @@ func (h *Hub) roomShard(room string) *roomShard {
 	return &h.rooms[maphash.String(h.seed, room)%uint64(len(h.rooms))]
 }
 
+// Users are registered under their canonical name (names.Canonical), so
+// that an event naming "bob" reaches "Bob"'s connections.
 func (h *Hub) userShard(user string) *userShard {
 	return &h.users[maphash.String(h.seed, user)%uint64(len(h.users))]
 }
@@ -98,16 +101,17 @@ func (h *Hub) userShard(user string) *userShard {
 // addUser registers c under its user unless the user has max clients here
 // already (max <= 0: no bound).
 func (h *Hub) addUser(c *Client, max int) bool {
-	sh := h.userShard(c.p.User)
+	key := names.Canonical(c.p.User)
+	sh := h.userShard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m := sh.users[c.p.User]
+	m := sh.users[key]
 	if max > 0 && len(m) >= max {
 		return false
 	}
 	if m == nil {
 		m = map[*Client]struct{}{}
-		sh.users[c.p.User] = m
+		sh.users[key] = m
 	}
 	m[c] = struct{}{}
 	h.count.Add(1)
@@ -116,27 +120,29 @@ func (h *Hub) addUser(c *Client, max int) bool {
 
 // removeUser unregisters c; it reports false when c was not registered.
 func (h *Hub) removeUser(c *Client) bool {
-	sh := h.userShard(c.p.User)
+	key := names.Canonical(c.p.User)
+	sh := h.userShard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.users[c.p.User][c]; !ok {
+	if _, ok := sh.users[key][c]; !ok {
 		return false
 	}
 	h.count.Add(-1)
-	delete(sh.users[c.p.User], c)
-	if len(sh.users[c.p.User]) == 0 {
-		delete(sh.users, c.p.User)
+	delete(sh.users[key], c)
+	if len(sh.users[key]) == 0 {
+		delete(sh.users, key)
 	}
 	return true
 }
 
 // UserClients returns user's clients on this node.
 func (h *Hub) UserClients(user string) []*Client {
-	sh := h.userShard(user)
+	key := names.Canonical(user)
+	sh := h.userShard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	out := make([]*Client, 0, len(sh.users[user]))
-	for c := range sh.users[user] {
+	out := make([]*Client, 0, len(sh.users[key]))
+	for c := range sh.users[key] {
 		out = append(out, c)
 	}
 	return out

@@ -109,6 +109,7 @@ const (
 
 // status returns user's moderation status, from the cache when fresh.
 func (g *modGuard) status(ctx context.Context, user string) (moderation.Status, error) {
+	user = names.Canonical(user)
 	now := g.now()
 	g.mu.Lock()
 	e, ok := g.m[user]
@@ -131,7 +132,7 @@ func (g *modGuard) status(ctx context.Context, user string) (moderation.Status, 
 
 func (g *modGuard) drop(user string) {
 	g.mu.Lock()
-	delete(g.m, user)
+	delete(g.m, names.Canonical(user))
 	g.mu.Unlock()
 }
 

@@ -147,12 +147,17 @@ func New(cfg Config) (*Node, error) {
 	})
 	mk := &marker{dirty: n.dirty, rooms: rs, run: n.loops.Go, log: log}
 	rk := ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg,
-		OnChange:  func(_ context.Context, board string, _ ranking.Entry) { mk.board(board) },
-		Permanent: func(board string) bool { return listed(st.String(settings.PermanentBoards), board) },
+		MaxPlayers: func() int { return st.Int(settings.PlayersPerBoard) },
+		OnChange:   func(_ context.Context, board string, _ ranking.Entry) { mk.board(board) },
+		Permanent:  func(board string) bool { return listed(st.String(settings.PermanentBoards), board) },
 	})
 	conns := identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: now, Registerer: reg})
-	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg,
+	var chat *Chat // the guests' ended sessions close their connections
+	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Logger: log,
 		TTL: func() time.Duration { return time.Duration(st.Int(settings.SessionIdleSeconds)) * time.Second },
+		OnEnded: func(name, holder string) {
+			chat.closeUser(name, holder, CloseSessionEnded, "your session ended: sign in again")
+		},
 	})
 	ms := moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: now, Logger: log})
 	sh := shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
@@ -182,6 +187,7 @@ func New(cfg Config) (*Node, error) {
 		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser,
 		prefix: cfg.Prefix, publish: redisPublisher{rdb}, subscribe: n.bus.Subscribe}
 	n.modGuard.chat = n.Chat
+	chat = n.Chat
 	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs, settings: st, wallets: sh, boards: rk,
 		notices: n.notices, now: now, draining: n.draining}
 	n.Game = &Game{boards: rk, shop: sh, seen: sf, follows: n.dirty, caps: cp, log: log}
@@ -260,6 +266,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.dirty.Start(ctx, n.bus); err != nil {
 		return fmt.Errorf("realtime: start dirty tracker: %w", err)
 	}
+	if err := n.names.Start(ctx, n.bus); err != nil {
+		return fmt.Errorf("realtime: start the name registry: %w", err)
+	}
 	if _, err := n.bus.Subscribe(ctx, n.notices.store.Channel(), bus.HandlerFuncs{OnReceive: n.notices.receive}); err != nil {
 		return fmt.Errorf("realtime: subscribe notices: %w", err)
 	}
@@ -320,6 +329,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	if err := n.dirty.Stop(ctx); err != nil {
 		n.log.Debug("stop dirty tracker", "err", err)
+	}
+	if err := n.names.Close(ctx); err != nil {
+		n.log.Debug("close the name registry", "err", err)
 	}
 	if err := n.busRun.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("realtime: stop bus: %w", err))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
@@ -16,9 +17,11 @@ import (
 // a seat lost by lease back while the connection still shows the room.
 
 // nameKeeper renews a guest's claim of its name while a connection is
-// open (package identity).
+// open (package identity): Admit renews it, or takes it back if it is free
+// (a Redis that lost its data), or refuses a holder that signed out or
+// whose name another guest took.
 type nameKeeper interface {
-	Touch(ctx context.Context, name, holder string) error
+	Admit(ctx context.Context, name, holder string, expires time.Time) error
 }
 
 var _ nameKeeper = (*identity.Registry)(nil)
@@ -128,8 +131,9 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for _, c := range ch.hub.Clients() {
 		add(c.p.User, c.roomList())
 		if c.p.Holder != "" && keeper != nil {
-			if err := keeper.Touch(ctx, c.p.User, c.p.Holder); errors.Is(err, identity.ErrNotHolder) {
-				c.Close(CloseSessionEnded, "your session ended: sign in again")
+			err := keeper.Admit(ctx, c.p.User, c.p.Holder, c.p.Expires)
+			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
+				c.Close(CloseSessionEnded, clipRunes(errcode.Message(err), 120))
 			}
 		}
 	}

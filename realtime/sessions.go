@@ -20,7 +20,7 @@ import (
 type nameClaims interface {
 	nameKeeper
 	Claim(ctx context.Context, name, holder string) error
-	Release(ctx context.Context, name, holder string) error
+	Release(ctx context.Context, name, holder string, expires time.Time) error
 	TTL() time.Duration
 }
 
@@ -88,11 +88,13 @@ func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principa
 	return holder, nil
 }
 
-// SignOut ends a guest session everywhere: the name is free again at once,
-// and the guest's connections close (4000).
+// SignOut ends a guest session everywhere at once: the name is free again,
+// the holder is revoked until its token expires (it can never take the
+// name back), and every node closes the guest's connections (4000) when
+// the registry's event reaches it — this one at once.
 func (s *Sessions) SignOut(ctx context.Context, p Principal) error {
 	if p.Holder != "" {
-		if err := s.names.Release(ctx, p.User, p.Holder); err != nil && !errors.Is(err, identity.ErrNotHolder) {
+		if err := s.names.Release(ctx, p.User, p.Holder, p.Expires); err != nil {
 			return err
 		}
 	}
@@ -101,8 +103,11 @@ func (s *Sessions) SignOut(ctx context.Context, p Principal) error {
 }
 
 // Admit checks a verified session: the user is not banned, and a guest's
-// name is still held by its holder (renewing the claim: activity keeps a
-// guest name). Both answers come from caches most of the time.
+// name is still its holder's — renewed (activity keeps a guest name), or
+// taken back when it is free, so a Redis that lost its data costs nobody
+// their session; a signed-out holder or one whose name another guest took
+// is refused (bad_token). Both answers come from caches most of the time,
+// caches that every sign-out and takeover clears on every node at once.
 func (s *Sessions) Admit(ctx context.Context, p Principal) error {
 	if err := s.mod.checkBanned(ctx, p.User); err != nil {
 		return err
@@ -110,13 +115,7 @@ func (s *Sessions) Admit(ctx context.Context, p Principal) error {
 	if p.Holder == "" {
 		return nil // a token of the operator's login service
 	}
-	if err := s.names.Touch(ctx, p.User, p.Holder); err != nil {
-		if errors.Is(err, identity.ErrNotHolder) {
-			return ErrSessionEnded
-		}
-		return err
-	}
-	return nil
+	return s.names.Admit(ctx, p.User, p.Holder, p.Expires)
 }
 
 // AdmitConn counts a new realtime connection from addr against

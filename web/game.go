@@ -63,7 +63,11 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 	if req.Score[0] == '"' {
 		return errf(errcode.BadValue, "score must be a JSON number such as 12.5, not a string; got %s", clipText(string(req.Score), 40))
 	}
-	e, err := s.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, string(req.Score), req.Mode)
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	e, err := s.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, string(req.Score), req.Mode, key)
 	if err != nil {
 		return err
 	}

@@ -246,6 +246,13 @@ func (s *Server) routes() {
 
 // readyz is 200 only while Redis answers PING within RedisTimeout and this
 // node's pub/sub connection is receiving (its canary comes back).
+// Ready reports whether the node can serve, as GET /readyz does: nil, or
+// an error carrying its code (draining, redis_unavailable, redis_oom,
+// redis_busy).
+func (s *Server) Ready(ctx context.Context, timeout time.Duration) error {
+	return s.node.Ready(ctx, timeout)
+}
+
 func (s *Server) readyz(c *fiber.Ctx) error {
 	if err := s.node.Ready(c.UserContext(), s.cfg.RedisTimeout); err != nil {
 		return err
@@ -323,18 +330,4 @@ func (s *Server) recoverWS(conn *websocket.Conn) {
 		s.log.Error("panic in websocket handler", "panic", r, "stack", string(debug.Stack()))
 		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "internal error"), time.Now().Add(time.Second))
 	}
-}
-
-// logRequests logs one line per request at debug and counts it.
-func (s *Server) logRequests(c *fiber.Ctx) error {
-	start := time.Now()
-	err := c.Next()
-	status := c.Response().StatusCode()
-	if err != nil {
-		status = toAPIError(err).Status
-	}
-	route := c.Route().Path
-	s.m.observe(c.Method(), route, status, time.Since(start))
-	s.log.Debug("request", "method", c.Method(), "path", c.Path(), "status", status, "dur", time.Since(start))
-	return err
 }

@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = ln.Close()
 		return err
 	}
-	reg.MustRegister(readyCollector(srv, rdb))
+	reg.MustRegister(readyCollector(srv))
 	if err := srv.Start(ctx); err != nil {
 		_ = ln.Close()
 		return err

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/web"
 )
@@ -31,26 +30,16 @@ func newRegistry(b buildInfo) *prometheus.Registry {
 }
 
 // readyCollector is chatd_ready: 1 while the node would answer /readyz
-// with 200 (Redis answers PING within 500 ms, the pub/sub connection
-// receives its canary, the node is not draining), 0 otherwise. /readyz
+// with 200 (Redis answers PING and takes a write within 500 ms, the
+// pub/sub connection receives its canary, the node is not draining), 0 otherwise. /readyz
 // itself is seen only by the balancer; this puts it on the dashboard and
 // under an alert.
-func readyCollector(srv *web.Server, rdb redis.UniversalClient) prometheus.Collector {
+func readyCollector(srv *web.Server) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "chatd_ready",
 		Help: "1 while this node is ready as /readyz says (Redis answers PING within 500 ms, its pub/sub connection receives, not draining), else 0.",
 	}, func() float64 {
-		select {
-		case <-srv.Draining():
-			return 0
-		default:
-		}
-		if !srv.Core().Ready() {
-			return 0
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		if rdb.Ping(ctx).Err() != nil {
+		if srv.Ready(context.Background(), 500*time.Millisecond) != nil {
 			return 0
 		}
 		return 1
