@@ -91,7 +91,11 @@ func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score,
 	if err := g.follows.Follow(ctx, BoardTopic(board), p.User); err != nil {
 		g.log.Debug("follow board", "err", err)
 	}
-	res, err := g.boards.PostWith(ctx, board, player, sc, ranking.Mode(mode), ranking.PostOptions{Key: key, Scope: p.User})
+	opts := ranking.PostOptions{}
+	if key != "" {
+		opts = ranking.PostOptions{Key: key, Scope: p.User}
+	}
+	res, err := g.boards.PostWith(ctx, board, player, sc, ranking.Mode(mode), opts)
 	return res.Entry, err
 }
 
