@@ -6,6 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
+
 	"github.com/chatd/chatd/names"
 )
 
@@ -100,13 +102,12 @@ func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed
 	return false, fmt.Errorf("rooms: detach %s from %s as %s: %w", clip(attID), roomID, user, err)
 }
 
-// lobbyKeys are KEYS[1..13] of every seat script (see lua/lobby_lib.lua).
+// lobbyKeys are KEYS[1..12] of every seat script (see lua/lobby_lib.lua).
 func (s *Service) lobbyKeys(lobby string) []string {
 	return []string{
-		usersKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), openCapKey(s.ks, lobby),
-		dueKey(s.ks, lobby), seqKey(s.ks, lobby), attsKey(s.ks, lobby), s.fenceKey(lobby),
-		seatsPrefix(s.ks, lobby), recordPrefix(s.ks, lobby), historyPrefix(s.ks, lobby), restPrefix(s.ks, lobby),
-		verKey(s.ks, lobby),
+		membersKey(s.ks, lobby), leasesKey(s.ks, lobby), attsKey(s.ks, lobby), attIDsKey(s.ks, lobby),
+		restKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), openCapKey(s.ks, lobby),
+		seqKey(s.ks, lobby), recordsKey(s.ks, lobby), s.fenceKey(lobby), verKey(s.ks, lobby),
 	}
 }
 
@@ -119,7 +120,7 @@ func (s *Service) lobbyArgs(lobby string) []any {
 
 // runLobby runs a seat script on lobby with extra ARGV after the common ones.
 func (s *Service) runLobby(ctx context.Context, script *redis.Script, lobby string, extra ...any) *redis.Cmd {
-	return script.Run(ctx, s.rdb, s.lobbyKeys(lobby), append(s.lobbyArgs(lobby), extra...)...)
+	return redisx.Run(ctx, s.rdb, script, s.lobbyKeys(lobby), append(s.lobbyArgs(lobby), extra...)...)
 }
 
 // register puts a lobby that just got its first seat into the sweeper's
@@ -155,7 +156,7 @@ func (s *Service) retire(ctx context.Context, lobbies ...string) {
 	pipe := s.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(lobbies))
 	for i, l := range lobbies {
-		exists[i] = pipe.Exists(ctx, usersKey(s.ks, l))
+		exists[i] = pipe.Exists(ctx, membersKey(s.ks, l))
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	now := float64(s.now().UnixMilli())

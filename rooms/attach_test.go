@@ -2,15 +2,16 @@ package rooms
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,49 +21,59 @@ import (
 
 // attachments reads the lobby's attachment records straight from Redis and
 // checks them against the seats: every seat has at least one attachment,
-// every recorded attachment's user holds a seat in the room the user map
-// says, and the rooms' REST sets list exactly the users with a REST
-// attachment. It returns user → attachment ids.
+// every recorded attachment's user holds a seat and has its expiry in the
+// attachments ZSET (and every entry there is recorded), and the REST index
+// lists exactly the users with a REST attachment, with their room. It
+// returns user → attachment ids.
 func attachments(t testing.TB, r *redistest.Redis, lobby string) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
 	ks := keyspace.New(r.Prefix)
-	users, err := r.Client.HGetAll(ctx, usersKey(ks, lobby)).Result()
+	members, err := r.Client.ZRangeWithScores(ctx, membersKey(ks, lobby), 0, -1).Result()
 	require.NoError(t, err)
-	raw, err := r.Client.HGetAll(ctx, attsKey(ks, lobby)).Result()
+	users := map[string]string{}
+	for _, m := range members {
+		users[m.Member.(string)] = strconv.Itoa(int(m.Score))
+	}
+	raw, err := r.Client.HGetAll(ctx, attIDsKey(ks, lobby)).Result()
 	require.NoError(t, err)
+	exps, err := r.Client.ZRange(ctx, attsKey(ks, lobby), 0, -1).Result()
+	require.NoError(t, err)
+	recorded := map[string]bool{}
 	out := map[string][]string{}
-	rest := map[string][]string{} // room → users with a REST attachment
-	for user, js := range raw {
-		var a map[string][2]float64
-		require.NoError(t, json.Unmarshal([]byte(js), &a), "atts of %s: %s", user, js)
+	wantRest := map[string]float64{}
+	for user, list := range raw {
 		seq, ok := users[user]
-		assert.True(t, ok, "%s has attachments %s but no seat", user, js)
-		assert.NotEmpty(t, a, "%s has an empty attachment record", user)
-		for id, v := range a {
-			out[user] = append(out[user], id)
-			if v[1] == 1 {
-				rest[seq] = append(rest[seq], user)
+		assert.True(t, ok, "%s has attachments %q but no seat", user, list)
+		assert.NotEmpty(t, strings.Fields(list), "%s has an empty attachment record", user)
+		for _, id := range strings.Fields(list) {
+			if rest, ok := strings.CutPrefix(id, "+"); ok {
+				id = rest
+				n, _ := strconv.Atoi(seq)
+				wantRest[user] = float64(n)
 			}
+			out[user] = append(out[user], id)
+			recorded[user+" "+id] = true
 		}
 		sort.Strings(out[user])
 	}
-	for user, seq := range users {
-		n, err := strconv.Atoi(seq)
-		require.NoError(t, err)
-		_, err = r.Client.ZScore(ctx, seatsKey(ks, lobby, n), user).Result()
-		assert.NoError(t, err, "%s is mapped to room %s and holds a seat there", user, seq)
-		assert.NotEmpty(t, out[user], "%s holds a seat without any attachment", user)
-		members, err := r.Client.SMembers(ctx, restKey(ks, lobby, n)).Result()
-		require.NoError(t, err)
-		sort.Strings(members)
-		want := rest[seq]
-		sort.Strings(want)
-		if want == nil {
-			want = []string{}
-		}
-		assert.Equal(t, slicesUniq(want), members, "REST set of room %s", seq)
+	for _, e := range exps {
+		assert.True(t, recorded[e], "attachment %q has an expiry but no record", e)
 	}
+	for name := range recorded {
+		_, err := r.Client.ZScore(ctx, attsKey(ks, lobby), name).Result()
+		assert.NoError(t, err, "attachment %q has an expiry", name)
+	}
+	for user := range users {
+		assert.NotEmpty(t, out[user], "%s holds a seat without any attachment", user)
+	}
+	rest, err := r.Client.ZRangeWithScores(ctx, restKey(ks, lobby), 0, -1).Result()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, z := range rest {
+		got[z.Member.(string)] = z.Score
+	}
+	assert.Equal(t, wantRest, got, "REST index of %s", lobby)
 	return out
 }
 
@@ -189,7 +200,7 @@ func TestAttachments(t *testing.T) {
 		require.NoError(t, err)
 		_, err = node1.Detach(ctx, room.ID, "alice", "y1")
 		require.NoError(t, err)
-		seats := seatsKey(node1.ks, "d", 1)
+		seats := leasesKey(node1.ks, "d")
 		before := r.Client.ZScore(ctx, seats, "alice").Val()
 		clock.Advance(time.Second)
 		lost, err := node1.Renew(ctx, []Attachment{{room.ID, "alice", "y1"}})
@@ -229,7 +240,7 @@ func TestAttachments(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"bob"}, got.Members)
 		assert.Equal(t, map[string][]string{"bob": {"z3"}}, attachments(t, r, "e"))
-		assert.Zero(t, r.Client.Exists(ctx, restKey(node1.ks, "e", 1)).Val(), "the REST set lost alice")
+		assert.ErrorIs(t, r.Client.ZScore(ctx, restKey(node1.ks, "e"), "alice").Err(), redis.Nil, "the REST index lost alice")
 		lost, err = node1.Renew(ctx, []Attachment{{room.ID, "alice", "z1"}, {room.ID, "alice", "z2"}})
 		require.NoError(t, err)
 		assert.Len(t, lost, 2)
@@ -259,7 +270,7 @@ func TestAttachments(t *testing.T) {
 		clock.Advance(lease/2 + time.Millisecond) // past "early"'s lease
 		_, err = node1.Sweep(ctx)
 		require.NoError(t, err)
-		assert.Zero(t, r.Client.ZCard(ctx, seatsKey(node1.ks, "h", 1)).Val(), "the seat went with its last attachment's lease")
+		assert.Zero(t, r.Client.ZCount(ctx, membersKey(node1.ks, "h"), "1", "1").Val(), "the seat went with its last attachment's lease")
 		assert.Empty(t, attachments(t, r, "h"))
 	})
 }

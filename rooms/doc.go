@@ -4,17 +4,19 @@
 //
 // # What it owns
 //
-// Everything of one lobby, in the {lobby:L} hash-tag unit: the index of its
-// rooms, the room records, each room's seats (a ZSET user → lease expiry),
-// the user → room map, the attachments holding each seat (a HASH user →
-// JSON {attachment id: [expiry, REST?]}), each room's set of users held by
-// a REST session, the set of rooms that may have a free seat, the rooms'
-// next-expiry index, the room counter, each room's message history (a
-// Stream), each sender's say bucket, the stamp of the lobby's last count
-// change, each user's last-read ids, and — kept there by the lock package —
-// the lobby lock's fence. Outside it: a global index of the lobbies that
-// have seats, for the sweeper; the lobby listing's index ({rooms:index});
-// and the global message and room counters.
+// Everything of one lobby, in the {lobby:L} hash-tag unit. Lobby-wide
+// keys hold the seats of all its rooms: members (a ZSET user → room
+// number), leases (a ZSET user → the seat's lease expiry), the attachments
+// holding the seats (a ZSET "user id" → expiry, and a HASH user → their
+// attachment ids, REST ones marked), the users held by a REST session (a
+// ZSET user → room number), the index of its rooms, the room records (one
+// HASH room number → JSON), the set of rooms that may have a free seat, the
+// room counter, the stamp of the lobby's last count change and — kept there
+// by the lock package — the lobby lock's fence. Per room: its message
+// history (a Stream). Per user: their say bucket and last-read ids. Outside
+// it: a global index of the lobbies that have seats, for the sweeper; the
+// lobby listing's index ({rooms:index}); and the global message and room
+// counters.
 //
 // # The pattern: atomic seat claims, a lock only for creation, leases
 //
@@ -48,13 +50,20 @@
 // running queue up and are seated together by the next script call, in
 // arrival order (group commit). A join storm then costs a few script calls
 // instead of one (plus lock polling) per join, and each node has at most one
-// contender for a lobby's lock; an uncontended join runs inline.
+// contender for a lobby's lock; an uncontended join runs inline. The
+// queued joins are seated by a drain that the Service owns: Start gives it
+// the run context the drains run under, Close stops new ones and waits for
+// the running ones (cancelling them when its own context ends). Without
+// Start, every join runs inline. The naive drain, a goroutine on the first
+// caller's context made uncancellable, belongs to nobody: a shutdown
+// neither waits for it nor stops it.
 //
 // What the lease adds that the lock does not: the lock only orders room
 // creation. A node that dies (kill -9, a partition) never sends the leaves of
 // its users, so their seats would stay taken forever. Each seat is therefore
-// a lease (score = expiry), renewed by whoever holds it; a seat not renewed
-// expires and is reaped by the next join that meets it or by the sweeper
+// a lease (the leases ZSET scores each seat by its expiry), renewed by whoever
+// holds it; a seat not renewed expires and is reaped by the next seat script
+// of its lobby ([ZRANGEBYSCORE] of the leases up to now) or by the sweeper
 // (Sweep, RunSweeper), which publishes "left" for it. A clean Leave frees
 // the seat at once. Lowering the capacity evicts nobody; later joins
 // respect it. Holes left by leavers are filled first: a freed room goes back
@@ -86,23 +95,63 @@
 //
 // Each node renews all its attachments in one pipelined round trip per
 // tick (Renew: one script per lobby, a few bulk commands per thousand
-// attachments: [HMGET], [ZMSCORE], [HSET], [ZADD] XX GT). Each room also
-// keeps the set of users held there by a REST attachment, maintained on
-// attach, detach, renewal and reap, so that a say learns in O(1) ([SCARD])
-// whether the room has REST members to mark (SendResult.HasREST).
+// attachments and no decoding: [ZMSCORE] of the members, leases and
+// attachments, then [ZADD] XX GT of the attachments and leases). An
+// attachment is a ZSET member of its own, "user id" → expiry, so renewing
+// one is a score, not a JSON map of the user's attachments decoded and
+// encoded again (which made renewal 5–6 times a bare ZADD; now about 2.5).
+// The user's list of attachment ids (a HASH field) changes only on attach,
+// detach and reap. Expired attachments of seats that live on are dropped by
+// every renewal and sweep ([ZRANGEBYSCORE] of the attachments up to now,
+// O(log N) when there is none). The lobby also keeps the users held by a
+// REST attachment, scored by their room, maintained on attach, detach,
+// purge and reap, so that a say learns in O(log N) ([ZCOUNT] n n) whether
+// its room has REST members to mark (SendResult.HasREST).
+//
+// # A cap on the lobbies a user sits in
+//
+// Config.MaxLobbiesPerUser (limit.seats_per_user) bounds the lobbies a user
+// holds seats in, checked by Join and Reclaim for a lobby the user has no
+// seat in (ErrTooManyLobbies). The lobbies are in as many slots, so the
+// check cannot be one script: each user has an index of candidate lobbies
+// in their own slot ({user:U}:lobbies), and only the candidates where the
+// seat data say the user holds a live seat count — verified in one
+// pipeline, dead ones dropped by a compare-and-delete on their score — plus
+// the reservations of joins still in flight. A join reserves its lobby in
+// the same script that counts (so two joins of one user cannot both take
+// the last place), confirms it once seated, and gives it back when it
+// certainly failed; an unknown outcome ages out of "pending" after the
+// longest a join may take. A rejoin of a lobby the user sits in costs one
+// extra round trip, a new lobby three (see cap.go). The naive check, by
+// presence, lags behind the seats (three REST joins before any poll all
+// pass it) and is skipped by a resume.
 //
 // # Idle lobbies are forgotten
 //
 // Lobbies are created by joining them. Without care every lobby ever joined
 // keeps its keys, and its entry in the sweeper's index, forever: 3,000
 // lobbies joined once would be swept every lease period. When a lobby's
-// last seat goes (leave, detach, reap), the script gives every key of the
-// lobby — rooms, records, histories, counters — one and the same expiry,
-// Config.IdleTTL from the server's clock ([PEXPIREAT]), and the lobby leaves
-// the sweeper's index; the seat that wakes it removes them ([PERSIST]) and
-// puts it back. One expiry for all matters: the room counter must never go
-// back while a room record or history with a higher number exists, or a
-// new room would take over an old one's history. The index is outside the
+// last seat goes (leave, detach, reap), the script gives every lobby-wide
+// key — rooms, records, counters — one and the same expiry, Config.IdleTTL
+// from the server's clock ([PEXPIREAT]), and the lobby leaves the sweeper's
+// index; the seat that wakes it removes them ([PERSIST]) and puts it back.
+//
+// A room's history is not among them: a seat script does not know, in its
+// KEYS, the histories of the rooms it may touch. Each history carries its
+// own TTL instead, Config.IdleTTL from the last send in the room or the
+// last renewal of an attachment there ([PEXPIRE]; Renew passes the
+// histories of the rooms it renews in KEYS). A history therefore lives
+// while someone sits or talks in its room (a room nobody sits in loses its
+// history IdleTTL after its last use, even in a busy lobby), and never
+// outlives the lobby's idle expiry: it is refreshed only by a script that
+// found a live seat in the lobby, so its last refresh comes before the
+// lobby's last seat went, and both expiries count IdleTTL on the same
+// server clock. That is the invariant that matters: the room counter must
+// never go back while a room record or history with a higher number
+// exists, or a new room would take over an old one's history. Records
+// expire with the counter; histories no later. (A backwards step of the
+// server's clock between a history's last refresh and the lobby's retiring
+// could let the history outlive the counter by that step.) The index is outside the
 // lobby's slot, so leaving it cannot be atomic with the script: the lobby
 // is removed first and its users are looked at after; a seat taken in
 // between is seen then, or its own registration comes later still.
@@ -114,7 +163,7 @@
 // with a HASH of each lobby's rooms. The naive version has the seat script
 // [ZADD] the global key; on Redis Cluster that key lives in another slot and
 // the script fails with CROSSSLOT. So each seat script returns the lobby's
-// count (users [HLEN], rooms [ZCARD]) and, when it changed, a stamp from the
+// count (users and rooms, [ZCARD] each) and, when it changed, a stamp from the
 // lobby's own slot (max(server µs, last + 1) in {lobby:L}:ver), and Go copies
 // it into the index right after the reply (lobbies_count.lua on the index's
 // slot). The index keeps the newest stamp per lobby: two nodes whose copies
@@ -155,6 +204,64 @@
 // whoever is subscribed and connected at that moment: the history, not the
 // channel, is the record a subscriber fills gaps from.
 //
+// # Idempotent says
+//
+// A read timeout does not mean a say was not stored. go-redis retries a
+// pipeline whose answer did not come in time on a new connection; when the
+// server was only slow (paused, busy), it runs both, and the say is stored
+// and published twice. A client that re-sends after a reconnect does the
+// same one level up. So a say may carry an idempotency key
+// (SendRequest.Key, the sender's, say "<session id>:<ref>"): the send
+// script looks it up first ({lobby:L}:said:<user>:<key>, [GET]) — before
+// the seat check and the rate limit, since the say was applied and its
+// answer stands — and answers the recorded message (same id and ts) without
+// writing, publishing or taking a token; a key reused for another text or
+// room is refused. A fresh say records its key in the same script as the
+// [XADD] ([SET] PX Config.IdempotencyTTL), so the record exists exactly
+// when the message does. The record names the call that stored it: the
+// second run of one call's pipeline is that call's answer, not a
+// Duplicate. Keys are per lobby: the record must be in the lobby's slot.
+//
+// The global message counter lives in a slot of its own, so no send script
+// can count its own message. The send pipeline adds the number of its says
+// through a script that first sets a token of the call in the counter's
+// slot (SET NX PX): a pipeline run twice counts once, on Cluster too, where
+// go-redis retries only the commands of the node that failed. After the
+// replies the says that were certainly not sent (refused, duplicates, Redis
+// error replies) are taken back the same way, in a second round trip only
+// then. The naive version, INCRBY in the pipeline, counts a retried
+// pipeline twice; INCRBY after the replies costs every say a round trip,
+// and counts nothing for a pipeline whose first run's answer was lost.
+//
+// # Every key in KEYS
+//
+// A seat script chooses the room at run time (the lowest with a free seat,
+// the rooms whose leases ran out), so it cannot be told that room's keys in
+// advance. The naive layout — a seats ZSET and a REST set per room, whose
+// names the script builds from a prefix passed in KEYS — works only while
+// every key of the lobby sits on one node: during a Redis Cluster
+// resharding, the slot's keys move one MIGRATE at a time, and a script
+// whose declared keys are all still on the old master starts, writes, and
+// then fails on the first key it built that has moved ("non local key"),
+// leaving the lobby half changed. Redis checks only the declared keys
+// before running a script; a script whose every key is in KEYS is refused
+// whole (TRYAGAIN, ASK) while its keys are split, and go-redis retries it.
+//
+// So the seat data are lobby-wide keys: who sits where is one ZSET user →
+// room number, a room's members are [ZRANGEBYSCORE] n n and its count
+// [ZCOUNT] n n; the leases are one ZSET user → expiry, whose lowest score is
+// the lobby's next expiry (no per-room due index); the REST members are
+// one ZSET user → room number. The cost: a room's count is O(log N) in the
+// lobby's seats instead of O(1) ([ZCARD] of the room's set), and a join's
+// answer lists its room's members by score range and reads their leases
+// ([ZMSCORE]) only while some seat of the lobby has expired unreaped. The
+// package's benchmarks put a rejoin at 1.95× a trivial EVALSHA (1.83×
+// before) and a new seat at 3.4× (3.2×); renewing 1,000 attachments at
+// 2.3–2.5× 1,000 pipelined ZADDs (5.1–5.6× before). Only a room's history is
+// per room: the scripts that touch one (send, remove, read marks, unread
+// counts, renewal) are given it by Go, which knows the room. Channels are
+// not keys; the scripts still build channel names.
+//
 // # Scale: a lobby lives on one shard
 //
 // All keys of a lobby share the {lobby:L} hash tag, so on Redis Cluster a
@@ -163,10 +270,7 @@
 // means one lobby's traffic cannot be spread over shards: a very busy lobby
 // is bounded by one Redis core (tens of thousands of script calls a second),
 // while many lobbies spread evenly. Split a hot lobby into several lobbies
-// rather than expecting the cluster to split it. The scripts that choose a
-// room at run time get their key prefix in KEYS (the BullMQ way) and append
-// the room number: the keys they build carry the same hash tag, so Cluster
-// serves them from the declared slot. Classic pub/sub channels are
+// rather than expecting the cluster to split it. Classic pub/sub channels are
 // cluster-wide (every message is broadcast to every node of the cluster);
 // with Config.ShardedPubSub the events go out with SPUBLISH on the shard
 // that owns the lobby's slot, for subscribers that SSUBSCRIBE there.
@@ -200,11 +304,11 @@
 // [PUBLISH]: https://redis.io/commands/publish/
 // [SPUBLISH]: https://redis.io/commands/spublish/
 // [WAIT]: https://redis.io/commands/wait/
-// [HMGET]: https://redis.io/commands/hmget/
 // [ZMSCORE]: https://redis.io/commands/zmscore/
-// [SCARD]: https://redis.io/commands/scard/
+// [ZCOUNT]: https://redis.io/commands/zcount/
+// [ZRANGEBYSCORE]: https://redis.io/commands/zrangebyscore/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
 // [PEXPIREAT]: https://redis.io/commands/pexpireat/
 // [PERSIST]: https://redis.io/commands/persist/
-// [HLEN]: https://redis.io/commands/hlen/
 // [XLEN]: https://redis.io/commands/xlen/
 package rooms

@@ -33,6 +33,26 @@ func waitCalls(t *testing.T, addr string) int {
 	return 0
 }
 
+// scriptCalls returns how many EVALSHA and EVAL the server at addr has run.
+func scriptCalls(t *testing.T, addr string) int {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(line, cmd); ok {
+				k, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				require.NoError(t, err)
+				n += k
+			}
+		}
+	}
+	return n
+}
+
 // replicaOf starts a redis-server replicating master and waits until it is
 // in sync.
 func replicaOf(t *testing.T, master string) *redistest.Server {

@@ -1,18 +1,18 @@
 package rooms
 
 import (
-	"github.com/chatd/chatd/errcode"
-
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/chatd/chatd/errcode"
 )
 
 // Errors returned by this package, wrapped with the operation and the names
 // involved ("rooms: leave general-3 as alice: rooms: not seated in the
-// room"); compare them with errors.Is. A malformed lobby, room or user name
-// wraps names.ErrBadName; a Redis failure is wrapped as it came from
-// go-redis (a net.Error, context error or Redis error reply).
+// room"); compare them with errors.Is, read their code with errcode.Of. A
+// malformed lobby, room or user name wraps names.ErrBadName; a Redis
+// failure is wrapped as it came from go-redis (a net.Error, context error
+// or Redis error reply).
 var (
 	// ErrUnknownRoom is returned for a well-formed room id that names no
 	// room: never created, or lost with Redis's data.
@@ -41,7 +41,7 @@ var (
 	// ErrBadAttachment is returned by Join, Reclaim and Detach for an
 	// attachment id that is empty, longer than 64 bytes or not made of
 	// [A-Za-z0-9_:.-].
-	ErrBadAttachment = errors.New("rooms: malformed attachment id")
+	ErrBadAttachment = errcode.New(errcode.BadRequest, "rooms: malformed attachment id")
 
 	// ErrRateLimited is returned by Send when the sender's say bucket in
 	// the lobby is empty; the error is a *RateLimitError that says when to
@@ -55,16 +55,27 @@ var (
 	// ErrBadText is returned by Send for empty text or text that is not UTF-8.
 	ErrBadText = errcode.New(errcode.BadRequest, "rooms: text is empty or not valid UTF-8")
 
+	// ErrBadIdempotencyKey is returned by SendMany for a SendRequest.Key
+	// longer than MaxIdempotencyKey bytes or holding a byte outside
+	// A–Z a–z 0–9 and - _ . : = + / @ ~ (the wrapping text says which).
+	ErrBadIdempotencyKey = errcode.New(errcode.BadRequest, "rooms: malformed idempotency key")
+
+	// ErrIdempotencyMismatch is returned by SendMany for a say whose
+	// idempotency key the sender already used, within Config.IdempotencyTTL
+	// and in the same lobby, for another text or another room: nothing is
+	// sent.
+	ErrIdempotencyMismatch = errcode.New(errcode.BadRequest, "rooms: idempotency key reused for another message")
+
 	// ErrNotReplicated is returned by Send and SendMany under
 	// Config.Durability "replica" when no replica acknowledged the message
 	// within Config.DurabilityTimeout (or the WAIT failed): the message was
 	// stored and published, but a failover before it reaches a replica
 	// loses it. The result comes with the error; a caller that retries
-	// sends it twice.
+	// sends it twice, unless the say carries an idempotency key.
 	ErrNotReplicated = errcode.New(errcode.NotDurable, "rooms: message stored but not yet replicated")
 
 	// ErrBadEvent is returned by DecodeEvent for bytes that are not an Event.
-	ErrBadEvent = errors.New("rooms: malformed event")
+	ErrBadEvent = errcode.New(errcode.Internal, "rooms: malformed event")
 )
 
 // RateLimitError is the error Send returns, wrapped, when the sender's say
@@ -82,12 +93,12 @@ func (e *RateLimitError) Error() string {
 // Is reports whether target is ErrRateLimited.
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
-// ErrorCode is rate_limited.
+// ErrorCode is errcode.RateLimited.
 func (e *RateLimitError) ErrorCode() errcode.Code { return errcode.RateLimited }
 
-// ClientMessage says how long to wait.
+// ClientMessage says how long to wait: "saying too fast; wait 1.2 s".
 func (e *RateLimitError) ClientMessage() string {
-	return fmt.Sprintf("you are sending too fast; wait %.1f s", e.RetryAfter.Seconds())
+	return fmt.Sprintf("saying too fast; wait %.1f s", max(e.RetryAfter.Seconds(), 0.1))
 }
 
 // RetryIn is the time until a say would be accepted.

@@ -2,6 +2,7 @@ package rooms
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -68,8 +69,17 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	})
 
 	t.Run("the room record carries its creator's fence", func(t *testing.T) {
-		fence, err := r.Client.HGet(ctx, recordKey(a.ks, "duel", 2), "fence").Int64()
+		raw, err := r.Client.HGet(ctx, recordsKey(a.ks, "duel"), "2").Result()
 		require.NoError(t, err)
+		var rec struct {
+			ID    string `json:"id"`
+			Seq   int    `json:"seq"`
+			Fence int64  `json:"fence"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(raw), &rec), raw)
+		assert.Equal(t, "duel-2", rec.ID)
+		assert.Equal(t, 2, rec.Seq)
+		fence := rec.Fence
 		assert.Equal(t, newFence, fence)
 	})
 }

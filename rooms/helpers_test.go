@@ -30,8 +30,9 @@ func newClock() *fakeClock {
 func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
-// nodes returns n Services on r, each with its own client (a simulated chatd
-// node), all sharing cfg and one fresh registry.
+// nodes returns n started Services on r, each with its own client (a
+// simulated chatd node), all sharing cfg and one fresh registry; they are
+// closed when the test ends.
 func nodes(t testing.TB, r *redistest.Redis, n int, cfg Config) []*Service {
 	t.Helper()
 	cfg.Prefix = r.Prefix
@@ -42,6 +43,8 @@ func nodes(t testing.TB, r *redistest.Redis, n int, cfg Config) []*Service {
 	for i := range out {
 		s, err := New(r.NewClient(t), cfg)
 		require.NoError(t, err)
+		require.NoError(t, s.Start(context.Background())) // group commit, as a node runs it
+		t.Cleanup(func() { assert.NoError(t, s.Close(context.Background())) })
 		out[i] = s
 	}
 	return out
@@ -76,38 +79,38 @@ func nextEvent(t *testing.T, c <-chan *redis.Message) Event {
 
 // checkLobby verifies the lobby's invariants straight from Redis: every
 // room has a record, no room holds more than capacity seats (capacity > 0),
-// and the user map and the seats agree, one seat per user. It returns the
-// number of rooms and of seats.
+// every seated user has a lease and every lease a seated user, and every
+// seat is in a room that exists. It returns the number of rooms and of
+// seats.
 func checkLobby(t testing.TB, r *redistest.Redis, lobby string, capacity int) (rooms, seats int) {
 	t.Helper()
 	ctx := context.Background()
 	ks := keyspace.New(r.Prefix)
 	seqs, err := r.Client.ZRange(ctx, roomsKey(ks, lobby), 0, -1).Result()
 	require.NoError(t, err)
-	users, err := r.Client.HGetAll(ctx, usersKey(ks, lobby)).Result()
+	members, err := r.Client.ZRangeWithScores(ctx, membersKey(ks, lobby), 0, -1).Result()
 	require.NoError(t, err)
-	seen := map[string]string{}
+	leases, err := r.Client.ZRange(ctx, leasesKey(ks, lobby), 0, -1).Result()
+	require.NoError(t, err)
+	perRoom := map[string]int{}
+	seated := map[string]bool{}
+	for _, m := range members {
+		perRoom[strconv.Itoa(int(m.Score))]++
+		seated[m.Member.(string)] = true
+	}
 	for i, seq := range seqs {
 		assert.Equal(t, strconv.Itoa(i+1), seq, "rooms are numbered from 1 without gaps")
-		n, err := strconv.Atoi(seq)
-		require.NoError(t, err)
-		assert.EqualValues(t, 1, r.Client.Exists(ctx, recordKey(ks, lobby, n)).Val(), "room %s has a record", seq)
-		members, err := r.Client.ZRange(ctx, seatsKey(ks, lobby, n), 0, -1).Result()
-		require.NoError(t, err)
+		assert.True(t, r.Client.HExists(ctx, recordsKey(ks, lobby), seq).Val(), "room %s has a record", seq)
 		if capacity > 0 {
-			assert.LessOrEqual(t, len(members), capacity, "room %s within capacity", seq)
+			assert.LessOrEqual(t, perRoom[seq], capacity, "room %s within capacity", seq)
 		}
-		for _, m := range members {
-			if prev, ok := seen[m]; ok {
-				t.Errorf("user %s holds seats in rooms %s and %s", m, prev, seq)
-			}
-			seen[m] = seq
-			assert.Equal(t, seq, users[m], "user map of %s", m)
-		}
-		seats += len(members)
+		seats += perRoom[seq]
+		delete(perRoom, seq)
 	}
-	for u, seq := range users {
-		assert.Equal(t, seq, seen[u], "mapped user %s holds a seat", u)
+	assert.Empty(t, perRoom, "seats in rooms that do not exist")
+	assert.Len(t, leases, len(members), "one lease per seat")
+	for _, u := range leases {
+		assert.True(t, seated[u], "lease of %s without a seat", u)
 	}
 	return len(seqs), seats
 }

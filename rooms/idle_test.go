@@ -68,20 +68,26 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Leave(ctx, room.ID, "alice"))
 
-	t.Run("every key of an idle lobby has the idle TTL, one and the same", func(t *testing.T) {
+	t.Run("every key of an idle lobby has the idle TTL, one and the same; histories expire no later", func(t *testing.T) {
 		keys := scanLobbyKeys(t, r)
 		require.NotEmpty(t, keys)
-		var first int64
+		lobbyAt := r.Client.PExpireTime(ctx, seqKey(s.ks, "back")).Val()
+		require.Greater(t, lobbyAt, time.Duration(0))
+		histories := 0
 		for _, k := range keys {
 			at := r.Client.PExpireTime(ctx, k).Val()
 			assert.True(t, at > 0 || at == -2, "%s has an expiry (or just expired): %v", k, at)
-			if strings.Contains(k, "{lobby:back}") && !strings.Contains(k, ":rate:") {
-				if first == 0 {
-					first = int64(at)
-				}
-				assert.Equal(t, first, int64(at), "%s expires with the lobby's other keys", k)
+			if !strings.Contains(k, "{lobby:back}") || strings.Contains(k, ":rate:") || at == -2 {
+				continue
 			}
+			if strings.Contains(k, ":history:") {
+				histories++
+				assert.LessOrEqual(t, at, lobbyAt, "%s expires no later than the room counter", k)
+				continue
+			}
+			assert.Equal(t, lobbyAt, at, "%s expires with the lobby's other keys", k)
 		}
+		assert.Equal(t, 1, histories, "the room's history is there")
 	})
 
 	t.Run("a lobby that comes back before the TTL keeps everything", func(t *testing.T) {
@@ -90,8 +96,9 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 		assert.Equal(t, "back-1", room.ID)
 		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.ks, "back")).Val())
 		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, seqKey(s.ks, "back")).Val())
-		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, recordKey(s.ks, "back", 1)).Val())
-		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, historyKey(s.ks, "back", 1)).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, recordsKey(s.ks, "back")).Val())
+		ttl := r.Client.PTTL(ctx, historyKey(s.ks, "back", 1)).Val()
+		assert.True(t, ttl > 0 && ttl <= idle, "the history lives on its own TTL (its last send or renewal + the idle TTL): %v", ttl)
 		h, err := s.History(ctx, room.ID, "", 10)
 		require.NoError(t, err)
 		assert.Len(t, h, 1)

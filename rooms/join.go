@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
 )
@@ -35,13 +36,17 @@ const maxBatch = 256
 // more and only then creates room seq = INCR and seats the user, all at once.
 //
 // A join with no other join of its lobby in progress on this node runs
-// inline. Joins that arrive while one is in progress are queued and seated
-// together by the next script call (group commit, in arrival order), so a
-// join storm costs a few script calls rather than one each, and each node
-// has at most one contender for the lobby's lock.
+// inline. Once the Service is started (Start), joins that arrive while one
+// is in progress are queued and seated together by the next script call
+// (group commit, in arrival order), by a drain the Service runs under its
+// run context, so a join storm costs a few script calls rather than one
+// each, and each node has at most one contender for the lobby's lock.
+// Before Start and from Close on, every join runs inline.
 //
 // Join returns an error wrapping names.ErrBadName for a bad lobby or user
-// name, ErrBadAttachment for a bad attachment id, ErrBusy when no room could be created within twice the lock TTL,
+// name, ErrBadAttachment for a bad attachment id, ErrTooManyLobbies when a
+// lobby the user holds no seat in would exceed Config.MaxLobbiesPerUser,
+// ErrBusy when no room could be created within twice the lock TTL,
 // the context's error, and Redis errors (Redis down or full) as they come:
 // nothing is then half created. A join whose context ended may still have
 // been seated; its lease runs out unless renewed.
@@ -88,8 +93,28 @@ func (s *Service) join(ctx context.Context, lobby, user string, att Attach) (Roo
 	if err := att.check(); err != nil {
 		return Room{}, nil, err
 	}
+	resv, err := s.reserveLobby(ctx, user, lobby)
+	if err != nil {
+		return Room{}, nil, err
+	}
+	room, how, err := s.enqueue(ctx, lobby, user, att)
+	s.settle(ctx, resv, err)
+	return room, how, err
+}
+
+// enqueue seats one join: inline when no other join of its lobby is in
+// progress on this node, else through the lobby's queue.
+func (s *Service) enqueue(ctx context.Context, lobby, user string, att Attach) (Room, prometheus.Counter, error) {
 	req := &joinReq{user: user, att: att, done: make(chan joinRes, 1)}
 	s.qmu.Lock()
+	if s.runCtx == nil || s.closing {
+		// Not started, or closing: no background drain may run, so every
+		// join seats itself.
+		s.qmu.Unlock()
+		s.seatBatch(ctx, lobby, []*joinReq{req})
+		res := <-req.done
+		return res.room, res.how, res.err
+	}
 	q := s.queues[lobby]
 	if q == nil {
 		// Nobody on this node is seating in this lobby: seat this join
@@ -99,14 +124,27 @@ func (s *Service) join(ctx context.Context, lobby, user string, att Attach) (Roo
 		s.qmu.Unlock()
 		s.seatBatch(ctx, lobby, []*joinReq{req})
 		s.qmu.Lock()
-		if len(q.pending) == 0 {
+		switch {
+		case len(q.pending) == 0:
 			delete(s.queues, lobby)
-		} else {
-			// The drain serves other callers: it must outlive this one's
-			// cancellation; each batch has its own deadline.
-			go s.drain(context.WithoutCancel(ctx), lobby, q)
+			s.qmu.Unlock()
+		case !s.closing:
+			// The drain serves other callers: it runs under the Service's
+			// run context, not this caller's; each batch has its own
+			// deadline.
+			s.drains.Add(1)
+			run := s.runCtx
+			s.qmu.Unlock()
+			go func() {
+				defer s.drains.Done()
+				s.drain(run, lobby, q)
+			}()
+		default:
+			// Close began meanwhile: no new drain; this caller seats the
+			// joins that queued behind it before it returns.
+			s.qmu.Unlock()
+			s.drain(context.WithoutCancel(ctx), lobby, q)
 		}
-		s.qmu.Unlock()
 		res := <-req.done
 		return res.room, res.how, res.err
 	}
@@ -315,7 +353,7 @@ func appendTriples(args []any, batch []*joinReq) []any {
 // each seated join's attachment is recorded.
 func (s *Service) claim(ctx context.Context, lobby, target string, batch []*joinReq) (batchResult, error) {
 	args := appendTriples(append(s.lobbyArgs(lobby), target), batch)
-	v, err := seatClaimScript.Run(ctx, s.rdb, s.lobbyKeys(lobby), args...).Result()
+	v, err := redisx.Run(ctx, s.rdb, seatClaimScript, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
 		return batchResult{}, err
 	}
@@ -362,7 +400,7 @@ func (s *Service) create(ctx context.Context, lobby string, batch []*joinReq) (b
 		s.beforeCreate(ctx, l)
 	}
 	args := appendTriples(append(s.lobbyArgs(lobby), strconv.FormatInt(l.Fence(), 10)), batch)
-	v, err := roomCreateScript.Run(ctx, s.rdb, s.lobbyKeys(lobby), args...).Result()
+	v, err := redisx.Run(ctx, s.rdb, roomCreateScript, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
 		return batchResult{}, err
 	}

@@ -8,14 +8,42 @@ import (
 
 // Everything of one lobby lives in the {lobby:L} hash-tag unit, so every
 // seat, room and message script runs on one Redis Cluster slot. Only the
-// sweep index and the global counters live outside it, and no script touches
-// them.
+// sweep index, the lobby listing, the global counters and each user's
+// index of lobbies live outside it, and no script of a lobby touches them.
+//
+// The seat data are lobby-wide keys, never one key per room: a seat script
+// picks the room at run time, and a key it named then would not be in its
+// KEYS (see doc.go, "Every key in KEYS"). Room histories are per room; the
+// scripts that touch one get it in KEYS from Go, which knows the room.
+
+// membersKey maps each seated user of the lobby to their room number (a
+// seat whose lease ran out stays until it is reaped); a room's members are
+// ZRANGEBYSCORE n n, its count ZCOUNT n n.
+func membersKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "members") } // ZSET user → room number
+
+// leasesKey maps each seated user to the lease expiry of their seat (unix
+// ms), the latest of its attachments'; its lowest score is the lobby's next
+// expiry.
+func leasesKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "leases") } // ZSET user → expiry ms
+
+// attsKey maps each attachment of a seat, "<user> <attachment id>", to its
+// lease expiry (unix ms).
+func attsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "attachments") } // ZSET "user id" → expiry ms
+
+// attIDsKey lists each seated user's attachment ids, space-separated, a
+// REST attachment's id marked with a leading '+' (ids never hold '+' or a
+// space).
+func attIDsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "attids") } // HASH user → "id +id …"
+
+// restKey holds the users held by a REST attachment, scored by their room
+// number: a room has REST members when ZCOUNT n n > 0.
+func restKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "rest") } // ZSET user → room number
 
 // roomsKey lists every room of the lobby: room number → room number.
 func roomsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "rooms") } // ZSET
 
 // openKey holds the rooms that may have a free seat (a superset: a room with
-// fewer live seats than openCapKey's capacity is always in it), room number →
+// fewer seats than openCapKey's capacity is always in it), room number →
 // room number, so the lowest comes first.
 func openKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "open") } // ZSET
 
@@ -23,61 +51,21 @@ func openKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lo
 // capacity puts every room back into openKey.
 func openCapKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "opencap") } // STRING int
 
-// dueKey maps a room number to a lower bound of its earliest seat-lease
-// expiry (unix ms): a room scored at or before now may hold expired seats.
-func dueKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "due") } // ZSET
-
-// usersKey maps each seated user of the lobby to their room number.
-func usersKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "users") } // HASH
-
 // seqKey is the last room number handed out.
 func seqKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "seq") } // STRING INCR
 
-// seatsPrefix is the prefix of seatsKey, passed in KEYS to scripts that
-// choose a room at run time and append its number.
-func seatsPrefix(ks keyspace.Space, lobby string) string {
-	return ks.Key("lobby", lobby, "seats") + ":" // key prefix
-}
+// recordsKey holds each room's record: room number → JSON {id, lobby, seq,
+// created (unix ms), fence}.
+func recordsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "records") } // HASH
 
-// seatsKey holds a room's seats: user → lease expiry (unix ms).
-func seatsKey(ks keyspace.Space, lobby string, seq int) string {
-	return seatsPrefix(ks, lobby) + strconv.Itoa(seq) // ZSET
-}
+// verKey is the stamp of the lobby's last change of seated users or rooms
+// (µs, strictly increasing), which orders its counts in the lobby index.
+func verKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "ver") } // STRING int
 
-// recordPrefix is the prefix of recordKey, passed in KEYS to room_create.lua.
-func recordPrefix(ks keyspace.Space, lobby string) string {
-	return ks.Key("lobby", lobby, "room") + ":" // key prefix
-}
-
-// recordKey is a room's record: id, lobby, seq, created (unix ms), fence.
-func recordKey(ks keyspace.Space, lobby string, seq int) string {
-	return recordPrefix(ks, lobby) + strconv.Itoa(seq) // HASH
-}
-
-// historyPrefix is the prefix of historyKey, passed in KEYS to the seat
-// scripts, which expire an idle lobby's histories.
-func historyPrefix(ks keyspace.Space, lobby string) string {
-	return ks.Key("lobby", lobby, "history") + ":" // key prefix
-}
-
-// historyKey is a room's message history, capped near Config.HistoryMax.
+// historyKey is a room's message history, capped near Config.HistoryMax; it
+// expires Config.IdleTTL after the last send or renewal in the room.
 func historyKey(ks keyspace.Space, lobby string, seq int) string {
-	return historyPrefix(ks, lobby) + strconv.Itoa(seq) // STREAM from, text, ts
-}
-
-// attsKey maps each seated user of the lobby to the attachments holding
-// their seat: cjson {attachment id: [lease expiry ms, 1 if REST else 0]}.
-func attsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "atts") } // HASH
-
-// restPrefix is the prefix of restKey, passed in KEYS to the seat scripts.
-func restPrefix(ks keyspace.Space, lobby string) string {
-	return ks.Key("lobby", lobby, "rest") + ":" // key prefix
-}
-
-// restKey holds the users of a room with a REST attachment, so a say knows
-// in O(1) whether the room has REST members to mark.
-func restKey(ks keyspace.Space, lobby string, seq int) string {
-	return restPrefix(ks, lobby) + strconv.Itoa(seq) // SET
+	return ks.Key("lobby", lobby, "history", strconv.Itoa(seq)) // STREAM from, text, ts
 }
 
 // rateKey is user's say bucket in the lobby: t (tokens), at (unix ms); it
@@ -87,20 +75,23 @@ func rateKey(ks keyspace.Space, lobby, user string) string {
 	return ks.Key("lobby", lobby, "rate", user) // HASH t, at
 }
 
+// saidKey records the say that user made in the lobby with idempotency key
+// key: "<call>/<i> <room number> <text hash> <stream id> <ts ms>"; it
+// expires Config.IdempotencyTTL after the say.
+func saidKey(ks keyspace.Space, lobby, user, key string) string {
+	return ks.Key("lobby", lobby, "said", user, key) // STRING
+}
+
 // channelPrefix is the prefix of channel, passed in ARGV to scripts that
-// publish on a room chosen at run time.
+// publish on a room chosen at run time (a channel is not a key).
 func channelPrefix(ks keyspace.Space, lobby string) string {
-	return ks.Key("lobby", lobby, "events") + ":" // key prefix
+	return ks.Key("lobby", lobby, "events") + ":" // channel prefix
 }
 
 // channel is a room's pub/sub channel: JSON events, see Event.
 func channel(ks keyspace.Space, lobby string, seq int) string {
 	return channelPrefix(ks, lobby) + strconv.Itoa(seq) // CHANNEL
 }
-
-// verKey is the stamp of the lobby's last change of seated users or rooms
-// (µs, strictly increasing), which orders its counts in the lobby index.
-func verKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "ver") } // STRING int
 
 // readKey holds user's last-read message id (padded) in each room of the
 // lobby, room number → id; it expires Config.IdleTTL after the last MarkRead.
@@ -132,8 +123,25 @@ func lobbiesKey(ks keyspace.Space) string { return ks.Global("rooms", "lobbies")
 // messagesTotalKey counts messages sent, all rooms of all lobbies.
 func messagesTotalKey(ks keyspace.Space) string { return ks.Global("stats", "messages") } // STRING INCR
 
+// countedKey marks that the send call call has added its messages to
+// messagesTotalKey, so that a pipeline Redis runs twice (a client retry)
+// counts once. It lives in messagesTotalKey's slot: that name has no hash
+// tag, so Cluster hashes all of it, and a tag holding the whole name hashes
+// the same (with a tag in the prefix, both hash that one).
+func countedKey(ks keyspace.Space, call string) string {
+	total := messagesTotalKey(ks)
+	return total + ":counted:{" + total + "}:" + call // STRING, PX countedTTL
+}
+
 // roomsTotalKey counts rooms created, all lobbies.
 func roomsTotalKey(ks keyspace.Space) string { return ks.Global("stats", "rooms") } // STRING INCR
+
+// userLobbiesKey lists the lobbies user may hold a seat in, for
+// Config.MaxLobbiesPerUser: lobby → the time (unix ms) a join reserved it,
+// or 0 once the join seated the user; the seat data, not this index, say
+// which of them count. In the user's slot: the lobbies are in slots of
+// their own.
+func userLobbiesKey(ks keyspace.Space, user string) string { return ks.Key("user", user, "lobbies") } // ZSET lobby → ms
 
 // lockName is the lock.Client name guarding room creation in a lobby: its
 // lock and fence keys share the lobby's hash tag.

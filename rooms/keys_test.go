@@ -14,21 +14,20 @@ func TestKeys(t *testing.T) {
 	tests := []struct {
 		name, got, want string
 	}{
+		{"members", membersKey(ks, "general"), "p:{lobby:general}:members"},
+		{"leases", leasesKey(ks, "general"), "p:{lobby:general}:leases"},
+		{"attachments", attsKey(ks, "general"), "p:{lobby:general}:attachments"},
+		{"attachment ids", attIDsKey(ks, "general"), "p:{lobby:general}:attids"},
+		{"rest", restKey(ks, "general"), "p:{lobby:general}:rest"},
 		{"rooms", roomsKey(ks, "general"), "p:{lobby:general}:rooms"},
 		{"open", openKey(ks, "general"), "p:{lobby:general}:open"},
 		{"opencap", openCapKey(ks, "general"), "p:{lobby:general}:opencap"},
-		{"due", dueKey(ks, "general"), "p:{lobby:general}:due"},
-		{"users", usersKey(ks, "general"), "p:{lobby:general}:users"},
 		{"seq", seqKey(ks, "general"), "p:{lobby:general}:seq"},
-		{"seats prefix", seatsPrefix(ks, "general"), "p:{lobby:general}:seats:"},
-		{"seats", seatsKey(ks, "general", 3), "p:{lobby:general}:seats:3"},
-		{"record prefix", recordPrefix(ks, "general"), "p:{lobby:general}:room:"},
-		{"record", recordKey(ks, "general", 3), "p:{lobby:general}:room:3"},
+		{"records", recordsKey(ks, "general"), "p:{lobby:general}:records"},
 		{"history", historyKey(ks, "general", 3), "p:{lobby:general}:history:3"},
-		{"history prefix", historyPrefix(ks, "general"), "p:{lobby:general}:history:"},
-		{"atts", attsKey(ks, "general"), "p:{lobby:general}:atts"},
-		{"rest prefix", restPrefix(ks, "general"), "p:{lobby:general}:rest:"},
-		{"rest", restKey(ks, "general", 3), "p:{lobby:general}:rest:3"},
+		{"said", saidKey(ks, "general", "alice", "s1:c-1"), "p:{lobby:general}:said:alice:s1:c-1"},
+		{"counted", countedKey(ks, "ab12"), "p:stats:messages:counted:{p:stats:messages}:ab12"},
+		{"user lobbies", userLobbiesKey(ks, "alice"), "p:{user:alice}:lobbies"},
 		{"rate", rateKey(ks, "general", "alice"), "p:{lobby:general}:rate:alice"},
 		{"channel prefix", channelPrefix(ks, "general"), "p:{lobby:general}:events:"},
 		{"channel", channel(ks, "general", 3), "p:{lobby:general}:events:3"},
@@ -54,12 +53,21 @@ func TestLobbyKeysShareTheLockSlot(t *testing.T) {
 	lockKey, fence := lock.New(nil, lock.Config{Prefix: "p"}).Keys(lockName("a.b-c"))
 	want := keyspace.Slot(fence)
 	for _, k := range []string{
-		lockKey, roomsKey(ks, "a.b-c"), openKey(ks, "a.b-c"), openCapKey(ks, "a.b-c"), dueKey(ks, "a.b-c"),
-		usersKey(ks, "a.b-c"), seqKey(ks, "a.b-c"), seatsKey(ks, "a.b-c", 12), recordKey(ks, "a.b-c", 12),
-		historyKey(ks, "a.b-c", 12), seatsPrefix(ks, "a.b-c") + "999", attsKey(ks, "a.b-c"),
-		restKey(ks, "a.b-c", 12), rateKey(ks, "a.b-c", "alice"), historyPrefix(ks, "a.b-c") + "7",
+		lockKey, membersKey(ks, "a.b-c"), leasesKey(ks, "a.b-c"), attsKey(ks, "a.b-c"), attIDsKey(ks, "a.b-c"),
+		restKey(ks, "a.b-c"), roomsKey(ks, "a.b-c"), openKey(ks, "a.b-c"), openCapKey(ks, "a.b-c"),
+		seqKey(ks, "a.b-c"), recordsKey(ks, "a.b-c"), verKey(ks, "a.b-c"), historyKey(ks, "a.b-c", 12),
+		rateKey(ks, "a.b-c", "alice"), readKey(ks, "a.b-c", "alice"),
 		channel(ks, "a.b-c", 12),
 	} {
 		assert.Equal(t, want, keyspace.Slot(k), k)
 	}
+}
+
+func TestTheCounterTokenSharesTheCounterSlot(t *testing.T) {
+	for _, prefix := range []string{"chatd", "p", "a{b}c", "{x}"} {
+		ks := keyspace.New(prefix)
+		assert.Equal(t, keyspace.Slot(messagesTotalKey(ks)), keyspace.Slot(countedKey(ks, "c0ffee")), prefix)
+	}
+	ks := keyspace.New("p")
+	assert.Equal(t, keyspace.Slot(roomsKey(ks, "g")), keyspace.Slot(saidKey(ks, "g", "alice", "k{x}")))
 }

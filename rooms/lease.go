@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
 )
 
@@ -37,11 +38,14 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 		return nil, nil
 	}
 	type batch struct {
-		lobby string
-		idx   []int // positions in atts
-		keys  []string
-		args  []any
-		cmd   *redis.Cmd
+		lobby   string
+		idx     []int // positions in atts
+		rooms   []int // room numbers, whose histories go in KEYS
+		inBatch map[int]bool
+		triples []any
+		keys    []string
+		args    []any
+		cmd     *redis.Cmd
 	}
 	var batches []*batch
 	byLobby := map[string]*batch{}
@@ -53,33 +57,47 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 		}
 		b := byLobby[lobby]
 		if b == nil {
-			b = &batch{lobby: lobby, keys: s.lobbyKeys(lobby), args: s.lobbyArgs(lobby)}
+			b = &batch{lobby: lobby, inBatch: map[int]bool{}}
 			byLobby[lobby] = b
 			batches = append(batches, b)
 		}
+		if !b.inBatch[seq] {
+			b.inBatch[seq] = true
+			b.rooms = append(b.rooms, seq)
+		}
 		b.idx = append(b.idx, i)
-		b.args = append(b.args, seq, a.User, a.ID)
+		b.triples = append(b.triples, seq, a.User, a.ID)
+	}
+	for _, b := range batches {
+		// KEYS: the lobby's, then the histories of the rooms renewed, whose
+		// TTLs the script refreshes (see lua/seat_renew.lua).
+		b.keys = s.lobbyKeys(b.lobby)
+		b.args = append(s.lobbyArgs(b.lobby), len(b.rooms))
+		for _, seq := range b.rooms {
+			b.keys = append(b.keys, historyKey(s.ks, b.lobby, seq))
+			b.args = append(b.args, seq)
+		}
+		b.args = append(b.args, b.triples...)
 	}
 	now := s.now()
-	pipe := s.rdb.Pipeline()
-	// The counts of the previous Renew ride along, repairing index entries
-	// whose write failed; stamps make a count that old harmless.
-	healed := s.queueCounts(ctx, pipe)
-	for _, b := range batches {
-		b.cmd = seatRenewScript.EvalSha(ctx, pipe, b.keys, b.args...)
-		// Keep the lobby known to the sweeper, should its index entry be lost.
-		pipe.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(now.UnixMilli()), Member: b.lobby})
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+	var healed []*redis.Cmd
+	err = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
+		// The counts of the previous Renew ride along, repairing index
+		// entries whose write failed; stamps make a count that old harmless.
+		healed = s.queueCounts(p)
+		for _, b := range batches {
+			b.cmd = p.Script(seatRenewScript, b.keys, b.args...)
+			// Keep the lobby known to the sweeper, should its index entry be lost.
+			p.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(now.UnixMilli()), Member: b.lobby})
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("rooms: renew %d attachments: %w", len(atts), err)
 	}
-	s.checkCounts(ctx, healed)
+	s.checkCounts(healed)
 	var idle []string
 	counts := make([]lobbyCount, 0, len(batches))
 	for _, b := range batches {
-		if isNoScript(b.cmd.Err()) {
-			b.cmd = seatRenewScript.Run(ctx, s.rdb, b.keys, b.args...)
-		}
 		v, err := b.cmd.Slice()
 		if err != nil {
 			return nil, fmt.Errorf("rooms: renew attachments in %s: %w", b.lobby, err)
@@ -110,19 +128,19 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 	return lost, nil
 }
 
-// Sweep limits: lobbies per round trip, rooms per lobby per script run, and
+// Sweep limits: lobbies per round trip, seats reaped per lobby per script run, and
 // rounds per Sweep (the rest waits for the next one).
 const (
 	sweepLobbies = 128
-	sweepRooms   = 256
+	sweepSeats   = 1024
 	sweepRounds  = 32
 )
 
 // Sweep reaps the expired seats of every lobby, with their attachments,
 // publishing a "left" event for each, and returns how many it removed. It
 // finds them cheaply: a global index scores each lobby with a lower bound
-// of its earliest lease expiry, and each lobby's index does the same for
-// its rooms, so a sweep with nothing due is one ZRANGEBYSCORE. A lobby left
+// of its earliest lease expiry, and each lobby's leases are one ZSET
+// scored by expiry, so a sweep with nothing due is one ZRANGEBYSCORE. A lobby left
 // without seats leaves the index (and its keys expire after
 // Config.IdleTTL), so lobbies joined once are not swept forever; its next
 // seat puts it back. Several nodes may sweep at once.
@@ -142,22 +160,20 @@ func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
 			return reaped, nil
 		}
 		keys := s.lobbyKeys
-		args := func(lobby string) []any { return append(s.lobbyArgs(lobby), sweepRooms) }
+		args := func(lobby string) []any { return append(s.lobbyArgs(lobby), sweepSeats) }
 		cmds := make([]*redis.Cmd, len(lobbies))
-		pipe := s.rdb.Pipeline()
-		for i, lobby := range lobbies {
-			cmds[i] = lobbySweepScript.EvalSha(ctx, pipe, keys(lobby), args(lobby)...)
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		err = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
+			for i, lobby := range lobbies {
+				cmds[i] = p.Script(lobbySweepScript, keys(lobby), args(lobby)...)
+			}
+		})
+		if err != nil {
 			return reaped, fmt.Errorf("rooms: sweep %d lobbies: %w", len(lobbies), err)
 		}
 		next := make([]redis.Z, 0, len(lobbies))
 		counts := make([]lobbyCount, 0, len(lobbies))
 		var idle []string
 		for i, lobby := range lobbies {
-			if isNoScript(cmds[i].Err()) {
-				cmds[i] = lobbySweepScript.Run(ctx, s.rdb, keys(lobby), args(lobby)...)
-			}
 			v, err := cmds[i].Slice()
 			if err != nil || (len(v) != 4 && len(v) != 8) {
 				return reaped, fmt.Errorf("rooms: sweep %s: %w (reply %v)", lobby, err, v)
@@ -169,7 +185,7 @@ func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
 				counts = append(counts, c)
 			}
 			n, _ := v[0].(int64)
-			visited, _ := v[1].(int64)
+			more := v[1] == int64(1)
 			reaped += int(n)
 			s.m.reaped.Add(float64(n))
 			// The lobby's next visit: its earliest due room, or one lease
@@ -180,10 +196,10 @@ func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
 					due = min(due, int64(f))
 				}
 			}
-			if visited >= sweepRooms {
-				due = nowMs // more rooms are due: again in the next round
+			if more {
+				due = nowMs // more seats are due: again in the next round
 			}
-			if v[3] == int64(1) && visited < sweepRooms {
+			if v[3] == int64(1) && !more {
 				idle = append(idle, lobby) // no seat left: out of the index
 				continue
 			}

@@ -246,7 +246,7 @@ func TestSweep(t *testing.T) {
 		go func() { done <- s.RunSweeper(sctx, 5*time.Millisecond) }()
 		require.Eventually(t, func() bool {
 			ok, err := s.Seated(ctx, "s1-1", "late")
-			return err == nil && !ok && r.Client.ZCard(ctx, seatsKey(s.ks, "s1", 1)).Val() == 0
+			return err == nil && !ok && r.Client.ZCount(ctx, membersKey(s.ks, "s1"), "1", "1").Val() == 0
 		}, 5*time.Second, 10*time.Millisecond)
 		cancel()
 		assert.NoError(t, <-done)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 // Lobby listing limits.
@@ -49,7 +51,7 @@ func (s *Service) Lobbies(ctx context.Context, limit int) ([]LobbyInfo, error) {
 		limit = DefaultLobbiesLimit
 	}
 	limit = min(limit, MaxLobbiesLimit)
-	v, err := lobbiesTopScript.Run(ctx, s.rdb, []string{onlineKey(s.ks), onlineInfoKey(s.ks)}, limit).Slice()
+	v, err := redisx.Run(ctx, s.rdb, lobbiesTopScript, []string{onlineKey(s.ks), onlineInfoKey(s.ks)}, limit).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rooms: lobbies: %w", err)
 	}
@@ -113,17 +115,17 @@ func (s *Service) indexCounts(ctx context.Context, counts ...lobbyCount) {
 	switch len(args) {
 	case 0:
 	case 1:
-		if err := lobbiesCountScript.Run(ctx, s.rdb, s.countKeys(), args[0]...).Err(); err != nil {
+		if err := redisx.Run(ctx, s.rdb, lobbiesCountScript, s.countKeys(), args[0]...).Err(); err != nil {
 			s.m.counterErrors.Inc()
 		}
 	default:
-		pipe := s.rdb.Pipeline()
-		h := heldCounts{args: args}
-		for _, a := range args {
-			h.cmds = append(h.cmds, lobbiesCountScript.EvalSha(ctx, pipe, s.countKeys(), a...))
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-		s.checkCounts(ctx, h)
+		var cmds []*redis.Cmd
+		_ = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) { // errors are read per command
+			for _, a := range args {
+				cmds = append(cmds, p.Script(lobbiesCountScript, s.countKeys(), a...))
+			}
+		})
+		s.checkCounts(cmds)
 	}
 }
 
@@ -156,15 +158,9 @@ func (s *Service) holdCounts(counts []lobbyCount) {
 	}
 }
 
-// heldCounts is what queueCounts put into a pipeline, for checkCounts.
-type heldCounts struct {
-	args [][]any
-	cmds []*redis.Cmd
-}
-
-// queueCounts adds the counts held by holdCounts to pipe, in batches, and
-// forgets them.
-func (s *Service) queueCounts(ctx context.Context, pipe redis.Pipeliner) heldCounts {
+// queueCounts adds the counts held by holdCounts to p, in batches, and
+// forgets them; it returns the scripts' commands, for checkCounts.
+func (s *Service) queueCounts(p *redisx.Pipe) []*redis.Cmd {
 	s.heldMu.Lock()
 	held := s.held
 	s.held = nil
@@ -173,22 +169,17 @@ func (s *Service) queueCounts(ctx context.Context, pipe redis.Pipeliner) heldCou
 	for _, c := range held {
 		counts = append(counts, c)
 	}
-	h := heldCounts{args: countArgs(counts)}
-	for _, a := range h.args {
-		h.cmds = append(h.cmds, lobbiesCountScript.EvalSha(ctx, pipe, s.countKeys(), a...))
+	var cmds []*redis.Cmd
+	for _, a := range countArgs(counts) {
+		cmds = append(cmds, p.Script(lobbiesCountScript, s.countKeys(), a...))
 	}
-	return h
+	return cmds
 }
 
-// checkCounts runs again, with Script.Run, the batches of h that Redis did
-// not hold the script for, and counts the ones that failed.
-func (s *Service) checkCounts(ctx context.Context, h heldCounts) {
-	for i, cmd := range h.cmds {
-		err := cmd.Err()
-		if isNoScript(err) {
-			err = lobbiesCountScript.Run(ctx, s.rdb, s.countKeys(), h.args[i]...).Err()
-		}
-		if err != nil {
+// checkCounts counts the index writes that failed.
+func (s *Service) checkCounts(cmds []*redis.Cmd) {
+	for _, cmd := range cmds {
+		if cmd.Err() != nil {
 			s.m.counterErrors.Inc()
 		}
 	}

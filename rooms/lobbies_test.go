@@ -136,8 +136,7 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 			for _, k := range ss[0].lobbyKeys("gamma") {
 				keys = append(keys, k)
 			}
-			keys = append(keys, recordKey(ks, "gamma", 1), recordKey(ks, "gamma", 2),
-				historyKey(ks, "gamma", 1), historyKey(ks, "gamma", 2))
+			keys = append(keys, historyKey(ks, "gamma", 1), historyKey(ks, "gamma", 2))
 		}
 		require.NoError(t, err)
 		for _, k := range keys {
@@ -153,8 +152,8 @@ func TestLobbyIndexKeysShareASlot(t *testing.T) {
 	want := keyspace.Slot(onlineKey(ks))
 	assert.Equal(t, want, keyspace.Slot(onlineInfoKey(ks)))
 	assert.Equal(t, want, keyspace.Slot(onlineGoneKey(ks)))
-	assert.Equal(t, keyspace.Slot(usersKey(ks, "g")), keyspace.Slot(verKey(ks, "g")))
-	assert.Equal(t, keyspace.Slot(usersKey(ks, "g")), keyspace.Slot(readKey(ks, "g", "alice")))
+	assert.Equal(t, keyspace.Slot(membersKey(ks, "g")), keyspace.Slot(verKey(ks, "g")))
+	assert.Equal(t, keyspace.Slot(membersKey(ks, "g")), keyspace.Slot(readKey(ks, "g", "alice")))
 }
 
 func TestLobbiesStorm(t *testing.T) {

@@ -1,8 +1,6 @@
 package rooms
 
 import (
-	"github.com/chatd/chatd/errcode"
-
 	"context"
 	_ "embed" // Lua source
 	"encoding/json"
@@ -10,6 +8,9 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 //go:embed lua/message_remove.lua
@@ -53,7 +54,7 @@ func (s *Service) remove(ctx context.Context, roomID, id string) error {
 		return err
 	}
 	raw := strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(sq, 10)
-	n, err := messageRemoveScript.Run(ctx, s.rdb, []string{roomsKey(s.ks, lobby), historyKey(s.ks, lobby, seq)},
+	n, err := redisx.Run(ctx, s.rdb, messageRemoveScript, []string{roomsKey(s.ks, lobby), historyKey(s.ks, lobby, seq)},
 		seq, raw, channel(s.ks, lobby, seq), ev, s.publish).Int64()
 	switch {
 	case err != nil:

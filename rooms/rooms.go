@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
 )
@@ -25,6 +26,8 @@ const (
 	DefaultHistoryMax = 1000
 	DefaultLockTTL    = 5 * time.Second
 	DefaultIdleTTL    = 24 * time.Hour
+
+	DefaultIdempotencyTTL = 10 * time.Minute
 )
 
 // Config configures a Service. The zero value is ready to use.
@@ -52,6 +55,18 @@ type Config struct {
 	// forgotten then; one that gets a seat first keeps everything. 0 means
 	// DefaultIdleTTL (24h).
 	IdleTTL time.Duration
+	// IdempotencyTTL is how long a say sent with an idempotency key
+	// (SendRequest.Key) is remembered: a say with that key within it is
+	// answered with the first one's message and not sent again. 0 means
+	// DefaultIdempotencyTTL (10 minutes). Each keyed say costs about 150
+	// bytes of Redis memory for that long.
+	IdempotencyTTL time.Duration
+	// MaxLobbiesPerUser returns the live limit.seats_per_user setting, read
+	// on every Join and Reclaim of a lobby the user holds no seat in: the
+	// most lobbies a user may hold seats in (ErrTooManyLobbies beyond);
+	// nil or 0 means no cap. Seats taken while there was no cap are counted
+	// from the user's next join or resume in their lobby on.
+	MaxLobbiesPerUser func() int
 	// ShardedPubSub publishes room events with SPUBLISH (Redis 7+) instead
 	// of PUBLISH, for subscribers that SSUBSCRIBE on the shard owning the
 	// room's lobby on Redis Cluster; false means PUBLISH.
@@ -80,24 +95,30 @@ type Config struct {
 // Service seats users in the rooms of lobbies and carries their messages.
 // It is safe for concurrent use; make one per node and share it.
 type Service struct {
-	rdb        redis.UniversalClient
-	ks         keyspace.Space
-	lock       *lock.Client
-	capacity   func() int
-	lease      func() time.Duration
-	historyMax int
-	lockTTL    time.Duration
-	idleTTL    time.Duration
-	publish    string // PUBLISH or SPUBLISH
-	durability func() string
-	waitFor    time.Duration // WAIT's timeout under DurabilityReplica
-	now        func() time.Time
-	log        *slog.Logger
-	m          *metrics
+	rdb               redis.UniversalClient
+	ks                keyspace.Space
+	lock              *lock.Client
+	capacity          func() int
+	lease             func() time.Duration
+	historyMax        int
+	lockTTL           time.Duration
+	idleTTL           time.Duration
+	idemTTL           time.Duration
+	publish           string // PUBLISH or SPUBLISH
+	durability        func() string
+	maxLobbiesPerUser func() int
+	waitFor           time.Duration // WAIT's timeout under DurabilityReplica
+	now               func() time.Time
+	log               *slog.Logger
+	m                 *metrics
 
 	qmu      sync.Mutex
 	queues   map[string]*joinQueue // lobby → joins waiting for this node's drain
 	maxBatch int                   // most joins per seat script call
+	runCtx   context.Context       // the drains' context, from Start; nil when not started
+	stop     context.CancelFunc    // cancels runCtx
+	closing  bool                  // Close began: no new drain
+	drains   sync.WaitGroup        // running drains
 
 	heldMu sync.Mutex
 	held   map[string]lobbyCount // lobby → count for the next Renew to index
@@ -111,22 +132,24 @@ type Service struct {
 // cfg.Lock keeps its keys under another prefix than cfg.Prefix.
 func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	s := &Service{
-		rdb:        rdb,
-		ks:         keyspace.New(cfg.Prefix),
-		lock:       cfg.Lock,
-		capacity:   cfg.Capacity,
-		lease:      cfg.Lease,
-		historyMax: cfg.HistoryMax,
-		lockTTL:    cfg.LockTTL,
-		idleTTL:    cfg.IdleTTL,
-		publish:    "PUBLISH",
-		durability: cfg.Durability,
-		waitFor:    cfg.DurabilityTimeout,
-		now:        cfg.Now,
-		log:        cfg.Logger,
-		m:          newMetrics(cfg.Registerer),
-		queues:     map[string]*joinQueue{},
-		maxBatch:   maxBatch,
+		rdb:               rdb,
+		ks:                keyspace.New(cfg.Prefix),
+		lock:              cfg.Lock,
+		capacity:          cfg.Capacity,
+		lease:             cfg.Lease,
+		historyMax:        cfg.HistoryMax,
+		lockTTL:           cfg.LockTTL,
+		idleTTL:           cfg.IdleTTL,
+		idemTTL:           cfg.IdempotencyTTL,
+		publish:           "PUBLISH",
+		durability:        cfg.Durability,
+		maxLobbiesPerUser: cfg.MaxLobbiesPerUser,
+		waitFor:           cfg.DurabilityTimeout,
+		now:               cfg.Now,
+		log:               cfg.Logger,
+		m:                 newMetrics(cfg.Registerer),
+		queues:            map[string]*joinQueue{},
+		maxBatch:          maxBatch,
 	}
 	if s.lock == nil {
 		s.lock = lock.New(rdb, lock.Config{Prefix: cfg.Prefix, Registerer: cfg.Registerer})
@@ -139,6 +162,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	}
 	if s.idleTTL <= 0 {
 		s.idleTTL = DefaultIdleTTL
+	}
+	if s.idemTTL <= 0 {
+		s.idemTTL = DefaultIdempotencyTTL
 	}
 	if s.waitFor <= 0 {
 		s.waitFor = DefaultDurabilityTimeout
@@ -224,8 +250,9 @@ func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 // back after the lease ran out. A live seat there is kept (lease extended,
 // att added or renewed). It returns ErrUnknownRoom, ErrRoomFull when the
 // room has no free seat, ErrSeatedElsewhere when the user holds a live seat
-// in another room of the lobby, ErrBadAttachment, names.ErrBadName, and
-// Redis errors.
+// in another room of the lobby, ErrTooManyLobbies when a lobby the user
+// holds no seat in would exceed Config.MaxLobbiesPerUser, ErrBadAttachment,
+// names.ErrBadName, and Redis errors.
 func (s *Service) Reclaim(ctx context.Context, roomID, user string, att Attach) (Room, error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err == nil {
@@ -237,7 +264,12 @@ func (s *Service) Reclaim(ctx context.Context, roomID, user string, att Attach) 
 	if err != nil {
 		return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
 	}
+	resv, err := s.reserveLobby(ctx, user, lobby)
+	if err != nil {
+		return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
+	}
 	res, err := s.claim(ctx, lobby, strconv.Itoa(seq), []*joinReq{{user: user, att: att}})
+	defer func() { s.settle(ctx, resv, err) }()
 	switch {
 	case err != nil:
 	case res.codes[0] == -1:
@@ -285,23 +317,48 @@ func (s *Service) Leave(ctx context.Context, roomID, user string) error {
 	return fmt.Errorf("rooms: leave %s as %s: %w", roomID, user, err)
 }
 
-// Room returns the room with its live members. It returns ErrUnknownRoom,
-// names.ErrBadName, and Redis errors.
+// Room returns the room with its live members, in one read-only script.
+// It returns ErrUnknownRoom, names.ErrBadName, and Redis errors.
 func (s *Service) Room(ctx context.Context, roomID string) (Room, error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err != nil {
 		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, err)
 	}
-	pipe := s.rdb.Pipeline()
-	exists := pipe.ZScore(ctx, roomsKey(s.ks, lobby), strconv.Itoa(seq))
-	members := pipe.ZRangeByScore(ctx, seatsKey(s.ks, lobby, seq), &redis.ZRangeBy{Min: "(" + ms(s.now()), Max: "+inf"})
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	v, err := redisx.Run(ctx, s.rdb, roomReadScript, s.roomReadKeys(lobby), seq, ms(s.now())).Slice()
+	if err != nil {
 		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, err)
 	}
-	if exists.Err() != nil {
+	members, ok, err := parseRoomRead(v)
+	if err != nil {
+		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, err)
+	}
+	if !ok {
 		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, ErrUnknownRoom)
 	}
-	return s.room(lobby, seq, members.Val()), nil
+	return s.room(lobby, seq, members), nil
+}
+
+// roomReadKeys are the KEYS of room_read.lua and lobby_rooms.lua.
+func (s *Service) roomReadKeys(lobby string) []string {
+	return []string{roomsKey(s.ks, lobby), membersKey(s.ks, lobby), leasesKey(s.ks, lobby)}
+}
+
+// parseRoomRead reads room_read.lua's reply: the live members, and false
+// for a room that does not exist.
+func parseRoomRead(v []any) (members []string, ok bool, err error) {
+	if len(v) == 1 && v[0] == int64(0) {
+		return nil, false, nil
+	}
+	if len(v) != 2 || v[0] != int64(1) {
+		return nil, false, errUnexpectedReply
+	}
+	list, _ := v[1].([]any)
+	members = make([]string, 0, len(list))
+	for _, m := range list {
+		str, _ := m.(string)
+		members = append(members, str)
+	}
+	return members, true, nil
 }
 
 // Rooms returns every room of the lobby, lowest number first, with its live
@@ -311,7 +368,7 @@ func (s *Service) Rooms(ctx context.Context, lobby string) ([]Room, error) {
 	if err := names.Lobby(lobby); err != nil {
 		return nil, fmt.Errorf("rooms: rooms of %s: %w", lobby, err)
 	}
-	v, err := lobbyRoomsScript.Run(ctx, s.rdb, []string{roomsKey(s.ks, lobby), seatsPrefix(s.ks, lobby)}, ms(s.now())).Slice()
+	v, err := redisx.Run(ctx, s.rdb, lobbyRoomsScript, s.roomReadKeys(lobby), ms(s.now())).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rooms: rooms of %s: %w", lobby, err)
 	}
@@ -343,14 +400,16 @@ func (s *Service) Seated(ctx context.Context, roomID, user string) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("rooms: seated %s as %s: %w", roomID, user, err)
 	}
-	exp, err := s.rdb.ZScore(ctx, seatsKey(s.ks, lobby, seq), user).Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	if err != nil {
+	pipe := s.rdb.Pipeline()
+	at := pipe.ZScore(ctx, membersKey(s.ks, lobby), user)
+	exp := pipe.ZScore(ctx, leasesKey(s.ks, lobby), user)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("rooms: seated %s as %s: %w", roomID, user, err)
 	}
-	return int64(exp) > s.now().UnixMilli(), nil
+	if at.Err() != nil || exp.Err() != nil || int(at.Val()) != seq {
+		return false, nil
+	}
+	return int64(exp.Val()) > s.now().UnixMilli(), nil
 }
 
 // Channel returns the room's pub/sub channel, on which the seat and message
@@ -378,40 +437,46 @@ func (s *Service) LobbyExists(ctx context.Context, lobby string) (bool, error) {
 }
 
 // RoomMany returns the rooms of ids that exist, with their live members, in
-// one pipelined round trip (a poll of a user seated in many rooms); unknown
-// and malformed ids are left out. It returns Redis errors.
+// one pipelined round trip (a poll of a user seated in many rooms; one
+// read-only script per room); unknown and malformed ids are left out. It
+// returns Redis errors.
 func (s *Service) RoomMany(ctx context.Context, ids []string) ([]Room, error) {
 	type q struct {
-		lobby   string
-		seq     int
-		exists  *redis.FloatCmd
-		members *redis.StringSliceCmd
+		lobby string
+		seq   int
+		cmd   *redis.Cmd
 	}
-	now := "(" + ms(s.now())
-	pipe := s.rdb.Pipeline()
+	now := ms(s.now())
 	qs := make([]q, 0, len(ids))
 	for _, id := range ids {
-		lobby, seq, err := ParseRoom(id)
-		if err != nil {
-			continue
+		if lobby, seq, err := ParseRoom(id); err == nil {
+			qs = append(qs, q{lobby: lobby, seq: seq})
 		}
-		qs = append(qs, q{lobby: lobby, seq: seq,
-			exists:  pipe.ZScore(ctx, roomsKey(s.ks, lobby), strconv.Itoa(seq)),
-			members: pipe.ZRangeByScore(ctx, seatsKey(s.ks, lobby, seq), &redis.ZRangeBy{Min: now, Max: "+inf"}),
-		})
 	}
 	if len(qs) == 0 {
 		return nil, nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	err := redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
+		for i := range qs {
+			qs[i].cmd = p.Script(roomReadScript, s.roomReadKeys(qs[i].lobby), qs[i].seq, now)
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
 	}
 	out := make([]Room, 0, len(qs))
 	for _, x := range qs {
-		if x.exists.Err() != nil {
-			continue
+		v, err := x.cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
 		}
-		out = append(out, s.room(x.lobby, x.seq, x.members.Val()))
+		members, ok, err := parseRoomRead(v)
+		if err != nil {
+			return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
+		}
+		if ok {
+			out = append(out, s.room(x.lobby, x.seq, members))
+		}
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package rooms
 
 import (
 	_ "embed" // Lua sources
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,8 +27,14 @@ var (
 	lobbySweepSrc string
 	//go:embed lua/lobby_rooms.lua
 	lobbyRoomsSrc string
+	//go:embed lua/room_read.lua
+	roomReadSrc string
 	//go:embed lua/message_send.lua
 	messageSendSrc string
+	//go:embed lua/counter_add.lua
+	counterAddSrc string
+	//go:embed lua/lobbies_reserve.lua
+	lobbiesReserveSrc string
 	//go:embed lua/lobbies_count.lua
 	lobbiesCountSrc string
 	//go:embed lua/lobbies_top.lua
@@ -48,17 +53,13 @@ var (
 	seatRenewScript   = redis.NewScript(lobbyLib + seatRenewSrc)
 	lobbySweepScript  = redis.NewScript(lobbyLib + lobbySweepSrc)
 	lobbyRoomsScript  = redis.NewScript(lobbyRoomsSrc)
+	roomReadScript    = redis.NewScript(roomReadSrc)
 	messageSendScript = redis.NewScript(messageSendSrc)
+	counterAddScript  = redis.NewScript(counterAddSrc)
 
-	lobbiesCountScript = redis.NewScript(lobbiesCountSrc)
-	lobbiesTopScript   = redis.NewScript(lobbiesTopSrc)
-	readMarkScript     = redis.NewScript(readMarkSrc)
-	unreadCountScript  = redis.NewScript(unreadCountSrc)
+	lobbiesCountScript   = redis.NewScript(lobbiesCountSrc)
+	lobbiesReserveScript = redis.NewScript(lobbiesReserveSrc)
+	lobbiesTopScript     = redis.NewScript(lobbiesTopSrc)
+	readMarkScript       = redis.NewScript(readMarkSrc)
+	unreadCountScript    = redis.NewScript(unreadCountSrc)
 )
-
-// isNoScript reports whether err is Redis's NOSCRIPT reply to an EVALSHA of
-// a script it does not hold (after a restart or SCRIPT FLUSH): the caller
-// runs the script again with Script.Run, which falls back to EVAL.
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}

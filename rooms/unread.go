@@ -6,6 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
+
 	"github.com/chatd/chatd/names"
 )
 
@@ -34,7 +36,7 @@ func (s *Service) MarkRead(ctx context.Context, roomID, user, id string) error {
 	if err == nil {
 		keys := []string{readKey(s.ks, lobby, user), roomsKey(s.ks, lobby), historyKey(s.ks, lobby, seq)}
 		var n int64
-		n, err = readMarkScript.Run(ctx, s.rdb, keys, seq, padded, s.idleTTL.Milliseconds()).Int64()
+		n, err = redisx.Run(ctx, s.rdb, readMarkScript, keys, seq, padded, s.idleTTL.Milliseconds()).Int64()
 		if err == nil && n == -1 {
 			err = ErrUnknownRoom
 		}
@@ -76,17 +78,15 @@ func (s *Service) Unread(ctx context.Context, user string, roomIDs []string) (ma
 	if len(rooms) == 0 {
 		return out, nil
 	}
-	pipe := s.rdb.Pipeline()
-	for _, r := range rooms {
-		r.cmd = unreadCountScript.EvalSha(ctx, pipe, r.keys, r.seq, UnreadMax)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+	err := redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
+		for _, r := range rooms {
+			r.cmd = p.Script(unreadCountScript, r.keys, r.seq, UnreadMax)
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("rooms: unread of %d rooms as %s: %w", len(rooms), user, err)
 	}
 	for _, r := range rooms {
-		if isNoScript(r.cmd.Err()) {
-			r.cmd = unreadCountScript.Run(ctx, s.rdb, r.keys, r.seq, UnreadMax)
-		}
 		n, err := r.cmd.Int64()
 		if err != nil {
 			return nil, fmt.Errorf("rooms: unread of %s as %s: %w", r.id, user, err)

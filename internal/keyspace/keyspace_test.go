@@ -58,7 +58,7 @@ func TestPermanentKinds(t *testing.T) {
 	}{
 		{"settings hash", "{settings:live}:values", "{settings:live}:values"},
 		{"a wallet", "{shop:main}:balance:alice", "{shop:*}:balance:*"},
-		{"a seated lobby's seats", "{lobby:general}:seats:3", "{lobby:*}:*"},
+		{"a seated lobby's seats", "{lobby:general}:leases", "{lobby:*}:*"},
 		{"a board", "{lb:hall}:z", "{lb:*}:*"},
 		{"a periodic board", "{lb:hall@daily:2026-11-30}:z", "{lb:*}:*"},
 		{"a counter", "stats:messages", "stats:*"},
@@ -94,7 +94,7 @@ func TestHolderKeyAndUnit(t *testing.T) {
 			lobby = k
 		}
 	}
-	assert.Equal(t, "{lobby:general}:users", lobby.HolderKey("{lobby:general}:seats:3"))
+	assert.Equal(t, "{lobby:general}:members", lobby.HolderKey("{lobby:general}:leases"))
 	assert.Equal(t, "", Kind{}.HolderKey("{lobby:general}:seats:3"))
 	kind, id, ok := Unit("{lb:hall@daily:2026-11-30}:z")
 	assert.True(t, ok)

@@ -22,7 +22,7 @@ type Kind struct {
 	Owner string
 	// Holder, when not empty, makes the kind permanent only while it is in
 	// use: a key of the kind may lack a TTL only while the key Holder of
-	// the same hash-tag unit exists ("users" for a lobby: while the lobby
+	// the same hash-tag unit exists ("members" for a lobby: while the lobby
 	// has a seat). When the holder goes, the owner gives the kind a TTL.
 	Holder string
 	// Listed, when not empty, names the setting whose comma-separated list
@@ -65,8 +65,8 @@ var Permanent = []Kind{
 		Why: "lobbies with seats, for the sweeper: an idle lobby leaves it"},
 	{Name: "indexes", Owner: "rooms", Pattern: "{rooms:index}:*",
 		Why: "the lobby listing: lobbies with seats, tombstones trimmed after 10 minutes"},
-	{Name: "seated lobbies", Owner: "rooms", Pattern: "{lobby:*}:*", Holder: "users",
-		Why: "a lobby's rooms, seats and histories while it has a seat (seats are leases the sweeper reaps); its last seat gives every key of the lobby the idle TTL"},
+	{Name: "seated lobbies", Owner: "rooms", Pattern: "{lobby:*}:*", Holder: "members",
+		Why: "a lobby's rooms and seats while it has a seat (seats are leases the sweeper reaps); its last seat gives every key of the lobby the idle TTL (room histories always carry one)"},
 	{Name: "declared boards", Owner: "ranking", Pattern: "{lb:*}:*", Listed: "boards.permanent",
 		Why: "all-time boards an operator named permanent; every other all-time board expires 30 days after its last post"},
 }

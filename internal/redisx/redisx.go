@@ -21,6 +21,10 @@
 // the earlier one places it after the later one. The writes chatd sends
 // this way carry idempotency keys, so none is applied twice; such a
 // reordering needs a script cache reload to land inside one pipeline.
+//
+// The package's tests also hold a rule for every .lua file of the module
+// (lua_keys_test.go): a script builds no key name — every key it touches
+// comes in KEYS, so that Redis Cluster checks them all before it runs.
 package redisx
 
 import (
@@ -43,9 +47,10 @@ func IsNoScript(err error) bool {
 // Pipe is a pipeline that knows which of its commands are scripts.
 type Pipe struct {
 	redis.Pipeliner
-	ctx   context.Context
-	evals []eval
-	after func(redis.Pipeliner)
+	ctx    context.Context
+	evals  []eval
+	after  func(redis.Pipeliner)
+	resent map[*redis.Cmd]bool
 }
 
 type eval struct {
@@ -66,8 +71,14 @@ func (p *Pipe) Script(s *redis.Script, keys []string, args ...any) *redis.Cmd {
 
 // AfterRetry sets commands to queue behind the re-sent scripts, should
 // there be any (a WAIT that must follow them on their connection). fn gets
-// the retry pipeline; its commands' answers are the caller's to read.
+// the retry pipeline; its commands' answers are the caller's to read. While
+// fn runs, Resent tells which scripts are being re-sent.
 func (p *Pipe) AfterRetry(fn func(redis.Pipeliner)) { p.after = fn }
+
+// Resent reports whether cmd, a command returned by Script, is re-sent in
+// the retry pipeline (it was answered NOSCRIPT); false before the retry.
+// Its answer then is the retry's.
+func (p *Pipe) Resent(cmd *redis.Cmd) bool { return p.resent[cmd] }
 
 // Pipelined runs fn's commands in one pipeline, then re-sends the scripts
 // answered NOSCRIPT (see the package doc). It returns the first error of
@@ -88,8 +99,10 @@ func Pipelined(ctx context.Context, rdb redis.Cmdable, fn func(p *Pipe)) error {
 	}
 	retry := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(again))
+	p.resent = make(map[*redis.Cmd]bool, len(again))
 	for i, e := range again {
 		cmds[i] = e.s.Eval(ctx, retry, e.keys, e.args...)
+		p.resent[e.cmd] = true
 	}
 	if p.after != nil {
 		p.after(retry)

@@ -28,7 +28,10 @@ func TestPipelinedResendsOnlyTheScriptsAnsweredNoScript(t *testing.T) {
 		a = p.Script(incr, []string{key})
 		plain = p.Incr(ctx, key) // not a script: runs once, never re-sent
 		b = p.Script(incr, []string{key})
-		p.AfterRetry(func(pipe redis.Pipeliner) { after = pipe.Ping(ctx) })
+		p.AfterRetry(func(pipe redis.Pipeliner) {
+			assert.True(t, p.Resent(a) && p.Resent(b), "both scripts are re-sent")
+			after = pipe.Ping(ctx)
+		})
 	})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), plain.Val(), "the plain INCR ran first, between two NOSCRIPT replies")

@@ -1,143 +1,259 @@
 -- lobby_lib.lua: local functions shared by the seat scripts of one lobby.
 -- scripts.go prepends this file to each of them (Redis Lua has no modules).
 --
--- Every seat script takes the same first 13 KEYS and 7 ARGV (Service.lobbyKeys
--- and Service.lobbyArgs), read by lobby_args into L:
+-- Every seat script takes the same first 12 KEYS and 7 ARGV (Service.lobbyKeys
+-- and Service.lobbyArgs), read by lobby_args into L. They are lobby-wide:
+-- a seat script chooses a room at run time and never names a key for it.
 --
--- KEYS[1]   users    HASH    user -> room number of the user's seat in the lobby
--- KEYS[2]   rooms    ZSET    every room number of the lobby
--- KEYS[3]   open     ZSET    rooms that may have a free seat, number -> number
--- KEYS[4]   opencap  STRING  capacity KEYS[3] was kept for
--- KEYS[5]   due      ZSET    room number -> lower bound of its earliest lease expiry (ms)
--- KEYS[6]   seq      STRING  last room number handed out
--- KEYS[7]   atts     HASH    user -> cjson {attachment id: [expiry ms, 1 if REST else 0]}
--- KEYS[8]   fence    STRING  the lobby lock's fence counter (lock package)
--- KEYS[9]   seats    prefix of the rooms' seat ZSETs (user -> lease expiry ms)
--- KEYS[10]  record   prefix of the room record HASHes
--- KEYS[11]  history  prefix of the room history STREAMs
--- KEYS[12]  rest     prefix of the rooms' REST SETs (users with a live REST attachment)
--- KEYS[13]  ver      STRING  stamp of the lobby's last count change (see lobby_count)
---   The prefixes carry the lobby's hash tag: a room number appended to one
---   names a key in the same Cluster slot.
+-- KEYS[1]   members  ZSET    user -> room number of the user's seat
+-- KEYS[2]   leases   ZSET    user -> the seat's lease expiry (ms)
+-- KEYS[3]   atts     ZSET    "<user> <attachment id>" -> the attachment's expiry (ms)
+-- KEYS[4]   attids   HASH    user -> the user's attachment ids, space-separated,
+--                            a REST one marked with a leading '+'
+-- KEYS[5]   rest     ZSET    user -> room number, for users with a REST attachment
+-- KEYS[6]   rooms    ZSET    every room number of the lobby
+-- KEYS[7]   open     ZSET    rooms that may have a free seat, number -> number
+-- KEYS[8]   opencap  STRING  capacity KEYS[7] was kept for
+-- KEYS[9]   seq      STRING  last room number handed out
+-- KEYS[10]  records  HASH    room number -> the room's record (JSON)
+-- KEYS[11]  fence    STRING  the lobby lock's fence counter (lock package)
+-- KEYS[12]  ver      STRING  stamp of the lobby's last count change (see lobby_count)
 -- ARGV[1]   now, unix ms
 -- ARGV[2]   lease expiry of a new or renewed seat or attachment, unix ms
 -- ARGV[3]   capacity (>= 1)
 -- ARGV[4]   lobby name ([A-Za-z0-9_.-]: nothing to escape in JSON)
 -- ARGV[5]   prefix of the rooms' pub/sub channels
 -- ARGV[6]   PUBLISH or SPUBLISH
--- ARGV[7]   idle TTL, ms: every key of a lobby left without seats expires then
+-- ARGV[7]   idle TTL, ms: the lobby's keys expire then once it has no seat
 --
--- Room numbers are strings, as Redis returns them. A seat or attachment is
--- live while its expiry is after now; at or before now it is expired.
+-- Room numbers are strings, as Redis returns members ("3"); scores read
+-- back go through seqstr. A seat or attachment is live while its expiry is
+-- after now; at or before now it is expired.
 --
--- Invariants kept by every function here: a user has an entry in users iff
--- they hold a seat (live or not yet reaped) in that room; a user has an
--- entry in atts iff they are in users (attachments die with their seat); a
--- seat's expiry is the latest of its attachments' (a seat never outlives
--- the attachments holding it by more than a detach's rounding); a user is
--- in their room's rest SET iff one of their recorded attachments is REST.
+-- Invariants kept by every function here: members and leases hold the same
+-- users (a seat, live or not yet reaped); a user has attachments (attids,
+-- atts) only while in members, and every id in attids has its entry in
+-- atts (an expired one until a purge, a detach or the seat's reap drops
+-- it); a seat's lease is the latest of its attachments' expiries; a user is
+-- in rest, with their room number, iff one of the ids in attids is REST.
 
-local function lobby_args(keys, argv)
+local function lobby_args()
   return {
-    users = keys[1], rooms = keys[2], open = keys[3], opencap = keys[4],
-    due = keys[5], seq = keys[6], atts = keys[7], fence = keys[8],
-    seats = keys[9], record = keys[10], history = keys[11], rest = keys[12],
-    ver = keys[13],
-    online0 = redis.call('HLEN', keys[1]), rooms0 = redis.call('ZCARD', keys[2]),
-    now_s = argv[1], now = tonumber(argv[1]),
-    exp_s = argv[2], exp = tonumber(argv[2]), cap = tonumber(argv[3]),
-    lobby = argv[4], chan = argv[5], pub = argv[6], idle = tonumber(argv[7]),
+    members = KEYS[1], leases = KEYS[2], atts = KEYS[3], attids = KEYS[4], rest = KEYS[5],
+    rooms = KEYS[6], open = KEYS[7], opencap = KEYS[8], seq = KEYS[9], records = KEYS[10],
+    fence = KEYS[11], ver = KEYS[12],
+    online0 = redis.call('ZCARD', KEYS[1]), rooms0 = redis.call('ZCARD', KEYS[6]),
+    now_s = ARGV[1], now = tonumber(ARGV[1]),
+    exp_s = ARGV[2], exp = tonumber(ARGV[2]), cap = tonumber(ARGV[3]),
+    lobby = ARGV[4], chan = ARGV[5], pub = ARGV[6], idle = tonumber(ARGV[7]),
     check_idle = false, woke = false,
   }
 end
 
--- lobby_publish publishes a presence event on the room's channel, in the
--- shape of the WebSocket frame (rooms.Event).
-local function lobby_publish(L, seq, user, state)
-  redis.call(L.pub, L.chan .. seq,
-    '{"type":"presence","room":"' .. L.lobby .. '-' .. seq ..
-    '","user":"' .. user .. '","state":"' .. state .. '"}')
+-- seqstr is a room number read back as a score ("3", 3 or "3.0") as the
+-- string the rooms' members are.
+local function seqstr(score)
+  return string.format('%d', tonumber(score))
 end
 
--- atts_decode decodes a user's attachments, {id = {expiry, rest}}, from raw
--- (the atts field, or false), dropping the expired ones. Returns them, the
--- number live, their latest expiry (0 for none), whether one of them is
--- REST, and whether any was expired (then dropped).
-local function atts_decode(L, raw)
-  local a = {}
-  if raw then
-    a = cjson.decode(raw)
-  end
-  local n, latest, rest, dropped = 0, 0, false, false
-  for id, v in pairs(a) do
-    if v[1] <= L.now then
-      a[id] = nil
-      dropped = true
-    else
-      n = n + 1
-      if v[1] > latest then latest = v[1] end
-      if v[2] == 1 then rest = true end
+-- bulk runs cmd on key with the arguments head..., items[i..i+999], for
+-- every 1,000 items (Lua's unpack has a stack limit; 1,000 keeps pairs
+-- whole), and returns the replies' elements concatenated.
+local function bulk(cmd, key, head, items)
+  local out = {}
+  for i = 1, #items, 1000 do
+    local args = {}
+    for _, h in ipairs(head) do
+      args[#args + 1] = h
+    end
+    for j = i, math.min(i + 999, #items) do
+      args[#args + 1] = items[j]
+    end
+    local r = redis.call(cmd, key, unpack(args))
+    if type(r) == 'table' then
+      for j = 1, #r do
+        out[#out + 1] = r[j]
+      end
     end
   end
-  return a, n, latest, rest, dropped
+  return out
 end
 
--- atts_get is atts_decode of user's recorded attachments.
-local function atts_get(L, user)
-  return atts_decode(L, redis.call('HGET', L.atts, user))
-end
-
--- atts_put stores user's attachments a (n live, rest: any REST) and keeps
--- the room's REST set in step.
-local function atts_put(L, user, seq, a, n, rest)
-  if n == 0 then
-    redis.call('HDEL', L.atts, user)
+-- lobby_publish publishes a presence event on the room's channel, in the
+-- shape of the WebSocket frame (rooms.Event). A channel is not a key: it
+-- may be named here.
+local function lobby_publish(L, seq, user, state)
+  local ch = L.chan .. seq
+  local msg = '{"type":"presence","room":"' .. L.lobby .. '-' .. seq ..
+    '","user":"' .. user .. '","state":"' .. state .. '"}'
+  if L.pub == 'SPUBLISH' then
+    redis.call('SPUBLISH', ch, msg)
   else
-    redis.call('HSET', L.atts, user, cjson.encode(a))
+    redis.call('PUBLISH', ch, msg)
   end
+end
+
+-- atts_ids returns user's recorded attachments as {{id, rest}, ...}.
+local function atts_ids(L, user)
+  local out = {}
+  local raw = redis.call('HGET', L.attids, user)
+  if raw then
+    for tok in string.gmatch(raw, '%S+') do
+      if string.sub(tok, 1, 1) == '+' then
+        out[#out + 1] = {string.sub(tok, 2), true}
+      else
+        out[#out + 1] = {tok, false}
+      end
+    end
+  end
+  return out
+end
+
+-- atts_load returns user's live attachments, {{id, rest, expiry}, ...},
+-- and whether any recorded one was expired: those are dropped from atts
+-- here, and from attids when the caller stores the list (atts_store).
+local function atts_load(L, user)
+  local list = atts_ids(L, user)
+  if #list == 0 then
+    return list, false
+  end
+  local names = {}
+  for i, a in ipairs(list) do
+    names[i] = user .. ' ' .. a[1]
+  end
+  local exps = bulk('ZMSCORE', L.atts, {}, names)
+  local live, dead = {}, {}
+  for i, a in ipairs(list) do
+    local e = exps[i] and tonumber(exps[i])
+    if e and e > L.now then
+      a[3] = e
+      live[#live + 1] = a
+    else
+      dead[#dead + 1] = names[i]
+    end
+  end
+  if #dead > 0 then
+    bulk('ZREM', L.atts, {}, dead)
+  end
+  return live, #dead > 0
+end
+
+-- atts_store writes user's attachment ids (list, as atts_ids returns it)
+-- and keeps rest in step; user's seat is in room seq.
+local function atts_store(L, user, seq, list)
+  if #list == 0 then
+    redis.call('HDEL', L.attids, user)
+    redis.call('ZREM', L.rest, user)
+    return
+  end
+  local toks, rest = {}, false
+  for i, a in ipairs(list) do
+    if a[2] then
+      toks[i] = '+' .. a[1]
+      rest = true
+    else
+      toks[i] = a[1]
+    end
+  end
+  redis.call('HSET', L.attids, user, table.concat(toks, ' '))
   if rest then
-    redis.call('SADD', L.rest .. seq, user)
+    redis.call('ZADD', L.rest, seq, user)
   else
-    redis.call('SREM', L.rest .. seq, user)
+    redis.call('ZREM', L.rest, user)
   end
 end
 
--- atts_drop forgets every attachment of user, whose seat in room seq is gone.
-local function atts_drop(L, user, seq)
-  redis.call('HDEL', L.atts, user)
-  redis.call('SREM', L.rest .. seq, user)
+-- atts_drop forgets every attachment of user, whose seat is gone.
+local function atts_drop(L, user)
+  local list = atts_ids(L, user)
+  if #list > 0 then
+    local names = {}
+    for i, a in ipairs(list) do
+      names[i] = user .. ' ' .. a[1]
+    end
+    bulk('ZREM', L.atts, {}, names)
+    redis.call('HDEL', L.attids, user)
+  end
+  redis.call('ZREM', L.rest, user)
 end
 
 -- lobby_attach records attachment id (REST when rest) of L.user, whose seat
--- is in room seq, with expiry L.exp.
+-- is in room seq, with expiry L.exp; the user's expired attachments go.
 local function lobby_attach(L, seq, id, rest)
-  local a, n, _, any_rest = atts_get(L, L.user)
-  if not a[id] then
-    n = n + 1
+  local list, dropped = atts_load(L, L.user)
+  local found, changed = false, false
+  for _, a in ipairs(list) do
+    if a[1] == id then
+      found = true
+      if a[2] ~= rest then
+        a[2] = rest
+        changed = true
+      end
+    end
   end
-  a[id] = {L.exp, rest and 1 or 0}
-  atts_put(L, L.user, seq, a, n, any_rest or rest)
+  if not found then
+    list[#list + 1] = {id, rest}
+    changed = true
+  end
+  if dropped or changed then
+    atts_store(L, L.user, seq, list)
+  end
+  redis.call('ZADD', L.atts, L.exp_s, L.user .. ' ' .. id)
 end
 
--- lobby_keys_of returns every key of the lobby that lives until it is idle:
--- the lobby's own keys and each room's record and history.
-local function lobby_keys_of(L)
-  local keys = {L.rooms, L.open, L.opencap, L.due, L.seq, L.fence, L.ver}
-  for _, seq in ipairs(redis.call('ZRANGE', L.rooms, 0, -1)) do
-    keys[#keys + 1] = L.record .. seq
-    keys[#keys + 1] = L.history .. seq
+-- atts_purge drops up to limit expired attachments of the lobby whose seats
+-- live on (held by another attachment), so that a REST attachment whose
+-- session died stops marking its room as having REST members.
+local function atts_purge(L, limit)
+  local dead = redis.call('ZRANGEBYSCORE', L.atts, '-inf', L.now_s, 'LIMIT', 0, limit)
+  if #dead == 0 then
+    return
   end
-  return keys
+  bulk('ZREM', L.atts, {}, dead)
+  local gone, users = {}, {}
+  for _, name in ipairs(dead) do
+    local user, id = string.match(name, '^(%S+) (%S+)$')
+    if user then
+      if not gone[user] then
+        gone[user] = {}
+        users[#users + 1] = user
+      end
+      gone[user][id] = true
+    end
+  end
+  for _, user in ipairs(users) do
+    local keep = {}
+    for _, a in ipairs(atts_ids(L, user)) do
+      if not gone[user][a[1]] then
+        keep[#keep + 1] = a
+      end
+    end
+    local seq = redis.call('ZSCORE', L.members, user)
+    if seq then
+      atts_store(L, user, seqstr(seq), keep)
+    else
+      atts_store(L, user, '0', {})
+    end
+  end
+end
+
+-- lobby_keys_of returns every key of the lobby that lives until it is idle
+-- (the seat keys are empty, hence gone, by then). The rooms' histories are
+-- not among them: they expire by themselves, Config.IdleTTL after their
+-- room's last send or renewal, which is before the lobby's idle expiry.
+local function lobby_keys_of(L)
+  return {L.rooms, L.open, L.opencap, L.seq, L.records, L.fence, L.ver}
 end
 
 -- lobby_retire gives every key of a lobby that has no seat left one and the
 -- same expiry time (PEXPIREAT, from the server's clock), so the room counter
--- and the room records and histories disappear together: the counter never
--- goes back while a record or history exists. Returns true when the lobby
--- is idle (no seat), which the caller reports so that Go drops it from the
--- sweeper's index.
+-- and the room records disappear together: the counter never goes back
+-- while a record exists, and the histories, refreshed only while the lobby
+-- had seats, expire no later. Returns true when the lobby is idle (no
+-- seat), which the caller reports so that Go drops it from the sweeper's
+-- index.
 local function lobby_retire(L)
-  if redis.call('EXISTS', L.users) == 1 then
+  if redis.call('EXISTS', L.members) == 1 then
     return false
   end
   local t = redis.call('TIME')
@@ -149,11 +265,11 @@ local function lobby_retire(L)
 end
 
 -- lobby_wake removes the idle expiry of a lobby that is getting its first
--- seat (users is empty), and flags L.woke so Go registers the lobby with the
--- sweeper again. L.opencap stands for all: every seat script writes it
+-- seat (members is empty), and flags L.woke so Go registers the lobby with
+-- the sweeper again. L.opencap stands for all: every seat script writes it
 -- first (keeping its TTL), and lobby_retire gives them one expiry together.
 local function lobby_wake(L)
-  if redis.call('EXISTS', L.users) == 1 then
+  if redis.call('EXISTS', L.members) == 1 then
     return
   end
   L.woke = true
@@ -164,19 +280,20 @@ local function lobby_wake(L)
   end
 end
 
--- lobby_count returns the lobby's seated users (HLEN users: seats not yet
--- reaped count until they are) and rooms, the stamp that orders this count
--- among the lobby's counts, and 1 when either changed during this script
--- (else 0). Go copies the count into the global lobby index, which is in
--- another Cluster slot, applying a count only when its stamp is at least the
--- one the index holds, so counts that reach the index out of order cannot
--- put an older count back. A change bumps the stamp to max(server time in
--- µs, previous + 1): strictly increasing within the lobby (its scripts run
--- one at a time on one master) and, after the key expired with an idle
--- lobby, still above every stamp handed out before. Stamp 0 means "nothing
--- to index" (no seat, no change, no stamp yet): no key is written then.
+-- lobby_count returns the lobby's seated users (ZCARD members: seats not
+-- yet reaped count until they are) and rooms, the stamp that orders this
+-- count among the lobby's counts, and 1 when either changed during this
+-- script (else 0). Go copies the count into the global lobby index, which
+-- is in another Cluster slot, applying a count only when its stamp is at
+-- least the one the index holds, so counts that reach the index out of
+-- order cannot put an older count back. A change bumps the stamp to
+-- max(server time in µs, previous + 1): strictly increasing within the
+-- lobby (its scripts run one at a time on one master) and, after the key
+-- expired with an idle lobby, still above every stamp handed out before.
+-- Stamp 0 means "nothing to index" (no seat, no change, no stamp yet): no
+-- key is written then.
 local function lobby_count(L)
-  local online = redis.call('HLEN', L.users)
+  local online = redis.call('ZCARD', L.members)
   local nrooms = redis.call('ZCARD', L.rooms)
   local changed = online ~= L.online0 or nrooms ~= L.rooms0
   local stamp = tonumber(redis.call('GET', L.ver) or '0')
@@ -202,56 +319,90 @@ local function lobby_finish(L)
   return {L.woke and 1 or 0, idle and 1 or 0, online, nrooms, stamp, changed}
 end
 
--- lobby_free removes user's seat in room seq and their attachments, puts
--- the room back into L.open and publishes "left".
-local function lobby_free(L, seq, user)
-  redis.call('ZREM', L.seats .. seq, user)
-  if redis.call('HGET', L.users, user) == seq then
-    redis.call('HDEL', L.users, user)
-    atts_drop(L, user, seq)
-  end
-  redis.call('ZADD', L.open, seq, seq)
-  lobby_publish(L, seq, user, 'left')
+-- lobby_unseat removes user's seat and attachments, publishing nothing.
+local function lobby_unseat(L, user)
+  redis.call('ZREM', L.members, user)
+  redis.call('ZREM', L.leases, user)
+  atts_drop(L, user)
   L.check_idle = true
 end
 
--- lobby_reap removes the room's expired seats and their attachments (a
--- "left" event each), puts the room back into L.open when it lost any, and
--- sets its due score to its earliest remaining expiry. Returns the number of
--- seats removed.
-local function lobby_reap(L, seq)
-  local seats = L.seats .. seq
-  local gone = redis.call('ZRANGEBYSCORE', seats, '-inf', L.now_s)
-  if #gone > 0 then
-    redis.call('ZREMRANGEBYSCORE', seats, '-inf', L.now_s)
-    for _, user in ipairs(gone) do
-      if redis.call('HGET', L.users, user) == seq then
-        redis.call('HDEL', L.users, user)
-        atts_drop(L, user, seq)
-      end
-      lobby_publish(L, seq, user, 'left')
-    end
-    redis.call('ZADD', L.open, seq, seq)
-    L.check_idle = true
-  end
-  local first = redis.call('ZRANGE', seats, 0, 0, 'WITHSCORES')
-  if first[2] then
-    redis.call('ZADD', L.due, first[2], seq)
-  else
-    redis.call('ZREM', L.due, seq)
-  end
-  return #gone
+-- lobby_free removes user's seat in room seq and their attachments, puts
+-- the room back into L.open and publishes "left".
+local function lobby_free(L, seq, user)
+  lobby_unseat(L, user)
+  redis.call('ZADD', L.open, seq, seq)
+  lobby_publish(L, seq, user, 'left')
 end
 
--- lobby_reap_due reaps up to limit rooms whose due score has passed.
--- Returns the seats removed and the rooms visited.
-local function lobby_reap_due(L, limit)
-  local due = redis.call('ZRANGEBYSCORE', L.due, '-inf', L.now_s, 'LIMIT', 0, limit)
-  local n = 0
-  for _, seq in ipairs(due) do
-    n = n + lobby_reap(L, seq)
+-- lobby_reap removes up to limit seats of the lobby whose lease is over,
+-- with their attachments ("left" for each), and puts their rooms back into
+-- L.open. Returns the number removed and whether more may be due; records
+-- in L.stale whether expired seats are left.
+local function lobby_reap(L, limit)
+  local gone = redis.call('ZRANGEBYSCORE', L.leases, '-inf', L.now_s, 'LIMIT', 0, limit)
+  L.stale = #gone == limit
+  if #gone == 0 then
+    return 0, false
   end
-  return n, #due
+  local seqs = bulk('ZMSCORE', L.members, {}, gone)
+  for i, user in ipairs(gone) do
+    lobby_unseat(L, user)
+    if seqs[i] then
+      local seq = seqstr(seqs[i])
+      redis.call('ZADD', L.open, seq, seq)
+      lobby_publish(L, seq, user, 'left')
+    end
+  end
+  return #gone, L.stale
+end
+
+-- room_users returns the users holding a seat in room seq (live or not yet
+-- reaped) and their leases' expiries.
+local function room_users(L, seq)
+  local users = redis.call('ZRANGEBYSCORE', L.members, seq, seq)
+  if #users == 0 then
+    return users, {}
+  end
+  return users, bulk('ZMSCORE', L.leases, {}, users)
+end
+
+-- room_live returns the users holding a live seat in room seq. While no
+-- seat of the lobby is expired (L.stale false: known from a reap, else one
+-- ZCOUNT), every member is live and no lease is read.
+local function room_live(L, seq)
+  if L.stale == nil then
+    L.stale = redis.call('ZCOUNT', L.leases, '-inf', L.now_s) > 0
+  end
+  if not L.stale then
+    return redis.call('ZRANGEBYSCORE', L.members, seq, seq)
+  end
+  local users, exps = room_users(L, seq)
+  local live = {}
+  for i, user in ipairs(users) do
+    if exps[i] and tonumber(exps[i]) > L.now then
+      live[#live + 1] = user
+    end
+  end
+  return live
+end
+
+-- lobby_reap_room reaps the expired seats of room seq ("left" for each).
+-- Returns the number removed.
+local function lobby_reap_room(L, seq)
+  local users, exps = room_users(L, seq)
+  local n = 0
+  for i, user in ipairs(users) do
+    if not exps[i] or tonumber(exps[i]) <= L.now then
+      lobby_unseat(L, user)
+      lobby_publish(L, seq, user, 'left')
+      n = n + 1
+    end
+  end
+  if n > 0 then
+    redis.call('ZADD', L.open, seq, seq)
+  end
+  return n
 end
 
 -- lobby_sync_open keeps L.open a superset of the rooms with a free seat
@@ -275,50 +426,44 @@ end
 
 -- lobby_held returns the room number of L.user's live seat in the lobby,
 -- extending its lease to L.exp; nil when the user holds none (an expired
--- seat of the user is reaped, a stale user entry dropped).
+-- seat of the user is reaped, "left" published).
 local function lobby_held(L)
-  local seq = redis.call('HGET', L.users, L.user)
+  local seq = redis.call('ZSCORE', L.members, L.user)
   if not seq then
     return nil
   end
-  local seats = L.seats .. seq
-  local exp = redis.call('ZSCORE', seats, L.user)
+  seq = seqstr(seq)
+  local exp = redis.call('ZSCORE', L.leases, L.user)
   if exp and tonumber(exp) > L.now then
     if L.exp > tonumber(exp) then
-      redis.call('ZADD', seats, L.exp_s, L.user)
+      redis.call('ZADD', L.leases, L.exp_s, L.user)
     end
     return seq
   end
-  if exp then
-    lobby_reap(L, seq)
-  else
-    redis.call('HDEL', L.users, L.user)
-    atts_drop(L, L.user, seq)
-    L.check_idle = true
-  end
+  lobby_free(L, seq, L.user)
   return nil
 end
 
 -- lobby_claim seats L.user in room seq when it has fewer than L.cap seats
 -- (a "joined" event). A room found full leaves L.open. Returns true when seated.
 local function lobby_claim(L, seq)
-  local due = redis.call('ZSCORE', L.due, seq)
-  if due and tonumber(due) <= L.now then
-    lobby_reap(L, seq)
-    due = redis.call('ZSCORE', L.due, seq)
+  local n = redis.call('ZCOUNT', L.members, seq, seq)
+  if n >= L.cap then
+    if L.stale == nil then
+      L.stale = redis.call('ZCOUNT', L.leases, '-inf', L.now_s) > 0
+    end
+    if L.stale then
+      -- Expired seats the lobby-wide reap did not get to may be here.
+      n = n - lobby_reap_room(L, seq)
+    end
   end
-  local seats = L.seats .. seq
-  local n = redis.call('ZCARD', seats)
   if n >= L.cap then
     redis.call('ZREM', L.open, seq)
     return false
   end
   lobby_wake(L)
-  redis.call('ZADD', seats, L.exp_s, L.user)
-  redis.call('HSET', L.users, L.user, seq)
-  if not due or tonumber(due) > L.exp then
-    redis.call('ZADD', L.due, L.exp_s, seq)
-  end
+  redis.call('ZADD', L.members, seq, L.user)
+  redis.call('ZADD', L.leases, L.exp_s, L.user)
   if n + 1 >= L.cap then
     redis.call('ZREM', L.open, seq)
   end
@@ -352,7 +497,7 @@ local function lobby_reply(L, codes, seqs)
     if seq ~= '' and not seen[seq] then
       seen[seq] = true
       rooms[#rooms + 1] = seq
-      rooms[#rooms + 1] = redis.call('ZRANGEBYSCORE', L.seats .. seq, '(' .. L.now_s, '+inf')
+      rooms[#rooms + 1] = room_live(L, seq)
     end
   end
   return {codes, seqs, rooms, lobby_finish(L)}

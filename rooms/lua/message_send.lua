@@ -3,10 +3,14 @@
 -- come in history order; a refused say writes nothing.
 --
 -- KEYS[1]  rooms    ZSET    every room number of the lobby
--- KEYS[2]  seats    ZSET    the room's seats, user -> lease expiry
--- KEYS[3]  history  STREAM  the room's messages: from, text, ts
--- KEYS[4]  rate     HASH    the sender's say bucket in the lobby: t (tokens), at (ms)
--- KEYS[5]  rest     SET     the room's users with a live REST attachment
+-- KEYS[2]  members  ZSET    user -> room number of the user's seat
+-- KEYS[3]  leases   ZSET    user -> the seat's lease expiry (ms)
+-- KEYS[4]  history  STREAM  the room's messages: from, text, ts
+-- KEYS[5]  rate     HASH    the sender's say bucket in the lobby: t (tokens), at (ms)
+-- KEYS[6]  rest     ZSET    user -> room number, for users with a REST attachment
+-- KEYS[7]  said     STRING  the say recorded under the sender's idempotency
+--                           key: "<call> <room> <text hash> <stream id> <ts>";
+--                           absent when the say has no key
 -- ARGV[1]  room number
 -- ARGV[2]  user
 -- ARGV[3]  now, unix ms (the message's ts)
@@ -18,18 +22,39 @@
 -- ARGV[9]  PUBLISH or SPUBLISH
 -- ARGV[10] say rate, tokens per second (<= 0: no limit)
 -- ARGV[11] bucket size (>= 1)
+-- ARGV[12] the history's TTL, ms (the lobby's idle TTL), from this send
+-- ARGV[13] how long KEYS[7] is kept, ms
+-- ARGV[14] the text's hash (hex)
+-- ARGV[15] the send call and the say's place in it ("<call>/<i>")
 --
 -- Returns {id, rest}: the stream id "ms-seq" of the new message, published
 -- as ARGV[7] .. id zero-padded to "%013d-%06d" .. ARGV[8], and the number of
 -- users of the room with a REST attachment; {0} when the user holds no live
 -- seat in the room; {-1} when the room does not exist; {-2, ms} when the
--- bucket is empty: a token is there again in ms.
+-- bucket is empty: a token is there again in ms. With KEYS[7]: {-4, id, ts,
+-- call, rest} when the key already recorded this say (same room, same
+-- text), which is not sent again: nothing is written, published or taken;
+-- {-3} when it recorded another room's or text's say. The key is checked
+-- before the seat and the bucket (the say was applied: its answer stands
+-- even if the seat has gone since) and recorded with the XADD.
+local said = KEYS[7]
+if said then
+  local rec = redis.call('GET', said)
+  if rec then
+    local call, room, hash, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+    if room ~= ARGV[1] or hash ~= ARGV[14] then
+      return {-3}
+    end
+    return {-4, id, ts, call, redis.call('ZCOUNT', KEYS[6], ARGV[1], ARGV[1])}
+  end
+end
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return {-1}
 end
 local now = tonumber(ARGV[3])
-local exp = redis.call('ZSCORE', KEYS[2], ARGV[2])
-if not exp or tonumber(exp) <= now then
+local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
+local exp = redis.call('ZSCORE', KEYS[3], ARGV[2])
+if not at or string.format('%d', tonumber(at)) ~= ARGV[1] or not exp or tonumber(exp) <= now then
   return {0}
 end
 local rate = tonumber(ARGV[10])
@@ -37,22 +62,32 @@ if rate > 0 then
   -- Token bucket: a missing key is a full one; the key expires when it
   -- would be full again, so an idle sender costs no memory.
   local burst = tonumber(ARGV[11])
-  local v = redis.call('HMGET', KEYS[4], 't', 'at')
-  local tokens, at = burst, now
+  local v = redis.call('HMGET', KEYS[5], 't', 'at')
+  local tokens, last = burst, now
   if v[1] and v[2] then
-    tokens, at = tonumber(v[1]), tonumber(v[2])
+    tokens, last = tonumber(v[1]), tonumber(v[2])
   end
-  tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
+  tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 1000)
   if tokens < 1 then
     return {-2, math.ceil((1 - tokens) * 1000 / rate)}
   end
   tokens = tokens - 1
-  redis.call('HSET', KEYS[4], 't', tostring(tokens), 'at', math.max(now, at))
-  redis.call('PEXPIRE', KEYS[4], math.ceil((burst - tokens) * 1000 / rate))
+  redis.call('HSET', KEYS[5], 't', tostring(tokens), 'at', math.max(now, last))
+  redis.call('PEXPIRE', KEYS[5], math.ceil((burst - tokens) * 1000 / rate))
 end
-local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*',
+local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*',
   'from', ARGV[2], 'text', ARGV[5], 'ts', ARGV[3])
+-- The sender is seated: the lobby is not idle, and its keys (the room
+-- counter among them) expire no sooner than this.
+redis.call('PEXPIRE', KEYS[4], ARGV[12])
+if said then
+  redis.call('SET', said, ARGV[15] .. ' ' .. ARGV[1] .. ' ' .. ARGV[14] .. ' ' .. id .. ' ' .. ARGV[3], 'PX', ARGV[13])
+end
 local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
 local padded = string.rep('0', 13 - #ms) .. ms .. '-' .. string.rep('0', 6 - #seq) .. seq
-redis.call(ARGV[9], ARGV[6], ARGV[7] .. padded .. ARGV[8])
-return {id, redis.call('SCARD', KEYS[5])}
+if ARGV[9] == 'SPUBLISH' then
+  redis.call('SPUBLISH', ARGV[6], ARGV[7] .. padded .. ARGV[8])
+else
+  redis.call('PUBLISH', ARGV[6], ARGV[7] .. padded .. ARGV[8])
+end
+return {id, redis.call('ZCOUNT', KEYS[6], ARGV[1], ARGV[1])}

@@ -12,7 +12,8 @@
 --            seated in this order
 --
 -- Returns {codes, room numbers, {room number, {live members}, ...},
--- {woke, idle}}, one code and room number ("" for none) per user:
+-- {woke, idle, online, rooms, stamp, changed}}, one code and room number
+-- ("" for none) per user:
 --   2  the user already held a live seat there (lease extended; no event)
 --   1  the user is seated there now ("joined" published)
 --   0  every room is full (ARGV[8] ""): create one under the lock;
@@ -21,9 +22,9 @@
 --  -2  the user holds a live seat in another room of the lobby (ARGV[8] set)
 -- The attachment is recorded (expiry ARGV[2]) for codes 2 and 1 only. woke
 -- is 1 when the lobby had no seat before (register it with the sweeper);
--- idle is 1 when it has none after (unregister it). The last element is
--- lobby_finish's {woke, idle, online, rooms, stamp, changed} (lobby_lib.lua).
-local L = lobby_args(KEYS, ARGV)
+-- idle is 1 when it has none after (unregister it); the rest is
+-- lobby_finish's count (lobby_lib.lua).
+local L = lobby_args()
 lobby_sync_open(L)
 local codes, seqs = {}, {}
 local target = ARGV[8]
@@ -54,7 +55,7 @@ for i = 9, #ARGV - 2, 3 do
   local seq = nil
   if not held and not full then
     if not reaped then
-      lobby_reap_due(L, 64)
+      lobby_reap(L, 256)
       reaped = true
     end
     seq = lobby_find(L)

@@ -10,12 +10,13 @@
 -- freed: code 1 ("left" published), idle 1 when the lobby has no seat left,
 -- then the lobby's count (lobby_count in lobby_lib.lua); {0, 0} when the
 -- user held no seat in the room; {-1, 0} when the room does not exist.
-local L = lobby_args(KEYS, ARGV)
+local L = lobby_args()
 local user, seq = ARGV[8], ARGV[9]
 if not redis.call('ZSCORE', L.rooms, seq) then
   return {-1, 0}
 end
-if not redis.call('ZSCORE', L.seats .. seq, user) then
+local at = redis.call('ZSCORE', L.members, user)
+if not at or seqstr(at) ~= seq then
   return {0, 0}
 end
 lobby_free(L, seq, user)

@@ -1,0 +1,247 @@
+package rooms
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+func TestIdempotentSays(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, IdempotencyTTL: time.Minute})[0]
+	for _, u := range []string{"alice", "bob", "carol"} { // carol in room 2
+		_, err := s.Join(ctx, "i", u, ws1)
+		require.NoError(t, err)
+	}
+	events := subscribe(t, r.NewClient(t), s.Channel("i-1"))
+	opt := SendOptions{Rate: 1, Burst: 1} // one token: a second say now would be refused
+	send := func(req SendRequest) SendReply {
+		t.Helper()
+		return s.SendMany(ctx, []SendRequest{req}, opt)[0]
+	}
+	first := send(SendRequest{Room: "i-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
+	require.NoError(t, first.Err)
+	require.False(t, first.Duplicate)
+	nextEvent(t, events)
+	msgs, _, err := s.Counters(ctx)
+	require.NoError(t, err)
+
+	t.Run("the same say again answers the first message and changes nothing", func(t *testing.T) {
+		clock.Advance(time.Millisecond) // a later call: another ts, were it sent
+		again := send(SendRequest{Room: "i-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
+		require.NoError(t, again.Err, "no rate token was needed")
+		assert.True(t, again.Duplicate)
+		assert.Equal(t, first.Message, again.Message, "same id and ts")
+		h, err := s.History(ctx, "i-1", "", 10)
+		require.NoError(t, err)
+		assert.Equal(t, []Message{first.Message}, h)
+		n, _, err := s.Counters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, msgs, n, "not counted")
+		require.NoError(t, r.Client.Publish(ctx, s.Channel("i-1"), "marker").Err())
+		assert.Equal(t, "marker", (<-events).Payload, "nothing published")
+		assert.Zero(t, r.Client.Exists(ctx, rateKey(s.ks, "i", "alice")).Val()-1, "the bucket is the first say's")
+	})
+
+	t.Run("a key reused for another text or room is refused and sends nothing", func(t *testing.T) {
+		for _, req := range []SendRequest{
+			{Room: "i-1", User: "alice", Text: "other", Key: "sess1:c-1"},
+			{Room: "i-2", User: "alice", Text: "hello", Key: "sess1:c-1"},
+		} {
+			out := send(req)
+			require.ErrorIs(t, out.Err, ErrIdempotencyMismatch, "%+v", req)
+			assert.Equal(t, errcode.BadRequest, errcode.Of(out.Err))
+			assert.Equal(t, "Idempotency key reused for another message", errcode.Message(out.Err))
+		}
+		h, err := s.History(ctx, "i-1", "", 10)
+		require.NoError(t, err)
+		assert.Len(t, h, 1)
+	})
+
+	t.Run("keys are the sender's: another user's same key is another say", func(t *testing.T) {
+		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
+		require.NoError(t, out.Err)
+		assert.False(t, out.Duplicate)
+		assert.NotEqual(t, first.Message.ID, out.Message.ID)
+		nextEvent(t, events)
+	})
+
+	t.Run("a say applied before its seat went is still answered", func(t *testing.T) {
+		require.NoError(t, s.Leave(ctx, "i-1", "bob"))
+		nextEvent(t, events)
+		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
+		require.NoError(t, out.Err)
+		assert.True(t, out.Duplicate)
+		out = s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "new", Key: "sess1:c-2"}}, SendOptions{})[0]
+		assert.ErrorIs(t, out.Err, ErrNotSeated)
+	})
+
+	t.Run("one call sending a key twice sends it once", func(t *testing.T) {
+		clock.Advance(time.Second)
+		out := s.SendMany(ctx, []SendRequest{
+			{Room: "i-1", User: "alice", Text: "twice", Key: "sess1:c-3"},
+			{Room: "i-1", User: "alice", Text: "twice", Key: "sess1:c-3"},
+		}, SendOptions{})
+		require.NoError(t, out[0].Err)
+		require.NoError(t, out[1].Err)
+		assert.False(t, out[0].Duplicate)
+		assert.True(t, out[1].Duplicate)
+		assert.Equal(t, out[0].Message, out[1].Message)
+		nextEvent(t, events)
+	})
+
+	t.Run("the record expires after the TTL", func(t *testing.T) {
+		ttl := r.Client.PTTL(ctx, saidKey(s.ks, "i", "alice", "sess1:c-1")).Val()
+		assert.Greater(t, ttl, 50*time.Second)
+		assert.LessOrEqual(t, ttl, time.Minute)
+	})
+
+	t.Run("bad keys are refused, saying what is wrong", func(t *testing.T) {
+		for _, tc := range []struct{ key, says string }{
+			{strings.Repeat("k", MaxIdempotencyKey+1), "129 bytes, more than 128"},
+			{"a b", "byte 0x20 at 1"},
+			{"a{b}", "byte 0x7b at 1"},
+			{"é", "byte 0xc3 at 0"},
+		} {
+			out := send(SendRequest{Room: "i-1", User: "alice", Text: "x", Key: tc.key})
+			require.ErrorIs(t, out.Err, ErrBadIdempotencyKey, tc.key)
+			assert.Contains(t, out.Err.Error(), tc.says)
+			assert.Equal(t, errcode.BadRequest, errcode.Of(out.Err))
+		}
+		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "alice", Text: "x", Key: strings.Repeat("aZ9-_.:=+/@~", 11)[:MaxIdempotencyKey]}}, SendOptions{})[0]
+		assert.NoError(t, out.Err)
+		nextEvent(t, events)
+	})
+}
+
+// TestKeyedSaysSurviveAClientRetry reproduces a say Redis applies twice: the
+// server stops (SIGSTOP) while a pipeline of 50 says is on the wire, the
+// client's read times out after 1 s and it sends the pipeline again on a
+// new connection (MaxRetries 1); when the server wakes, it runs both. With
+// idempotency keys each say is stored once, and the retry's answers are the
+// first run's messages; without keys ("without keys, the retry stores every
+// say twice") the history holds each twice: that is the bug the keys fix.
+func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addrs[0], MaxRetries: 1, ReadTimeout: time.Second,
+		MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s, err := New(rdb, Config{Prefix: r.Prefix})
+	require.NoError(t, err)
+	_, err = s.Join(ctx, "retry", "alice", ws1)
+	require.NoError(t, err)
+	_, err = s.say(ctx, "retry-1", "alice", "warm-up") // the scripts are loaded
+	require.NoError(t, err)
+
+	says := func(tag string, keyed bool) []SendRequest {
+		reqs := make([]SendRequest, 50)
+		for i := range reqs {
+			reqs[i] = SendRequest{Room: "retry-1", User: "alice", Text: fmt.Sprintf("%s %d", tag, i)}
+			if keyed {
+				reqs[i].Key = fmt.Sprintf("s1:%s-%d", tag, i)
+			}
+		}
+		return reqs
+	}
+	// stalled sends reqs while the server is stopped for 1.5 s: longer than
+	// the read timeout, shorter than the retry's. It checks that Redis ran
+	// the send script more than once per say (INFO commandstats): the
+	// pipeline did run twice.
+	stalled := func(reqs []SendRequest) []SendReply {
+		runs := scriptCalls(t, r.Server.Addr)
+		r.Server.Pause(t)
+		done := make(chan []SendReply)
+		go func() { done <- s.SendMany(ctx, reqs, SendOptions{}) }()
+		time.Sleep(1500 * time.Millisecond)
+		r.Server.Resume(t)
+		out := <-done
+		require.Greater(t, scriptCalls(t, r.Server.Addr)-runs, len(reqs)+1, "Redis ran the pipeline again")
+		return out
+	}
+	stored := func(tag string) map[string]int {
+		h, err := s.History(ctx, "retry-1", "", MaxHistoryLimit)
+		require.NoError(t, err)
+		n := map[string]int{}
+		for _, m := range h {
+			if strings.HasPrefix(m.Text, tag+" ") {
+				n[m.Text]++
+			}
+		}
+		return n
+	}
+	counted := func() int64 {
+		n, _, err := s.Counters(ctx)
+		require.NoError(t, err)
+		return n
+	}
+
+	t.Run("without keys, the retry stores every say twice", func(t *testing.T) {
+		before := counted()
+		out := stalled(says("plain", false))
+		for _, o := range out {
+			require.NoError(t, o.Err)
+		}
+		n := stored("plain")
+		require.Len(t, n, 50)
+		twice := 0
+		for _, c := range n {
+			if c == 2 {
+				twice++
+			}
+		}
+		assert.Positive(t, twice, "the first run's says are stored again by the retry: %v", n)
+		assert.Equal(t, before+50, counted(), "the counter counts says, once per call")
+	})
+
+	t.Run("with keys, each say is stored once and the retry answers the first run's messages", func(t *testing.T) {
+		before := counted()
+		reqs := says("keyed", true)
+		out := stalled(reqs)
+		ids := map[string]bool{}
+		for i, o := range out {
+			require.NoError(t, o.Err)
+			assert.False(t, o.Duplicate, "the call's first answer for say %d", i)
+			ids[o.Message.ID] = true
+		}
+		assert.Len(t, ids, 50)
+		n := stored("keyed")
+		require.Len(t, n, 50)
+		for text, c := range n {
+			assert.Equal(t, 1, c, "%q stored once", text)
+		}
+		h, err := s.History(ctx, "retry-1", "", MaxHistoryLimit)
+		require.NoError(t, err)
+		for _, m := range h {
+			if strings.HasPrefix(m.Text, "keyed ") {
+				assert.True(t, ids[m.ID], "the answer of %q is the stored message", m.Text)
+			}
+		}
+		assert.Equal(t, before+50, counted(), "counted once")
+
+		t.Run("and sending them again answers the same ids and writes nothing", func(t *testing.T) {
+			len0 := r.Client.XLen(ctx, historyKey(s.ks, "retry", 1)).Val()
+			again := s.SendMany(ctx, reqs, SendOptions{})
+			for i, o := range again {
+				require.NoError(t, o.Err)
+				assert.True(t, o.Duplicate)
+				assert.Equal(t, out[i].Message, o.Message)
+			}
+			assert.Equal(t, len0, r.Client.XLen(ctx, historyKey(s.ks, "retry", 1)).Val())
+			assert.Equal(t, before+50, counted())
+		})
+	})
+}
