@@ -17,13 +17,13 @@ var (
 	// request carrying that token must be refused (errcode.BadToken, 401).
 	// Its whole text is the client's sentence (errcode.Errorf), since it
 	// holds a colon that errcode.Message would otherwise cut at.
-	ErrNotHolder = errcode.Errorf(errcode.BadToken, "this session has ended: the name was taken by another guest after being idle; sign in again")
+	ErrNotHolder = errcode.Errorf(errcode.BadToken, "This session has ended: the name was taken by another guest after being idle; sign in again")
 
 	// ErrSignedOut is returned by Admit and Claim for a holder that signed
 	// out (Release) while its token was valid: the token is refused on
 	// every node until it expires, even after Redis lost its data
 	// (errcode.BadToken, 401).
-	ErrSignedOut = errcode.Errorf(errcode.BadToken, "this session was signed out; sign in again")
+	ErrSignedOut = errcode.Errorf(errcode.BadToken, "This session was signed out; sign in again")
 
 	// ErrBadEvent is returned by DecodeEvent for bytes that are not an
 	// Event.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/rooms"
 )
@@ -177,7 +178,7 @@ func TestSignOutClosesTheGuestsConnections(t *testing.T) {
 	ctx := context.Background()
 	holder, err := n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
 	require.NoError(t, err)
-	p := Principal{User: "gus", Session: "s1", Holder: holder}
+	p := Principal{User: "gus", Session: "s1", Holder: holder, Expires: time.Now().Add(time.Hour)}
 	f := newFake()
 	_, err = n.Chat.Connect(p, "", f)
 	require.NoError(t, err)
@@ -185,7 +186,9 @@ func TestSignOutClosesTheGuestsConnections(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNameTaken, "the name is held")
 	require.NoError(t, n.Sessions.SignOut(ctx, p))
 	assert.Equal(t, CloseSessionEnded, f.closeCode(t))
-	assert.ErrorIs(t, n.Sessions.Admit(ctx, p), ErrSessionEnded)
+	err = n.Sessions.Admit(ctx, p)
+	assert.ErrorIs(t, err, identity.ErrSignedOut)
+	assert.Equal(t, errcode.BadToken, errcode.Of(err))
 	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
 	assert.NoError(t, err, "the name is free again")
 }

@@ -54,9 +54,6 @@ var (
 	// ErrNameTaken is returned by SignIn for a guest name another guest
 	// holds.
 	ErrNameTaken = errcode.New(errcode.NameTaken, "realtime: the name is in use by another guest")
-	// ErrSessionEnded is returned by Admit for a guest whose name is no
-	// longer held by its session.
-	ErrSessionEnded = errcode.New(errcode.BadToken, "realtime: this session has ended (signed out, or idle too long and the name was taken); sign in again")
 	// ErrMuted and ErrBanned are matched by *MutedError and *BannedError.
 	ErrMuted  = errcode.New(errcode.Muted, "realtime: user is muted")
 	ErrBanned = errcode.New(errcode.Banned, "realtime: user is banned")
