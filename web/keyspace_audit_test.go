@@ -54,6 +54,9 @@ func TestKeyspaceAudit(t *testing.T) {
 	c1.do(call{method: "GET", path: "/metrics", status: 200})
 	c1.do(call{method: "GET", path: "/", status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/openapi.json", status: 200})
+	c1.do(call{method: "GET", path: "/api/v1/ws-frames.schema.json", status: 200})
+	c1.do(call{method: "GET", path: "/admin", status: 200})
+	c1.do(call{method: "GET", path: "/api", status: 200})
 
 	// guest sessions: a claim, a second device, a refused claim
 	var tok struct{ Token string }
@@ -210,7 +213,7 @@ func TestKeyspaceAudit(t *testing.T) {
 	c2.do(call{method: "DELETE", path: "/api/v1/session", token: bob, status: 200})
 	c1.do(call{method: "DELETE", path: "/api/v1/session", token: dave, status: 200})
 	for _, lobby := range []string{"audit", "audit-ws"} {
-		users := r.Prefix + ":" + keyspace.Tag("lobby", lobby) + ":users"
+		users := r.Prefix + ":" + keyspace.Tag("lobby", lobby) + ":members"
 		require.Eventually(t, func() bool { return r.Client.Exists(context.Background(), users).Val() == 0 }, 20*time.Second, 50*time.Millisecond,
 			"lobby %s keeps a seat", lobby)
 	}
