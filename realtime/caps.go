@@ -8,7 +8,6 @@ import (
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/ratelimit"
-	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,13 +77,11 @@ func (cp *caps) allowSession(ctx context.Context, addr string) error {
 	return cp.take(ctx, cp.sessions, settings.SessionsPerIPPerMin, key, ErrTooManySessions, "new sessions from one address")
 }
 
-// allowLobby is the caps of a join: the seat cap, and a token of the
-// user's new-lobby bucket when lobby has no room yet (the join would
-// create it).
+// allowLobby takes a token of the user's new-lobby bucket when lobby has
+// no room yet (the join would create it). The seat cap
+// (limit.seats_per_user) is the rooms service's: it counts a user's
+// lobbies from the seat data in the join or reclaim itself.
 func (cp *caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) error {
-	if err := cp.allowSeat(ctx, ch, user, lobby); err != nil {
-		return err
-	}
 	if cp.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
 		return nil
 	}
@@ -94,30 +91,6 @@ func (cp *caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) er
 	}
 	return cp.take(ctx, cp.lobbies, settings.NewLobbiesPerUserPerMin, user, ErrTooManyLobbies,
 		"new lobbies; join an existing lobby (GET /api/v1/lobbies)")
-}
-
-// allowSeat refuses a seat in a lobby the user holds no seat in when the
-// user already holds seats in limit.seats_per_user lobbies.
-func (cp *caps) allowSeat(ctx context.Context, ch *Chat, user, lobby string) error {
-	max := cp.settings.Int(settings.SeatsPerUser)
-	if max == 0 {
-		return nil
-	}
-	st, err := ch.presence.Get(ctx, user)
-	if err != nil {
-		return err
-	}
-	lobbies := map[string]bool{}
-	for _, r := range st.Rooms {
-		if l, _, err := rooms.ParseRoom(r); err == nil {
-			lobbies[l] = true
-		}
-	}
-	if !lobbies[lobby] && len(lobbies) >= max {
-		return &LimitError{Err: ErrTooManySeats, Retry: time.Second,
-			Text: fmt.Sprintf("you hold seats in %d lobbies, the most allowed (%s); leave one first", len(lobbies), settings.SeatsPerUser)}
-	}
-	return nil
 }
 
 // allowBoard takes a token of the new-board buckets of the user and of the

@@ -214,13 +214,6 @@ func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error
 		}
 		after = id
 	}
-	lobby, _, err := rooms.ParseRoom(room)
-	if err != nil {
-		return err
-	}
-	if err := ch.caps.allowSeat(ctx, ch, c.p.User, lobby); err != nil {
-		return err
-	}
 	r, err := ch.rooms.Reclaim(ctx, room, c.p.User, rooms.Attach{ID: c.id})
 	if err != nil {
 		return err

@@ -127,9 +127,12 @@ func New(cfg Config) (*Node, error) {
 		Lease:         lease,
 		ShardedPubSub: n.bus.Sharded(),
 		Durability:    func() string { return st.String(settings.MessageDurability) },
-		Now:           now,
-		Logger:        log,
-		Registerer:    reg,
+		// limit.seats_per_user, counted by rooms from the seat data on
+		// every join, REST join and resume (not from presence, which lags)
+		MaxLobbiesPerUser: func() int { return st.Int(settings.SeatsPerUser) },
+		Now:               now,
+		Logger:            log,
+		Registerer:        reg,
 	})
 	if err != nil {
 		return nil, err

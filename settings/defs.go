@@ -115,7 +115,7 @@ var defs = []Def{
 	{Key: ScorePostsPerUserPerMin, Type: TypeInt, Default: 600, Min: 0, Max: 1000000,
 		Description: "score posts a user may make per minute across all nodes; 0 = no cap; over it the post answers 429 rate_limited"},
 	{Key: SeatsPerUser, Type: TypeInt, Default: 20, Min: 0, Max: 100000,
-		Description: "lobbies a user may hold a seat in at once, across all nodes; 0 = no cap; a join of one more answers 429 rate_limited"},
+		Description: "lobbies a user may hold a seat in at once, across all nodes; 0 = no cap; a join, REST join or resume into one more answers 429 rate_limited"},
 	{Key: ConnectionsPerNode, Type: TypeInt, Default: 50000, Min: 0, Max: 10000000,
 		Description: "open WebSockets on one node; 0 = no cap; over it the upgrade answers 429 too_many_connections (reconnect: the balancer may pick another node)"},
 	{Key: NewLobbiesPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,

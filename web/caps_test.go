@@ -71,3 +71,41 @@ func TestNewBoardsAreCappedPerAddressWhateverTheUser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 200, status, "posts to existing boards are not new boards")
 }
+
+// TestSeatCapCountsFromTheSeatData: limit.seats_per_user was counted from
+// presence, which lags a seat by a renewal and which a resume skipped: with
+// a cap of 2, three REST joins before any poll all passed, and a WebSocket
+// at the cap resumed into a third lobby. The cap now comes from the seat
+// data, on every path and every node.
+func TestSeatCapCountsFromTheSeatData(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 3)
+	c.putSetting("limit.seats_per_user", 2)
+
+	t.Run("REST joins on three nodes before any poll", func(t *testing.T) {
+		tok := c.session(c.nodes[0], "rex")
+		c.expect(c.nodes[0], "POST", "/api/v1/lobbies/rcap1/join", tok, nil, 200, "")
+		c.expect(c.nodes[1], "POST", "/api/v1/lobbies/rcap2/join", tok, nil, 200, "")
+		c.expect(c.nodes[2], "POST", "/api/v1/lobbies/rcap3/join", tok, nil, 429, "rate_limited")
+		c.expect(c.nodes[2], "POST", "/api/v1/lobbies/rcap1/join", tok, nil, 200, "") // a lobby held already
+		c.expect(c.nodes[1], "POST", "/api/v1/rooms/rcap2-1/leave", tok, nil, 200, "")
+		c.expect(c.nodes[0], "POST", "/api/v1/lobbies/rcap3/join", tok, nil, 200, "") // a place was freed
+	})
+
+	t.Run("a resume into a third lobby", func(t *testing.T) {
+		// wes takes a seat in wcap3 and leaves it: the room exists, no seat
+		w := c.dial(c.nodes[0], "wes")
+		third := w.join("wcap3")
+		c.expect(c.nodes[2], "POST", "/api/v1/rooms/"+third+"/leave", c.session(c.nodes[2], "wes"), nil, 200, "")
+		w.join("wcap1")
+		w.join("wcap2")
+		w2 := c.dial(c.nodes[1], "wes") // a second connection, another node
+		w2.send(map[string]string{"type": "resume", "room": third, "ref": "r3"})
+		e := w2.waitFor("error", "r3")
+		assert.Equal(t, "rate_limited", e["code"], "%v", e)
+		assert.Contains(t, e["message"], "seats in 2 lobbies")
+		w2.send(map[string]string{"type": "resume", "room": "wcap1-1", "ref": "r1"})
+		j := w2.next("joined")
+		assert.Equal(t, "wcap1-1", j["room"].(map[string]any)["id"], "a lobby held already resumes")
+	})
+}
