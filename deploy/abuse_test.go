@@ -234,9 +234,12 @@ type ttlBound struct {
 }
 
 // TestAbuseFromOneAddress: one client address creates sessions, lobbies
-// (REST joins), boards (score posts to new boards), seen marks and
-// WebSockets as fast as it can, up to 10,000 attempts or 10 s each, with
-// every cap at its default, through three chatd processes. Every refusal
+// (REST joins), boards (score posts to new boards), seen marks, players on
+// one board (score posts) and WebSockets as fast as it can, up to 10,000
+// attempts or 10 s each, with every cap at its default but the players per
+// board (1,000, so that the phase reaches it), through three chatd
+// processes; and one WebSocket floods says with a ping every 19th frame
+// until it is closed. Every refusal
 // must come with its documented status and code, the caps must hold
 // (sessions: the per-address bucket, 120 a minute; boards: 10 new a user a
 // minute; WebSockets: 500 from the address, 10 a user a node), Redis'
@@ -409,7 +412,92 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		assert.Contains(t, []string{"200", "429 rate_limited"}, o, "seen: an undocumented outcome")
 	}
 
-	// 5. WebSockets, held open until the phase ends
+	// 5. score posts: every attempt posts a new player to one board, whose
+	// players are capped at 1,000 for the phase (limit.players_per_board;
+	// its default, 10,000, is what a phase's attempts reach at most)
+	c.setSetting(ctx, "limit.players_per_board", 1000)
+	posts := flood(ctx, "score posts", func(ctx context.Context, i int) string {
+		tk, _ := tok(i)
+		o, _ := a.call(ctx, node(i), "POST", "/api/v1/leaderboards/abposts/scores", tk, map[string]any{"player": "pl" + strconv.Itoa(i), "score": i})
+		return o
+	})
+	t.Log(posts)
+	players := rdb.ZCard(ctx, ks.Key("lb", "abposts", "z")).Val()
+	t.Logf("score posts: the board holds %d players", players)
+	assert.LessOrEqual(t, players, int64(1000), "limit.players_per_board held")
+	assert.Greater(t, posts.counts["409 board_full"], 0, "the players cap refused")
+	// 600 posts per user a minute, refilled at 10 a second
+	assert.LessOrEqual(t, posts.counts["200"], len(tokens)*(600+int(10*posts.elapsed.Seconds())+1), "limit.score_posts_per_user_per_minute held")
+	for o := range posts.counts {
+		assert.Contains(t, []string{"200", "429 rate_limited", "409 board_full"}, o, "score posts: an undocumented outcome")
+	}
+
+	// 6. the flood close: one WebSocket says as fast as it can, with a ping
+	// every 19th frame (a ping once reset a count of refusals "in a row");
+	// 20 rate-limited refusals within 10 s close it with 1008
+	floodTok, _ := tok(0)
+	fu := url.URL{Scheme: "ws", Host: node(1).addr(), Path: "/ws", RawQuery: "token=" + url.QueryEscape(floodTok)}
+	fws, resp, err := a.dialer.DialContext(ctx, fu.String(), nil)
+	require.NoError(t, err, "the flood's WebSocket")
+	resp.Body.Close()
+	require.NoError(t, fws.WriteJSON(map[string]string{"type": "join", "lobby": "abflood", "ref": "j"}))
+	var floodRoom string
+	for floodRoom == "" {
+		var f struct {
+			Type string
+			Room json.RawMessage
+		}
+		require.NoError(t, fws.ReadJSON(&f), "joining abflood")
+		if f.Type == "joined" {
+			var r struct{ ID string }
+			require.NoError(t, json.Unmarshal(f.Room, &r))
+			floodRoom = r.ID
+		}
+	}
+	var refusals, acks atomic.Int64
+	closeCode := make(chan int, 1)
+	go func() {
+		for {
+			var f struct{ Type, Code string }
+			if err := fws.ReadJSON(&f); err != nil {
+				code := 0
+				if ce, ok := err.(*websocket.CloseError); ok {
+					code = ce.Code
+				}
+				closeCode <- code
+				return
+			}
+			switch {
+			case f.Type == "error" && f.Code == "rate_limited":
+				refusals.Add(1)
+			case f.Type == "ack":
+				acks.Add(1)
+			}
+		}
+	}()
+	sent := 0
+	for ; sent < 2000; sent++ {
+		frame := map[string]string{"type": "say", "room": floodRoom, "text": "flood", "ref": "f" + strconv.Itoa(sent)}
+		if sent%19 == 18 {
+			frame = map[string]string{"type": "ping"}
+		}
+		if fws.WriteJSON(frame) != nil {
+			break // closed by the server
+		}
+	}
+	var code int
+	select {
+	case code = <-closeCode:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the flooding WebSocket was not closed")
+	}
+	_ = fws.Close()
+	t.Logf("flood close: %d frames written, %d acked, %d refused as rate_limited, then closed with %d", sent, acks.Load(), refusals.Load(), code)
+	assert.Equal(t, 1008, code, "closed for flooding")
+	assert.GreaterOrEqual(t, refusals.Load(), int64(20), "closed after 20 refusals")
+	assert.Less(t, refusals.Load(), int64(200), "closed soon after the 20th refusal, pings or not")
+
+	// 7. WebSockets, held open until the phase ends
 	var wsMu sync.Mutex
 	var open []*websocket.Conn
 	conns := flood(ctx, "websockets", func(ctx context.Context, i int) string {
@@ -521,6 +609,10 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{lobby:*}:ver":             {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 		"{lobby:*}:due":             {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 		"{lobby:*}:history:*":       {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:records":         {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:said:*:*:*":      {10 * time.Minute, "rooms' say idempotency record (Config.IdempotencyTTL)", false},
+		"{user:*}:lobbies":          {24 * time.Hour, "rooms' seat-cap index of a user's lobbies", false},
+		"stats:messages:counted:*":  {time.Minute, "rooms' counter token of a send call (countedTTL)", false},
 	}
 	type kindRow struct {
 		count, noTTL int
@@ -549,6 +641,9 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		}
 		name, _ := ks.Strip(k)
 		kind := abuseKind(name)
+		if strings.HasPrefix(kind, "stats:messages:counted:") {
+			kind = "stats:messages:counted:*" // its tag holds the whole counter name, prefix and all
+		}
 		r := rows[kind]
 		if r == nil {
 			r = &kindRow{}
