@@ -341,3 +341,34 @@ func TestAPollSeesWhatWasSentSinceTheJoin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Dirty, "a clean poll after")
 }
+
+// TestANotDurableSayStillMarksTheRESTMembers: under message.durability
+// "replica" with no replica to acknowledge, a say is stored and published
+// but answered not_durable. It is in the room's history all the same, so
+// the REST members must be marked for it: their polls skipped it before.
+func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{}) // a master without a replica
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	p := Principal{User: "nora", Session: "durable-session-1"}
+	joined, err := n.Chat.JoinREST(ctx, p, "durable")
+	require.NoError(t, err)
+	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
+	require.NoError(t, err)
+	_, err = n.Admin.SetSetting(ctx, "message.durability", []byte(`"replica"`))
+	require.NoError(t, err)
+	w, fw := n.connect(t, "ned")
+	room := n.joinRoom(t, w, fw, "durable")
+	require.Equal(t, joined.ID, room)
+	require.NoError(t, n.Chat.Say(w, room, "stored, not replicated", "nd"))
+	e := fw.first(t, "error", func(m map[string]any) bool { return m["ref"] == "nd" })
+	assert.Equal(t, "not_durable", e["code"])
+	var res PollResult
+	require.Eventually(t, func() bool {
+		res, err = n.Polls.Poll(ctx, p, 0)
+		m, _ := res.Data["messages"].(map[string][]rooms.Message)
+		return err == nil && len(m[room]) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the REST member's poll sees the stored message")
+	assert.Equal(t, "stored, not replicated", res.Data["messages"].(map[string][]rooms.Message)[room][0].Text)
+}
