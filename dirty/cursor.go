@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
 )
 
@@ -85,10 +86,10 @@ func (t *Tracker) Follow(ctx context.Context, topic, user string) error {
 	now := t.now()
 	ttl := t.follow.Milliseconds()
 	var index *redis.Cmd
-	_, err := pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
-		followersScript.EvalSha(ctx, pipe, []string{t.k.followers(topic)}, user, ttl)
-		index = indexScript.EvalSha(ctx, pipe, []string{t.k.follows(user)}, now.UnixMilli(), now.Add(t.follow).UnixMilli(), ttl, t.maxFol, topic)
-	}, followersScript, indexScript)
+	err := redisx.Pipelined(ctx, t.rdb, func(p *redisx.Pipe) {
+		p.Script(followersScript, []string{t.k.followers(topic)}, user, ttl)
+		index = p.Script(indexScript, []string{t.k.follows(user)}, now.UnixMilli(), now.Add(t.follow).UnixMilli(), ttl, t.maxFol, topic)
+	})
 	if err != nil {
 		return fmt.Errorf("dirty: follow %s: %w", topic, err)
 	}

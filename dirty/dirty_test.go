@@ -456,3 +456,29 @@ func TestCleanPollIsOneCommand(t *testing.T) {
 	assert.Equal(t, 1, rtts, "a due renewal is one round trip: %v", cmds)
 	assert.NotEmpty(t, cmds)
 }
+
+// TestAFlushedScriptCacheIsLoadedAgain: after SCRIPT FLUSH (a restart, a
+// new Cluster master) every script of the tracker answers NOSCRIPT once;
+// open, follow and mark re-send just those scripts (internal/redisx) and
+// succeed, and the marks land once.
+func TestAFlushedScriptCacheIsLoadedAgain(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	tr := New(r.Client, Config{Prefix: r.Prefix, Node: "n", Logger: quiet})
+	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
+	created, err := tr.Open(ctx, "s-flush", "fay")
+	require.NoError(t, err, "open with a flushed cache")
+	assert.True(t, created)
+	m, err := tr.Take(ctx, "s-flush")
+	require.NoError(t, err)
+	assert.Equal(t, AllSections, m)
+
+	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
+	require.NoError(t, tr.Follow(ctx, "board:x", "fay"), "follow with a flushed cache")
+	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
+	require.NoError(t, tr.MarkUsers(ctx, []string{"fay"}, Of(Wallet)), "mark with a flushed cache")
+	m, err = tr.Take(ctx, "s-flush")
+	require.NoError(t, err)
+	assert.Equal(t, Of(Wallet), m)
+}

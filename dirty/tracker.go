@@ -17,6 +17,7 @@ import (
 
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
 )
 
@@ -158,12 +159,12 @@ func (t *Tracker) Open(ctx context.Context, session, user string) (created bool,
 	}
 	exp := now.Add(t.ttl).UnixMilli()
 	var open, index *redis.Cmd
-	_, err = pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
+	err = redisx.Pipelined(ctx, t.rdb, func(p *redisx.Pipe) {
 		args := append([]any{user, t.ttl.Milliseconds()}, AllSections.offsets()...)
-		open = openScript.EvalSha(ctx, pipe, []string{t.k.owner(session), t.k.mask(session), t.k.cursor(session)}, args...)
-		index = indexScript.EvalSha(ctx, pipe, []string{t.k.userSessions(user)}, now.UnixMilli(), exp, t.ttl.Milliseconds(), t.maxSess, session)
-		pipe.ZAdd(ctx, t.k.liveSessions(), redis.Z{Score: float64(exp), Member: session})
-	}, openScript, indexScript)
+		open = p.Script(openScript, []string{t.k.owner(session), t.k.mask(session), t.k.cursor(session)}, args...)
+		index = p.Script(indexScript, []string{t.k.userSessions(user)}, now.UnixMilli(), exp, t.ttl.Milliseconds(), t.maxSess, session)
+		p.ZAdd(ctx, t.k.liveSessions(), redis.Z{Score: float64(exp), Member: session})
+	})
 	if err != nil {
 		return false, fmt.Errorf("dirty: open %s: %w", session, err)
 	}
@@ -246,17 +247,18 @@ func (t *Tracker) mark(ctx context.Context, sessions []string, bits Mask) error 
 		n := min(len(sessions), t.batch)
 		batch := sessions[:n]
 		sessions = sessions[n:]
-		cmds, err := pipelined(ctx, t.rdb, func(pipe redis.Pipeliner) {
+		cmds := make([]*redis.Cmd, 0, len(batch))
+		err := redisx.Pipelined(ctx, t.rdb, func(p *redisx.Pipe) {
 			for _, s := range batch {
 				args := append([]any{ttl, s}, offsets...)
-				markScript.EvalSha(ctx, pipe, []string{t.k.owner(s), t.k.mask(s), t.k.waiters(s)}, args...)
+				cmds = append(cmds, p.Script(markScript, []string{t.k.owner(s), t.k.mask(s), t.k.waiters(s)}, args...))
 			}
-		}, markScript)
+		})
 		if err != nil {
 			return err
 		}
 		for _, c := range cmds {
-			if c.(*redis.Cmd).Val() == int64(1) {
+			if c.Val() == int64(1) {
 				t.metrics.marked.Inc()
 			}
 		}
