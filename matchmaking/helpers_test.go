@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/lock"
 )
 
@@ -52,17 +52,9 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, r *redistest.Redis)) {
 	}
 }
 
-// fakeClock is a settable clock shared by the simulated nodes of a test.
-type fakeClock struct{ ms atomic.Int64 }
-
-func newClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
-	return c
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.UnixMilli(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())) // in time.Local, as the services read times back
 }
-
-func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // recorder keeps what the hooks of every node were called with.
 type recorder struct {
@@ -199,26 +191,6 @@ func (n *node) start(t testing.TB) {
 		require.NoError(t, n.mm.Stop(sctx))
 		cancel()
 	})
-}
-
-// counter reads a counter or gauge of vec with labels, 0 when absent.
-func counter(t testing.TB, c prometheus.Collector, labels ...string) float64 {
-	t.Helper()
-	var m prometheus.Metric
-	switch v := c.(type) {
-	case *prometheus.CounterVec:
-		m = v.WithLabelValues(labels...)
-	case *prometheus.GaugeVec:
-		m = v.WithLabelValues(labels...)
-	default:
-		t.Fatalf("counter: %T", c)
-	}
-	var out dto.Metric
-	require.NoError(t, m.Write(&out))
-	if out.Counter != nil {
-		return out.Counter.GetValue()
-	}
-	return out.Gauge.GetValue()
 }
 
 // submit submits a ticket or fails the test.

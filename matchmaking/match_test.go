@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/lock"
 )
 
@@ -32,7 +33,7 @@ func fastMatchers() MatchersConfig {
 }
 
 // one starts a single node with a fake clock and a round counter.
-func one(t *testing.T, r *redistest.Redis, raw string) (*node, *fakeClock, *recorder, *rounds) {
+func one(t *testing.T, r *redistest.Redis, raw string) (*node, *testkit.Clock, *recorder, *rounds) {
 	t.Helper()
 	clock, rec, rs := newClock(), newRecorder(), &rounds{}
 	n := newNode(t, r, setup{defs: newDefs(raw), clock: clock.Now, rec: rec, mcfg: fastMatchers()})
@@ -60,12 +61,12 @@ func TestWindowAndWidening(t *testing.T) {
 		s := n.svc
 
 		a := submit(t, s, "duel", Ticket{User: "a", Skill: 0})
-		clock.Advance(time.Millisecond)
+		clock.Add(time.Millisecond)
 		b := submit(t, s, "duel", Ticket{User: "b", Skill: 100.5})
 		rs.after(t, 3)
 		assert.Nil(t, matchOfTicket(t, s, "duel", a), "b is just outside a's window of 100 (+0.01 for the 1 ms a waited)")
 
-		clock.Advance(time.Millisecond)
+		clock.Add(time.Millisecond)
 		c := submit(t, s, "duel", Ticket{User: "c", Skill: -100})
 		waitFor(t, 5*time.Second, "a and c match", func() bool { return matchOfTicket(t, s, "duel", a) != nil })
 		m := matchOfTicket(t, s, "duel", a)
@@ -75,10 +76,10 @@ func TestWindowAndWidening(t *testing.T) {
 
 		t.Run("waiting widens the window", func(t *testing.T) {
 			d := submit(t, s, "duel", Ticket{User: "d", Skill: 300.5})
-			clock.Advance(5 * time.Second)
+			clock.Add(5 * time.Second)
 			rs.after(t, 3)
 			assert.Nil(t, matchOfTicket(t, s, "duel", b), "after 5 s b's window is 150, d is 200 away")
-			clock.Advance(5 * time.Second)
+			clock.Add(5 * time.Second)
 			waitFor(t, 5*time.Second, "b and d match", func() bool { return matchOfTicket(t, s, "duel", b) != nil })
 			m := matchOfTicket(t, s, "duel", b)
 			assert.Equal(t, []string{b, d}, []string{m.Tickets[0].ID, m.Tickets[1].ID})
@@ -88,8 +89,8 @@ func TestWindowAndWidening(t *testing.T) {
 		ms, _, calls := rec.snapshot()
 		assert.Len(t, ms, 2)
 		assert.Equal(t, 2, calls, "each match announced once")
-		assert.Equal(t, 2.0, counter(t, s.m.matches, "duel"))
-		assert.Equal(t, 4.0, counter(t, s.m.tickets, "duel", "matched"))
+		assert.Equal(t, 2.0, testkit.Value(t, s.m.matches, "duel"))
+		assert.Equal(t, 4.0, testkit.Value(t, s.m.tickets, "duel", "matched"))
 	})
 }
 
@@ -117,7 +118,7 @@ func TestPartiesStayTogether(t *testing.T) {
 		n, clock, _, rs := one(t, r, `{"team":{"min":4,"max":4,"window":1000,"max_wait_seconds":600,"max_party":3}}`)
 		s := n.svc
 		ctx := context.Background()
-		next := func(tk Ticket) string { clock.Advance(time.Millisecond); return submit(t, s, "team", tk) }
+		next := func(tk Ticket) string { clock.Add(time.Millisecond); return submit(t, s, "team", tk) }
 
 		trio := next(Ticket{User: "a", Party: []string{"c", "b"}, Skill: 100})
 		pair := next(Ticket{User: "e", Party: []string{"f"}, Skill: 101})
@@ -147,7 +148,7 @@ func TestAttributesMustBeEqual(t *testing.T) {
 		n, clock, _, rs := one(t, r, `{"duel":{"min":2,"max":2,"window":10,"max_wait_seconds":600}}`)
 		s := n.svc
 		next := func(u string, attrs map[string]string) string {
-			clock.Advance(time.Millisecond)
+			clock.Add(time.Millisecond)
 			return submit(t, s, "duel", Ticket{User: u, Skill: 100, Attributes: attrs})
 		}
 		eu1 := next("eu1", map[string]string{"region": "eu", "mode": "ranked"})
@@ -180,9 +181,9 @@ func TestExpiryIsReported(t *testing.T) {
 		s := n.svc
 		ctx := context.Background()
 		id := submit(t, s, "duel", Ticket{User: "lonely", Party: nil, Skill: 5})
-		clock.Advance(59 * time.Second)
+		clock.Add(59 * time.Second)
 		late := submit(t, s, "duel", Ticket{User: "late", Skill: 500})
-		clock.Advance(time.Second)
+		clock.Add(time.Second)
 		waitFor(t, 5*time.Second, "OnExpired", func() bool { _, xs, _ := rec.snapshot(); return len(xs) == 1 })
 		_, xs, _ := rec.snapshot()
 		assert.Equal(t, "lonely", xs[id].User)
@@ -197,8 +198,8 @@ func TestExpiryIsReported(t *testing.T) {
 		assert.Equal(t, Waiting, st.State, "1 s younger: still waiting")
 		ttl := r.Client.PTTL(ctx, s.keys("duel").ticket(id)).Val()
 		assert.True(t, ttl > 0 && ttl <= time.Minute, "the status is kept for the status TTL: %v", ttl)
-		assert.Equal(t, 1.0, counter(t, s.m.tickets, "duel", "expired"))
-		assert.Equal(t, 1.0, counter(t, s.m.announce, "duel", "expired", "ok"))
+		assert.Equal(t, 1.0, testkit.Value(t, s.m.tickets, "duel", "expired"))
+		assert.Equal(t, 1.0, testkit.Value(t, s.m.announce, "duel", "expired", "ok"))
 		_, err = s.Submit(ctx, "duel", Ticket{User: "lonely", Skill: 5})
 		assert.NoError(t, err, "an expired ticket is no longer open")
 		cancelled, err := s.Cancel(ctx, "duel", id)
@@ -225,7 +226,7 @@ func TestFailedHookIsRetried(t *testing.T) {
 	submit(t, n.svc, "duel", Ticket{User: "b"})
 	waitFor(t, 10*time.Second, "the match is announced", func() bool { ms, _, _ := rec.snapshot(); return len(ms) == 1 })
 	assert.Equal(t, int64(2), fails.Load(), "failed once, then retried")
-	assert.Equal(t, 1.0, counter(t, n.svc.m.announce, "duel", "matched", "failed"))
+	assert.Equal(t, 1.0, testkit.Value(t, n.svc.m.announce, "duel", "matched", "failed"))
 	waitFor(t, 5*time.Second, "the outbox is acknowledged", func() bool {
 		return r.Client.ZCard(context.Background(), n.svc.keys("duel").outbox()).Val() == 0
 	})
@@ -250,11 +251,11 @@ func TestCancelBetweenChoosingAndForming(t *testing.T) {
 		}
 	}
 	a = submit(t, n.svc, "duel", Ticket{User: "a", Skill: 1})
-	clock.Advance(time.Millisecond)
+	clock.Add(time.Millisecond)
 	b = submit(t, n.svc, "duel", Ticket{User: "b", Skill: 2})
 	n.start(t)
 	waitFor(t, 5*time.Second, "the formation ran", once.Load)
-	clock.Advance(time.Millisecond)
+	clock.Add(time.Millisecond)
 	c := submit(t, n.svc, "duel", Ticket{User: "c", Skill: 3})
 	waitFor(t, 5*time.Second, "a and c match", func() bool { return matchOfTicket(t, n.svc, "duel", a) != nil })
 	m := matchOfTicket(t, n.svc, "duel", a)
@@ -283,7 +284,7 @@ func TestEveryKeyExpiresButTheCounters(t *testing.T) {
 	_, err := n.svc.Cancel(ctx, "duel", gone)
 	require.NoError(t, err)
 	waitFor(t, 5*time.Second, "a match", func() bool { ms, _, _ := rec.snapshot(); return len(ms) == 1 })
-	clock.Advance(time.Minute)
+	clock.Add(time.Minute)
 	waitFor(t, 5*time.Second, "an expiry", func() bool { _, xs, _ := rec.snapshot(); return len(xs) == 1 })
 	_, xs, _ := rec.snapshot()
 	require.Contains(t, xs, lonely)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/lock"
 )
 
@@ -209,11 +210,11 @@ func TestPausedHolderIsFenced(t *testing.T) {
 
 		close(resume)
 		waitFor(t, 5*time.Second, "a's formation is refused", func() bool {
-			return counter(t, a.svc.m.fenceRejected, "duel") == 1
+			return testkit.Value(t, a.svc.m.fenceRejected, "duel") == 1
 		})
 		waitFor(t, 5*time.Second, "a gives the queue up", func() bool { return len(a.mm.Holding()) == 0 })
 		assert.Equal(t, []string{"duel"}, b.mm.Holding())
-		assert.Zero(t, counter(t, a.svc.m.matches, "duel"), "a formed nothing")
+		assert.Zero(t, testkit.Value(t, a.svc.m.matches, "duel"), "a formed nothing")
 
 		ms, _, calls := rec.snapshot()
 		assert.Len(t, ms, 1, "one match")
@@ -249,13 +250,13 @@ func TestCrashBetweenScriptAndHookLosesNothing(t *testing.T) {
 	submit(t, a.svc, "duel", Ticket{User: "x"})
 	submit(t, a.svc, "duel", Ticket{User: "y"})
 	waitFor(t, 5*time.Second, "a dies", func() bool { return len(a.mm.Holding()) == 0 })
-	assert.Equal(t, 1.0, counter(t, a.svc.m.matches, "duel"), "a formed the match")
+	assert.Equal(t, 1.0, testkit.Value(t, a.svc.m.matches, "duel"), "a formed the match")
 	b.start(t)
 	waitFor(t, 10*time.Second, "b announces a's match", func() bool { ms, _, _ := rec.snapshot(); return len(ms) == 1 })
 	ms, _, _ := rec.snapshot()
 	assert.Contains(t, ms, "duel-1")
 	assert.ElementsMatch(t, []string{"x", "y"}, ms["duel-1"].Players)
-	assert.Zero(t, counter(t, b.svc.m.matches, "duel"), "b formed nothing, it only announced")
+	assert.Zero(t, testkit.Value(t, b.svc.m.matches, "duel"), "b formed nothing, it only announced")
 }
 
 // TestStopHandsOver: Stop releases the queue's lock, so another node takes
@@ -270,7 +271,7 @@ func TestStopHandsOver(t *testing.T) {
 	a := newNode(t, r, setup{defs: d, mcfg: cfg})
 	a.start(t)
 	waitFor(t, 5*time.Second, "a takes both queues", func() bool { return len(a.mm.Holding()) == 2 })
-	assert.Equal(t, 1.0, counter(t, a.svc.m.holding, "duel"))
+	assert.Equal(t, 1.0, testkit.Value(t, a.svc.m.holding, "duel"))
 
 	d.set(`{"duel":{"min":2,"max":2,"window":1}}`)
 	waitFor(t, 5*time.Second, "a gives team up", func() bool { return len(a.mm.Holding()) == 1 })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/names"
 )
 
@@ -68,7 +69,7 @@ func TestSubmitCancelStatus(t *testing.T) {
 			assert.Equal(t, int64(2), d.Tickets, "enqueued once")
 		})
 		t.Run("depth and the oldest wait", func(t *testing.T) {
-			clock.Advance(3 * time.Second)
+			clock.Add(3 * time.Second)
 			d, err := s.Depth(ctx, "duel")
 			require.NoError(t, err)
 			assert.Equal(t, Depth{Tickets: 2, OldestWait: 3 * time.Second}, d)
@@ -79,7 +80,7 @@ func TestSubmitCancelStatus(t *testing.T) {
 			assert.Equal(t, Cancelled, st.State)
 			assert.Equal(t, id, st.Ticket.ID)
 			assert.Equal(t, clock.Now(), st.Ended)
-			assert.Equal(t, 1.0, counter(t, s.m.tickets, "duel", "cancelled"))
+			assert.Equal(t, 1.0, testkit.Value(t, s.m.tickets, "duel", "cancelled"))
 
 			st, err = s.Status(ctx, "duel", id)
 			require.NoError(t, err)
@@ -90,7 +91,7 @@ func TestSubmitCancelStatus(t *testing.T) {
 			again, err := s.Cancel(ctx, "duel", id)
 			require.NoError(t, err)
 			assert.Equal(t, st, again, "a second cancel changes nothing")
-			assert.Equal(t, 1.0, counter(t, s.m.tickets, "duel", "cancelled"))
+			assert.Equal(t, 1.0, testkit.Value(t, s.m.tickets, "duel", "cancelled"))
 
 			_, err = s.Submit(ctx, "duel", Ticket{User: "bob", Skill: 3})
 			assert.NoError(t, err, "bob is free again")

@@ -12,33 +12,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/names"
 )
 
-// clock is an injected clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *testkit.Clock { return testkit.NewClock(time.UnixMilli(1_700_000_000_000)) }
 
 func rateOf(r float64) func() float64 { return func() float64 { return r } }
 
@@ -85,8 +67,8 @@ func TestAllow(t *testing.T) {
 		clk.Add(time.Hour)
 		assert.Equal(t, 10, drain(t, l, "alice"), "refill stops at the burst")
 
-		assert.Equal(t, 21.0, counter(t, l.checks.WithLabelValues("allowed")))
-		assert.GreaterOrEqual(t, counter(t, l.checks.WithLabelValues("limited")), 3.0)
+		assert.Equal(t, 21.0, testkit.Value(t, l.checks.WithLabelValues("allowed")))
+		assert.GreaterOrEqual(t, testkit.Value(t, l.checks.WithLabelValues("limited")), 3.0)
 	})
 
 	t.Run("users have separate buckets", func(t *testing.T) {
@@ -246,7 +228,7 @@ func TestAllowRedisDown(t *testing.T) {
 	ok, _, err := l.Allow(ctx, "alice")
 	assert.False(t, ok)
 	assert.Error(t, err)
-	assert.Equal(t, 1.0, counter(t, l.checks.WithLabelValues("error")))
+	assert.Equal(t, 1.0, testkit.Value(t, l.checks.WithLabelValues("error")))
 }
 
 // TestSharedBucket: three limiters, each with its own client (three nodes),
@@ -315,14 +297,6 @@ func TestConcurrentNeverExceedsBurst(t *testing.T) {
 	assert.Equal(t, int64(25), allowed.Load())
 }
 
-// counter reads a counter's value.
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
-}
-
 // scriptCalls returns how many EVAL and EVALSHA the server ran since its
 // last CONFIG RESETSTAT (INFO commandstats).
 func scriptCalls(t *testing.T, r *redistest.Redis) int {
@@ -379,8 +353,8 @@ func TestFloodOnAnEmptyBucketIsRefusedLocally(t *testing.T) {
 	calls := scriptCalls(t, r)
 	t.Logf("2000 refused calls cost %d script calls", calls)
 	assert.Zero(t, calls)
-	assert.Equal(t, 2000.0, counter(t, l.refusals.WithLabelValues("local")))
-	assert.Equal(t, 1.0, counter(t, l.refusals.WithLabelValues("redis")))
+	assert.Equal(t, 2000.0, testkit.Value(t, l.refusals.WithLabelValues("local")))
+	assert.Equal(t, 1.0, testkit.Value(t, l.refusals.WithLabelValues("redis")))
 
 	t.Run("the first call at the refill time asks Redis and is admitted", func(t *testing.T) {
 		clk.Add(400*time.Millisecond - time.Millisecond)
@@ -412,7 +386,7 @@ func TestKnownEmptyIsBounded(t *testing.T) {
 		assert.Equal(t, 1, drain(t, l, fmt.Sprintf("u%d", i)))
 	}
 	assert.Len(t, l.empty, 10)
-	assert.Equal(t, 15.0, counter(t, l.evicted))
+	assert.Equal(t, 15.0, testkit.Value(t, l.evicted))
 	clk.Add(2 * time.Second) // every bucket refilled: the next insert sweeps them
 	assert.Equal(t, 1, drain(t, l, "last"))
 	assert.Len(t, l.empty, 1)

@@ -112,7 +112,7 @@ func TestAttachments(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, freed, "the REST session still holds the seat")
 		for range 3 { // three renewals, each 0.7 lease apart: 2.1 leases in all
-			clock.Advance(lease * 7 / 10)
+			clock.Add(lease * 7 / 10)
 			lost, err := node1.Renew(ctx, []Attachment{{room.ID, "alice", rest.ID}})
 			require.NoError(t, err)
 			assert.Empty(t, lost)
@@ -202,7 +202,7 @@ func TestAttachments(t *testing.T) {
 		require.NoError(t, err)
 		seats := leasesKey(node1.ks, "d")
 		before := r.Client.ZScore(ctx, seats, "alice").Val()
-		clock.Advance(time.Second)
+		clock.Add(time.Second)
 		lost, err := node1.Renew(ctx, []Attachment{{room.ID, "alice", "y1"}})
 		require.NoError(t, err)
 		assert.Equal(t, []Attachment{{room.ID, "alice", "y1"}}, lost)
@@ -228,11 +228,11 @@ func TestAttachments(t *testing.T) {
 		_, err = node2.Join(ctx, "e", "bob", Attach{ID: "z3"})
 		require.NoError(t, err)
 		events := subscribe(t, r.NewClient(t), node1.Channel(room.ID))
-		clock.Advance(lease * 7 / 10)
+		clock.Add(lease * 7 / 10)
 		lost, err := node2.Renew(ctx, []Attachment{{room.ID, "bob", "z3"}})
 		require.NoError(t, err)
 		require.Empty(t, lost)
-		clock.Advance(lease*3/10 + time.Millisecond)
+		clock.Add(lease*3/10 + time.Millisecond)
 		_, err = node2.Sweep(ctx) // other subtests' lobbies expire too: count in this one
 		require.NoError(t, err)
 		assert.Equal(t, Event{Type: EventPresence, Room: room.ID, User: "alice", State: StateLeft}, nextEvent(t, events))
@@ -249,10 +249,10 @@ func TestAttachments(t *testing.T) {
 	t.Run("a renewal drops the user's expired attachments", func(t *testing.T) {
 		room, err := node1.Join(ctx, "g", "alice", Attach{ID: "old", REST: true})
 		require.NoError(t, err)
-		clock.Advance(lease / 2)
+		clock.Add(lease / 2)
 		_, err = node1.Join(ctx, "g", "alice", Attach{ID: "new"})
 		require.NoError(t, err)
-		clock.Advance(lease/2 + time.Millisecond) // "old" expired, "new" lives
+		clock.Add(lease/2 + time.Millisecond) // "old" expired, "new" lives
 		lost, err := node1.Renew(ctx, []Attachment{{room.ID, "alice", "new"}, {room.ID, "alice", "old"}})
 		require.NoError(t, err)
 		assert.Equal(t, []Attachment{{room.ID, "alice", "old"}}, lost)
@@ -262,12 +262,12 @@ func TestAttachments(t *testing.T) {
 	t.Run("a detach shortens the seat's lease to its remaining attachments'", func(t *testing.T) {
 		room, err := node1.Join(ctx, "h", "alice", Attach{ID: "early"})
 		require.NoError(t, err)
-		clock.Advance(lease / 2)
+		clock.Add(lease / 2)
 		_, err = node1.Join(ctx, "h", "alice", Attach{ID: "late"})
 		require.NoError(t, err)
 		_, err = node1.Detach(ctx, room.ID, "alice", "late")
 		require.NoError(t, err)
-		clock.Advance(lease/2 + time.Millisecond) // past "early"'s lease
+		clock.Add(lease/2 + time.Millisecond) // past "early"'s lease
 		_, err = node1.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, r.Client.ZCount(ctx, membersKey(node1.ks, "h"), "1", "1").Val(), "the seat went with its last attachment's lease")

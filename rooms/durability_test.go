@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // waitCalls returns how many WAIT commands the server at addr has run
@@ -146,7 +147,7 @@ func TestDurabilityReplica(t *testing.T) {
 
 	t.Run("with the replica stopped a send is stored but answers ErrNotReplicated", func(t *testing.T) {
 		rep.Pause(t)
-		sent := value(t, s.m.sent)
+		sent := testkit.Value(t, s.m.sent)
 		start := time.Now()
 		res, err := s.Send(ctx, "dur-1", "alice", "unsafe", SendOptions{})
 		took := time.Since(start)
@@ -158,8 +159,8 @@ func TestDurabilityReplica(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, h, 1)
 		assert.Equal(t, res.Message.ID, h[0].ID, "the message is stored")
-		assert.Equal(t, sent+1, value(t, s.m.sent), "and counted as sent")
-		assert.Equal(t, 1.0, value(t, s.m.notReplicated))
+		assert.Equal(t, sent+1, testkit.Value(t, s.m.sent), "and counted as sent")
+		assert.Equal(t, 1.0, testkit.Value(t, s.m.notReplicated))
 
 		out := s.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "x"}, {Room: "dur-1", User: "nobody", Text: "y"}}, SendOptions{})
 		assert.ErrorIs(t, out[0].Err, ErrNotReplicated)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/lock"
 )
 
@@ -56,8 +57,8 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	room = <-got
 
 	t.Run("the stale holder's creation is refused by the fence", func(t *testing.T) {
-		assert.Equal(t, 1.0, value(t, a.m.fenceRejected))
-		assert.Equal(t, 2.0, value(t, a.m.created), "two creations in all (the nodes share a registry): room 1, and b's room 2")
+		assert.Equal(t, 1.0, testkit.Value(t, a.m.fenceRejected))
+		assert.Equal(t, 2.0, testkit.Value(t, a.m.created), "two creations in all (the nodes share a registry): room 1, and b's room 2")
 	})
 
 	t.Run("the stale holder's user takes the free seat in b's room", func(t *testing.T) {

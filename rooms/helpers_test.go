@@ -3,12 +3,10 @@ package rooms
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,19 +14,12 @@ import (
 	"github.com/chatd/chatd/internal/embedded"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
-// fakeClock is a settable clock shared by the simulated nodes of a test.
-type fakeClock struct{ ms atomic.Int64 }
-
-func newClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
-	return c
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.UnixMilli(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())) // in time.Local, as the services read times back
 }
-
-func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // nodes returns n started Services on r, each with its own client (a
 // simulated chatd node), all sharing cfg and one fresh registry; they are
@@ -113,17 +104,6 @@ func checkLobby(t testing.TB, r *redistest.Redis, lobby string, capacity int) (r
 		assert.True(t, seated[u], "lease of %s without a seat", u)
 	}
 	return len(seqs), seats
-}
-
-// value reads a counter's or gauge's current value.
-func value(t testing.TB, c prometheus.Metric) float64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	if m.Counter != nil {
-		return m.Counter.GetValue()
-	}
-	return m.Gauge.GetValue()
 }
 
 // ws1 is the WebSocket attachment the tests that do not care about

@@ -39,7 +39,7 @@ func TestIdempotentSays(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("the same say again answers the first message and changes nothing", func(t *testing.T) {
-		clock.Advance(time.Millisecond) // a later call: another ts, were it sent
+		clock.Add(time.Millisecond) // a later call: another ts, were it sent
 		again := send(SendRequest{Room: "i-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
 		require.NoError(t, again.Err, "no rate token was needed")
 		assert.True(t, again.Duplicate)
@@ -89,7 +89,7 @@ func TestIdempotentSays(t *testing.T) {
 	})
 
 	t.Run("one call sending a key twice sends it once", func(t *testing.T) {
-		clock.Advance(time.Second)
+		clock.Add(time.Second)
 		out := s.SendMany(ctx, []SendRequest{
 			{Room: "i-1", User: "alice", Text: "twice", Key: "sess1:c-3"},
 			{Room: "i-1", User: "alice", Text: "twice", Key: "sess1:c-3"},

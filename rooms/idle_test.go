@@ -145,7 +145,7 @@ func TestALobbyWithSeatsHasNoExpiry(t *testing.T) {
 	}
 
 	t.Run("a reap of the last seat retires the lobby", func(t *testing.T) {
-		clock.Advance(3 * time.Second)
+		clock.Add(3 * time.Second)
 		n, err := s.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)

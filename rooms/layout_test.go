@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 func TestHistoriesLiveWhileTheirRoomIsUsed(t *testing.T) {
@@ -84,7 +85,7 @@ func TestAnExpiredRESTAttachmentStopsMarkingItsRoom(t *testing.T) {
 	require.True(t, res.HasREST)
 	// Only the WebSocket is renewed: the REST session died without a detach.
 	for range 2 {
-		clock.Advance(lease * 6 / 10)
+		clock.Add(lease * 6 / 10)
 		lost, err := s.Renew(ctx, []Attachment{{room.ID, "alice", "ws:1"}})
 		require.NoError(t, err)
 		require.Empty(t, lost)
@@ -231,5 +232,5 @@ func TestPipelinesAfterAScriptFlush(t *testing.T) {
 	flush()
 	s.indexCounts(ctx, lobbyCount{lobby: "f", online: 1, rooms: 1, stamp: 1 << 60, changed: true},
 		lobbyCount{lobby: "g", online: 1, rooms: 1, stamp: 1 << 60, changed: true})
-	assert.Zero(t, value(t, s.m.counterErrors))
+	assert.Zero(t, testkit.Value(t, s.m.counterErrors))
 }

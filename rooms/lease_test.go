@@ -63,11 +63,11 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 	events := subscribe(t, r.NewClient(t), a.Channel("arena-1"))
 
 	// b renews its seats, a does not; then a's leases run out.
-	clock.Advance(1500 * time.Millisecond)
+	clock.Add(1500 * time.Millisecond)
 	lost, err := b.Renew(ctx, attsOf("arena-2", names10("b")[:5]...))
 	require.NoError(t, err)
 	require.Empty(t, lost)
-	clock.Advance(lease - 1500*time.Millisecond + time.Millisecond)
+	clock.Add(lease - 1500*time.Millisecond + time.Millisecond)
 
 	t.Run("one sweep after the lease removes the silent node's members", func(t *testing.T) {
 		n, err := c.Sweep(ctx)
@@ -121,7 +121,7 @@ func TestJoinReapsExpiredSeatsWithoutASweep(t *testing.T) {
 		require.NoError(t, err)
 	}
 	events := subscribe(t, r.NewClient(t), ss[0].Channel("lobby-1"))
-	clock.Advance(2 * time.Second) // a lease expiring now is over
+	clock.Add(2 * time.Second) // a lease expiring now is over
 
 	room, err := ss[1].Join(ctx, "lobby", "w", ws1)
 	require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestRenew(t *testing.T) {
 	s.rdb.AddHook(cnt)
 
 	t.Run("all seats of all lobbies renew in one pipelined round trip", func(t *testing.T) {
-		clock.Advance(9 * time.Second)
+		clock.Add(9 * time.Second)
 		lost, err := s.Renew(ctx, append(append([]Attachment{}, seats...), bogus...))
 		require.NoError(t, err)
 		assert.ElementsMatch(t, bogus, lost, "only the seats that never existed are lost")
@@ -176,7 +176,7 @@ func TestRenew(t *testing.T) {
 	})
 
 	t.Run("renewed seats outlive their first lease", func(t *testing.T) {
-		clock.Advance(5 * time.Second) // 14s after joining, 5s after renewing
+		clock.Add(5 * time.Second) // 14s after joining, 5s after renewing
 		n, err := s.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, n)
@@ -226,7 +226,7 @@ func TestSweep(t *testing.T) {
 	})
 
 	t.Run("a sweep after the lease reaps every lobby", func(t *testing.T) {
-		clock.Advance(3 * time.Second)
+		clock.Add(3 * time.Second)
 		n, err := s.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 15, n)
@@ -240,7 +240,7 @@ func TestSweep(t *testing.T) {
 	t.Run("the sweeper loop reaps by itself", func(t *testing.T) {
 		_, err := s.Join(ctx, "s1", "late", ws1)
 		require.NoError(t, err)
-		clock.Advance(4 * time.Second)
+		clock.Add(4 * time.Second)
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
 		go func() { done <- s.RunSweeper(sctx, 5*time.Millisecond) }()

@@ -79,10 +79,10 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 	})
 
 	t.Run("seats reaped by the sweeper count down", func(t *testing.T) {
-		clock.Advance(5 * time.Second)
+		clock.Add(5 * time.Second)
 		_, err := ss[1].Renew(ctx, attsOf("gamma-1", "u1", "u2"))
 		require.NoError(t, err)
-		clock.Advance(6 * time.Second) // gamma-2's u3 and alpha's seats are 11s old
+		clock.Add(6 * time.Second) // gamma-2's u3 and alpha's seats are 11s old
 		n, err := ss[0].Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 3, n)

@@ -38,7 +38,7 @@ func TestSendAndHistory(t *testing.T) {
 
 	var sent []Message
 	for i := range 25 {
-		clock.Advance(1500 * time.Microsecond)
+		clock.Add(1500 * time.Microsecond)
 		m, err := s.say(ctx, "general-1", []string{"alice", "bob"}[i%2], fmt.Sprintf("m%d <&> \"é\"", i))
 		require.NoError(t, err)
 		sent = append(sent, m)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
 )
@@ -169,10 +170,10 @@ func TestReclaim(t *testing.T) {
 	})
 
 	t.Run("a lost seat is taken back when one is free", func(t *testing.T) {
-		clock.Advance(5 * time.Second)
+		clock.Add(5 * time.Second)
 		_, err := s.Renew(ctx, []Attachment{{"lobby-1", "b", "ws1"}, {"lobby-2", "c", "ws1"}})
 		require.NoError(t, err)
-		clock.Advance(6 * time.Second) // a's lease ran out
+		clock.Add(6 * time.Second) // a's lease ran out
 		room, err := s.Reclaim(ctx, "lobby-1", "a", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a", "b"}, room.Members)
@@ -259,8 +260,8 @@ func TestMetricsAreRegistered(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ss[1].Join(ctx, "general", "a", ws1)
 	require.NoError(t, err)
-	assert.Equal(t, 1.0, value(t, ss[0].m.created))
-	assert.Equal(t, 1.0, value(t, ss[1].m.rejoined), "nodes share the registry's collectors")
+	assert.Equal(t, 1.0, testkit.Value(t, ss[0].m.created))
+	assert.Equal(t, 1.0, testkit.Value(t, ss[1].m.rejoined), "nodes share the registry's collectors")
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	var got []string

@@ -62,12 +62,12 @@ func TestSayRateLimit(t *testing.T) {
 	})
 
 	t.Run("a token comes back at the rate", func(t *testing.T) {
-		clock.Advance(400 * time.Millisecond)
+		clock.Add(400 * time.Millisecond)
 		_, err := s.Send(ctx, "g-1", "alice", "still too fast", opt)
 		var rl *RateLimitError
 		require.True(t, errors.As(err, &rl))
 		assert.Equal(t, 100*time.Millisecond, rl.RetryAfter)
-		clock.Advance(100 * time.Millisecond)
+		clock.Add(100 * time.Millisecond)
 		_, err = s.Send(ctx, "g-1", "alice", "now", opt)
 		assert.NoError(t, err)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // storm joins users concurrently spread over the nodes and checks the
@@ -57,8 +58,8 @@ func storm(t *testing.T, r *redistest.Redis, users, capacity, batch int) {
 	for _, room := range list[:want-1] {
 		assert.Len(t, room.Members, capacity, "%s is full", room.ID)
 	}
-	assert.Equal(t, float64(want), value(t, ss[0].m.created), "one creation per room")
-	assert.Equal(t, float64(users), value(t, ss[0].m.created)+value(t, ss[0].m.seated))
+	assert.Equal(t, float64(want), testkit.Value(t, ss[0].m.created), "one creation per room")
+	assert.Equal(t, float64(users), testkit.Value(t, ss[0].m.created)+testkit.Value(t, ss[0].m.seated))
 }
 
 func TestJoinStorm(t *testing.T) {

@@ -12,12 +12,12 @@ import (
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 func TestGenerationRateKeepsTheTargetOverAllGenerations(t *testing.T) {
@@ -72,14 +72,6 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, []int{128, 512, 2048, 8192, 10000}, caps)
 		t.Logf("sizes %+v", pl.sizes)
 	})
-}
-
-// value reads a counter.
-func value(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
 }
 
 func pow(x float64, n int) float64 {
@@ -262,15 +254,15 @@ func TestFilterKeepsItsSize(t *testing.T) {
 		got, err := f.Unseen(ctx, "alice", old)
 		require.NoError(t, err)
 		assert.Empty(t, got)
-		assert.Equal(t, 1.0, value(t, f.metrics.resends), "sent again with more hashes")
+		assert.Equal(t, 1.0, testkit.Value(t, f.metrics.resends), "sent again with more hashes")
 		_, err = f.Unseen(ctx, "alice", old)
 		require.NoError(t, err)
-		assert.Equal(t, 1.0, value(t, f.metrics.resends), "and remembered")
+		assert.Equal(t, 1.0, testkit.Value(t, f.metrics.resends), "and remembered")
 	})
 	t.Run("another node learns it as well", func(t *testing.T) {
 		g := New(r.Client, cfg)
 		require.NoError(t, g.Mark(ctx, "alice", ids("mid", 0, 10)))
-		assert.Equal(t, 2.0, value(t, g.metrics.resends))
+		assert.Equal(t, 2.0, testkit.Value(t, g.metrics.resends))
 	})
 	t.Run("marks go on into the old-sized generation until it is full", func(t *testing.T) {
 		require.NoError(t, f.Mark(ctx, "alice", ids("mid", 10, 30)))
@@ -416,10 +408,10 @@ func TestMetrics(t *testing.T) {
 	_, err := g.Unseen(ctx, "alice", []string{"a-1", "a-149", "zzz"})
 	require.NoError(t, err)
 
-	assert.Equal(t, 150.0, value(t, f.metrics.marked))
-	assert.Equal(t, 2.0, value(t, f.metrics.rotations), "the first generation and one rotation")
-	assert.Equal(t, 3.0, value(t, f.metrics.checked))
-	assert.Equal(t, 2.0, value(t, f.metrics.maybeSeen))
+	assert.Equal(t, 150.0, testkit.Value(t, f.metrics.marked))
+	assert.Equal(t, 2.0, testkit.Value(t, f.metrics.rotations), "the first generation and one rotation")
+	assert.Equal(t, 3.0, testkit.Value(t, f.metrics.checked))
+	assert.Equal(t, 2.0, testkit.Value(t, f.metrics.maybeSeen))
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	series := map[string]int{}

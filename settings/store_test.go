@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -79,13 +79,6 @@ func (n *node) until(t *testing.T, ok func(Change) bool) Change {
 			return c
 		}
 	}
-}
-
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
 }
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
@@ -220,7 +213,7 @@ func TestPubsubKilledConverges(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{}) // CLIENT KILL TYPE pubsub hits every test on a server
 	nodes := startNodes(t, r, 3)
 	a, b := nodes[0], nodes[1]
-	before := counter(t, b.metrics.reloads.WithLabelValues("ok"))
+	before := testkit.Value(t, b.metrics.reloads.WithLabelValues("ok"))
 
 	require.NoError(t, r.NewClient(t).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	// Published while no node is subscribed: lost on the channel.
@@ -235,7 +228,7 @@ func TestPubsubKilledConverges(t *testing.T) {
 		assert.Equal(t, v, n.Version(), "node %d", i+1)
 		assert.Equal(t, "said while you were away", n.String(MOTD), "node %d: no version without its changes", i+1)
 	}
-	require.Eventually(t, func() bool { return counter(t, b.metrics.reloads.WithLabelValues("ok")) > before },
+	require.Eventually(t, func() bool { return testkit.Value(t, b.metrics.reloads.WithLabelValues("ok")) > before },
 		wait, 5*time.Millisecond, "the resubscription re-reads the snapshot")
 
 	t.Run("and follows changes after the reconnect", func(t *testing.T) {
@@ -331,8 +324,8 @@ func TestRefusedWriteChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"key":"motd","value":null,"version":2,"op":"delete"}`, msg.Payload)
 
-	assert.Equal(t, float64(refused), counter(t, s.metrics.writes.WithLabelValues("refused")))
-	assert.Equal(t, 2.0, counter(t, s.metrics.writes.WithLabelValues("ok")))
+	assert.Equal(t, float64(refused), testkit.Value(t, s.metrics.writes.WithLabelValues("refused")))
+	assert.Equal(t, 2.0, testkit.Value(t, s.metrics.writes.WithLabelValues("ok")))
 }
 
 func TestStartAndClose(t *testing.T) {
