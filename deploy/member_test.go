@@ -21,11 +21,11 @@ import (
 // nothing acked is missing, nothing came twice, and ids came in order.
 //
 // It is a client of its own rather than the Go SDK (package client) on
-// purpose: the SDK resumes by itself and drops, at a reconnect's seam,
-// every message id it has delivered already or that comes before one it
-// has, so a member built on it could never see the duplicates and the
-// disorder these tests assert the server does not send, and could not
-// choose when, where and after which id to resume. (core_test.go's peer
+// purpose: the SDK resumes by itself and drops every message whose id is
+// not after the last one it delivered for the room (it counts them in
+// ConnStats.Duplicates), so a member built on it could never see the
+// duplicates and the disorder these tests assert the server does not
+// send, and could not choose when, where and after which id to resume. (core_test.go's peer
 // and abuse_test.go's raw dials stay for the same reason: they look at
 // frames, close codes and refusals before the upgrade.)
 type member struct {
