@@ -1,7 +1,8 @@
 #!/bin/sh
 # A REST game client in curl: sign in, join a lobby, say something, poll,
-# post a leaderboard score, read the board, buy an item, sign out, printing
-# every request and its answer. Needs only sh, curl and sed (no jq).
+# post a leaderboard score, read the board, buy an item, leave the room,
+# sign out, printing every request and its answer. Needs only sh, curl and
+# sed (no jq).
 #
 #   CHATD_URL=http://localhost:8080 CHATD_ADMIN_TOKEN=admin-secret sh examples/curl/walkthrough.sh
 #
@@ -106,6 +107,9 @@ fi
 
 say_step "the wallet"
 call GET /wallet
+
+say_step "leave $ROOM: the seat is free at once (else its lease runs out)"
+call POST "/rooms/$ROOM/leave"
 
 say_step "sign out: the name is free again"
 call DELETE /session

@@ -80,8 +80,8 @@ func step(t *testing.T, m map[string][]string, prefix string) []string {
 
 // The walkthrough runs against a real node on a private redis-server:
 // each step prints its request and the documented answer, and the server
-// holds what the script did (its message, its score, its potion; its name
-// free again after the sign-out). Without the admin token it skips the
+// holds what the script did (its message, its score, its potion; its seat
+// and its name free again after the leave and the sign-out). Without the admin token it skips the
 // purchase and says why.
 func TestWalkthrough(t *testing.T) {
 	if testing.Short() {
@@ -115,7 +115,8 @@ func TestWalkthrough(t *testing.T) {
 		{"8. buy a potion", []string{`^POST /api/v1/shop/buy \{"item":"potion","qty":1\} -H Idempotency-Key: walkthrough-[0-9]+-[0-9]+$`, `^200 \{"balance":40,"items":\{"potion":1\}\}$`}},
 		{"9. the same purchase again", []string{`^POST /api/v1/shop/buy \{"item":"potion","qty":1\} -H Idempotency-Key: walkthrough-[0-9]+-[0-9]+$`, `^200 \{"balance":40,"items":\{"potion":1\}\}$`}},
 		{"10. the wallet", []string{`^GET /api/v1/wallet$`, `^200 \{"balance":40,"items":\{"potion":1\}\}$`}},
-		{"11. sign out", []string{`^DELETE /api/v1/session$`, `^200 \{"ok":true\}$`}},
+		{"11. leave plaza-1", []string{`^POST /api/v1/rooms/plaza-1/leave$`, `^200 \{"ok":true\}$`}},
+		{"12. sign out", []string{`^DELETE /api/v1/session$`, `^200 \{"ok":true\}$`}},
 	}
 	assert.Len(t, m, len(want), "steps")
 	for _, w := range want {
@@ -140,6 +141,9 @@ func TestWalkthrough(t *testing.T) {
 	require.Len(t, top, 1)
 	assert.Equal(t, "walker", top[0].Player)
 	assert.Equal(t, 1234.0, top[0].Score)
+	room, err := adm.Room(ctx, "plaza-1")
+	require.NoError(t, err)
+	assert.Empty(t, room.Members, "the script left the room")
 	items, err := adm.Items(ctx)
 	require.NoError(t, err)
 	require.Len(t, items, 1)
