@@ -19,6 +19,15 @@ import (
 // POST /api/v1/session, a WebSocket through the balancer, join/say/resume
 // frames. It records every message it receives, so a test can check that
 // nothing acked is missing, nothing came twice, and ids came in order.
+//
+// It is a client of its own rather than the Go SDK (package client) on
+// purpose: the SDK resumes by itself and drops every message whose id is
+// not after the last one it delivered for the room (it counts them in
+// ConnStats.Duplicates), so a member built on it could never see the
+// duplicates and the disorder these tests assert the server does not
+// send, and could not choose when, where and after which id to resume. (core_test.go's peer
+// and abuse_test.go's raw dials stay for the same reason: they look at
+// frames, close codes and refusals before the upgrade.)
 type member struct {
 	t     testing.TB
 	c     *cluster

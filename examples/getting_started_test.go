@@ -1,0 +1,187 @@
+// Package examples holds the test of docs/getting-started.md; the
+// examples themselves are in the directories below, each with its test.
+package examples
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/chatdtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	chatdtest.Cleanup()
+	os.Exit(code)
+}
+
+const guide = "../docs/getting-started.md"
+
+// block is a fenced code block of the guide.
+type block struct {
+	lang  string
+	line  int // of the opening fence
+	lines []string
+}
+
+func blocks(t *testing.T) []block {
+	t.Helper()
+	f, err := os.Open(guide)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []block
+	var cur *block
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &block{lang: strings.TrimPrefix(line, "```"), line: n}
+		case cur != nil && line == "```":
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			cur.lines = append(cur.lines, line)
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.Nil(t, cur, "an unclosed code block")
+	return out
+}
+
+// command is one "$ " line of a console block and the answer under it.
+type command struct {
+	where string // guide line
+	cmd   string
+	want  []string
+}
+
+// pattern turns a documented answer line into a regexp: "…" stands for
+// anything, the rest is literal.
+func pattern(line string) *regexp.Regexp {
+	parts := strings.Split(line, "…")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile("^" + strings.Join(parts, ".*?") + "$")
+}
+
+// Every console transcript of the guide — the curl lines and their
+// answers — runs in one shell against two real nodes (localhost:8080 and
+// :8081 are n1, :8082 is n2, as in the guide) with the guide's admin
+// token, and each command prints the answer shown under it ("…" matching
+// anything).
+func TestGettingStartedTranscripts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts chatd processes")
+	}
+	for _, tool := range []string{"sh", "curl", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CHATD_TEST_STRICT") == "1" {
+				t.Fatalf("%s is not installed (CHATD_TEST_STRICT=1)", tool)
+			}
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	var cmds []command
+	for _, b := range blocks(t) {
+		if b.lang != "console" {
+			continue
+		}
+		for i, l := range b.lines {
+			if c, ok := strings.CutPrefix(l, "$ "); ok {
+				cmds = append(cmds, command{where: fmt.Sprintf("%s:%d", guide, b.line+1+i), cmd: c})
+				continue
+			}
+			require.NotEmpty(t, cmds, "%s:%d: an answer before any command", guide, b.line+1+i)
+			cmds[len(cmds)-1].want = append(cmds[len(cmds)-1].want, l)
+		}
+	}
+	require.GreaterOrEqual(t, len(cmds), 15, "the guide's curl transcripts")
+
+	cl := chatdtest.Start(t, chatdtest.Options{Nodes: 2, AdminToken: "admin-secret"})
+	hosts := strings.NewReplacer(
+		"localhost:8080", cl.Nodes[0].Addr(),
+		"localhost:8081", cl.Nodes[0].Addr(),
+		"localhost:8082", cl.Nodes[1].Addr(),
+	)
+	var script strings.Builder
+	for i, c := range cmds {
+		fmt.Fprintf(&script, "printf '\\n@@@%d\\n'\n%s\n", i, hosts.Replace(c.cmd))
+	}
+	fmt.Fprintf(&script, "printf '\\n@@@end\\n'\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "sh", "-c", script.String()).CombinedOutput()
+	require.NoError(t, err, "the transcripts' commands:\n%s", out)
+
+	rest := string(out)
+	for i, c := range cmds {
+		_, after, ok := strings.Cut(rest, fmt.Sprintf("\n@@@%d\n", i))
+		require.True(t, ok, "no output marker for %s", c.where)
+		got, next, ok := strings.Cut(after, "\n@@@")
+		require.True(t, ok)
+		rest = "\n@@@" + next
+		var lines []string
+		if got = strings.Trim(got, "\n"); got != "" {
+			lines = strings.Split(got, "\n")
+		}
+		if !assert.Len(t, lines, len(c.want), "%s: %s\nanswered:\n%s", c.where, c.cmd, got) {
+			continue
+		}
+		for j, w := range c.want {
+			assert.Regexp(t, pattern(w), lines[j], "%s: %s", c.where, c.cmd)
+		}
+	}
+}
+
+// The guide's other commands name files and flags that exist: every
+// `go run ./…` and `go build … ./…` a package directory, every `sh …` a
+// file, and every --flag given to chatd one that `chatd --help` lists.
+func TestGettingStartedCommands(t *testing.T) {
+	bin := chatdtest.Binary(t)
+	help, err := exec.Command(bin, "--help").CombinedOutput()
+	require.NoError(t, err, "%s", help)
+	goPkg := regexp.MustCompile(`\bgo (?:run|build)\b.*?\s(\./[^\s]+)`)
+	shFile := regexp.MustCompile(`^(?:\S+=\S+ )*sh (\S+\.sh)`)
+	flag := regexp.MustCompile(`\s--([a-z-]+)`)
+	checked := 0
+	for _, b := range blocks(t) {
+		if b.lang != "sh" {
+			continue
+		}
+		for i, l := range b.lines {
+			where := fmt.Sprintf("%s:%d", guide, b.line+1+i)
+			l, _, _ = strings.Cut(l, " #")
+			if m := goPkg.FindStringSubmatch(l); m != nil {
+				matches, err := filepath.Glob(filepath.Join("..", m[1], "*.go"))
+				require.NoError(t, err)
+				assert.NotEmpty(t, matches, "%s: %s is not a Go package", where, m[1])
+				checked++
+			}
+			if m := shFile.FindStringSubmatch(l); m != nil {
+				_, err := os.Stat(filepath.Join("..", m[1]))
+				assert.NoError(t, err, "%s: %s", where, m[1])
+				checked++
+			}
+			if strings.Contains(l, "./chatd ") || strings.Contains(l, "./cmd/chatd ") {
+				for _, f := range flag.FindAllStringSubmatch(l, -1) {
+					assert.Contains(t, string(help), "\n  -"+f[1]+" ", "%s: chatd has no --%s", where, f[1])
+					checked++
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 10, "commands checked")
+}
