@@ -3,7 +3,7 @@ package identity
 import (
 	_ "embed" // Lua sources
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
@@ -24,18 +24,18 @@ var (
 
 	// acquireScript claims a free name or renews the caller's own claim,
 	// refusing a revoked holder.
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = redisx.NewScript("identity.acquire", acquireSrc)
 	// claimAdmitScript renews a claim or takes a free name back, refusing a
 	// revoked holder.
-	claimAdmitScript = redis.NewScript(claimAdmitSrc)
+	claimAdmitScript = redisx.NewScript("identity.claim_admit", claimAdmitSrc)
 	// releaseScript is compare-and-delete plus the revocation.
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redisx.NewScript("identity.release", releaseSrc)
 	// restoreScript gives a free name back to the holder a node saw hold it.
-	restoreScript = redis.NewScript(restoreSrc)
+	restoreScript = redisx.NewScript("identity.restore", restoreSrc)
 	// revokeScript records a revocation again.
-	revokeScript = redis.NewScript(revokeSrc)
+	revokeScript = redisx.NewScript("identity.revoke", revokeSrc)
 	// readScript returns the holder and its remaining TTL.
-	readScript = redis.NewScript(readSrc)
+	readScript = redisx.NewScript("identity.read", readSrc)
 	// admitScript drops ended leases and adds one under the cap.
-	admitScript = redis.NewScript(admitSrc)
+	admitScript = redisx.NewScript("identity.admit", admitSrc)
 )

@@ -3,11 +3,11 @@ package moderation
 import (
 	_ "embed" // Lua sources
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
 	//go:embed lua/mod_list.lua
 	modListSrc    string
-	modListScript = redis.NewScript(modListSrc)
+	modListScript = redisx.NewScript("moderation.mod_list", modListSrc)
 )

@@ -3,19 +3,19 @@ package ranking
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 var (
 	//go:embed lua/board_post.lua
 	postSrc    string
-	postScript = redis.NewScript(postSrc)
+	postScript = redisx.NewScript("ranking.post", postSrc)
 
 	//go:embed lua/board_ranks.lua
 	ranksSrc    string
-	ranksScript = redis.NewScript(ranksSrc)
+	ranksScript = redisx.NewScript("ranking.ranks", ranksSrc)
 
 	//go:embed lua/board_around.lua
 	aroundSrc    string
-	aroundScript = redis.NewScript(aroundSrc)
+	aroundScript = redisx.NewScript("ranking.around", aroundSrc)
 )

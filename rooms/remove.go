@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redisx"
 )
@@ -16,7 +14,7 @@ import (
 //go:embed lua/message_remove.lua
 var messageRemoveSrc string
 
-var messageRemoveScript = redis.NewScript(messageRemoveSrc)
+var messageRemoveScript = redisx.NewScript("rooms.message_remove", messageRemoveSrc)
 
 // EventRemoved is the type of the event Remove publishes.
 const EventRemoved = "message_removed"

@@ -3,9 +3,9 @@ package rooms
 import (
 	_ "embed" // Lua sources
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/chatd/chatd/lock"
+
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 // The seat scripts share lua/lobby_lib.lua, prepended to each; room_create
@@ -46,20 +46,20 @@ var (
 )
 
 var (
-	seatClaimScript   = redis.NewScript(lobbyLib + seatClaimSrc)
-	roomCreateScript  = redis.NewScript(lock.FenceCheckLua + lobbyLib + roomCreateSrc)
-	seatReleaseScript = redis.NewScript(lobbyLib + seatReleaseSrc)
-	seatDetachScript  = redis.NewScript(lobbyLib + seatDetachSrc)
-	seatRenewScript   = redis.NewScript(lobbyLib + seatRenewSrc)
-	lobbySweepScript  = redis.NewScript(lobbyLib + lobbySweepSrc)
-	lobbyRoomsScript  = redis.NewScript(lobbyRoomsSrc)
-	roomReadScript    = redis.NewScript(roomReadSrc)
-	messageSendScript = redis.NewScript(messageSendSrc)
-	counterAddScript  = redis.NewScript(counterAddSrc)
+	seatClaimScript   = redisx.NewScript("rooms.seat_claim", lobbyLib+seatClaimSrc)
+	roomCreateScript  = redisx.NewScript("rooms.room_create", lock.FenceCheckLua+lobbyLib+roomCreateSrc)
+	seatReleaseScript = redisx.NewScript("rooms.seat_release", lobbyLib+seatReleaseSrc)
+	seatDetachScript  = redisx.NewScript("rooms.seat_detach", lobbyLib+seatDetachSrc)
+	seatRenewScript   = redisx.NewScript("rooms.seat_renew", lobbyLib+seatRenewSrc)
+	lobbySweepScript  = redisx.NewScript("rooms.lobby_sweep", lobbyLib+lobbySweepSrc)
+	lobbyRoomsScript  = redisx.NewScript("rooms.lobby_rooms", lobbyRoomsSrc)
+	roomReadScript    = redisx.NewScript("rooms.room_read", roomReadSrc)
+	messageSendScript = redisx.NewScript("rooms.message_send", messageSendSrc)
+	counterAddScript  = redisx.NewScript("rooms.counter_add", counterAddSrc)
 
-	lobbiesCountScript   = redis.NewScript(lobbiesCountSrc)
-	lobbiesReserveScript = redis.NewScript(lobbiesReserveSrc)
-	lobbiesTopScript     = redis.NewScript(lobbiesTopSrc)
-	readMarkScript       = redis.NewScript(readMarkSrc)
-	unreadCountScript    = redis.NewScript(unreadCountSrc)
+	lobbiesCountScript   = redisx.NewScript("rooms.lobbies_count", lobbiesCountSrc)
+	lobbiesReserveScript = redisx.NewScript("rooms.lobbies_reserve", lobbiesReserveSrc)
+	lobbiesTopScript     = redisx.NewScript("rooms.lobbies_top", lobbiesTopSrc)
+	readMarkScript       = redisx.NewScript("rooms.read_mark", readMarkSrc)
+	unreadCountScript    = redisx.NewScript("rooms.unread_count", unreadCountSrc)
 )
