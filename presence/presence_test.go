@@ -176,6 +176,16 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		assert.Equal(t, 5, nodes[0].Connections)
 		assert.Equal(t, "node-b", nodes[1].ID)
 
+		started := clk.Now().Add(-time.Hour).UTC()
+		full := Node{ID: "node-b", Addr: "10.0.0.1:8081", Connections: 7, Version: "v1.2.3", StartedAt: started,
+			CPU: 0.25, MemoryBytes: 64 << 20, HeapBytes: 12 << 20, Goroutines: 42}
+		require.NoError(t, n[2].Heartbeat(ctx, full))
+		nodes, err = n[0].Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 2)
+		full.LastHeartbeat = clk.Now().UTC()
+		assert.Equal(t, full, nodes[1], "a node's own figures are read back whole")
+
 		require.NoError(t, n[2].Leave(ctx, "node-b"))
 		nodes, err = n[0].Nodes(ctx)
 		require.NoError(t, err)
