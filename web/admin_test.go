@@ -112,6 +112,7 @@ func TestAdminReadOnlyToken(t *testing.T) {
 		assert.Equal(t, "n1", lift.Node)
 		assert.Regexp(t, `^admin [0-9a-f]{8}$`, lift.Actor)
 		assert.Equal(t, "POST /moderation/mute", mute.Action)
+		assert.Equal(t, "bob", mute.Target, "the user named in the body is the target")
 		assert.Contains(t, mute.Detail, `"reason":"spam"`)
 		reads := 0
 		for _, e := range log.Entries {

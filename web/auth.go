@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -274,6 +275,14 @@ func (s *Server) record(c *fiber.Ctx, tok, role string, err error) {
 	var target []string
 	for _, p := range c.Route().Params {
 		target = append(target, c.Params(p))
+	}
+	if len(target) == 0 { // an action on a user named in the body (a kick, a disconnect, a grant)
+		var body struct {
+			User string `json:"user"`
+		}
+		if json.Unmarshal(c.Body(), &body) == nil && body.User != "" {
+			target = append(target, clipUTF8(body.User, 64))
+		}
 	}
 	e := auditlog.Entry{
 		Actor: role + " " + tokenFingerprint(tok), Role: role,

@@ -111,6 +111,7 @@ func TestBrowserAdminConsole(t *testing.T) {
 		adm.waitJS(t, `(a => a.filter(x => x === 'POST /admin/disconnect').length === 2 && a.includes('POST /admin/rooms/{room}/messages'))([...document.querySelectorAll('[data-testid="audit-action"]')].map(e => e.textContent))`,
 			"two disconnects and the system message are logged")
 		adm.waitJS(t, `[...document.querySelectorAll('[data-testid="audit-actor"]')].every(e => /^admin [0-9a-f]{8}$/.test(e.textContent))`, "by the admin token, named by its fingerprint")
+		adm.waitJS(t, `[...document.querySelectorAll('[data-testid="audit-target"]')].map(e => e.textContent).slice(0, 2).sort().join() === 'carol,dave'`, "on carol and dave")
 		adm.screenshot(t, filepath.Join(shots, "admin-audit-1280.png"))
 		adm.axe(t, "admin audit")
 	})
