@@ -88,13 +88,27 @@ func TestBrowserAdminConsole(t *testing.T) {
 		adm.axe(t, "admin rooms")
 	})
 
-	t.Run("users: a prefix search lists dave's connection on n2; disconnecting it closes dave's page", func(t *testing.T) {
+	t.Run("users: a mute of dave is cleared from the search; dave's send on n2 goes through", func(t *testing.T) {
+		post(t, n1, "adm", "/api/v1/moderation/mute", `{"user": "dave", "seconds": 600, "reason": "cool down"}`)
 		adm.do(t, chromedp.Click(`[data-testid="tab-users"]`), chromedp.SendKeys(`[data-testid="search-prefix"]`, "DA"), chromedp.Click(`[data-testid="search-submit"]`))
+		adm.waitJS(t, `!!document.querySelector('[data-testid="user-row"][data-user="dave"] [data-testid="user-unmute"]')`, "dave's row offers Clear mute")
+		adm.screenshot(t, filepath.Join(shots, "admin-users-muted-1280.png"))
+		dave.say(t, "am I muted?")
+		dave.waitJS(t, `!!document.querySelector('[data-code="muted"] [data-testid="message-error"]')`, "dave's send is refused: muted")
+		adm.waitJS(t, `(b => !!b && (b.click(), true))(document.querySelector('[data-testid="user-row"][data-user="dave"] [data-testid="user-unmute"]'))`, "clear dave's mute")
+		adm.waitJS(t, `text('search-result') === 'Cleared the mute of dave.'`, "the mute is cleared")
+		dave.do(t, chromedp.Click(`[data-code="muted"] [data-testid="message-retry"]`))
+		dave.waitJS(t, `sent('am I muted?')`, "the retry is sent")
+		adm.waitJS(t, `!document.querySelector('[data-testid="user-row"][data-user="dave"] [data-testid="user-unmute"]')`, "the search no longer shows a mute")
+	})
+
+	t.Run("users: a prefix search lists dave's connection on n2; disconnecting it closes dave's page", func(t *testing.T) {
+		adm.do(t, chromedp.SetValue(`[data-testid="search-prefix"]`, "dA"), chromedp.Click(`[data-testid="search-submit"]`))
 		adm.waitJS(t, `!!document.querySelector('[data-testid="user-row"][data-user="dave"] [data-testid="user-conn"][data-node="n2"]') && text2('[data-testid="user-row"][data-user="dave"] [data-testid="user-sessions"]') === '1'`,
 			"dave, one session, one connection on n2")
 		adm.screenshot(t, filepath.Join(shots, "admin-users-search-1280.png"))
 		adm.axe(t, "admin user search")
-		adm.do(t, chromedp.Click(`[data-testid="user-row"][data-user="dave"] [data-testid="conn-disconnect"]`))
+		adm.waitJS(t, `(b => !!b && (b.click(), true))(document.querySelector('[data-testid="user-row"][data-user="dave"] [data-testid="conn-disconnect"]'))`, "disconnect dave's connection")
 		adm.waitJS(t, `/^Disconnected one connection of dave on n2/.test(text('search-result'))`, "the disconnect is confirmed")
 		dave.waitJS(t, `!document.getElementById('ended').hidden && text('ended-text').includes('disconnected by an admin')`, "dave's page says an admin disconnected it")
 	})
@@ -108,8 +122,8 @@ func TestBrowserAdminConsole(t *testing.T) {
 		carol.waitJS(t, `!document.getElementById('ended').hidden`, "carol's page is closed")
 
 		adm.do(t, chromedp.Click(`[data-testid="tab-audit"]`))
-		adm.waitJS(t, `(a => a.filter(x => x === 'POST /admin/disconnect').length === 2 && a.includes('POST /admin/rooms/{room}/messages'))([...document.querySelectorAll('[data-testid="audit-action"]')].map(e => e.textContent))`,
-			"two disconnects and the system message are logged")
+		adm.waitJS(t, `(a => a.filter(x => x === 'POST /admin/disconnect').length === 2 && a.includes('POST /admin/rooms/{room}/messages') && a.includes('DELETE /moderation/mute/{user}'))([...document.querySelectorAll('[data-testid="audit-action"]')].map(e => e.textContent))`,
+			"two disconnects, the cleared mute and the system message are logged")
 		adm.waitJS(t, `[...document.querySelectorAll('[data-testid="audit-actor"]')].every(e => /^admin [0-9a-f]{8}$/.test(e.textContent))`, "by the admin token, named by its fingerprint")
 		adm.waitJS(t, `[...document.querySelectorAll('[data-testid="audit-target"]')].map(e => e.textContent).slice(0, 2).sort().join() === 'carol,dave'`, "on carol and dave")
 		adm.screenshot(t, filepath.Join(shots, "admin-audit-1280.png"))

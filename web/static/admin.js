@@ -586,8 +586,12 @@ async function search() {
     return;
   }
   try {
-    const r = await call('GET', `/admin/users?prefix=${encodeURIComponent(prefix)}&limit=50`);
+    const [r, mods] = await Promise.all([
+      call('GET', `/admin/users?prefix=${encodeURIComponent(prefix)}&limit=50`),
+      call('GET', '/moderation'),
+    ]);
     const users = r.users || [];
+    const muted = new Map((mods.mutes || []).map((m) => [m.user.toLowerCase(), m]));
     setText($('search-result'), `${users.length} online user${users.length === 1 ? '' : 's'} whose name starts with ${prefix}.`);
     const done = (msg) => {
       setText($('search-result'), msg);
@@ -605,11 +609,25 @@ async function search() {
           'aria-label': `Disconnect connection ${c.id} of ${u.user} on ${c.node}`,
           onclick: () => disconnect(u.user, c, done),
         }, 'Disconnect'))))),
-      h('td', {}, h('button', {
-        type: 'button', class: 'small-btn danger', 'data-testid': 'user-disconnect', 'data-act': true,
-        'aria-label': `Disconnect all connections of ${u.user}, on every node`,
-        onclick: () => disconnect(u.user, null, done),
-      }, 'Disconnect all')))));
+      h('td', {}, h('div', {class: 'row-actions'},
+        h('button', {
+          type: 'button', class: 'small-btn danger', 'data-testid': 'user-disconnect', 'data-act': true,
+          'aria-label': `Disconnect all connections of ${u.user}, on every node`,
+          onclick: () => disconnect(u.user, null, done),
+        }, 'Disconnect all'),
+        muted.has(u.user.toLowerCase()) && h('button', {
+          type: 'button', class: 'small-btn', 'data-testid': 'user-unmute', 'data-act': true,
+          title: `Muted until ${new Date(muted.get(u.user.toLowerCase()).until).toLocaleString()}`,
+          'aria-label': `Clear mute of ${u.user}`,
+          onclick: async () => {
+            try {
+              await call('DELETE', `/moderation/mute/${seg(u.user)}`);
+              done(`Cleared the mute of ${u.user}.`);
+            } catch (err) {
+              consoleError(err);
+            }
+          },
+        }, 'Clear mute'))))));
   } catch (err) {
     setText($('search-error'), err.message);
   }
