@@ -56,6 +56,11 @@ func TestRESTFlows(t *testing.T) {
 		nodes, err := adm.Nodes(ctx)
 		require.NoError(t, err)
 		assert.Len(t, nodes, 2)
+		for _, n := range nodes {
+			require.NotNil(t, n.StartedAt, "%s says when it started", n.ID)
+			assert.Positive(t, n.Goroutines, n.ID)
+			assert.Positive(t, n.MemoryBytes, n.ID)
+		}
 	})
 
 	t.Run("rooms and messages", func(t *testing.T) {

@@ -113,6 +113,20 @@ type NodeInfo struct {
 	Addr          string    `json:"addr"`
 	Connections   int       `json:"connections"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// Version is the node's build version ("" when not stamped).
+	Version string `json:"version"`
+	// StartedAt is when the node started (nil from a node that does not say).
+	StartedAt *time.Time `json:"started_at"`
+	// UptimeSeconds is the seconds since StartedAt.
+	UptimeSeconds int64 `json:"uptime_seconds"`
+	// CPU is the process's CPU use over its last heartbeat interval, in cores.
+	CPU float64 `json:"cpu"`
+	// MemoryBytes is what the Go runtime holds from the OS.
+	MemoryBytes uint64 `json:"memory_bytes"`
+	// HeapBytes is the Go heap's objects.
+	HeapBytes uint64 `json:"heap_bytes"`
+	// Goroutines is the node's goroutines.
+	Goroutines int `json:"goroutines"`
 }
 
 // Sanction is an active mute or ban.

@@ -9,8 +9,9 @@ type keys struct {
 	ks keyspace.Space
 }
 
-// user: per node N that holds the user "node:N" (its expiry, unix ms) and
-// "rooms:N" (JSON array); and "last_seen" (unix ms).
+// user: per node N that holds the user "node:N" (its expiry, unix ms),
+// "rooms:N" (JSON array) and "conns:N" (JSON array of Conn); and
+// "last_seen" (unix ms).
 func (k keys) user(user string) string { return k.ks.Key("user", user, "presence") } // HASH
 
 // online: user → expiry (unix ms) of every online user, for the global count.

@@ -9,12 +9,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Node is one chatd node in the registry.
+// Node is one chatd node in the registry, as its last heartbeat described
+// it. The figures after LastHeartbeat are the node's own report of itself
+// (for the admin console); zero when the node did not give them.
 type Node struct {
 	ID            string    `json:"id"`
 	Addr          string    `json:"addr"`
 	Connections   int       `json:"connections"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
+
+	// Version is the node's build version.
+	Version string `json:"version,omitempty"`
+	// StartedAt is when the node's process started.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// CPU is the process's CPU use over the last heartbeat interval, in
+	// cores (1.0 = one core busy).
+	CPU float64 `json:"cpu,omitempty"`
+	// MemoryBytes is the memory the Go runtime holds from the OS (mapped,
+	// not released): close to the process's resident size.
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	// HeapBytes is the live and not yet swept heap.
+	HeapBytes uint64 `json:"heap_bytes,omitempty"`
+	// Goroutines is the number of goroutines.
+	Goroutines int `json:"goroutines,omitempty"`
 }
 
 // Heartbeat registers n as alive for TTL, with LastHeartbeat set to now

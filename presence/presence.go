@@ -77,6 +77,19 @@ func (p *Presence) TTL() time.Duration { return p.ttl }
 type UserState struct {
 	User  string
 	Rooms []string
+	// Conns are the user's connections on the node (for the admin
+	// console); nil = none listed.
+	Conns []Conn
+}
+
+// Conn is one connection of a user on a node.
+type Conn struct {
+	// ID is the connection's id on its node.
+	ID string `json:"id"`
+	// Session is the session (token) the connection was opened with.
+	Session string `json:"session"`
+	// Node is the node that holds it (set by Get).
+	Node string `json:"node,omitempty"`
 }
 
 // Status is what Get knows about a user.
@@ -86,6 +99,9 @@ type Status struct {
 	Node     string    `json:"node"`      // the node that renewed the user last; "" when offline
 	Rooms    []string  `json:"rooms"`     // sorted, over all the user's live nodes; empty when offline
 	LastSeen time.Time `json:"last_seen"` // last Touch or clean Offline; zero for an unknown user
+	// Conns are the user's connections on its live nodes, by node and id
+	// (as the nodes last touched the user); empty when offline.
+	Conns []Conn `json:"-"`
 }
 
 // Touch renews every user connected to node in ONE pipelined round trip: each
@@ -101,6 +117,7 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 		return nil
 	}
 	roomsJSON := make([]string, len(users))
+	connsJSON := make([]string, len(users))
 	for i, u := range users {
 		if err := names.User(u.User); err != nil {
 			return fmt.Errorf("presence: touch: %w", err)
@@ -114,6 +131,14 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 			return fmt.Errorf("presence: touch %s: %w", u.User, err)
 		}
 		roomsJSON[i] = string(b)
+		conns := u.Conns
+		if conns == nil {
+			conns = []Conn{}
+		}
+		if b, err = json.Marshal(conns); err != nil {
+			return fmt.Errorf("presence: touch %s: %w", u.User, err)
+		}
+		connsJSON[i] = string(b)
 	}
 	start := time.Now()
 	now := p.now()
@@ -123,7 +148,7 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 		members := make([]redis.Z, len(users))
 		for i, u := range users {
 			key := p.k.user(u.User)
-			pipe.HSet(ctx, key, "node:"+node, exp, "rooms:"+node, roomsJSON[i], "last_seen", nowMS)
+			pipe.HSet(ctx, key, "node:"+node, exp, "rooms:"+node, roomsJSON[i], "conns:"+node, connsJSON[i], "last_seen", nowMS)
 			pipe.PExpire(ctx, key, p.keep)
 			members[i] = redis.Z{Score: float64(exp), Member: u.User}
 		}
@@ -196,7 +221,7 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 		}
 		exp, _ := strconv.ParseInt(v, 10, 64)
 		if exp <= now {
-			stale = append(stale, f, "rooms:"+n)
+			stale = append(stale, f, "rooms:"+n, "conns:"+n)
 			continue
 		}
 		live[n] = true
@@ -206,18 +231,32 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 	}
 	st.Online = len(live) > 0
 	for f, v := range fields {
-		n, ok := strings.CutPrefix(f, "rooms:")
+		n, isRooms := strings.CutPrefix(f, "rooms:")
+		if !isRooms {
+			var isConns bool
+			if n, isConns = strings.CutPrefix(f, "conns:"); !isConns {
+				continue
+			}
+		}
 		switch _, claimed := fields["node:"+n]; {
-		case !ok:
-		case live[n]:
+		case live[n] && isRooms:
 			var rooms []string
 			if err := json.Unmarshal([]byte(v), &rooms); err == nil {
 				st.Rooms = append(st.Rooms, rooms...)
+			}
+		case live[n]:
+			var conns []Conn
+			if err := json.Unmarshal([]byte(v), &conns); err == nil {
+				for _, c := range conns {
+					c.Node = n
+					st.Conns = append(st.Conns, c)
+				}
 			}
 		case !claimed:
 			stale = append(stale, f) // a Touch that raced an Offline
 		}
 	}
+	slices.SortFunc(st.Conns, func(a, b Conn) int { return strings.Compare(a.Node+"\x00"+a.ID, b.Node+"\x00"+b.ID) })
 	slices.Sort(st.Rooms)
 	st.Rooms = slices.Compact(st.Rooms)
 	if len(stale) > 0 {
@@ -228,6 +267,64 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// MaxSearch is the most users Search returns.
+const MaxSearch = 100
+
+// Search returns the online users whose name starts with prefix, letters
+// compared case-insensitively (as names.Canonical does), sorted, at most
+// limit (1 to
+// MaxSearch): a [ZSCAN] of the online index with MATCH, so its cost grows
+// with the number of users online (an admin read, not a user one). It
+// returns an error wrapping names.ErrBadName for a prefix that is not the
+// start of a valid user name.
+func (p *Presence) Search(ctx context.Context, prefix string, limit int) ([]string, error) {
+	if err := names.User(prefix); err != nil {
+		return nil, fmt.Errorf("presence: search: %w", err)
+	}
+	limit = min(max(limit, 1), MaxSearch)
+	now := float64(ms(p.now()))
+	match := foldPattern(prefix) + "*"
+	var found []string
+	var cursor uint64
+	for {
+		kv, next, err := p.rdb.ZScan(ctx, p.k.online(), cursor, match, 500).Result()
+		if err != nil {
+			return nil, fmt.Errorf("presence: search %q: %w", prefix, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if exp, err := strconv.ParseFloat(kv[i+1], 64); err == nil && exp > now {
+				found = append(found, kv[i])
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(found)
+	found = slices.Compact(found)
+	if len(found) > limit {
+		found = found[:limit]
+	}
+	return found, nil
+}
+
+// foldPattern is a MATCH pattern for s with each letter matching either
+// case: "Al-1" is "[aA][lL]-1". Names hold only [A-Za-z0-9_-], so no other
+// glob character can reach MATCH.
+func foldPattern(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		lo := names.Canonical(string(c))
+		if up := strings.ToUpper(lo); up != lo {
+			b.WriteString("[" + lo + up + "]")
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // Online returns how many users are online on any node, trimming the users

@@ -138,7 +138,7 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		assert.Equal(t, []string{"x-1"}, st.Rooms)
 		fields, err := r.Client.HKeys(ctx, n[0].k.user("carol")).Result()
 		require.NoError(t, err)
-		assert.ElementsMatch(t, []string{"last_seen", "node:node-a", "rooms:node-a"}, fields, "node-c's claim is gone")
+		assert.ElementsMatch(t, []string{"last_seen", "node:node-a", "rooms:node-a", "conns:node-a"}, fields, "node-c's claim is gone")
 	})
 
 	t.Run("an unknown user is offline with no last seen", func(t *testing.T) {
@@ -167,6 +167,16 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		assert.Equal(t, "node-a", nodes[0].ID)
 		assert.Equal(t, 5, nodes[0].Connections)
 		assert.Equal(t, "node-b", nodes[1].ID)
+
+		started := clk.Now().Add(-time.Hour).UTC()
+		full := Node{ID: "node-b", Addr: "10.0.0.1:8081", Connections: 7, Version: "v1.2.3", StartedAt: started,
+			CPU: 0.25, MemoryBytes: 64 << 20, HeapBytes: 12 << 20, Goroutines: 42}
+		require.NoError(t, n[2].Heartbeat(ctx, full))
+		nodes, err = n[0].Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 2)
+		full.LastHeartbeat = clk.Now().UTC()
+		assert.Equal(t, full, nodes[1], "a node's own figures are read back whole")
 
 		require.NoError(t, n[2].Leave(ctx, "node-b"))
 		nodes, err = n[0].Nodes(ctx)
@@ -286,4 +296,57 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0
+}
+
+func TestSearchAndConns(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	clk := newClock()
+	n := cluster3(t, r, Config{Now: clk.Now})
+
+	require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{
+		{User: "Alice", Rooms: []string{"general-1"}, Conns: []Conn{{ID: "c2", Session: "s1"}, {ID: "c1", Session: "s2"}}},
+		{User: "alfred"}, {User: "bob"}, {User: "al_x"},
+	}))
+	require.NoError(t, n[1].Touch(ctx, "node-b", []UserState{{User: "Alice", Rooms: []string{"lounge-2"}, Conns: []Conn{{ID: "c1", Session: "s3"}}}}))
+
+	t.Run("a prefix finds the online users whose names start with it, in either case", func(t *testing.T) {
+		for _, prefix := range []string{"al", "AL", "aL"} {
+			got, err := n[2].Search(ctx, prefix, 10)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"Alice", "al_x", "alfred"}, got, prefix)
+		}
+		got, err := n[2].Search(ctx, "al", 2)
+		require.NoError(t, err)
+		assert.Len(t, got, 2, "limit is honoured")
+		got, err = n[2].Search(ctx, "zz", 10)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+	})
+
+	t.Run("a prefix with a glob character is refused", func(t *testing.T) {
+		for _, prefix := range []string{"*", "a?", "[a]", ""} {
+			_, err := n[2].Search(ctx, prefix, 10)
+			assert.ErrorIs(t, err, names.ErrBadName, prefix)
+		}
+	})
+
+	t.Run("Get lists the connections of every live node", func(t *testing.T) {
+		st, err := n[2].Get(ctx, "Alice")
+		require.NoError(t, err)
+		assert.Equal(t, []Conn{{ID: "c1", Session: "s2", Node: "node-a"}, {ID: "c2", Session: "s1", Node: "node-a"}, {ID: "c1", Session: "s3", Node: "node-b"}}, st.Conns)
+		assert.Equal(t, []string{"general-1", "lounge-2"}, st.Rooms)
+	})
+
+	t.Run("an offline node's connections go with it, and a user past its TTL is not found", func(t *testing.T) {
+		require.NoError(t, n[0].Offline(ctx, "Alice", "node-b"))
+		st, err := n[2].Get(ctx, "Alice")
+		require.NoError(t, err)
+		assert.Equal(t, []Conn{{ID: "c1", Session: "s2", Node: "node-a"}, {ID: "c2", Session: "s1", Node: "node-a"}}, st.Conns)
+		clk.Add(time.Minute)
+		got, err := n[2].Search(ctx, "al", 10)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+	})
 }

@@ -41,7 +41,9 @@ var (
 
 // Admin is the operator's use case: the live settings (a write marks every
 // REST session's settings bit, once, on the node that took it), notices,
-// message removal, and the reads of the admin console (stats, nodes).
+// message removal, the reads of the admin console (stats, nodes, rooms by
+// population, user search, the audit log) and its actions (a message from
+// the system, disconnecting a user or a connection on every node).
 type Admin struct {
 	settings  settingsStore
 	counters  counters
@@ -49,6 +51,10 @@ type Admin struct {
 	purchases purchases
 	notices   *noticeBoard
 	marks     *marker
+	rooms     adminRooms
+	people    adminPresence
+	audit     auditLog
+	chat      *Chat // the say rules, the local clients, the publisher
 }
 
 // Stats are the global figures of GET /stats.

@@ -19,7 +19,11 @@
 //     WebSocket clients and REST sessions alike, and the chat reads),
 //     Polls (the REST poll), Game (leaderboards, seen, shop), Sessions
 //     (guest sign-in and sign-out, the per-request admission, connection
-//     caps), Moderation, Admin (settings, notices, stats). A REST write
+//     caps), Moderation, Admin (settings, notices, stats, and the admin
+//     console's reads and actions: nodes, rooms by population, user
+//     search, a message from the system, disconnecting a user or one
+//     connection on every node over the admin command channel, the audit
+//     log). A REST write
 //     marks the dirty bits it must; a mute drops the cached status; nothing
 //     is left for the transport to remember.
 //   - Hub is the one registry of the node's clients, by room and by user,

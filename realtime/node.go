@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
@@ -51,6 +52,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil = none.
 	Registerer prometheus.Registerer
+	// Version is the build version the node reports in the node registry;
+	// "" = none.
+	Version string
 }
 
 // Node is one chatd node's realtime core. It only wires: it builds the
@@ -86,6 +90,8 @@ type Node struct {
 	modGuard *modGuard
 	notices  *noticeBoard
 	unwatch  func()
+	proc     procStats
+	started  time.Time // when Start was called
 }
 
 // New builds a node; Start starts its background work.
@@ -198,7 +204,9 @@ func New(cfg Config) (*Node, error) {
 		hub: n.hub, runID: runID, log: log}
 	n.Chat.releaseLease = n.Sessions.ReleaseConn
 	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
-	n.Admin = &Admin{settings: st, counters: rs, registry: n.presence, purchases: sh, notices: n.notices, marks: mk}
+	n.Admin = &Admin{settings: st, counters: rs, registry: n.presence, purchases: sh, notices: n.notices, marks: mk,
+		rooms: rs, people: n.presence, chat: n.Chat,
+		audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
 
@@ -262,6 +270,7 @@ func (n *Node) Draining() <-chan struct{} { return n.draining }
 // node heartbeat, seat sweeper, session sweep, connection leases). It
 // returns once the node can serve.
 func (n *Node) Start(ctx context.Context) error {
+	n.started = n.cfg.Now().UTC()
 	n.busRun.Go(func(ctx context.Context) { _ = n.bus.Run(ctx) })
 	if err := n.settings.Start(ctx, n.bus); err != nil {
 		return fmt.Errorf("realtime: start settings: %w", err)
@@ -277,6 +286,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if _, err := n.bus.Subscribe(ctx, n.modGuard.store.Channel(), bus.HandlerFuncs{OnReceive: n.modGuard.receive, OnResubscribed: n.modGuard.reset}); err != nil {
 		return fmt.Errorf("realtime: subscribe moderation: %w", err)
+	}
+	if _, err := n.bus.Subscribe(ctx, adminChannel(n.cfg.Prefix), bus.HandlerFuncs{OnReceive: n.Admin.receive}); err != nil {
+		return fmt.Errorf("realtime: subscribe admin commands: %w", err)
 	}
 	n.unwatch = n.settings.Watch("", func(ch settings.Change) {
 		n.Chat.broadcast(mustJSON(map[string]any{"type": "settings", "key": ch.Key, "value": ch.Value, "version": ch.Version}))
@@ -342,9 +354,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// heartbeat keeps the node in the registry.
+// heartbeat keeps the node in the registry, with its figures.
 func (n *Node) heartbeat(ctx context.Context) {
-	err := n.presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: n.cfg.Now()})
+	now := n.cfg.Now()
+	ps := n.proc.sample(now)
+	err := n.presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
+		Version: n.cfg.Version, StartedAt: n.started, CPU: ps.cpu, MemoryBytes: ps.memoryBytes, HeapBytes: ps.heapBytes,
+		Goroutines: ps.goroutines})
 	if err != nil {
 		n.log.Debug("node heartbeat", "err", err)
 	}

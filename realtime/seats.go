@@ -128,8 +128,10 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 			m[r] = struct{}{}
 		}
 	}
+	conns := map[string][]presence.Conn{}
 	for _, c := range ch.hub.Clients() {
 		add(c.p.User, c.roomList())
+		conns[c.p.User] = append(conns[c.p.User], connOf(c))
 		if c.p.Holder != "" && keeper != nil {
 			err := keeper.Admit(ctx, c.p.User, c.p.Holder, c.p.Expires)
 			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
@@ -142,7 +144,9 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 	}
 	users := make([]presence.UserState, 0, len(byUser))
 	for u, rs := range byUser {
-		users = append(users, userState(u, rs))
+		st := userState(u, rs)
+		st.Conns = conns[u]
+		users = append(users, st)
 	}
 	if len(users) == 0 {
 		return
@@ -172,10 +176,17 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 		}
 		return
 	}
-	if err := ch.presence.Touch(ctx, ch.node, []presence.UserState{userState(user, set)}); err != nil {
+	st := userState(user, set)
+	for _, c := range cs {
+		st.Conns = append(st.Conns, connOf(c))
+	}
+	if err := ch.presence.Touch(ctx, ch.node, []presence.UserState{st}); err != nil {
 		ch.log.Debug("presence touch", "user", user, "err", err)
 	}
 }
+
+// connOf is c as the presence lists it.
+func connOf(c *Client) presence.Conn { return presence.Conn{ID: c.id, Session: c.p.Session} }
 
 // userState is user's presence with the set of rooms.
 func userState(user string, set map[string]struct{}) presence.UserState {

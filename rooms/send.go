@@ -28,7 +28,15 @@ type SendOptions struct {
 	// Burst is how many says the sender may make at once after a pause
 	// (the bucket's size); below 1 means 1.
 	Burst float64
+	// System sends as the system (an operator's message): the message is
+	// from SystemSender whatever the request's User, no seat is needed and
+	// no bucket is taken from; the room must exist.
+	System bool
 }
+
+// SystemSender is the From of a message sent with SendOptions.System: not
+// a valid user name, so no user can pass for it.
+const SystemSender = "@system"
 
 // SendResult is what Send did.
 type SendResult struct {
@@ -168,7 +176,9 @@ type prepared struct {
 
 func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag string) prepared {
 	lobby, seq, err := ParseRoom(r.Room)
-	if err == nil {
+	if opt.System {
+		r.User = SystemSender
+	} else if err == nil {
 		err = names.User(r.User)
 	}
 	if err == nil && (r.Text == "" || !utf8.ValidString(r.Text)) {
@@ -186,6 +196,9 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag str
 		return prepared{err: err}
 	}
 	rate, burst := max(opt.Rate, 0), max(opt.Burst, 1)
+	if opt.System {
+		rate, r.Key = 0, "" // the system has no bucket and sends once
+	}
 	p := prepared{m: m, lobby: lobby, tag: tag,
 		keys: []string{roomsKey(s.ks, lobby), membersKey(s.ks, lobby), leasesKey(s.ks, lobby),
 			historyKey(s.ks, lobby, seq), rateKey(s.ks, lobby, r.User), restKey(s.ks, lobby)},
@@ -196,6 +209,9 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag str
 		sum := sha256.Sum256([]byte(r.Text))
 		p.keys = append(p.keys, saidKey(s.ks, lobby, r.User, r.Key))
 		p.args = append(p.args, s.idemTTL.Milliseconds(), hex.EncodeToString(sum[:8]), tag)
+	}
+	if opt.System {
+		p.args = append(p.args, 0, "", "", "system")
 	}
 	return p
 }

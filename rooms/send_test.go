@@ -139,3 +139,39 @@ func TestShardedPubSubOnACluster(t *testing.T) {
 		require.NoError(t, ps.Close())
 	}
 }
+
+func TestSystemSend(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	s := nodes(t, r, 1, Config{})[0]
+	_, err := s.Join(ctx, "sys", "alice", ws1)
+	require.NoError(t, err)
+	events := subscribe(t, s.rdb, s.Channel("sys-1"))
+
+	t.Run("the system speaks in a room nobody of it is seated in, as @system, without a bucket", func(t *testing.T) {
+		for i := range 5 { // a bucket of 1 at 0.001/s would refuse the second
+			res, err := s.Send(ctx, "sys-1", "", "maintenance soon", SendOptions{System: true, Rate: 0.001, Burst: 1})
+			require.NoError(t, err, "say %d", i)
+			assert.Equal(t, SystemSender, res.Message.From)
+			ev := nextEvent(t, events)
+			require.NotNil(t, ev.Message)
+			assert.Equal(t, res.Message.ID, ev.Message.ID, "members hear it")
+			assert.Equal(t, SystemSender, ev.Message.From)
+		}
+		h, err := s.History(ctx, "sys-1", "", 10)
+		require.NoError(t, err)
+		require.Len(t, h, 5)
+		assert.Equal(t, SystemSender, h[0].From, "it is in the history")
+	})
+
+	t.Run("a user without a seat is still refused", func(t *testing.T) {
+		_, err := s.Send(ctx, "sys-1", "bob", "hi", SendOptions{})
+		assert.ErrorIs(t, err, ErrNotSeated)
+	})
+
+	t.Run("the room must exist", func(t *testing.T) {
+		_, err := s.Send(ctx, "sys-9", "", "hello?", SendOptions{System: true})
+		assert.ErrorIs(t, err, ErrUnknownRoom)
+	})
+}

@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
+	auditlog "github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 )
@@ -170,32 +174,136 @@ func (s *Server) requireUser(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// requireReader admits what requireUser admits, and the admin token too:
-// for the reads that need no user of their own (stats, rooms, presence,
-// boards, settings), so the admin console reads with its token.
+// requireReader admits what requireUser admits, and either admin token
+// too: for the reads that need no user of their own (stats, rooms,
+// presence, boards, settings), so the admin console reads with its token.
 func (s *Server) requireReader(c *fiber.Ctx) error {
-	if s.cfg.AdminToken != "" {
-		if tok := bearer(c); tok != "" && sameSecret(tok, s.cfg.AdminToken) {
-			return c.Next()
-		}
+	if s.adminRole(bearer(c)) != "" {
+		return c.Next()
 	}
 	return s.requireUser(c)
 }
 
-// requireAdmin admits requests whose bearer token is the admin token,
-// compared in constant time. A valid user token is 403, anything else 401.
-func (s *Server) requireAdmin(c *fiber.Ctx) error {
-	if s.cfg.AdminToken == "" {
+// Admin roles: the full admin token acts, the read-only one only reads.
+const (
+	roleAdmin = "admin"
+	roleRead  = "read"
+)
+
+// adminRole returns the role of tok: roleAdmin for the admin token,
+// roleRead for the read-only admin token, "" for anything else. Both are
+// compared in constant time.
+func (s *Server) adminRole(tok string) string {
+	switch {
+	case tok == "":
+		return ""
+	case s.cfg.AdminToken != "" && sameSecret(tok, s.cfg.AdminToken):
+		return roleAdmin
+	case s.cfg.AdminReadToken != "" && sameSecret(tok, s.cfg.AdminReadToken):
+		return roleRead
+	}
+	return ""
+}
+
+// requireAdminRead admits the admin reads (GET): the admin token or the
+// read-only one. A valid user token is 403, anything else 401; a server
+// with neither token answers 403.
+func (s *Server) requireAdminRead(c *fiber.Ctx) error {
+	if s.cfg.AdminToken == "" && s.cfg.AdminReadToken == "" {
 		return errNoAdmin
 	}
 	tok := bearer(c)
-	if tok != "" && sameSecret(tok, s.cfg.AdminToken) {
+	if role := s.adminRole(tok); role != "" {
+		c.Locals(localRole, role)
 		return c.Next()
 	}
 	if _, err := s.tokens.verify(tok); err == nil {
 		return errAdminOnly
 	}
 	return errf(errcode.BadToken, "send the admin token: Authorization: Bearer <admin token>")
+}
+
+// requireAdmin admits the admin actions: only the admin token, compared in
+// constant time. The read-only admin token is 403, a valid user token too,
+// anything else 401. Every action the admin token takes — and every one
+// the read-only token tried — goes to the audit log with its answer.
+func (s *Server) requireAdmin(c *fiber.Ctx) error {
+	if s.cfg.AdminToken == "" {
+		return errNoAdmin
+	}
+	tok := bearer(c)
+	switch s.adminRole(tok) {
+	case roleAdmin:
+		c.Locals(localRole, roleAdmin)
+		err := c.Next()
+		s.record(c, tok, roleAdmin, err)
+		return err
+	case roleRead:
+		s.record(c, tok, roleRead, errReadOnly)
+		return errReadOnly
+	}
+	if _, err := s.tokens.verify(tok); err == nil {
+		return errAdminOnly
+	}
+	return errf(errcode.BadToken, "send the admin token: Authorization: Bearer <admin token>")
+}
+
+const localRole = "adminRole"
+
+// tokenFingerprint names an admin token in the audit log without giving it
+// away: the first 8 hex digits of its SHA-256.
+func tokenFingerprint(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:4])
+}
+
+// routeParam is a Fiber route parameter (":user"), written "{user}" in the
+// audit log as the docs write it.
+var routeParam = regexp.MustCompile(`:(\w+)`)
+
+// auditDetailMax bounds the request body summary kept in the audit log.
+const auditDetailMax = 200
+
+// record adds the admin action of c, answered err (nil = 200), to the
+// audit log; a failure to record is logged, never the request's.
+func (s *Server) record(c *fiber.Ctx, tok, role string, err error) {
+	status := c.Response().StatusCode()
+	if err != nil {
+		status = toAPIError(err).Status
+	}
+	route := routeParam.ReplaceAllString(strings.TrimPrefix(c.Route().Path, "/api/v1"), "{$1}")
+	var target []string
+	for _, p := range c.Route().Params {
+		target = append(target, c.Params(p))
+	}
+	if len(target) == 0 { // an action on a user named in the body (a kick, a disconnect, a grant)
+		var body struct {
+			User string `json:"user"`
+		}
+		if json.Unmarshal(c.Body(), &body) == nil && body.User != "" {
+			target = append(target, clipUTF8(body.User, 64))
+		}
+	}
+	e := auditlog.Entry{
+		Actor: role + " " + tokenFingerprint(tok), Role: role,
+		Action: c.Method() + " " + route, Target: strings.Join(target, " "),
+		Detail: clipUTF8(string(c.Body()), auditDetailMax), Status: status, Node: s.cfg.Node,
+	}
+	if rerr := s.admin.Record(c.UserContext(), e); rerr != nil {
+		s.log.Warn("audit log: record failed", "action", e.Action, "err", rerr)
+	}
+}
+
+// clipUTF8 cuts s to at most n bytes on a rune boundary, marking a cut
+// with "…".
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // sameSecret compares a presented secret with the configured one in

@@ -361,7 +361,8 @@ func startNode(t *testing.T, r *redistest.Redis, id string) *node {
 	}
 	srv, err := web.New(web.Config{
 		Redis: r.NewClient(t), Prefix: r.Prefix, Node: id,
-		Secret: []byte("browser-test-secret-0123456789abcdef"), AdminToken: "adm", Logger: logger,
+		Secret: []byte("browser-test-secret-0123456789abcdef"), AdminToken: "adm", AdminReadToken: "adm-read",
+		Version: "v0.0.0-test", Logger: logger,
 	})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(context.Background()))
@@ -703,7 +704,14 @@ func (p *page) eval(t *testing.T, expr string) bool {
 // waitJS waits until a boolean expression holds in the page.
 func (p *page) waitJS(t *testing.T, expr, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	p.waitJSFor(t, 15*time.Second, expr, msg)
+}
+
+// waitJSFor is waitJS with its own deadline, for a condition that follows
+// the cluster's own periods (heartbeats, presence renewals).
+func (p *page) waitJSFor(t *testing.T, d time.Duration, expr, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	var err error
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithDeadline(p.ctx, deadline.Add(5*time.Second))

@@ -86,6 +86,7 @@ var (
 	errUnauthorized = errcode.Errorf(errcode.BadToken, "send a valid session token: Authorization: Bearer <token> (get one from POST /api/v1/session)")
 	errAdminOnly    = errcode.Errorf(errcode.Forbidden, "this endpoint needs the admin token")
 	errNoAdmin      = errcode.Errorf(errcode.Forbidden, "admin endpoints are disabled: the server was started without --admin-token")
+	errReadOnly     = errcode.Errorf(errcode.Forbidden, "this is the read-only admin token (--admin-read-token): it reads every admin screen but takes no action")
 	errGuestOff     = errcode.Errorf(errcode.Forbidden, "this server runs with --auth jwt: sessions come from its login service, POST /api/v1/session is off")
 )
 

@@ -25,6 +25,8 @@ import (
 const (
 	testSecret = "test-secret-0123456789abcdef0123"
 	testAdmin  = "admin-token"
+	// testAdminRead is the read-only admin token of every test node.
+	testAdminRead = "admin-read-token"
 )
 
 // testNode is one chatd node running in the test process on its own Redis
@@ -70,7 +72,7 @@ func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
 		level = slog.LevelDebug
 	}
 	cfg := Config{
-		Redis: rdb, Node: id, Prefix: c.r.Prefix, Secret: []byte(testSecret), AdminToken: testAdmin,
+		Redis: rdb, Node: id, Prefix: c.r.Prefix, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
 	}
 	for _, o := range opts {

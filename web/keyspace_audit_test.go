@@ -177,6 +177,18 @@ func TestKeyspaceAudit(t *testing.T) {
 	c2.do(call{method: "GET", path: "/api/v1/wallet", token: carol, status: 200, eventually: true})
 	au.names("erin")
 
+	// the admin console: its reads, a message from the system, a
+	// disconnect, a refused try of the read-only token — the audit log
+	// (with its TTL) holds every action above
+	c2.do(call{method: "GET", path: "/api/v1/admin/whoami", token: testAdminRead, status: 200})
+	c1.do(call{method: "GET", path: "/api/v1/admin/rooms", token: testAdminRead, status: 200})
+	c2.do(call{method: "GET", path: "/api/v1/admin/rooms/" + room, token: testAdmin, status: 200})
+	c1.do(call{method: "POST", path: "/api/v1/admin/rooms/" + room + "/messages", token: testAdmin, body: map[string]string{"text": "audit"}, status: 200})
+	c1.do(call{method: "POST", path: "/api/v1/admin/rooms/" + room + "/messages", token: testAdminRead, body: map[string]string{"text": "no"}, status: 403, code: "forbidden", invalid: true})
+	c2.do(call{method: "GET", path: "/api/v1/admin/users?prefix=a", token: testAdminRead, status: 200})
+	c2.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdmin, body: map[string]string{"user": "erin"}, status: 200})
+	c1.do(call{method: "GET", path: "/api/v1/admin/audit", token: testAdminRead, status: 200})
+
 	// refusals that count: new boards per user, sessions and connections
 	// per address (their buckets and leases are keys too)
 	cl.putSetting("limit.new_boards_per_user_per_minute", 1)

@@ -19,7 +19,7 @@ func (s *Server) chatRoutes(api fiber.Router, user, admin fiber.Handler) {
 	api.Post("/rooms/:room/read", user, s.markRead)
 	api.Delete("/rooms/:room/messages/:id", admin, s.removeMessage)
 
-	api.Get("/moderation", admin, s.listModeration)
+	api.Get("/moderation", s.requireAdminRead, s.listModeration)
 	api.Post("/moderation/kick", admin, s.kick)
 	api.Post("/moderation/mute", admin, s.mute)
 	api.Post("/moderation/ban", admin, s.ban)

@@ -22,7 +22,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 	api.Get("/rooms/:room/messages", reader, s.listMessages)
 
 	api.Get("/presence/:user", reader, s.getPresence)
-	api.Get("/nodes", admin, s.listNodes) // internal addresses: not for users
+	api.Get("/nodes", s.requireAdminRead, s.listNodes) // internal addresses: not for users
 	api.Get("/stats", reader, s.getStats)
 
 	api.Get("/settings", reader, s.getSettings)
@@ -33,6 +33,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 
 	s.gameRoutes(api, user, admin)
 	s.chatRoutes(api, user, admin)
+	s.adminRoutes(api, s.requireAdminRead, admin)
 	api.Get("/poll", user, s.poll)
 }
 
@@ -125,14 +126,7 @@ func (s *Server) getPresence(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if st.Rooms == nil {
-		st.Rooms = []string{}
-	}
-	out := fiber.Map{"user": st.User, "online": st.Online, "node": st.Node, "rooms": st.Rooms, "last_seen": nil}
-	if !st.LastSeen.IsZero() {
-		out["last_seen"] = st.LastSeen.UTC().Format(time.RFC3339)
-	}
-	return c.JSON(out)
+	return c.JSON(presenceOf(st))
 }
 
 func (s *Server) listNodes(c *fiber.Ctx) error {
@@ -141,8 +135,16 @@ func (s *Server) listNodes(c *fiber.Ctx) error {
 		return err
 	}
 	out := make([]fiber.Map, 0, len(ns))
+	now := s.cfg.Now()
 	for _, n := range ns {
-		out = append(out, fiber.Map{"id": n.ID, "addr": n.Addr, "connections": n.Connections, "last_heartbeat": n.LastHeartbeat.UTC().Format(time.RFC3339)})
+		m := fiber.Map{"id": n.ID, "addr": n.Addr, "connections": n.Connections, "last_heartbeat": n.LastHeartbeat.UTC().Format(time.RFC3339),
+			"version": n.Version, "started_at": nil, "uptime_seconds": 0, "cpu": n.CPU, "memory_bytes": n.MemoryBytes,
+			"heap_bytes": n.HeapBytes, "goroutines": n.Goroutines}
+		if !n.StartedAt.IsZero() {
+			m["started_at"] = n.StartedAt.UTC().Format(time.RFC3339)
+			m["uptime_seconds"] = max(int64(now.Sub(n.StartedAt)/time.Second), 0)
+		}
+		out = append(out, m)
 	}
 	return c.JSON(fiber.Map{"nodes": out})
 }

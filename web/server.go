@@ -52,6 +52,12 @@ type Config struct {
 	// AdminToken is the bearer token of the admin endpoints; "" = they
 	// answer 403.
 	AdminToken string
+	// AdminReadToken is a read-only admin token: it opens every admin read
+	// (GET) and every admin action answers it 403; "" = none.
+	AdminReadToken string
+	// Version is the build version this node reports in the node registry;
+	// "" = none.
+	Version string
 	// AllowedOrigins are the Origins allowed to open a WebSocket, as
 	// scheme://host[:port]; empty = the request's own host only.
 	AllowedOrigins []string
@@ -147,6 +153,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Auth == "" {
 		cfg.Auth = "guest"
 	}
+	if cfg.AdminReadToken != "" && cfg.AdminReadToken == cfg.AdminToken {
+		return nil, errors.New("web: Config.AdminReadToken must differ from Config.AdminToken")
+	}
 	if cfg.Auth != "guest" && cfg.Auth != "jwt" {
 		return nil, fmt.Errorf("web: Config.Auth %q: expected guest or jwt", cfg.Auth)
 	}
@@ -163,7 +172,7 @@ func New(cfg Config) (*Server, error) {
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
 		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
-		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry,
+		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry, Version: cfg.Version,
 	})
 	if err != nil {
 		return nil, err

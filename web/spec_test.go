@@ -139,6 +139,10 @@ func specAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
 		if !isBearer || tok != testAdmin {
 			return errors.New("no admin token")
 		}
+	case "adminReadToken":
+		if !isBearer || tok != testAdminRead {
+			return errors.New("no read-only admin token")
+		}
 	case "wsToken":
 		if r.URL.Query().Get("token") == "" {
 			return errors.New("no token query parameter")
@@ -503,6 +507,26 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "GET", path: "/api/v1/presence/nobody", token: bob, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/nodes", token: testAdmin, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/stats", token: bob, status: 200})
+
+	// the admin console: reads with either admin token, actions with the
+	// full one only
+	c.do(call{method: "GET", path: "/api/v1/admin/whoami", token: testAdmin, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/admin/whoami", token: testAdminRead, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/admin/whoami", token: alice, status: 403, code: "forbidden", invalid: true})
+	c.do(call{method: "GET", path: "/api/v1/nodes", token: testAdminRead, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/admin/rooms?limit=5", token: testAdminRead, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/admin/rooms?limit=0", token: testAdmin, status: 400, code: "bad_request", invalid: true})
+	c.do(call{method: "GET", path: "/api/v1/admin/rooms/" + room + "?limit=5", token: testAdmin, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/admin/rooms/spec-999", token: testAdminRead, status: 404, code: "unknown_room"})
+	c.do(call{method: "POST", path: "/api/v1/admin/rooms/" + room + "/messages", token: testAdmin, body: map[string]string{"text": "from the system"}, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/admin/rooms/" + room + "/messages", token: testAdminRead, body: map[string]string{"text": "no"}, status: 403, code: "forbidden", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/admin/rooms/spec-999/messages", token: testAdmin, body: map[string]string{"text": "anyone?"}, status: 404, code: "unknown_room"})
+	c.do(call{method: "GET", path: "/api/v1/admin/users?prefix=AL&limit=5", token: testAdminRead, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/admin/users?prefix=a*", token: testAdmin, status: 400, code: "bad_name", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdmin, body: map[string]string{"user": "carol", "reason": "testing"}, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdmin, body: map[string]string{"user": "carol", "connection": "ws:n1:x:1"}, status: 400, code: "bad_request"})
+	c.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdminRead, body: map[string]string{"user": "carol"}, status: 403, code: "forbidden", invalid: true})
+	c.do(call{method: "GET", path: "/api/v1/admin/audit?limit=10", token: testAdminRead, status: 200})
 
 	// settings and notices
 	c.do(call{method: "GET", path: "/api/v1/settings", token: bob, status: 200})

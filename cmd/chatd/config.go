@@ -17,12 +17,14 @@ import (
 // Config is chatd's configuration: every flag of the README's "Running"
 // table, each with its environment twin and its key in a --config file.
 type Config struct {
-	Addr           string
-	Redis          string
-	NodeID         string
-	Prefix         string
-	Secret         string
-	AdminToken     string
+	Addr       string
+	Redis      string
+	NodeID     string
+	Prefix     string
+	Secret     string
+	AdminToken string
+	// AdminReadToken opens every admin read but no admin action; "" = none.
+	AdminReadToken string
 	AllowedOrigins []string
 	LogLevel       slog.Level
 	LogFormat      string // "text" or "json"
@@ -57,6 +59,7 @@ var flagSpecs = []flagSpec{
 	{name: "prefix", env: "CHATD_PREFIX", def: "chatd", help: "namespace of every Redis key and channel"},
 	{name: "secret", env: "CHATD_SECRET", secret: true, help: "HMAC secret that signs session tokens, shared by all nodes (at least 16 characters); required with --redis"},
 	{name: "admin-token", env: "CHATD_ADMIN_TOKEN", secret: true, help: "bearer token for admin endpoints; empty = admin endpoints answer 403"},
+	{name: "admin-read-token", env: "CHATD_ADMIN_READ_TOKEN", secret: true, help: "read-only admin bearer token: every admin read (the admin console's screens), every admin action answers 403; empty = none"},
 	{name: "allowed-origins", env: "CHATD_ALLOWED_ORIGINS", list: true, help: "comma-separated WebSocket Origin allow-list (scheme://host[:port]); empty = same host only"},
 	{name: "log-level", env: "CHATD_LOG_LEVEL", def: "info", help: "debug, info, warn or error"},
 	{name: "log-format", env: "CHATD_LOG_FORMAT", def: "text", help: "text (logfmt) or json (one JSON object per line)"},
@@ -182,7 +185,10 @@ func (r resolved) given(name string) bool { return r.from[name].kind != "default
 func (r resolved) apply(c *Config) error {
 	v := r.val
 	c.Addr, c.Redis, c.NodeID, c.Prefix = v["addr"], strings.TrimSpace(v["redis"]), v["node-id"], v["prefix"]
-	c.Secret, c.AdminToken = v["secret"], v["admin-token"]
+	c.Secret, c.AdminToken, c.AdminReadToken = v["secret"], v["admin-token"], v["admin-read-token"]
+	if c.AdminReadToken != "" && c.AdminReadToken == c.AdminToken {
+		return r.fail("admin-read-token", "--admin-read-token: must differ from --admin-token (a token is one role)")
+	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return r.fail("addr", "--addr %q: expected host:port or :port", c.Addr)
 	}

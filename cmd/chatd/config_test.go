@@ -161,10 +161,11 @@ func TestPrintConfig(t *testing.T) {
 	t.Parallel()
 	file := writeFile(t, "chatd.yaml", "prefix: fromfile\nlog-format: json\n")
 	environ := map[string]string{
-		"CHATD_REDIS":        "redis://user:hunter2-pass@127.0.0.1:6379/3",
-		"CHATD_SECRET":       secret,
-		"CHATD_ADMIN_TOKEN":  adminToken,
-		"CHATD_METRICS_ADDR": "127.0.0.1:9191",
+		"CHATD_REDIS":            "redis://user:hunter2-pass@127.0.0.1:6379/3",
+		"CHATD_SECRET":           secret,
+		"CHATD_ADMIN_TOKEN":      adminToken,
+		"CHATD_METRICS_ADDR":     "127.0.0.1:9191",
+		"CHATD_ADMIN_READ_TOKEN": "read-only-token-value",
 	}
 	args := []string{"--config", file, "--print-config", "--allowed-origins", "https://a.example,http://b.example:8080",
 		"--trusted-proxies", "10.0.0.0/8,192.0.2.7", "--shutdown-grace", "1m30s", "--log-level", "debug"}
@@ -172,12 +173,13 @@ func TestPrintConfig(t *testing.T) {
 	require.NoError(t, run(t.Context(), args, env(environ), &stdout, &stderr))
 	out := stdout.String()
 	assert.Empty(t, stderr.String(), "nothing but the configuration")
-	for _, s := range []string{secret, adminToken, "hunter2"} {
+	for _, s := range []string{secret, adminToken, "read-only-token-value", "hunter2"} {
 		assert.NotContains(t, out, s, "secrets are masked")
 	}
 	assert.Contains(t, out, `redis: "redis://user:***@127.0.0.1:6379/3"`)
 	assert.Contains(t, out, "# env CHATD_REDIS; password masked")
 	assert.Contains(t, out, "# set, masked (env CHATD_SECRET)")
+	assert.Contains(t, out, `admin-read-token: "" # set, masked (env CHATD_ADMIN_READ_TOKEN)`)
 	assert.Contains(t, out, `prefix: "fromfile" # `+file+":1")
 	assert.Contains(t, out, `allowed-origins: ["https://a.example", "http://b.example:8080"] # flag`)
 	assert.Contains(t, out, `addr: ":8080" # default`)
@@ -191,6 +193,7 @@ func TestPrintConfig(t *testing.T) {
 		require.NoError(t, err)
 		got, err := parseConfig([]string{"--config", printed}, env(map[string]string{
 			"CHATD_REDIS": environ["CHATD_REDIS"], "CHATD_SECRET": secret, "CHATD_ADMIN_TOKEN": adminToken,
+			"CHATD_ADMIN_READ_TOKEN": environ["CHATD_ADMIN_READ_TOKEN"],
 		}), io.Discard)
 		require.NoError(t, err)
 		want.ConfigFile, want.PrintConfig, got.ConfigFile = "", false, ""

@@ -107,35 +107,36 @@ func TestParseConfigHidesRedisPasswords(t *testing.T) {
 func TestParseConfigEnvTwins(t *testing.T) {
 	t.Parallel()
 	all := map[string]string{
-		"CHATD_ADDR":            "127.0.0.1:9000",
-		"CHATD_REDIS":           "redis://127.0.0.1:6379/2",
-		"CHATD_NODE_ID":         "env-node",
-		"CHATD_PREFIX":          "envprefix",
-		"CHATD_SECRET":          secret,
-		"CHATD_ADMIN_TOKEN":     adminToken,
-		"CHATD_ALLOWED_ORIGINS": "https://a.example, http://b.example:8080",
-		"CHATD_LOG_LEVEL":       "debug",
-		"CHATD_SHUTDOWN_GRACE":  "3s",
+		"CHATD_ADDR":             "127.0.0.1:9000",
+		"CHATD_REDIS":            "redis://127.0.0.1:6379/2",
+		"CHATD_NODE_ID":          "env-node",
+		"CHATD_PREFIX":           "envprefix",
+		"CHATD_SECRET":           secret,
+		"CHATD_ADMIN_TOKEN":      adminToken,
+		"CHATD_ADMIN_READ_TOKEN": "env-read-token",
+		"CHATD_ALLOWED_ORIGINS":  "https://a.example, http://b.example:8080",
+		"CHATD_LOG_LEVEL":        "debug",
+		"CHATD_SHUTDOWN_GRACE":   "3s",
 	}
 	t.Run("each environment twin applies", func(t *testing.T) {
 		c, err := parseConfig(nil, env(all), io.Discard)
 		require.NoError(t, err)
 		assert.Equal(t, Config{
 			Addr: "127.0.0.1:9000", Redis: "redis://127.0.0.1:6379/2", NodeID: "env-node", Prefix: "envprefix",
-			Secret: secret, AdminToken: adminToken, AllowedOrigins: []string{"https://a.example", "http://b.example:8080"},
+			Secret: secret, AdminToken: adminToken, AdminReadToken: "env-read-token", AllowedOrigins: []string{"https://a.example", "http://b.example:8080"},
 			LogLevel: slog.LevelDebug, LogFormat: "text", ShutdownGrace: 3 * time.Second, Auth: "guest",
 		}, c)
 	})
 	t.Run("flags win over the environment", func(t *testing.T) {
 		c, err := parseConfig([]string{
 			"--addr", ":7000", "--redis", "127.0.0.1:7001,127.0.0.1:7002", "--node-id", "flag-node", "--prefix", "flagprefix",
-			"--secret", "flag-secret-0123456789", "--admin-token", "flag-admin", "--allowed-origins", "https://c.example",
+			"--secret", "flag-secret-0123456789", "--admin-token", "flag-admin", "--admin-read-token", "flag-read", "--allowed-origins", "https://c.example",
 			"--log-level", "warn", "--shutdown-grace", "1m",
 		}, env(all), io.Discard)
 		require.NoError(t, err)
 		assert.Equal(t, Config{
 			Addr: ":7000", Redis: "127.0.0.1:7001,127.0.0.1:7002", NodeID: "flag-node", Prefix: "flagprefix",
-			Secret: "flag-secret-0123456789", AdminToken: "flag-admin", AllowedOrigins: []string{"https://c.example"},
+			Secret: "flag-secret-0123456789", AdminToken: "flag-admin", AdminReadToken: "flag-read", AllowedOrigins: []string{"https://c.example"},
 			LogLevel: slog.LevelWarn, LogFormat: "text", ShutdownGrace: time.Minute, Auth: "guest",
 		}, c)
 	})
@@ -152,14 +153,25 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		assert.Empty(t, c.Redis)
 		assert.Empty(t, c.Secret)
 		assert.Empty(t, c.AdminToken)
+		assert.Empty(t, c.AdminReadToken)
 		assert.Empty(t, c.AllowedOrigins)
+	})
+	t.Run("the read-only token comes from its key in the file, and may not be the full token", func(t *testing.T) {
+		file := writeFile(t, "read.yaml", "admin-read-token: file-read-token\n")
+		c, err := parseConfig([]string{"--config", file}, env(nil), io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, "file-read-token", c.AdminReadToken)
+		_, err = parseConfig([]string{"--admin-token", "same-token", "--admin-read-token", "same-token"}, env(nil), io.Discard)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--admin-read-token: must differ from --admin-token")
 	})
 }
 
 func TestHelpShowsNoSecrets(t *testing.T) {
 	t.Parallel()
 	var stderr bytes.Buffer
-	_, err := parseConfig([]string{"-h"}, env(map[string]string{"CHATD_SECRET": secret, "CHATD_ADMIN_TOKEN": adminToken}), &stderr)
+	_, err := parseConfig([]string{"-h"}, env(map[string]string{"CHATD_SECRET": secret, "CHATD_ADMIN_TOKEN": adminToken,
+		"CHATD_ADMIN_READ_TOKEN": "read-token-from-env"}), &stderr)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	out := stderr.String()
 	for _, f := range flagSpecs {
@@ -168,6 +180,7 @@ func TestHelpShowsNoSecrets(t *testing.T) {
 	}
 	assert.NotContains(t, out, secret)
 	assert.NotContains(t, out, adminToken)
+	assert.NotContains(t, out, "read-token-from-env")
 }
 
 // logBuffer is a stderr that run's logger and the test share.
@@ -280,6 +293,7 @@ func TestRunOnRedisKeepsSecretsOutOfTheLog(t *testing.T) {
 	assert.NotContains(t, out, "EMBEDDED")
 	assert.NotContains(t, out, secret)
 	assert.NotContains(t, out, adminToken)
+	assert.NotContains(t, out, "read-token-from-env")
 }
 
 func TestRunRefusesAnUnreachableRedis(t *testing.T) {

@@ -1,6 +1,7 @@
 -- presence_offline: a user's connection to one node closed cleanly.
 --
--- KEYS[1] user  HASH  node:<node> -> expiry (unix ms), rooms:<node> -> JSON, last_seen (unix ms)
+-- KEYS[1] user  HASH  node:<node> -> expiry (unix ms), rooms:<node> -> JSON,
+--                     conns:<node> -> JSON, last_seen (unix ms)
 -- ARGV[1] node id
 -- ARGV[2] now (unix ms)
 -- ARGV[3] retention (ms): the real expiry of KEYS[1]
@@ -11,7 +12,7 @@ local now = tonumber(ARGV[2])
 local exp = redis.call('HGET', KEYS[1], 'node:' .. ARGV[1])
 local removed = 0
 if exp then
-  redis.call('HDEL', KEYS[1], 'node:' .. ARGV[1], 'rooms:' .. ARGV[1])
+  redis.call('HDEL', KEYS[1], 'node:' .. ARGV[1], 'rooms:' .. ARGV[1], 'conns:' .. ARGV[1])
   if tonumber(exp) > now then
     removed = 1
     redis.call('HSET', KEYS[1], 'last_seen', ARGV[2])

@@ -26,6 +26,9 @@
 -- ARGV[13] how long KEYS[7] is kept, ms
 -- ARGV[14] the text's hash (hex)
 -- ARGV[15] the send call and the say's place in it ("<call>/<i>")
+-- ARGV[16] "system" for a message of the system (SendOptions.System): no
+--          seat is checked (ARGV[13..15] are then placeholders, KEYS[7]
+--          absent, ARGV[10] 0)
 --
 -- Returns {id, rest}: the stream id "ms-seq" of the new message, published
 -- as ARGV[7] .. id zero-padded to "%013d-%06d" .. ARGV[8], and the number of
@@ -52,10 +55,12 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return {-1}
 end
 local now = tonumber(ARGV[3])
-local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
-local exp = redis.call('ZSCORE', KEYS[3], ARGV[2])
-if not at or string.format('%d', tonumber(at)) ~= ARGV[1] or not exp or tonumber(exp) <= now then
-  return {0}
+if ARGV[16] ~= 'system' then
+  local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
+  local exp = redis.call('ZSCORE', KEYS[3], ARGV[2])
+  if not at or string.format('%d', tonumber(at)) ~= ARGV[1] or not exp or tonumber(exp) <= now then
+    return {0}
+  end
 end
 local rate = tonumber(ARGV[10])
 if rate > 0 then
@@ -77,8 +82,8 @@ if rate > 0 then
 end
 local id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*',
   'from', ARGV[2], 'text', ARGV[5], 'ts', ARGV[3])
--- The sender is seated: the lobby is not idle, and its keys (the room
--- counter among them) expire no sooner than this.
+-- The sender is seated (or the system spoke): the lobby is not idle, and
+-- its keys (the room counter among them) expire no sooner than this.
 redis.call('PEXPIRE', KEYS[4], ARGV[12])
 if said then
   redis.call('SET', said, ARGV[15] .. ' ' .. ARGV[1] .. ' ' .. ARGV[14] .. ' ' .. id .. ' ' .. ARGV[3], 'PX', ARGV[13])

@@ -14,6 +14,7 @@ const READ_MODES = 'chatd.admin.reads'; // path kind -> 'viewer'
 
 const st = {
   token: '',
+  role: 'admin', // or 'read': the read-only admin token (every action off)
   // The read endpoints are "user" endpoints; a server that does not let
   // the admin token read them answers 401, and the console then reads them
   // with a guest session of its own (viewer), made once per tab.
@@ -77,6 +78,11 @@ async function signIn(token) {
     return;
   }
   session.setAdminToken(token);
+  try {
+    st.role = (await call('GET', '/admin/whoami')).role || 'admin';
+  } catch {
+    st.role = 'admin'; // a node without the endpoint: the actions answer for themselves
+  }
   $('admin-token').value = '';
   $('admin-signin').hidden = true;
   $('console').hidden = false;
@@ -134,7 +140,25 @@ async function viewer() {
   }
 }
 
+// applyRole turns every action control ([data-act]) off under the
+// read-only token — the ones rendered later too — and says why.
+function applyRole() {
+  const ro = st.role === 'read';
+  document.body.dataset.role = st.role;
+  $('readonly-banner').hidden = !ro;
+  if (!ro) return;
+  const off = () => {
+    for (const el of document.querySelectorAll('[data-act]:not([disabled])')) {
+      el.disabled = true;
+      el.title = 'The read-only admin token takes no action';
+    }
+  };
+  off();
+  new MutationObserver(off).observe($('console'), {childList: true, subtree: true});
+}
+
 function startConsole() {
+  applyRole();
   setupTabs();
   $('admin-signout').addEventListener('click', () => {
     session.setAdminToken('');
@@ -143,7 +167,9 @@ function startConsole() {
     location.replace('/admin');
   });
   setupUsers();
+  setupSearch();
   setupRooms();
+  setupAudit();
   setupBoards();
   setupShop();
   setupNotices();
@@ -187,9 +213,14 @@ function select(sec) {
   history.replaceState(null, '', `#${sec}`);
   consoleError(null);
   if (sec === 'dash') drawChart();
+  if (sec === 'nodes') loadNodes();
   if (sec === 'users') loadModeration();
-  if (sec === 'rooms') loadLobbies();
+  if (sec === 'rooms') {
+    loadLobbies();
+    loadPopulation();
+  }
   if (sec === 'shop') loadItems();
+  if (sec === 'audit') loadAudit();
 }
 
 // ---- dashboard ----
@@ -198,6 +229,8 @@ async function pollStats() {
   clearTimeout(st.statsTimer);
   if (document.visibilityState === 'visible' && st.section === 'dash') {
     await Promise.all([loadStats(), loadNodes(), loadHealth()]);
+  } else if (document.visibilityState === 'visible' && st.section === 'nodes') {
+    await Promise.all([loadNodes(), loadHealth()]);
   } else {
     await loadHealth();
   }
@@ -234,10 +267,16 @@ async function loadNodes() {
       const age = now - new Date(n.last_heartbeat).getTime();
       const ok = age < STALE_AFTER;
       return h('tr', {'data-testid': 'node-row', 'data-node': n.id},
-        h('td', {}, n.id),
-        h('td', {}, n.addr || '—'),
-        h('td', {class: 'num'}, fmtInt(n.connections)),
-        h('td', {}, ago(n.last_heartbeat)),
+        h('td', {class: 'id'}, n.id),
+        h('td', {class: 'id', 'data-testid': 'node-version'}, n.version || '—'),
+        h('td', {class: 'num', 'data-testid': 'node-uptime'}, n.started_at ? fmtDuration(n.uptime_seconds) : '—'),
+        h('td', {class: 'num', 'data-testid': 'node-cpu'}, typeof n.cpu === 'number' ? n.cpu.toFixed(2) : '—'),
+        h('td', {class: 'num', 'data-testid': 'node-memory'}, fmtBytes(n.memory_bytes)),
+        h('td', {class: 'num', 'data-testid': 'node-heap'}, fmtBytes(n.heap_bytes)),
+        h('td', {class: 'num', 'data-testid': 'node-goroutines'}, fmtInt(n.goroutines)),
+        h('td', {class: 'num', 'data-testid': 'node-connections'}, fmtInt(n.connections)),
+        h('td', {class: 'id'}, n.addr || '—'),
+        h('td', {class: 'nowrap'}, ago(n.last_heartbeat)),
         h('td', {}, h('span', {class: ok ? 'ok-tag' : 'bad-tag'}, ok ? 'healthy' : 'no heartbeat')));
     }));
   } catch (err) {
@@ -412,7 +451,7 @@ function fillMod(body, entries, kind) {
     h('td', {}, new Date(e.until).toLocaleString()),
     h('td', {}, e.reason || '—'),
     h('td', {}, h('button', {
-      type: 'button', class: 'small-btn', 'data-testid': `lift-${kind}`,
+      type: 'button', class: 'small-btn', 'data-testid': `lift-${kind}`, 'data-act': true,
       'aria-label': `Lift the ${kind} of ${e.user}`,
       onclick: async () => {
         try {
@@ -432,6 +471,49 @@ function setupRooms() {
     e.preventDefault();
     openRoom($('room-id').value.trim());
   });
+  $('rooms-refresh').addEventListener('click', loadPopulation);
+  $('say-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const room = st.room;
+    const text = $('say-text').value.trim();
+    setText($('say-error'), '');
+    setText($('say-result'), '');
+    if (!text) {
+      setText($('say-error'), 'Write the message first.');
+      return;
+    }
+    try {
+      const r = await call('POST', `/admin/rooms/${seg(room)}/messages`, {text});
+      $('say-text').value = '';
+      setText($('say-result'), `Sent to ${room} as the system at ${clock(r.message.ts)}.`);
+      openRoom(room);
+    } catch (err) {
+      setText($('say-error'), err.message);
+    }
+  });
+}
+
+// loadPopulation lists the rooms with the most members first.
+async function loadPopulation() {
+  try {
+    const r = await call('GET', '/admin/rooms?limit=50');
+    $('pop-body').replaceChildren(...(r.rooms || []).map((room) => h('tr', {'data-testid': 'pop-row', 'data-room': room.id},
+      h('td', {}, h('button', {type: 'button', class: 'link-btn', 'data-testid': 'pop-open', onclick: () => openRoom(room.id)}, room.id)),
+      h('td', {class: 'num', 'data-testid': 'pop-members'}, fmtInt((room.members || []).length)),
+      h('td', {class: 'num'}, fmtInt(room.capacity)))));
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+// disconnect closes a user's connections on every node, or one of them.
+async function disconnect(user, conn, done) {
+  try {
+    await call('POST', '/admin/disconnect', conn ? {user, node: conn.node, connection: conn.id} : {user});
+    done(conn ? `Disconnected one connection of ${user} on ${conn.node}.` : `Disconnected ${user} on every node.`);
+  } catch (err) {
+    consoleError(err);
+  }
 }
 
 async function loadLobbies() {
@@ -464,18 +546,111 @@ async function openRoom(id) {
   }
   $('room-id').value = id;
   try {
-    const [r, m] = await Promise.all([
-      call('GET', `/rooms/${seg(id)}`),
-      call('GET', `/rooms/${seg(id)}/messages?limit=50`),
-    ]);
+    const r = await call('GET', `/admin/rooms/${seg(id)}?limit=50`);
     const room = r.room;
+    st.room = room.id;
     setText($('room-title'), `${room.id} · ${(room.members || []).length}/${room.capacity} seats`);
     setText($('room-members'), (room.members || []).length ? `Members: ${room.members.join(', ')}` : 'Nobody is seated.');
-    renderRoomMessages(id, m.messages || []);
+    $('room-presence-body').replaceChildren(...(r.members || []).map((p) => h('tr', {'data-testid': 'member-row', 'data-user': p.user},
+      h('td', {}, p.user),
+      h('td', {'data-testid': 'member-status'}, p.online ? 'online' : 'offline'),
+      h('td', {class: 'id'}, p.node || '—'),
+      h('td', {}, h('button', {
+        type: 'button', class: 'small-btn danger', 'data-testid': 'member-disconnect', 'data-act': true,
+        'aria-label': `Disconnect ${p.user} on every node`,
+        onclick: () => disconnect(p.user, null, (msg) => setText($('say-result'), msg)),
+      }, 'Disconnect')))));
+    renderRoomMessages(id, r.messages || []);
     $('room-view').hidden = false;
   } catch (err) {
     $('room-view').hidden = true;
     setText($('room-error'), err.message);
+  }
+}
+
+// ---- user search ----
+
+function setupSearch() {
+  $('search-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    search();
+  });
+}
+
+async function search() {
+  const prefix = $('search-prefix').value.trim();
+  setText($('search-error'), '');
+  setText($('search-result'), '');
+  if (!userName.test(prefix)) {
+    setText($('search-error'), 'Type the start of a name: letters, digits, _ or -.');
+    return;
+  }
+  try {
+    const [r, mods] = await Promise.all([
+      call('GET', `/admin/users?prefix=${encodeURIComponent(prefix)}&limit=50`),
+      call('GET', '/moderation'),
+    ]);
+    const users = r.users || [];
+    const muted = new Map((mods.mutes || []).map((m) => [m.user.toLowerCase(), m]));
+    setText($('search-result'), `${users.length} online user${users.length === 1 ? '' : 's'} whose name starts with ${prefix}.`);
+    const done = (msg) => {
+      setText($('search-result'), msg);
+      setTimeout(search, 1500); // presence follows within a few seconds
+    };
+    $('users-body').replaceChildren(...users.map((u) => h('tr', {'data-testid': 'user-row', 'data-user': u.user},
+      h('td', {}, u.user),
+      h('td', {class: 'id'}, u.node || '—'),
+      h('td', {}, (u.rooms || []).join(', ') || '—'),
+      h('td', {class: 'id', 'data-testid': 'user-sessions'}, String((u.sessions || []).length)),
+      h('td', {}, h('ul', {class: 'conn-list'}, (u.connections || []).map((c) => h('li', {'data-testid': 'user-conn', 'data-conn': c.id, 'data-node': c.node},
+        h('span', {class: 'id'}, `${c.node} · ${c.id}`),
+        h('button', {
+          type: 'button', class: 'small-btn danger', 'data-testid': 'conn-disconnect', 'data-act': true,
+          'aria-label': `Disconnect connection ${c.id} of ${u.user} on ${c.node}`,
+          onclick: () => disconnect(u.user, c, done),
+        }, 'Disconnect'))))),
+      h('td', {}, h('div', {class: 'row-actions'},
+        h('button', {
+          type: 'button', class: 'small-btn danger', 'data-testid': 'user-disconnect', 'data-act': true,
+          'aria-label': `Disconnect all connections of ${u.user}, on every node`,
+          onclick: () => disconnect(u.user, null, done),
+        }, 'Disconnect all'),
+        muted.has(u.user.toLowerCase()) && h('button', {
+          type: 'button', class: 'small-btn', 'data-testid': 'user-unmute', 'data-act': true,
+          title: `Muted until ${new Date(muted.get(u.user.toLowerCase()).until).toLocaleString()}`,
+          'aria-label': `Clear mute of ${u.user}`,
+          onclick: async () => {
+            try {
+              await call('DELETE', `/moderation/mute/${seg(u.user)}`);
+              done(`Cleared the mute of ${u.user}.`);
+            } catch (err) {
+              consoleError(err);
+            }
+          },
+        }, 'Clear mute'))))));
+  } catch (err) {
+    setText($('search-error'), err.message);
+  }
+}
+
+// ---- audit log ----
+
+function setupAudit() {
+  $('audit-refresh').addEventListener('click', loadAudit);
+}
+
+async function loadAudit() {
+  try {
+    const r = await call('GET', '/admin/audit?limit=200');
+    $('audit-body').replaceChildren(...(r.entries || []).map((e) => h('tr', {'data-testid': 'audit-row', 'data-role': e.role},
+      h('td', {class: 'nowrap'}, new Date(e.at).toLocaleString()),
+      h('td', {class: 'id', 'data-testid': 'audit-actor'}, e.actor),
+      h('td', {class: 'id', 'data-testid': 'audit-action'}, e.action),
+      h('td', {'data-testid': 'audit-target'}, e.target || '—'),
+      h('td', {class: 'num', 'data-testid': 'audit-status'}, String(e.status)),
+      h('td', {class: 'id'}, e.node))));
+  } catch (err) {
+    consoleError(err);
   }
 }
 
@@ -487,7 +662,7 @@ function renderRoomMessages(room, messages) {
       h('span', {class: 'msg-from'}, msg.from),
       h('span', {class: 'admin-msg-text'}, msg.text),
       h('button', {
-        type: 'button', class: 'small-btn danger', 'data-testid': 'remove-message',
+        type: 'button', class: 'small-btn danger', 'data-testid': 'remove-message', 'data-act': true,
         'aria-label': `Remove the message of ${msg.from} at ${clock(msg.ts)}`,
         onclick: async () => {
           try {
@@ -632,8 +807,8 @@ function renderSettings(values) {
       h('p', {class: 'desc', id: `${id}-desc`}, `${d.description} (${describe(d)})`),
       h('div', {class: 'row'},
         input,
-        h('button', {type: 'button', 'data-testid': `setting-save-${d.key}`, onclick: () => save(d.key, 'PUT')}, 'Save'),
-        h('button', {type: 'button', class: 'ghost', 'data-testid': `setting-reset-${d.key}`,
+        h('button', {type: 'button', 'data-testid': `setting-save-${d.key}`, 'data-act': true, onclick: () => save(d.key, 'PUT')}, 'Save'),
+        h('button', {type: 'button', class: 'ghost', 'data-testid': `setting-reset-${d.key}`, 'data-act': true,
           'aria-label': `Reset ${d.key} to its default`, onclick: () => save(d.key, 'DELETE')}, 'Reset')),
       error, ok);
   }));
@@ -706,6 +881,28 @@ function intOf(s) {
 
 function fmtInt(n) {
   return typeof n === 'number' ? n.toLocaleString() : '—';
+}
+
+function fmtBytes(n) {
+  if (typeof n !== 'number' || n <= 0) return '—';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n.toFixed(n < 10 && i > 0 ? 1 : 0)} ${units[i]}`;
+}
+
+function fmtDuration(sec) {
+  const s = Math.max(0, Math.floor(sec || 0));
+  const d = Math.floor(s / 86400);
+  const hh = Math.floor((s % 86400) / 3600);
+  const mm = Math.floor((s % 3600) / 60);
+  if (d) return `${d}d ${hh}h`;
+  if (hh) return `${hh}h ${mm}m`;
+  if (mm) return `${mm}m ${s % 60}s`;
+  return `${s}s`;
 }
 
 function toInput(v) {

@@ -1,0 +1,21 @@
+// Package audit owns the log of admin actions: who (which admin token, by
+// its role and a short fingerprint, never the token), what (the request's
+// method and path, its target and a summary), where (the node) and when.
+//
+// # Redis pattern: a capped list with a TTL
+//
+// The log is one LIST, newest first. Record appends with [LPUSH], trims it
+// to Config.Max entries with [LTRIM] and renews its TTL with [PEXPIRE], in
+// one MULTI/EXEC: the list never grows past Max, and a cluster nobody
+// administers for Config.TTL keeps no log at all. List reads the newest
+// entries with [LRANGE].
+//
+// The naive version — a key per action, or a list without LTRIM — grows
+// Redis with every click of the admin console, and without a TTL outlives
+// any retention policy.
+//
+// [LPUSH]: https://redis.io/commands/lpush/
+// [LTRIM]: https://redis.io/commands/ltrim/
+// [PEXPIRE]: https://redis.io/commands/pexpire/
+// [LRANGE]: https://redis.io/commands/lrange/
+package audit

@@ -1,0 +1,14 @@
+package audit
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/chatd/chatd/internal/keyspace"
+)
+
+func TestKeys(t *testing.T) {
+	assert.Equal(t, "chatd:admin:audit", logKey(keyspace.New("chatd")))
+	assert.Equal(t, "t1:admin:audit", logKey(keyspace.New("t1")))
+}
