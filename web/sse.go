@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -22,9 +23,9 @@ import (
 // `id:` that is the stream's position in every room it sits in
 // (realtime.Position), so the browser's automatic reconnect resumes all of
 // them with Last-Event-ID — no gap, no duplicate. The session sends over
-// plain HTTP on any node (POST …/messages, …/typing, …/read, joins and
-// leaves): no sticky sessions. Heartbeats are comments every 25 s. A drain
-// ends the stream with a `reconnect` event; a kick, a ban or an ended
+// plain HTTP on any node (POST …/messages, …/read, joins and leaves): no
+// sticky sessions. Heartbeats are comments every 25 s. A drain ends the
+// stream with a `reconnect` event; a kick, a ban or an ended
 // session with a `close` event naming the code (the client must not
 // reconnect after 4000 or 4003).
 
@@ -82,7 +83,11 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 		cancel()
 		if cl == nil {
 			s.sessions.ReleaseConn(context.Background(), p.Addr, lease)
-			t.Close(realtime.CloseTryLater, errcode.Message(err))
+			code := realtime.CloseTryLater
+			if errors.Is(err, realtime.ErrDraining) {
+				code = realtime.CloseServiceReboot
+			}
+			t.Close(code, errcode.Message(err))
 			return
 		}
 		<-cl.Finished()
@@ -188,12 +193,16 @@ func (t *sseConn) Close(code int, reason string) {
 		return
 	}
 	if code != realtime.CloseAbnormal {
-		typ := "close"
+		reason = strings.ToValidUTF8(reason, "")
+		var rec []byte
 		if code == realtime.CloseServiceReboot || code == realtime.CloseTryLater {
-			typ = "reconnect"
+			ev, _ := json.Marshal(map[string]any{"type": "reconnect", "code": code, "reason": reason})
+			rec = append([]byte("event: reconnect\ndata: "), ev...)
+		} else {
+			ev, _ := json.Marshal(map[string]any{"type": "close", "code": code, "reason": reason})
+			rec = append([]byte("event: close\ndata: "), ev...)
 		}
-		ev, _ := json.Marshal(map[string]any{"type": typ, "code": code, "reason": strings.ToValidUTF8(reason, "")})
-		_ = t.flushLocked(append(append([]byte("event: "+typ+"\ndata: "), ev...), '\n', '\n'))
+		_ = t.flushLocked(append(rec, '\n', '\n'))
 	}
 	t.closed = true
 	close(t.done)
