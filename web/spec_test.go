@@ -43,6 +43,7 @@ type spec struct {
 	router       routers.Router
 	clientFrame  *jsonschema.Schema
 	serverEvent  *jsonschema.Schema
+	streamEvent  *jsonschema.Schema // an event stream record's data
 	closeCodes   map[int]bool
 	errorCodes   map[string]bool
 	operationIDs map[string]string // "GET /api/v1/rooms/{room}" → operationId
@@ -101,6 +102,9 @@ func newSpec() (*spec, error) {
 		return nil, err
 	}
 	if s.serverEvent, err = c.Compile(wsSchemaID + "#/$defs/ServerEvent"); err != nil {
+		return nil, err
+	}
+	if s.streamEvent, err = c.Compile(wsSchemaID + "#/$defs/StreamEvent"); err != nil {
 		return nil, err
 	}
 	var raw struct {

@@ -67,6 +67,9 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	// The connection ends with the stream: watch reads it meanwhile, and
+	// must not take the bytes of a next request.
+	c.Context().SetConnectionClose()
 	raw2 := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		t := &sseConn{raw: raw2, w: w, pos: realtime.Position{}, done: make(chan struct{})}
@@ -90,6 +93,7 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 			t.Close(code, errcode.Message(err))
 			return
 		}
+		go t.watch(cl)
 		<-cl.Finished()
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s.chat.Disconnect(dctx, cl)
@@ -206,6 +210,23 @@ func (t *sseConn) Close(code int, reason string) {
 	}
 	t.closed = true
 	close(t.done)
+}
+
+// watch reads the connection until the peer hangs up, then closes the
+// client: otherwise nothing notices a gone peer before a write fails — a
+// heartbeat or two later — and its seats, its connection lease and its
+// queue stay meanwhile. The peer sends nothing on a stream; what it sends
+// is dropped. watch ends when the connection closes, which it does when
+// the stream ends (Connection: close).
+func (t *sseConn) watch(cl *realtime.Client) {
+	_ = t.raw.SetReadDeadline(time.Time{}) // the server's read timeout is for requests
+	buf := make([]byte, 512)
+	for {
+		if _, err := t.raw.Read(buf); err != nil {
+			cl.Close(realtime.CloseAbnormal, "")
+			return
+		}
+	}
 }
 
 // Abort cuts a write in progress short: the stream is dropped for not

@@ -1,0 +1,540 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// sseRecord is one record of an event stream.
+type sseRecord struct {
+	id, event string
+	data      map[string]any
+}
+
+// typ is the record's data type ("message", "reconnect", …).
+func (r sseRecord) typ() string { s, _ := r.data["type"].(string); return s }
+
+// sseClient is the tests' client of GET /api/v1/events: it reads records
+// in the background and checks each record's data against
+// docs/ws-frames.schema.json's StreamEvent, as the WebSocket tests check
+// frames against ServerEvent.
+type sseClient struct {
+	t       testing.TB
+	user    string
+	cancel  context.CancelFunc
+	records chan sseRecord
+	ended   chan struct{} // closed when the stream ended (either side)
+
+	mu       sync.Mutex
+	lastID   string   // the last id: received, as EventSource keeps it
+	comments []string // comment lines (": ping")
+	bad      []string // records the schema refuses
+}
+
+// streamOpts say how a stream is opened.
+type streamOpts struct {
+	query  bool   // the token in ?token= (as EventSource) instead of Authorization
+	last   string // Last-Event-ID header
+	lastQ  string // ?last_event_id=
+	client *http.Client
+}
+
+// openStream opens user's stream on n with tok and waits for its hello.
+func openStream(t testing.TB, n *testNode, user, tok string, o streamOpts) *sseClient {
+	t.Helper()
+	q := url.Values{}
+	if o.query {
+		q.Set("token", tok)
+	}
+	if o.lastQ != "" {
+		q.Set("last_event_id", o.lastQ)
+	}
+	u := n.url + "/api/v1/events"
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	require.NoError(t, err)
+	if !o.query {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if o.last != "" {
+		req.Header.Set("Last-Event-ID", o.last)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	hc := o.client
+	if hc == nil {
+		hc = &http.Client{} // no timeout: a stream lasts
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		cancel()
+		t.Fatalf("%s: the stream answered %d", user, resp.StatusCode)
+	}
+	assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	s := &sseClient{t: t, user: user, cancel: cancel, records: make(chan sseRecord, 20000), ended: make(chan struct{})}
+	go s.read(resp)
+	t.Cleanup(s.reportBad)
+	t.Cleanup(s.close)
+	hello := s.next("hello")
+	require.Equal(t, user, hello.data["user"])
+	return s
+}
+
+// read parses the stream (the WHATWG event stream format, as EventSource
+// does) until it ends.
+func (s *sseClient) read(resp *http.Response) {
+	defer close(s.ended)
+	defer resp.Body.Close()
+	sp := mustSpecNoT()
+	br := bufio.NewReader(resp.Body)
+	var rec sseRecord
+	var data []string
+	hasID := false
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			if len(data) == 0 {
+				rec, hasID = sseRecord{}, false
+				continue
+			}
+			raw := strings.Join(data, "\n")
+			if sp != nil {
+				if err := validateWith(sp.streamEvent, []byte(raw), "stream record"); err != nil {
+					s.mu.Lock()
+					s.bad = append(s.bad, err.Error())
+					s.mu.Unlock()
+				}
+			}
+			if err := json.Unmarshal([]byte(raw), &rec.data); err != nil {
+				s.mu.Lock()
+				s.bad = append(s.bad, fmt.Sprintf("record data is not JSON: %q", raw))
+				s.mu.Unlock()
+			}
+			if hasID {
+				s.mu.Lock()
+				s.lastID = rec.id
+				s.mu.Unlock()
+			}
+			s.records <- rec
+			rec, data, hasID = sseRecord{}, nil, false
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			s.mu.Lock()
+			s.comments = append(s.comments, line)
+			s.mu.Unlock()
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			rec.id, hasID = value, true
+		case "event":
+			rec.event = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+}
+
+func mustSpecNoT() *spec {
+	s, _ := loadSpec()
+	return s
+}
+
+// close hangs up, as a browser tab that goes away.
+func (s *sseClient) close() {
+	s.cancel()
+	<-s.ended
+}
+
+func (s *sseClient) reportBad() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.bad {
+		s.t.Errorf("%s: %s", s.user, e)
+	}
+}
+
+// last is the id of the last record that had one.
+func (s *sseClient) last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastID
+}
+
+// next returns the next record of data type typ, skipping others.
+func (s *sseClient) next(typ string) sseRecord {
+	s.t.Helper()
+	deadline := time.After(frameWait)
+	for {
+		select {
+		case r := <-s.records:
+			if r.typ() == typ {
+				return r
+			}
+		case <-deadline:
+			s.t.Fatalf("%s: no %q record within %s", s.user, typ, frameWait)
+		}
+	}
+}
+
+// messages collects n message records of room (others are skipped).
+func (s *sseClient) messages(room string, n int) []sseRecord {
+	s.t.Helper()
+	var out []sseRecord
+	for len(out) < n {
+		r := s.next("message")
+		if m, _ := r.data["message"].(map[string]any); m["room"] == room {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// texts reads message records until it has seen each of texts.
+func (s *sseClient) texts(texts ...string) {
+	s.t.Helper()
+	want := map[string]bool{}
+	for _, x := range texts {
+		want[x] = true
+	}
+	for len(want) > 0 {
+		_, text := recID(s.next("message"))
+		delete(want, text)
+	}
+}
+
+// awaitEnd waits until the server ended the stream.
+func (s *sseClient) awaitEnd() {
+	s.t.Helper()
+	select {
+	case <-s.ended:
+	case <-time.After(frameWait):
+		s.t.Fatalf("%s: the stream did not end within %s", s.user, frameWait)
+	}
+}
+
+// recID is a message record's message id and text.
+func recID(r sseRecord) (id, text string) {
+	m, _ := r.data["message"].(map[string]any)
+	id, _ = m["id"].(string)
+	text, _ = m["text"].(string)
+	return id, text
+}
+
+// post sends text to room as tok's session over REST on n.
+func (c *cluster) post(n *testNode, tok, room, text string) string {
+	c.t.Helper()
+	var out struct{ Message struct{ ID string } }
+	require.Equal(c.t, 200, c.do(n, "POST", "/api/v1/rooms/"+room+"/messages", tok, map[string]string{"text": text}, &out))
+	return out.Message.ID
+}
+
+// TestStreamAndWebSocketOneRoomAcrossThreeNodes: an SSE client and a
+// WebSocket client in one room, each on its own node, while both send
+// (the SSE user over REST on every node in turn): each sees every
+// message once, in id order, the same sequence; every SSE message record
+// carries the stream's position.
+func TestStreamAndWebSocketOneRoomAcrossThreeNodes(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 3)
+	c.putSetting("rate.messages_per_second", 10000)
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	sam := c.session(n1, "sam")
+	room := c.join(n2, sam, "mix").ID
+	st := openStream(t, n1, "sam", sam, streamOpts{query: true})
+	joined := st.next("joined")
+	require.Equal(t, room, joined.data["room"].(map[string]any)["id"])
+
+	wes := c.dial(n3, "wes")
+	require.Equal(t, room, wes.join("mix"), "one lobby, one room with free seats")
+
+	const each = 25
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < each; i++ {
+			wes.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprintf("w-%d", i)})
+		}
+	}()
+	for i := 0; i < each; i++ {
+		c.post(c.nodes[i%3], sam, room, fmt.Sprintf("s-%d", i))
+	}
+	wg.Wait()
+
+	recs := st.messages(room, 2*each)
+	wsIDs := wes.collect(2 * each)
+	seen := map[string]bool{}
+	var sseIDs []string
+	for i, r := range recs {
+		id, text := recID(r)
+		assert.False(t, seen[text], "%q twice on the stream", text)
+		seen[text] = true
+		sseIDs = append(sseIDs, id)
+		assert.Equal(t, room+"@"+id, r.id, "the record's id is the stream's position")
+		if i > 0 {
+			assert.Less(t, sseIDs[i-1], id, "stream out of order")
+		}
+	}
+	for i := 0; i < each; i++ {
+		assert.True(t, seen[fmt.Sprintf("w-%d", i)] && seen[fmt.Sprintf("s-%d", i)], "message %d missing", i)
+	}
+	assert.Equal(t, sseIDs, wsIDs, "the stream and the WebSocket saw different sequences")
+	for i := 1; i < len(wsIDs); i++ {
+		assert.Less(t, wsIDs[i-1], wsIDs[i], "WebSocket out of order")
+	}
+	// nothing more than those: a marker sent last is the next message on both
+	mark := c.post(n3, sam, room, "last")
+	id, _ := recID(st.next("message"))
+	assert.Equal(t, mark, id)
+	wid, _ := msgOf(wes.next("message"))
+	assert.Equal(t, mark, wid)
+}
+
+// TestStreamResumesOnAnotherNode: a stream in two rooms is cut; messages
+// sent meanwhile on other nodes come, once each and in order, on a stream
+// reopened on another node with the Last-Event-ID it had; then live.
+func TestStreamResumesOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 3)
+	c.putSetting("rate.messages_per_second", 10000)
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	sam := c.session(n1, "sam")
+	bob := c.session(n1, "bob")
+	ra := c.join(n1, sam, "alpha").ID
+	rb := c.join(n1, sam, "beta").ID
+	c.join(n1, bob, "alpha")
+	c.join(n1, bob, "beta")
+
+	st := openStream(t, n1, "sam", sam, streamOpts{})
+	for i := 0; i < 3; i++ {
+		c.post(n2, bob, ra, fmt.Sprintf("a-%d", i))
+		c.post(n3, bob, rb, fmt.Sprintf("b-%d", i))
+	}
+	st.texts("a-2", "b-2")
+	pos := st.last()
+	lastA := msgID(t, c, n1, sam, ra, "a-2")
+	lastB := msgID(t, c, n1, sam, rb, "b-2")
+	assert.Equal(t, ra+"@"+lastA+","+rb+"@"+lastB, pos, "every room, sorted")
+	st.close()
+
+	var missed []string
+	for i := 3; i < 8; i++ {
+		missed = append(missed, c.post(c.nodes[i%3], bob, ra, fmt.Sprintf("a-%d", i)))
+		missed = append(missed, c.post(c.nodes[(i+1)%3], bob, rb, fmt.Sprintf("b-%d", i)))
+	}
+
+	st2 := openStream(t, n2, "sam", sam, streamOpts{last: pos})
+	live := c.post(n3, bob, ra, "live")
+	got := map[string][]string{}
+	for len(got[ra]) < 6 || len(got[rb]) < 5 {
+		r := st2.next("message")
+		id, _ := recID(r)
+		room := r.data["message"].(map[string]any)["room"].(string)
+		got[room] = append(got[room], id)
+	}
+	var wantA, wantB []string
+	for i, id := range missed {
+		if i%2 == 0 {
+			wantA = append(wantA, id)
+		} else {
+			wantB = append(wantB, id)
+		}
+	}
+	assert.Equal(t, append(wantA, live), got[ra], "room a: every missed message once, in order, then live")
+	assert.Equal(t, wantB, got[rb], "room b: every missed message once, in order")
+	assert.Equal(t, ra+"@"+live+","+rb+"@"+wantB[len(wantB)-1], st2.last())
+
+	// the same through ?last_event_id= (a client that is not EventSource)
+	st2.close()
+	st3 := openStream(t, n3, "sam", sam, streamOpts{query: true, lastQ: st2.last()})
+	next := c.post(n1, bob, rb, "after")
+	id, _ := recID(st3.next("message"))
+	assert.Equal(t, next, id, "nothing replayed before the new message")
+}
+
+// msgID is the id of the message of room with text, read over REST.
+func msgID(t testing.TB, c *cluster, n *testNode, tok, room, text string) string {
+	t.Helper()
+	var out struct{ Messages []messageJSON }
+	require.Equal(t, 200, c.do(n, "GET", "/api/v1/rooms/"+room+"/messages?limit=1000", tok, nil, &out))
+	for _, m := range out.Messages {
+		if m.Text == text {
+			return m.ID
+		}
+	}
+	t.Fatalf("no message %q in %s", text, room)
+	return ""
+}
+
+// members is the room's live members, read over REST on n.
+func (c *cluster) members(n *testNode, tok, room string) []string {
+	c.t.Helper()
+	var out struct{ Room roomJSON }
+	require.Equal(c.t, 200, c.do(n, "GET", "/api/v1/rooms/"+room, tok, nil, &out))
+	return out.Room.Members
+}
+
+// TestStreamHoldsItsSeats: the seat a session took over REST is held by
+// its stream while the stream is open — its REST attachment lapses
+// without polls, the seat stays — and freed once the stream is gone.
+func TestStreamHoldsItsSeats(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 2)
+	c.putSetting("seat.lease_seconds", 2)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	sam := c.session(n1, "sam")
+	room := c.join(n1, sam, "seat").ID
+	st := openStream(t, n2, "sam", sam, streamOpts{})
+	st.next("joined")
+
+	// the REST attachment's lease runs out (nothing polls) ...
+	ctx := context.Background()
+	atts := keyspace.New(c.r.Prefix).Key("lobby", "seat", "attachments")
+	restAtt := "sam rest:" + c.sessionID(sam)
+	require.Eventually(t, func() bool {
+		exp, err := n1.rdb.ZScore(ctx, atts, restAtt).Result()
+		if err == redis.Nil {
+			return true // reaped
+		}
+		now, terr := n1.rdb.Time(ctx).Result()
+		return err == nil && terr == nil && float64(now.UnixMilli()) > exp
+	}, frameWait, 50*time.Millisecond, "the REST attachment never lapsed")
+	// ... and the stream's attachment holds the seat: once the REST one
+	// has been reaped, the seat is still there, and stays while the
+	// stream is open
+	require.Eventually(t, func() bool {
+		_, err := n1.rdb.ZScore(ctx, atts, restAtt).Result()
+		return err == redis.Nil
+	}, frameWait, 50*time.Millisecond, "the lapsed REST attachment was never reaped")
+	assert.Contains(t, c.members(n1, sam, room), "sam", "the open stream lost its seat")
+	members, err := n1.rdb.ZRange(ctx, atts, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, members, 1, "only the stream's attachment: %v", members)
+	assert.True(t, strings.HasPrefix(members[0], "sam ws:n2:"), "the stream's attachment: %v", members)
+
+	// the stream goes: its seat is freed
+	st.close()
+	require.Eventually(t, func() bool {
+		return !slicesContains(c.members(n1, sam, room), "sam")
+	}, 2*frameWait, 50*time.Millisecond, "the seat outlived the stream")
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestStreamDrainSaysReconnect: a node that shuts down ends its streams
+// with a reconnect event (1012); the client reopens on another node with
+// its Last-Event-ID and misses nothing.
+func TestStreamDrainSaysReconnect(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 2)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	sam := c.session(n1, "sam")
+	bob := c.session(n1, "bob")
+	room := c.join(n1, sam, "drain").ID
+	c.join(n1, bob, "drain")
+	st := openStream(t, n2, "sam", sam, streamOpts{})
+	first := c.say(n1, bob, room, "before").ID
+	id, _ := recID(st.next("message"))
+	require.Equal(t, first, id)
+
+	n2.stop()
+	r := st.next("reconnect")
+	assert.Equal(t, "reconnect", r.event, "a named event: EventSource's onmessage does not see it")
+	assert.EqualValues(t, 1012, r.data["code"])
+	assert.Empty(t, r.id, "the ending record moves no position")
+	st.awaitEnd()
+
+	missed := c.say(n1, bob, room, "meanwhile").ID
+	st2 := openStream(t, n1, "sam", sam, streamOpts{last: st.last()})
+	id, _ = recID(st2.next("message"))
+	assert.Equal(t, missed, id, "the message sent while away, and nothing before it")
+}
+
+// TestStreamClosedByModeration: a kick ends the stream with a close event
+// naming 4001; a ban with 4003.
+func TestStreamClosedByModeration(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 2)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	sam := c.session(n1, "sam")
+	st := openStream(t, n2, "sam", sam, streamOpts{query: true})
+	require.Equal(t, 200, c.do(n1, "POST", "/api/v1/moderation/kick", testAdmin, map[string]any{"user": "sam", "reason": "calm down"}, nil))
+	r := st.next("close")
+	assert.Equal(t, "close", r.event)
+	assert.EqualValues(t, 4001, r.data["code"])
+	assert.Equal(t, "calm down", r.data["reason"])
+	st.awaitEnd()
+
+	st = openStream(t, n2, "sam", sam, streamOpts{query: true})
+	require.Equal(t, 200, c.do(n1, "POST", "/api/v1/moderation/ban", testAdmin, map[string]any{"user": "sam", "seconds": 60}, nil))
+	r = st.next("close")
+	assert.EqualValues(t, 4003, r.data["code"])
+	st.awaitEnd()
+	assert.Eventually(t, func() bool {
+		status, _, _, _ := c.call(n2, "GET", "/api/v1/events?token="+sam, "", nil, nil)
+		return status == http.StatusForbidden
+	}, frameWait, 20*time.Millisecond, "a banned user opens no stream")
+}
+
+// TestStreamRefusals: a bad token is 401 bad_token, a malformed position
+// 400 bad_request, before any stream opens.
+func TestStreamRefusals(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 1)
+	n := c.nodes[0]
+	sam := c.session(n, "sam")
+	var e struct{ Error APIError }
+	assert.Equal(t, 401, c.do(n, "GET", "/api/v1/events", "", nil, &e))
+	assert.Equal(t, "bad_token", e.Error.Code)
+	assert.Equal(t, 401, c.do(n, "GET", "/api/v1/events?token=forged.jwt.token", "", nil, &e))
+	assert.Equal(t, "bad_token", e.Error.Code)
+	for _, bad := range []string{"nonsense", "general-1@", "general-1@1-1,", "no spaces-1@1-1", "general-1@x-1"} {
+		status, body, _, err := c.call(n, "GET", "/api/v1/events", sam, nil, map[string]string{"Last-Event-ID": bad})
+		require.NoError(t, err)
+		assert.Equal(t, 400, status, "Last-Event-ID %q: %s", bad, body)
+		assert.Contains(t, string(body), `"bad_request"`)
+		assert.Equal(t, 400, c.do(n, "GET", "/api/v1/events?last_event_id="+url.QueryEscape(bad), sam, nil, &e), bad)
+		assert.Equal(t, "bad_request", e.Error.Code)
+	}
+	// a refused open holds no connection lease: a stream still opens
+	st := openStream(t, n, "sam", sam, streamOpts{last: "general-1@1-1"})
+	st.close()
+}
