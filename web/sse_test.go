@@ -2,13 +2,17 @@ package web
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,14 +255,6 @@ func recID(r sseRecord) (id, text string) {
 	return id, text
 }
 
-// post sends text to room as tok's session over REST on n.
-func (c *cluster) post(n *testNode, tok, room, text string) string {
-	c.t.Helper()
-	var out struct{ Message struct{ ID string } }
-	require.Equal(c.t, 200, c.do(n, "POST", "/api/v1/rooms/"+room+"/messages", tok, map[string]string{"text": text}, &out))
-	return out.Message.ID
-}
-
 // TestStreamAndWebSocketOneRoomAcrossThreeNodes: an SSE client and a
 // WebSocket client in one room, each on its own node, while both send
 // (the SSE user over REST on every node in turn): each sees every
@@ -288,7 +284,7 @@ func TestStreamAndWebSocketOneRoomAcrossThreeNodes(t *testing.T) {
 		}
 	}()
 	for i := 0; i < each; i++ {
-		c.post(c.nodes[i%3], sam, room, fmt.Sprintf("s-%d", i))
+		c.say(c.nodes[i%3], sam, room, fmt.Sprintf("s-%d", i))
 	}
 	wg.Wait()
 
@@ -314,7 +310,7 @@ func TestStreamAndWebSocketOneRoomAcrossThreeNodes(t *testing.T) {
 		assert.Less(t, wsIDs[i-1], wsIDs[i], "WebSocket out of order")
 	}
 	// nothing more than those: a marker sent last is the next message on both
-	mark := c.post(n3, sam, room, "last")
+	mark := c.say(n3, sam, room, "last").ID
 	id, _ := recID(st.next("message"))
 	assert.Equal(t, mark, id)
 	wid, _ := msgOf(wes.next("message"))
@@ -338,8 +334,8 @@ func TestStreamResumesOnAnotherNode(t *testing.T) {
 
 	st := openStream(t, n1, "sam", sam, streamOpts{})
 	for i := 0; i < 3; i++ {
-		c.post(n2, bob, ra, fmt.Sprintf("a-%d", i))
-		c.post(n3, bob, rb, fmt.Sprintf("b-%d", i))
+		c.say(n2, bob, ra, fmt.Sprintf("a-%d", i))
+		c.say(n3, bob, rb, fmt.Sprintf("b-%d", i))
 	}
 	st.texts("a-2", "b-2")
 	pos := st.last()
@@ -350,12 +346,12 @@ func TestStreamResumesOnAnotherNode(t *testing.T) {
 
 	var missed []string
 	for i := 3; i < 8; i++ {
-		missed = append(missed, c.post(c.nodes[i%3], bob, ra, fmt.Sprintf("a-%d", i)))
-		missed = append(missed, c.post(c.nodes[(i+1)%3], bob, rb, fmt.Sprintf("b-%d", i)))
+		missed = append(missed, c.say(c.nodes[i%3], bob, ra, fmt.Sprintf("a-%d", i)).ID)
+		missed = append(missed, c.say(c.nodes[(i+1)%3], bob, rb, fmt.Sprintf("b-%d", i)).ID)
 	}
 
 	st2 := openStream(t, n2, "sam", sam, streamOpts{last: pos})
-	live := c.post(n3, bob, ra, "live")
+	live := c.say(n3, bob, ra, "live").ID
 	got := map[string][]string{}
 	for len(got[ra]) < 6 || len(got[rb]) < 5 {
 		r := st2.next("message")
@@ -378,7 +374,7 @@ func TestStreamResumesOnAnotherNode(t *testing.T) {
 	// the same through ?last_event_id= (a client that is not EventSource)
 	st2.close()
 	st3 := openStream(t, n3, "sam", sam, streamOpts{query: true, lastQ: st2.last()})
-	next := c.post(n1, bob, rb, "after")
+	next := c.say(n1, bob, rb, "after").ID
 	id, _ := recID(st3.next("message"))
 	assert.Equal(t, next, id, "nothing replayed before the new message")
 }
@@ -537,4 +533,84 @@ func TestStreamRefusals(t *testing.T) {
 	// a refused open holds no connection lease: a stream still opens
 	st := openStream(t, n, "sam", sam, streamOpts{last: "general-1@1-1"})
 	st.close()
+}
+
+// TestStreamSlowReaderDroppedBurstNot: a burst of about 10 MB to a room
+// reaches a stream that reads, all of it in order, while a stream on the
+// same node whose reader stopped (a tiny receive buffer, never read
+// after its joined) is dropped, and the node forgets it.
+func TestStreamSlowReaderDroppedBurstNot(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 2)
+	c.putSetting("rate.messages_per_second", 10000)
+	c.putSetting("message.max_length", 16384)
+	n1 := c.nodes[0]
+	fast := c.session(n1, "fast")
+	slow := c.session(n1, "slow")
+	bob := c.session(n1, "bob")
+	room := c.join(n1, fast, "burst").ID
+	c.join(n1, slow, "burst")
+	c.join(n1, bob, "burst")
+	st := openStream(t, n1, "fast", fast, streamOpts{})
+	st.next("joined")
+
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(n1.url, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	_, err = fmt.Fprintf(conn, "GET /api/v1/events HTTP/1.1\r\nHost: chatd\r\nAuthorization: Bearer %s\r\n\r\n", slow)
+	require.NoError(t, err)
+	var head []byte
+	buf := make([]byte, 1024)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(frameWait)))
+	for !bytes.Contains(head, []byte(`"type":"joined"`)) {
+		n, err := conn.Read(buf)
+		require.NoError(t, err, "the slow stream never said joined: %s", head)
+		head = append(head, buf[:n]...)
+	}
+	require.Contains(t, string(head), "200 OK")
+	require.Equal(t, 1, n1.srv.chat.Connections("slow"))
+	// from now on the slow stream reads nothing
+
+	const burst, size = 600, 16000
+	text := strings.Repeat("x", size-8)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []string
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < burst; i += 4 {
+				status, body, _, err := c.call(c.nodes[i%2], "POST", "/api/v1/rooms/"+room+"/messages", bob, map[string]string{"text": fmt.Sprintf("%05d-%s", i, text)}, nil)
+				if err != nil || status != 200 {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("post %d: %d %v %.200s", i, status, err, body))
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	recs := st.messages(room, burst)
+	wg.Wait()
+	require.Empty(t, failed)
+	seen := map[string]bool{}
+	for i, r := range recs {
+		id, text := recID(r)
+		require.Len(t, text, size-2)
+		assert.False(t, seen[text[:5]], "message %s twice", text[:5])
+		seen[text[:5]] = true
+		if i > 0 {
+			prev, _ := recID(recs[i-1])
+			assert.Less(t, prev, id, "out of order")
+		}
+	}
+	assert.Len(t, seen, burst, "the reading stream got the whole burst")
+	require.Eventually(t, func() bool { return n1.srv.chat.Connections("slow") == 0 }, 2*frameWait, 50*time.Millisecond,
+		"the stream that stopped reading was never dropped")
+	assert.Equal(t, 1, n1.srv.chat.Connections("fast"), "the reading stream stays")
 }
