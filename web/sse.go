@@ -144,6 +144,20 @@ func messageOf(e []byte) (room, id string, ok bool) {
 	return string(rest[:k]), id, true
 }
 
+var leftType = []byte(`"type":"left"`)
+
+// leftOf returns the room of a left event.
+func leftOf(e []byte) (room string, ok bool) {
+	if !bytes.Contains(e, leftType) {
+		return "", false
+	}
+	var ev struct{ Type, Room string }
+	if json.Unmarshal(e, &ev) != nil || ev.Type != "left" || ev.Room == "" {
+		return "", false
+	}
+	return ev.Room, true
+}
+
 // Write sends events as SSE records in one write.
 func (t *sseConn) Write(events [][]byte) error {
 	t.mu.Lock()
@@ -158,6 +172,11 @@ func (t *sseConn) Write(events [][]byte) error {
 			b.WriteString("id: ")
 			b.WriteString(t.pos.String())
 			b.WriteByte('\n')
+		} else if room, ok := leftOf(e); ok {
+			// the position names the rooms the stream is in: it would
+			// otherwise grow with every room ever left, past what a
+			// Last-Event-ID may hold
+			delete(t.pos, room)
 		}
 		b.WriteString("data: ")
 		b.Write(e) // one JSON object: no newline inside

@@ -614,3 +614,37 @@ func TestStreamSlowReaderDroppedBurstNot(t *testing.T) {
 		"the stream that stopped reading was never dropped")
 	assert.Equal(t, 1, n1.srv.chat.Connections("fast"), "the reading stream stays")
 }
+
+// TestStreamFollowsItsSession: REST joins and leaves of the stream's
+// session, taken by other nodes, enter and leave the rooms on the stream;
+// a room left leaves the stream's position.
+func TestStreamFollowsItsSession(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 3)
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	sam := c.session(n1, "sam")
+	bob := c.session(n1, "bob")
+	st := openStream(t, n1, "sam", sam, streamOpts{})
+
+	ra := c.join(n2, sam, "follow-a").ID
+	joined := st.next("joined")
+	require.Equal(t, ra, joined.data["room"].(map[string]any)["id"])
+	rb := c.join(n3, sam, "follow-b").ID
+	joined = st.next("joined")
+	require.Equal(t, rb, joined.data["room"].(map[string]any)["id"])
+	c.join(n2, bob, "follow-a")
+	c.join(n2, bob, "follow-b")
+	a := c.say(n2, bob, ra, "in a").ID
+	b := c.say(n3, bob, rb, "in b").ID
+	st.texts("in a", "in b")
+	assert.Equal(t, ra+"@"+a+","+rb+"@"+b, st.last())
+
+	require.Equal(t, 200, c.do(n3, "POST", "/api/v1/rooms/"+ra+"/leave", sam, nil, nil))
+	left := st.next("left")
+	assert.Equal(t, ra, left.data["room"])
+	b2 := c.say(n2, bob, rb, "b again").ID
+	c.say(n2, bob, ra, "not for sam")
+	id, text := recID(st.next("message"))
+	assert.Equal(t, b2, id, "nothing of the room left: %s", text)
+	assert.Equal(t, rb+"@"+b2, st.last(), "the room left is out of the position")
+}
