@@ -27,11 +27,19 @@ type noUpgradeProxy struct {
 	refused atomic.Int64
 }
 
-func newNoUpgradeProxy(t *testing.T, to *node) *noUpgradeProxy {
+// newNoUpgradeProxy proxies to the nodes round robin.
+func newNoUpgradeProxy(t *testing.T, to ...*node) *noUpgradeProxy {
 	t.Helper()
-	target, err := url.Parse("http://" + to.addr)
-	require.NoError(t, err)
-	rp := httputil.NewSingleHostReverseProxy(target) // flushes text/event-stream at once
+	var next atomic.Int64
+	rp := &httputil.ReverseProxy{ // flushes text/event-stream at once
+		Rewrite: func(r *httputil.ProxyRequest) {
+			n := to[int(next.Add(1))%len(to)]
+			r.SetURL(&url.URL{Scheme: "http", Host: n.addr})
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		},
+	}
 	p := &noUpgradeProxy{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -127,4 +135,55 @@ func TestBrowserFallsBackToEventSource(t *testing.T) {
 	assert.Equal(t, []string{"bob: hello sam", "sam: hi from behind the proxy"}, got)
 	assert.Equal(t, 1, sam.evalInt(t, `texts().filter(x => x === 'hi from behind the proxy').length`), "shown once")
 	assert.Empty(t, sam.problems())
+}
+
+// TestBrowserEventSourceResumesAfterADrain: on the event stream, a node
+// that drains ends the page's stream with reconnect; the page reopens it
+// through the proxy on the other node with its position and shows the
+// message sent meanwhile, once.
+func TestBrowserEventSourceResumesAfterADrain(t *testing.T) {
+	t.Parallel()
+	chromium := findChromium(t)
+	r := redistest.Real(t)
+	n1 := startNode(t, r, "n1")
+	n2 := startNode(t, r, "n2")
+	proxy := newNoUpgradeProxy(t, n1, n2)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	browser := startBrowser(t, ctx, chromium)
+	sam := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
+	sam.expectErrors(func() {
+		sam.signIn(t, "sam", "drain")
+		sam.waitJS(t, `text('conn-text') === 'live (EventSource)'`, "on the event stream")
+	})
+	sam.waitJS(t, `text('room-label') === 'drain · room 1 · 1/50'`, "seated")
+	sam.waitJS(t, `text('conn-node') !== '' && text('conn-node') !== '—'`, "a node said hello")
+
+	var s struct{ Token string }
+	restCall(t, n2, "POST", "/session", "", map[string]string{"user": "bob"}, &s)
+	bob := s.Token
+	var joined struct{ Room struct{ ID string } }
+	restCall(t, n2, "POST", "/lobbies/drain/join", bob, nil, &joined)
+	room := joined.Room.ID
+	restCall(t, n2, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "before"}, nil)
+	sam.waitJS(t, `texts().includes('before')`, "live on the stream")
+
+	// drain the node that holds the page's stream; the other one stays
+	holder, other := n1, n2
+	if sam.eval(t, `text('conn-node') === 'n2'`) {
+		holder, other = n2, n1
+	}
+	sam.expectErrors(func() { // the proxy's 502s while it tries the drained node
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		_ = holder.srv.Shutdown(dctx)
+		restCall(t, other, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "meanwhile"}, nil)
+		sam.waitJS(t, fmt.Sprintf(`text('conn-node') === %q && text('conn-text') === 'live (EventSource)'`, other.srv.Node()), "the stream reopened on the other node")
+	})
+	sam.waitJS(t, `texts().includes('meanwhile')`, "the message sent while the stream moved arrives")
+	restCall(t, other, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "after"}, nil)
+	sam.waitJS(t, `texts().includes('after')`, "live again")
+	assert.Equal(t, 1, sam.evalInt(t, `texts().filter(x => x === 'before').length`), "nothing replayed twice")
+	assert.Equal(t, 1, sam.evalInt(t, `texts().filter(x => x === 'meanwhile').length`), "the missed message once")
 }
