@@ -330,8 +330,18 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		assert.True(t, seen[typ], "ClientFrame has %q, which web does not handle", typ)
 	}
 
-	// server events: "type": "x" in the source, and rooms' Event constants
+	// server events: "type": "x" in the source, and rooms' Event constants;
+	// the event stream's own ending events (StreamEvent) count too
 	server := schemaFrameTypes(t, ws, "ServerEvent")
+	for _, r := range ws["$defs"].(map[string]any)["StreamEvent"].(map[string]any)["oneOf"].([]any) {
+		ref := r.(map[string]any)["$ref"].(string)
+		if ref == "#/$defs/ServerEvent" {
+			continue
+		}
+		f, err := resolvePointer(ws, ref)
+		require.NoError(t, err)
+		server[f.(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)] = true
+	}
 	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web")
 	sent := map[string]bool{}
 	for _, re := range []*regexp.Regexp{regexp.MustCompile(`"type":\s*"([a-z_]+)"`), regexp.MustCompile(`\bEvent\w+\s*=\s*"([a-z_]+)"`)} {

@@ -118,6 +118,12 @@ func (ch *Chat) CanConnect(user string) error {
 // ErrTooManyConnections when the user has MaxConnsPerUser clients on this
 // node already, ErrDraining while the node shuts down.
 func (ch *Chat) Connect(p Principal, lease string, t Transport) (*Client, error) {
+	return ch.connect(p, lease, t, false)
+}
+
+// connect is Connect; stream marks a stream's client, before any other
+// goroutine can see it.
+func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*Client, error) {
 	select {
 	case <-ch.draining:
 		return nil, ErrDraining
@@ -125,6 +131,7 @@ func (ch *Chat) Connect(p Principal, lease string, t Transport) (*Client, error)
 	}
 	c := newClient(ch.env, t, p, ch.attachID("ws"))
 	c.lease = lease
+	c.stream = stream
 	if !ch.hub.addUser(c, ch.maxConnsPerUser) {
 		c.ping.Stop()
 		return nil, ErrTooManyConnections

@@ -318,6 +318,20 @@ func (c *Client) Close(code int, reason string) {
 	go c.write()
 }
 
+// setOnClose sets fn to run once, on its own goroutine, when the client
+// starts closing — at once if it has started already (the client is in
+// the hub: a kick or the drain may have closed it meanwhile).
+func (c *Client) setOnClose(fn func()) {
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		go fn()
+		return
+	}
+	c.onClose = fn
+	c.qmu.Unlock()
+}
+
 // Closing reports whether the client started closing.
 func (c *Client) Closing() bool {
 	select {

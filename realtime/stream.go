@@ -107,11 +107,10 @@ func ParsePosition(s string) (Position, error) {
 // position (a room without one replays its latest messages, as a join
 // does), and follows the session's joins and leaves until it closes.
 func (ch *Chat) Stream(ctx context.Context, p Principal, lease string, t Transport, after Position) (*Client, error) {
-	c, err := ch.Connect(p, lease, t)
+	c, err := ch.connect(p, lease, t, true)
 	if err != nil {
 		return nil, err
 	}
-	c.stream = true
 	sub, err := ch.subscribe(ctx, sessionChannel(ch.prefix, p.Session), bus.HandlerFuncs{
 		OnReceive:      func(string, []byte) { ch.env.run(func(ctx context.Context) { ch.syncStream(ctx, c, nil) }) },
 		OnResubscribed: func() { ch.env.run(func(ctx context.Context) { ch.syncStream(ctx, c, nil) }) },
@@ -120,7 +119,7 @@ func (ch *Chat) Stream(ctx context.Context, p Principal, lease string, t Transpo
 		c.Close(CloseServiceReboot, "could not follow the session: reconnect")
 		return c, err
 	}
-	c.onClose = func() { _ = sub.Close(context.Background()) }
+	c.setOnClose(func() { _ = sub.Close(context.Background()) })
 	ch.syncStream(ctx, c, after)
 	return c, nil
 }

@@ -91,6 +91,12 @@ func TestKeyspaceAudit(t *testing.T) {
 	c2.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/read", token: dave, body: map[string]string{"id": first}, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/unread", token: dave, status: 200})
 
+	// the event stream: alice's session follows its REST room on n2 (held
+	// open until everyone leaves)
+	c2.streamHead(alice)
+	st := openStream(t, n2, "alice", alice, streamOpts{query: true})
+	st.next("joined")
+
 	// WebSocket: join, say, typing, read, resume, leave, ping on both nodes
 	wb := dialSpec(t, s, n2, bob, false)
 	wc := dialSpec(t, s, n1, carol, true)
@@ -195,7 +201,7 @@ func TestKeyspaceAudit(t *testing.T) {
 	c1.do(call{method: "POST", path: "/api/v1/leaderboards/audit-new-1/scores", token: dave, body: map[string]any{"player": "dave", "score": 1}, status: 200})
 	c2.do(call{method: "POST", path: "/api/v1/leaderboards/audit-new-2/scores", token: dave, body: map[string]any{"player": "dave", "score": 1}, status: 429, code: "rate_limited"})
 	au.names("audit-new-1", "audit-new-2")
-	cl.putSetting("limit.connections_per_ip", 2)
+	cl.putSetting("limit.connections_per_ip", 3) // bob's WebSocket, alice's stream, dave's below
 	extra := dialSpec(t, s, n1, dave, false)
 	status, code := refusedUpgrade(t, s, n2, dave)
 	assert.Equal(t, 429, status)
@@ -212,8 +218,10 @@ func TestKeyspaceAudit(t *testing.T) {
 	time.Sleep(2 * time.Second) // the nodes' loops: seat renewal (lease/3), presence, sweeper (1 s)
 	mid := au.scan("while seated")
 
-	// everyone leaves: a REST leave, a closed WebSocket, a WebSocket leave,
-	// sign-outs; the seats of closed connections go with their lease
+	// everyone leaves: a closed stream, a REST leave, a closed WebSocket, a
+	// WebSocket leave, sign-outs; the seats of closed connections go with
+	// their lease
+	st.close()
 	c1.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/leave", token: alice, status: 200})
 	c2.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/leave", token: dave, status: 200})
 	wb.send(map[string]string{"type": "leave", "room": room})

@@ -43,6 +43,7 @@ type spec struct {
 	router       routers.Router
 	clientFrame  *jsonschema.Schema
 	serverEvent  *jsonschema.Schema
+	streamEvent  *jsonschema.Schema // an event stream record's data
 	closeCodes   map[int]bool
 	errorCodes   map[string]bool
 	operationIDs map[string]string // "GET /api/v1/rooms/{room}" → operationId
@@ -64,6 +65,9 @@ func loadSpec() (*spec, error) {
 func newSpec() (*spec, error) {
 	// The browser client is text/html: read as a plain string.
 	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	// The event stream is text: its head is checked as a string (its
+	// records against ws-frames.schema.json, sse_test.go).
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
 	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
 	if err != nil {
 		return nil, fmt.Errorf("load docs/openapi.json: %w", err)
@@ -98,6 +102,9 @@ func newSpec() (*spec, error) {
 		return nil, err
 	}
 	if s.serverEvent, err = c.Compile(wsSchemaID + "#/$defs/ServerEvent"); err != nil {
+		return nil, err
+	}
+	if s.streamEvent, err = c.Compile(wsSchemaID + "#/$defs/StreamEvent"); err != nil {
 		return nil, err
 	}
 	var raw struct {
@@ -407,6 +414,36 @@ func (c *specClient) checked(k call) []byte {
 	return rbody
 }
 
+// streamHead opens GET /api/v1/events, reads the stream up to its hello
+// record, hangs up, and checks the exchange (the body being what was read)
+// against the document.
+func (c *specClient) streamHead(tok string) {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := c.request(call{method: "GET", path: "/api/v1/events", token: tok})
+	req = req.WithContext(ctx)
+	resp, err := c.http.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	require.Equal(c.t, http.StatusOK, resp.StatusCode)
+	var head []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(head, []byte(`"type":"hello"`)) || !bytes.Contains(head, []byte("\n\n")) {
+		n, err := resp.Body.Read(buf)
+		head = append(head, buf[:n]...)
+		require.NoError(c.t, err, "the stream ended before its hello: %s", head)
+	}
+	x := exchange{method: "GET", url: req.URL, header: req.Header, status: resp.StatusCode, rheader: resp.Header, rbody: head}
+	op, err := c.s.check(x, true)
+	assert.NoError(c.t, err)
+	require.Equal(c.t, "GET /api/v1/events", op)
+	if c.covered[op] == nil {
+		c.covered[op] = map[int]bool{}
+	}
+	c.covered[op][resp.StatusCode] = true
+}
+
 func (c *specClient) json(k call, out any) {
 	c.t.Helper()
 	require.NoError(c.t, json.Unmarshal(c.do(k), out))
@@ -565,6 +602,12 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	// polling
 	c.do(call{method: "GET", path: "/api/v1/poll", token: bob, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/poll?wait=0", token: bob, status: 200})
+
+	// the event stream: its head (200), a bad token, a bad position
+	c.streamHead(bob)
+	c.do(call{method: "GET", path: "/api/v1/events", token: "not.a.token", status: 401, code: "bad_token"})
+	c.do(call{method: "GET", path: "/api/v1/events?last_event_id=nonsense", token: bob, status: 400, code: "bad_request"})
+	c.do(call{method: "GET", path: "/api/v1/events", token: bob, header: map[string]string{"Last-Event-ID": room + "@x-1"}, status: 400, code: "bad_request"})
 
 	// message removal
 	c.do(call{method: "DELETE", path: "/api/v1/rooms/" + room + "/messages/" + first, token: testAdmin, status: 200})

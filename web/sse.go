@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -22,9 +23,9 @@ import (
 // `id:` that is the stream's position in every room it sits in
 // (realtime.Position), so the browser's automatic reconnect resumes all of
 // them with Last-Event-ID — no gap, no duplicate. The session sends over
-// plain HTTP on any node (POST …/messages, …/typing, …/read, joins and
-// leaves): no sticky sessions. Heartbeats are comments every 25 s. A drain
-// ends the stream with a `reconnect` event; a kick, a ban or an ended
+// plain HTTP on any node (POST …/messages, …/read, joins and leaves): no
+// sticky sessions. Heartbeats are comments every 25 s. A drain ends the
+// stream with a `reconnect` event; a kick, a ban or an ended
 // session with a `close` event naming the code (the client must not
 // reconnect after 4000 or 4003).
 
@@ -66,6 +67,9 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	// The connection ends with the stream: watch reads it meanwhile, and
+	// must not take the bytes of a next request.
+	c.Context().SetConnectionClose()
 	raw2 := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		t := &sseConn{raw: raw2, w: w, pos: realtime.Position{}, done: make(chan struct{})}
@@ -82,9 +86,14 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 		cancel()
 		if cl == nil {
 			s.sessions.ReleaseConn(context.Background(), p.Addr, lease)
-			t.Close(realtime.CloseTryLater, errcode.Message(err))
+			code := realtime.CloseTryLater
+			if errors.Is(err, realtime.ErrDraining) {
+				code = realtime.CloseServiceReboot
+			}
+			t.Close(code, errcode.Message(err))
 			return
 		}
+		go t.watch(cl)
 		<-cl.Finished()
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s.chat.Disconnect(dctx, cl)
@@ -135,6 +144,20 @@ func messageOf(e []byte) (room, id string, ok bool) {
 	return string(rest[:k]), id, true
 }
 
+var leftType = []byte(`"type":"left"`)
+
+// leftOf returns the room of a left event.
+func leftOf(e []byte) (room string, ok bool) {
+	if !bytes.Contains(e, leftType) {
+		return "", false
+	}
+	var ev struct{ Type, Room string }
+	if json.Unmarshal(e, &ev) != nil || ev.Type != "left" || ev.Room == "" {
+		return "", false
+	}
+	return ev.Room, true
+}
+
 // Write sends events as SSE records in one write.
 func (t *sseConn) Write(events [][]byte) error {
 	t.mu.Lock()
@@ -149,6 +172,11 @@ func (t *sseConn) Write(events [][]byte) error {
 			b.WriteString("id: ")
 			b.WriteString(t.pos.String())
 			b.WriteByte('\n')
+		} else if room, ok := leftOf(e); ok {
+			// the position names the rooms the stream is in: it would
+			// otherwise grow with every room ever left, past what a
+			// Last-Event-ID may hold
+			delete(t.pos, room)
 		}
 		b.WriteString("data: ")
 		b.Write(e) // one JSON object: no newline inside
@@ -188,15 +216,36 @@ func (t *sseConn) Close(code int, reason string) {
 		return
 	}
 	if code != realtime.CloseAbnormal {
-		typ := "close"
+		reason = strings.ToValidUTF8(reason, "")
+		var rec []byte
 		if code == realtime.CloseServiceReboot || code == realtime.CloseTryLater {
-			typ = "reconnect"
+			ev, _ := json.Marshal(map[string]any{"type": "reconnect", "code": code, "reason": reason})
+			rec = append([]byte("event: reconnect\ndata: "), ev...)
+		} else {
+			ev, _ := json.Marshal(map[string]any{"type": "close", "code": code, "reason": reason})
+			rec = append([]byte("event: close\ndata: "), ev...)
 		}
-		ev, _ := json.Marshal(map[string]any{"type": typ, "code": code, "reason": strings.ToValidUTF8(reason, "")})
-		_ = t.flushLocked(append(append([]byte("event: "+typ+"\ndata: "), ev...), '\n', '\n'))
+		_ = t.flushLocked(append(rec, '\n', '\n'))
 	}
 	t.closed = true
 	close(t.done)
+}
+
+// watch reads the connection until the peer hangs up, then closes the
+// client: otherwise nothing notices a gone peer before a write fails — a
+// heartbeat or two later — and its seats, its connection lease and its
+// queue stay meanwhile. The peer sends nothing on a stream; what it sends
+// is dropped. watch ends when the connection closes, which it does when
+// the stream ends (Connection: close).
+func (t *sseConn) watch(cl *realtime.Client) {
+	_ = t.raw.SetReadDeadline(time.Time{}) // the server's read timeout is for requests
+	buf := make([]byte, 512)
+	for {
+		if _, err := t.raw.Read(buf); err != nil {
+			cl.Close(realtime.CloseAbnormal, "")
+			return
+		}
+	}
 }
 
 // Abort cuts a write in progress short: the stream is dropped for not

@@ -36,8 +36,9 @@ import (
 var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", "settings", "idle"}
 
 // extraScenarios run only when named: anchorcheck is the fan-out's anchor
-// check alone (A4 against A4 with twice the senders, and the CPU split).
-var extraScenarios = []string{"anchorcheck"}
+// check alone (A4 against A4 with twice the senders, and the CPU split);
+// sse is one room read over WebSockets and event streams side by side.
+var extraScenarios = []string{"anchorcheck", "sse"}
 
 // Options are chatbench's flags.
 type Options struct {
@@ -299,6 +300,8 @@ func (b *Bench) scenario(ctx context.Context, s string) error {
 		return b.scenarioFanout(ctx)
 	case "anchorcheck":
 		return b.scenarioAnchorCheck(ctx)
+	case "sse":
+		return b.scenarioSSE(ctx)
 	case "join":
 		return b.scenarioJoin(ctx)
 	case "leaderboard":

@@ -68,12 +68,13 @@ export const guestTokens = {
 };
 
 /**
- * api calls /api/v1 + path with the bearer token and a JSON body, and
+ * api calls /api/v1 + path with the bearer token, a JSON body and extra
+ * headers (an Idempotency-Key), and
  * returns the decoded answer; a non-2xx answer throws an APIError carrying
  * the server's code and message.
  */
-export async function api(method, path, {token, body} = {}) {
-  const headers = {Accept: 'application/json'};
+export async function api(method, path, {token, body, headers: extra} = {}) {
+  const headers = {Accept: 'application/json', ...(extra || {})};
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let res;

@@ -142,6 +142,9 @@ function startApp(s, initialSettings) {
     onState: (x) => connState(x),
     onClose: (code, reason) => closedByServer(code, reason),
     onLatency: (ms) => setText($('conn-latency'), `${ms} ms`),
+    // where WebSocket upgrades are blocked: the event stream, sends over HTTP
+    streamUrl: () => `/api/v1/events?token=${encodeURIComponent(st.token)}`,
+    token: () => st.token,
   });
 
   if (initialSettings) applySettings(initialSettings.values || {});
@@ -625,7 +628,8 @@ function startApp(s, initialSettings) {
     const box = $('conn-status');
     box.dataset.state = x.state;
     let text = 'connecting…';
-    if (x.state === 'open') text = 'live';
+    if (x.state === 'open') text = x.transport === 'EventSource' ? 'live (EventSource)' : 'live';
+    setText($('conn-transport'), x.transport === 'EventSource' ? 'EventSource (WebSocket blocked)' : 'WebSocket');
     if (x.state === 'closed') text = 'offline';
     if (x.state === 'waiting') {
       st.ready = false;
