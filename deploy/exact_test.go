@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,8 +22,9 @@ import (
 // three real chatd processes and a real redis-server: Redis is stopped
 // (SIGSTOP) for 3.2 s — longer than the nodes' 2 s read timeout, so
 // go-redis sends every command in flight again on a new connection and
-// Redis, once resumed, runs both copies — while 50 WebSocket says and 20
-// REST score increments are in flight. Alice's WebSocket is cut during
+// Redis, once resumed, runs both copies — while 50 WebSocket says (from
+// five connections on three nodes) and 20 REST score increments are in
+// flight. Alice's WebSocket is cut during
 // the pause (through a proxy the test owns): her Conn reconnects to
 // another node and sends every unacknowledged say again with its ref.
 // Then:
@@ -31,6 +34,9 @@ import (
 //     nothing;
 //   - each member that stayed connected got each say exactly once, in id
 //     order;
+//   - a say acked, then sent again with its ref on a new connection of
+//     the session to another node, answers the first id and stores
+//     nothing;
 //   - each increment, acked at once or retried by the client with its
 //     Idempotency-Key until acked, was applied exactly once: the final
 //     score is the number of increments, and posting acked keys again
@@ -48,14 +54,20 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 	_, err = adm.SetSetting(ctx, "limit.score_posts_per_user_per_minute", 0)
 	require.NoError(t, err)
 
-	// alice reaches n1 through a proxy the test can cut, then n2
+	// alice reaches n1 through a proxy the test can cut, then n2; four
+	// more sayers, one connection each, are on every node: each connection
+	// has one pipeline in flight when Redis stops
 	wsProxy := startProxy(t, n1.Addr())
 	alice := connectMember(ctx, t, sdkUser(ctx, t, []string{"http://" + wsProxy.addr(), n2.URL}, "alice"))
+	sayers := []*sdkMember{alice}
+	for i := range 4 {
+		sayers = append(sayers, connectMember(ctx, t, sdkUser(ctx, t, []string{c.URLs()[i%3]}, fmt.Sprintf("sayer%d", i))))
+	}
 	bob := connectMember(ctx, t, sdkUser(ctx, t, []string{n2.URL}, "bob"))
 	carol := connectMember(ctx, t, sdkUser(ctx, t, []string{n3.URL}, "carol"))
 	room, err := alice.conn.Join(ctx, "exact")
 	require.NoError(t, err)
-	for _, m := range []*sdkMember{bob, carol} {
+	for _, m := range append(sayers[1:], bob, carol) {
 		r, err := m.conn.Join(ctx, "exact")
 		require.NoError(t, err)
 		require.Equal(t, room.ID, r.ID, "one room")
@@ -86,7 +98,7 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids[i], sayErrs[i] = alice.conn.Say(ctx, room.ID, texts[i])
+			ids[i], sayErrs[i] = sayers[i%len(sayers)].conn.Say(ctx, room.ID, texts[i])
 		}()
 	}
 	for i := range incrs {
@@ -160,6 +172,18 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 			assert.True(t, slices.IsSortedFunc(got, func(a, b client.Message) int { return compareStrings(a.ID, b.ID) }), "%s: in id order", m.user)
 		}
 	}
+	t.Log("a say acked, then sent again with its ref on a new connection to another node, is the same message")
+	{
+		first := rawSay(ctx, t, n1.Addr(), alice.cl.Token(), room.ID, "again-1", "said once")
+		before, err := alice.cl.History(ctx, room.ID, client.HistoryOptions{Limit: 1000})
+		require.NoError(t, err)
+		again := rawSay(ctx, t, n3.Addr(), alice.cl.Token(), room.ID, "again-1", "said once")
+		assert.Equal(t, first, again, "the ack of the resend carries the first message's id")
+		after, err := alice.cl.History(ctx, room.ID, client.HistoryOptions{Limit: 1000})
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "the resend stored nothing")
+		assert.Equal(t, 1, textCounts(after)["said once"])
+	}
 	t.Log("each increment is applied once, and its key again changes nothing")
 	{
 		e, err := scorer.Player(ctx, "exact", "p1")
@@ -179,6 +203,29 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 			scores[a.Score] = true
 		}
 		assert.Len(t, scores, incrs, "each increment answered a score of its own: 1 to 20")
+	}
+}
+
+// rawSay sends a say with ref on a new WebSocket of token's session to
+// addr, returns the id of its ack, and closes the socket.
+func rawSay(ctx context.Context, t *testing.T, addr, token, room, ref, text string) string {
+	t.Helper()
+	u := url.URL{Scheme: "ws", Host: addr, Path: "/ws", RawQuery: "token=" + url.QueryEscape(token)}
+	ws, resp, err := websocket.DefaultDialer.DialContext(ctx, u.String(), nil)
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	require.NoError(t, err)
+	defer ws.Close()
+	require.NoError(t, ws.WriteJSON(map[string]string{"type": "say", "room": room, "ref": ref, "text": text}))
+	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		var f struct{ Type, Ref, ID, Code string }
+		require.NoError(t, ws.ReadJSON(&f), "waiting for the ack of %s", ref)
+		if f.Ref == ref {
+			require.Equal(t, "ack", f.Type, "%s answered %s", ref, f.Code)
+			return f.ID
+		}
 	}
 }
 
