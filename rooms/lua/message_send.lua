@@ -9,8 +9,8 @@
 -- KEYS[5]  rate     HASH    the sender's say bucket in the lobby: t (tokens), at (ms)
 -- KEYS[6]  rest     ZSET    user -> room number, for users with a REST attachment
 -- KEYS[7]  said     STRING  the say recorded under the sender's idempotency
---                           key: "<call> <room> <text hash> <stream id> <ts>";
---                           absent when the say has no key
+--                           key, or under "~<call>/<i>" for a say without
+--                           one: "<call> <room> <text hash> <stream id> <ts>"
 -- ARGV[1]  room number
 -- ARGV[2]  user
 -- ARGV[3]  now, unix ms (the message's ts)
