@@ -24,6 +24,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/internal/chatdtest"
 	"github.com/chatd/chatd/internal/redistest"
 )
 
@@ -41,6 +42,7 @@ var buildDir string
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	chatdtest.Cleanup()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}

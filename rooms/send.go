@@ -93,7 +93,9 @@ func (s *Service) Send(ctx context.Context, roomID, user, text string, opt SendO
 type SendRequest struct {
 	Room, User, Text string
 	// Key, when not "", is the say's idempotency key (the caller's, say
-	// "<session id>:<ref>"): 1 to MaxIdempotencyKey bytes of A–Z a–z 0–9
+	// "<session id>:<ref>"). Without one a say is still stored once per
+	// call, however often go-redis sends the pipeline, but a second call
+	// is a second say. A key is 1 to MaxIdempotencyKey bytes of A–Z a–z 0–9
 	// and - _ . : = + / @ ~. A say with a key that User already sent in the
 	// room's lobby within Config.IdempotencyTTL is not sent again: the reply
 	// is the first message, marked Duplicate; with another text or room it
@@ -163,6 +165,14 @@ func (s *Service) SendMany(ctx context.Context, reqs []SendRequest, opt SendOpti
 // a client's retries of one pipeline take.
 const countedTTL = time.Minute
 
+// callKeyTTL is how long the record of a say sent without a key is kept
+// (under the key "~<call>/<index>"): longer than the gap between the
+// first copy of a pipeline and go-redis's retry of it, which Redis runs
+// within a read timeout or two of each other (the retry is sent a read
+// timeout after the first copy; a stalled server runs both when it
+// wakes). About 150 bytes of Redis memory per say for that long.
+const callKeyTTL = 10 * time.Second
+
 type prepared struct {
 	m     Message
 	lobby string
@@ -205,13 +215,19 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag str
 		args: []any{seq, r.User, now.UnixMilli(), s.historyMax, r.Text, channel(s.ks, lobby, seq), pre, post,
 			s.publish, rate, burst, s.idleTTL.Milliseconds()},
 	}
-	if r.Key != "" {
-		sum := sha256.Sum256([]byte(r.Text))
-		p.keys = append(p.keys, saidKey(s.ks, lobby, r.User, r.Key))
-		p.args = append(p.args, s.idemTTL.Milliseconds(), hex.EncodeToString(sum[:8]), tag)
+	// A say without a key is keyed by its place in this call, for
+	// callKeyTTL: go-redis's retry of the pipeline after a read timeout
+	// (the first copy may have run) is then answered by the first copy's
+	// record, not stored twice. Another call is another say.
+	key, ttl := r.Key, s.idemTTL
+	if key == "" {
+		key, ttl = "~"+tag, callKeyTTL
 	}
+	sum := sha256.Sum256([]byte(r.Text))
+	p.keys = append(p.keys, saidKey(s.ks, lobby, r.User, key))
+	p.args = append(p.args, ttl.Milliseconds(), hex.EncodeToString(sum[:8]), tag)
 	if opt.System {
-		p.args = append(p.args, 0, "", "", "system")
+		p.args = append(p.args, "system")
 	}
 	return p
 }

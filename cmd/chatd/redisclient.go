@@ -133,6 +133,24 @@ func sentinelOptions(s string) (redisSpec, error) {
 // burst of says from thousands of WebSockets otherwise waits on the pool and
 // fails as if Redis were down (measured with cmd/chatbench: 14% of says at
 // 2,000 clients on one 2-core node).
+//
+// go-redis sends a command again (retries = 1) after a network error or a
+// read timeout. A read timeout does not mean the command did not run: a
+// Redis that stalls (SIGSTOP, a long fork, a saturated link) runs both
+// copies when it wakes. The retry stays, on purpose: every write a client
+// may retry is checked against its idempotency key in the script that
+// writes (a say's session+ref, the Idempotency-Key of message, score and
+// purchase posts), so its second copy answers the first one's result; a
+// say or message post without a key is keyed by its send call (rooms), so
+// the retry of that call finds it too; a MULTI/EXEC (purchases, grants) is
+// never re-sent, as go-redis refuses a transaction's connection once it
+// failed; the rest is idempotent by nature (seats, marks, settings) or a
+// counter. A score increment without a key may be applied twice, as a
+// client's own retry would: docs/PROTOCOL.md ("What a client may retry,
+// and how") tells clients to send keys, and deploy/exact_test.go pauses
+// Redis under keyed says and increments to check each applies once.
+// Without the retry a stall of a second would answer 503 to requests that
+// succeed a moment later, and the outcome would be just as unknown.
 func (spec redisSpec) client() redis.UniversalClient {
 	const (
 		dial    = 2 * time.Second

@@ -255,6 +255,10 @@ func (b *Bus) Run(ctx context.Context) error {
 		if wasDown {
 			b.log.Info("pub/sub connection restored")
 			wasDown = false
+			// The canaries missed while it was down say nothing of the new
+			// connection: it gets the grace of a fresh one, or checkCanary
+			// would replace it at once (and tell every handler twice).
+			started = time.Now()
 		}
 		b.dispatch(msg)
 	}

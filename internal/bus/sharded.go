@@ -44,6 +44,15 @@ type shard struct {
 // remain (a master is down and not yet replaced).
 const reshardEvery = 250 * time.Millisecond
 
+// minShardSilence is the least time a shard's master may leave a PING
+// unanswered before the bus gives up on it (3 × CanaryEvery when that is
+// longer: 3 s by default). A live master on a loaded machine, or one busy
+// with a failover elsewhere in the cluster, may take a few hundred ms to
+// answer; giving up on it then drops and resubscribes channels that never
+// moved. A hung master still fails its shard within 2 s, as long as
+// chatd's Redis read timeout.
+const minShardSilence = 2 * time.Second
+
 // Sharded reports whether SubscribeSharded uses sharded pub/sub: Config.Sharded
 // was set and the client is a cluster client. Publishers of those channels
 // must SPUBLISH exactly when it is true.
@@ -181,7 +190,7 @@ func (b *Bus) readShard(ctx context.Context, sh *shard) {
 			if isTimeout(err) {
 				// A hung master answers nothing: PING it, and give up
 				// on it when three rounds brought nothing back.
-				if time.Since(lastSeen) > 3*b.cfg.CanaryEvery {
+				if time.Since(lastSeen) > max(3*b.cfg.CanaryEvery, minShardSilence) {
 					b.shardFailed(ctx, sh, errors.New("no answer to PING"))
 					return
 				}

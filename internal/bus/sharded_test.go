@@ -226,3 +226,47 @@ func TestBusFollowsAClusterFailover(t *testing.T) {
 	require.Eventually(t, b.Ready, 15*time.Second, 20*time.Millisecond, "ready again")
 	t.Logf("bus ready again %v after the kill", time.Since(killed))
 }
+
+// TestAShardWhoseMasterStallsBrieflyIsKept: a master that answers nothing
+// for a second (a fork, a loaded machine) has not gone: its shard's
+// channels stay where they are, their handlers are not told to re-read,
+// and what is published after the stall arrives. Before minShardSilence
+// the shard was given up after 3 canary periods without a PONG (300 ms
+// here), which also made TestBusFollowsAClusterFailover fail on a loaded
+// machine: channels on live masters were resubscribed.
+func TestAShardWhoseMasterStallsBrieflyIsKept(t *testing.T) {
+	t.Parallel()
+	r := redistest.OwnCluster(t, redistest.ClusterOptions{})
+	ctx := context.Background()
+	b := New(r.NewClient(t), Config{Prefix: r.Prefix, Node: "n1", Sharded: true, CanaryEvery: 100 * time.Millisecond})
+	stop := b.Start(ctx)
+	defer stop()
+	pub := r.NewClient(t).(*redis.ClusterClient)
+	require.Eventually(t, b.Ready, 5*time.Second, 20*time.Millisecond)
+	recs := map[string]*recorder{}
+	var one string
+	for _, chans := range roomChannels(t, pub, r.Prefix, 9) {
+		for _, ch := range chans {
+			rec := newRecorder()
+			_, err := b.SubscribeSharded(ctx, ch, rec)
+			require.NoError(t, err)
+			recs[ch], one = rec, ch
+		}
+	}
+	for ch, rec := range recs {
+		require.NoError(t, pub.SPublish(ctx, ch, "before").Err())
+		assert.Equal(t, "before", next(t, rec.ch), ch)
+	}
+
+	stalled := r.NodeOf(t, one)
+	stalled.Pause(t)
+	time.Sleep(time.Second)
+	stalled.Resume(t)
+	time.Sleep(500 * time.Millisecond) // the PINGs in flight are answered
+
+	for ch, rec := range recs {
+		spublishUntil(t, pub, ch, "after", 10*time.Second)
+		assert.Equal(t, "after", next(t, rec.ch), ch)
+		assert.Zero(t, rec.resubscribes(), "%s: its master stalled for 1 s and came back", ch)
+	}
+}

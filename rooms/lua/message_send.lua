@@ -9,8 +9,8 @@
 -- KEYS[5]  rate     HASH    the sender's say bucket in the lobby: t (tokens), at (ms)
 -- KEYS[6]  rest     ZSET    user -> room number, for users with a REST attachment
 -- KEYS[7]  said     STRING  the say recorded under the sender's idempotency
---                           key: "<call> <room> <text hash> <stream id> <ts>";
---                           absent when the say has no key
+--                           key, or under "~<call>/<i>" for a say without
+--                           one: "<call> <room> <text hash> <stream id> <ts>"
 -- ARGV[1]  room number
 -- ARGV[2]  user
 -- ARGV[3]  now, unix ms (the message's ts)
@@ -27,8 +27,7 @@
 -- ARGV[14] the text's hash (hex)
 -- ARGV[15] the send call and the say's place in it ("<call>/<i>")
 -- ARGV[16] "system" for a message of the system (SendOptions.System): no
---          seat is checked (ARGV[13..15] are then placeholders, KEYS[7]
---          absent, ARGV[10] 0)
+--          seat is checked (ARGV[10] 0); absent otherwise
 --
 -- Returns {id, rest}: the stream id "ms-seq" of the new message, published
 -- as ARGV[7] .. id zero-padded to "%013d-%06d" .. ARGV[8], and the number of
