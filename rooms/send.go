@@ -207,7 +207,7 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag str
 	}
 	rate, burst := max(opt.Rate, 0), max(opt.Burst, 1)
 	if opt.System {
-		rate, r.Key = 0, "" // the system has no bucket and sends once
+		rate, r.Key = 0, "" // the system has no bucket; its say is keyed by its place in the call, below
 	}
 	p := prepared{m: m, lobby: lobby, tag: tag,
 		keys: []string{roomsKey(s.ks, lobby), membersKey(s.ks, lobby), leasesKey(s.ks, lobby),
