@@ -613,6 +613,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{lobby:*}:said:*:*:*":      {10 * time.Minute, "rooms' say idempotency record (Config.IdempotencyTTL)", false},
 		"{user:*}:lobbies":          {24 * time.Hour, "rooms' seat-cap index of a user's lobbies", false},
 		"stats:messages:counted:*":  {time.Minute, "rooms' counter token of a send call (countedTTL)", false},
+		"{lb:*}:idem::*":            {10 * time.Second, "ranking's key of a post made without one (callKeyTTL)", false},
 	}
 	type kindRow struct {
 		count, noTTL int

@@ -2,6 +2,8 @@ package ranking
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,6 +41,10 @@ const (
 	// IdempotencyTTL is how long the first answer to a post with an
 	// idempotency key is kept.
 	IdempotencyTTL = 10 * time.Minute
+	// callKeyTTL is how long the key of a post made without one is kept:
+	// longer than the Redis client's retry of the call may come (its read
+	// timeout and backoff), shorter than a person waits to post again.
+	callKeyTTL = 10 * time.Second
 	// MaxIdempotencyKey is the longest idempotency key, in bytes.
 	MaxIdempotencyKey = 128
 )
@@ -217,10 +223,16 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 	}
 	keys := []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id), seqKey(s.sp, p.id)}
 	args := []any{canon, player, string(mode), hi, lo, expire, idle, maxPlayers}
-	if opts.Key != "" {
-		keys = append(keys, idemKey(s.sp, p.id, opts.Scope, opts.Key))
-		args = append(args, fmt.Sprintf("%s\n%s\n%s\n%d\n%d", board, canon, mode, hi, lo), IdempotencyTTL.Milliseconds())
+	// A post without a key is keyed by this call, for callKeyTTL: the Redis
+	// client's own retry after a read timeout (the first copy may have run)
+	// is then answered by the first copy's record, not applied twice. A new
+	// call is a new post; a caller that retries must send its own key.
+	key, scope, ttl := opts.Key, opts.Scope, IdempotencyTTL
+	if key == "" {
+		key, scope, ttl = callKey(), "", callKeyTTL
 	}
+	keys = append(keys, idemKey(s.sp, p.id, scope, key))
+	args = append(args, fmt.Sprintf("%s\n%s\n%s\n%d\n%d", board, canon, mode, hi, lo), ttl.Milliseconds())
 	res, err := postScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		var rerr redis.Error
@@ -555,4 +567,13 @@ func IsBadInput(err error) bool {
 		}
 	}
 	return false
+}
+
+// callKey returns a fresh key for one post made without a key: "~" and
+// 16 random hex digits (a client's key never starts with "~" in the
+// board-wide scope it goes to).
+func callKey() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "~" + hex.EncodeToString(b[:])
 }

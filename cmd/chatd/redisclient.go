@@ -141,14 +141,15 @@ func sentinelOptions(s string) (redisSpec, error) {
 // may retry is checked against its idempotency key in the script that
 // writes (a say's session+ref, the Idempotency-Key of message, score and
 // purchase posts), so its second copy answers the first one's result; a
-// say or message post without a key is keyed by its send call (rooms), so
-// the retry of that call finds it too; a MULTI/EXEC (purchases, grants) is
-// never re-sent, as go-redis refuses a transaction's connection once it
-// failed; the rest is idempotent by nature (seats, marks, settings) or a
-// counter. A score increment without a key may be applied twice, as a
-// client's own retry would: docs/PROTOCOL.md ("What a client may retry,
-// and how") tells clients to send keys, and deploy/exact_test.go pauses
-// Redis under keyed says and increments to check each applies once.
+// say or message post without a key is keyed by its send call (rooms), and
+// a score post without one by its call (ranking), so the retry of that
+// call finds it too; a MULTI/EXEC (purchases, grants) is never re-sent, as
+// go-redis refuses a transaction's connection once it failed; the rest is
+// idempotent by nature (seats, marks, settings) or a counter. A client's
+// own repeat of a request without a key is a new request:
+// docs/PROTOCOL.md ("What a client may retry, and how") tells clients to
+// send keys, and deploy/exact_test.go pauses Redis under keyed says and
+// increments to check each applies once.
 // Without the retry a stall of a second would answer 503 to requests that
 // succeed a moment later, and the outcome would be just as unknown.
 func (spec redisSpec) client() redis.UniversalClient {
