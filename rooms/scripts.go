@@ -17,6 +17,8 @@ var (
 	seatClaimSrc string
 	//go:embed lua/room_create.lua
 	roomCreateSrc string
+	//go:embed lua/room_private.lua
+	roomPrivateSrc string
 	//go:embed lua/seat_release.lua
 	seatReleaseSrc string
 	//go:embed lua/seat_detach.lua
@@ -48,6 +50,7 @@ var (
 var (
 	seatClaimScript   = redis.NewScript(lobbyLib + seatClaimSrc)
 	roomCreateScript  = redis.NewScript(lock.FenceCheckLua + lobbyLib + roomCreateSrc)
+	roomPrivateScript = redis.NewScript(lobbyLib + roomPrivateSrc)
 	seatReleaseScript = redis.NewScript(lobbyLib + seatReleaseSrc)
 	seatDetachScript  = redis.NewScript(lobbyLib + seatDetachSrc)
 	seatRenewScript   = redis.NewScript(lobbyLib + seatRenewSrc)
