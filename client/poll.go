@@ -24,6 +24,7 @@ const (
 	SectionSettings     Section = "settings"
 	SectionWallet       Section = "wallet"
 	SectionNotices      Section = "notices"
+	SectionMatch        Section = "match"
 )
 
 // PollResult is one poll's answer: the dirty sections and the fresh state
