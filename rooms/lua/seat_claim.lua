@@ -36,8 +36,9 @@ if private then
   local allowed = target ~= ''
   if allowed then
     allowed = false
+    local me = string.lower(ARGV[9]) -- names compare canonically (package names)
     for u in string.gmatch(private, '%S+') do
-      if u == ARGV[9] then
+      if string.lower(u) == me then
         allowed = true
       end
     end
