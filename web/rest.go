@@ -33,6 +33,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 
 	s.gameRoutes(api, user, admin)
 	s.chatRoutes(api, user, admin)
+	s.matchRoutes(api, user, admin)
 	api.Get("/poll", user, s.poll)
 }
 
