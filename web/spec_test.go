@@ -539,7 +539,9 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/shop/buy", token: alice, body: map[string]any{"item": "shield"}, status: 404, code: "unknown_item"})
 
 	// matchmaking (the default queue "quick": 2 players, skill window 100)
-	var tk struct{ Ticket struct{ ID, Room, State string } }
+	var tk struct {
+		Ticket struct{ ID, Room, State string }
+	}
 	c.json(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 200}, &tk)
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 409, code: "ticket_open"})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/nope/tickets", token: alice, body: map[string]any{"skill": 1}, status: 404, code: "unknown_queue"})
