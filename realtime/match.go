@@ -160,6 +160,9 @@ func (mm *Matchmaking) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return out, nil
 }
 
+// MatchRoom is the id of a match's private room.
+func MatchRoom(m matchmaking.Match) string { return matchmaking.MatchLobby(m) + "-1" }
+
 func playerOf(t matchmaking.Ticket, user string) bool {
 	return slices.ContainsFunc(t.Players(), func(u string) bool { return strings.EqualFold(u, user) })
 }
@@ -177,6 +180,9 @@ func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
 	room, err := mm.rooms.CreatePrivate(ctx, matchmaking.MatchLobby(m), m.Players, reserve)
 	if err != nil {
 		return fmt.Errorf("realtime: the room of match %s: %w", m.ID, err)
+	}
+	if room.ID != MatchRoom(m) {
+		return fmt.Errorf("realtime: the room of match %s is %s, not %s", m.ID, room.ID, MatchRoom(m))
 	}
 	return mm.tell(ctx, matchmaking.MatchedEvents(m, room.ID, reserve))
 }
