@@ -330,9 +330,10 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		assert.True(t, seen[typ], "ClientFrame has %q, which web does not handle", typ)
 	}
 
-	// server events: "type": "x" in the source, and rooms' Event constants
+	// server events: "type": "x" in the source, and the Event constants of
+	// rooms and matchmaking (the matched and ticket_expired events)
 	server := schemaFrameTypes(t, ws, "ServerEvent")
-	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web")
+	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking")
 	sent := map[string]bool{}
 	for _, re := range []*regexp.Regexp{regexp.MustCompile(`"type":\s*"([a-z_]+)"`), regexp.MustCompile(`\bEvent\w+\s*=\s*"([a-z_]+)"`)} {
 		for _, m := range re.FindAllStringSubmatch(src, -1) {
