@@ -72,7 +72,7 @@ func TestParseBitmap(t *testing.T) {
 		{"missing key is clean", "", 0},
 		{"offset 0 is the top bit of byte 0", "\x80", Of(Rooms)},
 		{"offset 5 is notices", "\x04", Of(Notices)},
-		{"all six sections", "\xfc", AllSections},
+		{"all seven sections", "\xfe", AllSections},
 		{"offset 9 is in the second byte", "\x00\x40", Of(Section(9))},
 		{"offsets past 63 are ignored", "\x80\x00\x00\x00\x00\x00\x00\x00\xff", Of(Rooms)},
 	}
