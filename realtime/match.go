@@ -187,9 +187,15 @@ func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
 	return mm.tell(ctx, matchmaking.MatchedEvents(m, room.ID, reserve))
 }
 
-// expired is the OnExpired hook: the ticket's players are told.
+// expired is the OnExpired hook: the ticket's players are told. The
+// event's time is when the ticket became due (created + max wait), not the
+// hook's now, so that a hook run twice records one event.
 func (mm *Matchmaking) expired(ctx context.Context, t matchmaking.Ticket) error {
-	return mm.tell(ctx, []matchmaking.Notice{matchmaking.ExpiredEvent(t, mm.now())})
+	at := mm.now()
+	if q, err := mm.svc.Queue(t.Queue); err == nil {
+		at = t.Created.Add(q.MaxWait)
+	}
+	return mm.tell(ctx, []matchmaking.Notice{matchmaking.ExpiredEvent(t, at)})
 }
 
 // tell records and publishes the notices (every node delivers them to its

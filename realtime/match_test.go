@@ -232,3 +232,27 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		assert.ErrorIs(t, err, rooms.ErrPrivateRoom, "a released seat is no seat for a stranger")
 	})
 }
+
+func TestTheHooksAreIdempotent(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n := startNode(t, r, "n1")
+	setQueues(t, n, `{"pair":{"min":2,"max":2,"window":10,"max_wait_seconds":5}}`, "pair")
+	ctx := context.Background()
+	m := matchmaking.Match{ID: "pair-41", Queue: "pair", Seq: 41, Created: time.UnixMilli(5_000), Players: []string{"ann", "bob"},
+		Tickets: []matchmaking.Ticket{{ID: "TA", Queue: "pair", User: "ann"}, {ID: "TB", Queue: "pair", User: "bob"}}}
+	require.NoError(t, n.Match.matched(ctx, m))
+	require.NoError(t, n.Match.matched(ctx, m), "a hook run again (a holder died before its ack)")
+	room, err := n.Chat.Room(ctx, MatchRoom(m))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ann", "bob"}, room.Members)
+	x := matchmaking.Ticket{ID: "TX", Queue: "pair", User: "cy", Created: time.UnixMilli(9_000)}
+	require.NoError(t, n.Match.expired(ctx, x))
+	require.NoError(t, n.Match.expired(ctx, x))
+	for user, want := range map[string]string{"ann": matchmaking.EventMatched, "cy": matchmaking.EventExpired} {
+		evs, err := n.Match.Events(ctx, user)
+		require.NoError(t, err)
+		require.Len(t, evs, 1, "%s is told once", user)
+		assert.Equal(t, want, evs[0].Type)
+	}
+}
