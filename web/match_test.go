@@ -1,6 +1,10 @@
 package web
 
 import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,6 +61,16 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 	assert.Equal(t, "matched", tk.Ticket.State)
 	assert.Equal(t, room, tk.Ticket.Room)
 
+	// the metrics: tickets submitted on each node, the match and its waits on
+	// the node whose matcher formed it
+	submitted, matched := 0.0, 0.0
+	for _, n := range cl.nodes {
+		submitted += metricValue(t, n, `chatd_matchmaking_tickets_total{event="submitted",queue="trio"}`)
+		matched += metricValue(t, n, `chatd_matchmaking_matches_total{queue="trio"}`)
+	}
+	assert.Equal(t, 3.0, submitted)
+	assert.Equal(t, 1.0, matched)
+
 	// they meet in the room: a resume over the WebSocket, a join by id over REST
 	ann.send(map[string]string{"type": "resume", "room": room})
 	ann.next("joined")
@@ -82,6 +96,24 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 	lobby := room[:len(room)-2]
 	eve.send(map[string]string{"type": "join", "lobby": lobby, "ref": "j"})
 	assert.Equal(t, "forbidden", eve.next("error")["code"])
+}
+
+// metricValue is the value of one series on n's /metrics (0 when absent).
+func metricValue(t *testing.T, n *testNode, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(n.url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	return 0
 }
 
 func contains(list []string, s string) bool {
