@@ -49,8 +49,10 @@ type Event struct {
 // Notice is one Event for the users it concerns (a ticket's user and
 // party).
 type Notice struct {
+	// Users are the players the event is for.
 	Users []string `json:"users"`
-	Event Event    `json:"event"`
+	// Event is what they are told.
+	Event Event `json:"event"`
 }
 
 // MatchedEvents returns the notices of a formed match: one per ticket, for

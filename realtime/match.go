@@ -71,8 +71,12 @@ type Matchmaking struct {
 
 // TicketRequest is a ticket as a client asks for it.
 type TicketRequest struct {
-	Skill      float64           `json:"skill"`
-	Party      []string          `json:"party,omitempty"`
+	// Skill is the rating the match is made on.
+	Skill float64 `json:"skill"`
+	// Party lists the other users who play with the caller; each must be
+	// online.
+	Party []string `json:"party,omitempty"`
+	// Attributes must be equal for tickets to match.
 	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
@@ -137,10 +141,14 @@ func (mm *Matchmaking) Events(ctx context.Context, user string) ([]matchmaking.E
 
 // QueueInfo is one queue as the admin console shows it.
 type QueueInfo struct {
-	Queue             string  `json:"queue"`
-	MinSize           int     `json:"min"`
-	MaxSize           int     `json:"max"`
-	Tickets           int64   `json:"tickets"`
+	// Queue is the queue's name.
+	Queue string `json:"queue"`
+	// MinSize and MaxSize bound a match's players.
+	MinSize int `json:"min"`
+	MaxSize int `json:"max"`
+	// Tickets is the number of waiting tickets.
+	Tickets int64 `json:"tickets"`
+	// OldestWaitSeconds is how long the oldest waiting ticket has waited.
 	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
 }
 
