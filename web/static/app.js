@@ -127,7 +127,7 @@ function startApp(s, initialSettings) {
     lobbiesSoon: 0, // a lobby list refresh after presence changed
     reconnects: 0,
     ended: false,
-    match: {ticket: null, queue: '', since: 0, timer: 0}, // the waiting Quick match ticket
+    match: {ticket: null, queue: '', since: 0, timer: 0, ended: ''}, // the waiting Quick match ticket; the last one matched or expired
   };
   const view = new ChatView(st.me);
   view.onBottom = () => markSeen();
@@ -625,6 +625,8 @@ function startApp(s, initialSettings) {
   function onQueued(f) {
     if (f.ref) st.control.delete(f.ref);
     const t = f.ticket || {};
+    // The matched event may overtake the answer to our queue frame.
+    if (t.id && t.id === st.match.ended) return;
     st.match.ticket = t.id;
     st.match.queue = t.queue || st.match.queue;
     st.match.since = Date.now();
@@ -647,12 +649,14 @@ function startApp(s, initialSettings) {
   }
 
   function onExpired(f) {
+    st.match.ended = f.ticket;
     if (f.ticket !== st.match.ticket) return;
     matchReset('No match found in time; try again.');
   }
 
   function onMatched(f) {
     if (!f.room) return;
+    st.match.ended = f.ticket;
     const others = (f.players || []).filter((u) => u !== st.me);
     matchReset(`Match found with ${others.join(', ') || 'nobody'}.`);
     if (st.room && st.room.id === f.room) return; // another tab took us in
