@@ -85,8 +85,14 @@ type TicketRequest struct {
 // else ErrPartyOffline. It returns matchmaking's errors (ErrUnknownQueue,
 // ErrBadTicket, ErrBadName, *TicketOpenError) and Redis errors.
 func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
-	if _, err := mm.svc.Queue(queue); err != nil {
+	q, err := mm.svc.Queue(queue)
+	if err != nil {
 		return matchmaking.Status{}, err
+	}
+	if len(req.Party) >= q.MaxParty {
+		// refused before a presence read per name
+		return matchmaking.Status{}, fmt.Errorf("%w: a party of %d; queue %s takes at most %d players per ticket",
+			matchmaking.ErrBadTicket, len(req.Party)+1, queue, q.MaxParty)
 	}
 	for _, u := range req.Party {
 		if err := names.User(u); err != nil {

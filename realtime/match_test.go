@@ -132,6 +132,10 @@ func TestAPartyStaysTogether(t *testing.T) {
 	cy, fc := n2.connect(t, "cy")
 	dan, fd := n1.connect(t, "dan")
 
+	t.Run("a party too large is refused before any presence read", func(t *testing.T) {
+		_, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
+		assert.ErrorIs(t, err, matchmaking.ErrBadTicket)
+	})
 	t.Run("a party member who is not online is refused", func(t *testing.T) {
 		_, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
 		assert.ErrorIs(t, err, ErrPartyOffline)
