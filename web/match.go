@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -52,7 +51,7 @@ func ticketOf(st matchmaking.Status) ticketJSON {
 // ticketBody is a ticket request: the body of POST …/tickets and the
 // fields of a queue frame.
 type ticketBody struct {
-	Skill      *json.Number      `json:"skill"`
+	Skill      *float64          `json:"skill"`
 	Party      []string          `json:"party"`
 	Attributes map[string]string `json:"attributes"`
 }
@@ -61,11 +60,7 @@ func (b ticketBody) request() (realtime.TicketRequest, error) {
 	if b.Skill == nil {
 		return realtime.TicketRequest{}, errf(errcode.BadRequest, `send {"skill": 1500} (and optionally "party": ["user", …], "attributes": {"region": "eu"})`)
 	}
-	f, err := b.Skill.Float64()
-	if err != nil {
-		return realtime.TicketRequest{}, errf(errcode.BadValue, "skill must be a number")
-	}
-	return realtime.TicketRequest{Skill: f, Party: b.Party, Attributes: b.Attributes}, nil
+	return realtime.TicketRequest{Skill: *b.Skill, Party: b.Party, Attributes: b.Attributes}, nil
 }
 
 func (s *Server) submitTicket(c *fiber.Ctx) error {

@@ -547,6 +547,8 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/nope/tickets", token: alice, body: map[string]any{"skill": 1}, status: 404, code: "unknown_queue"})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 1, "party": []string{"nobody"}}, status: 409, code: "conflict"})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{}, status: 400, code: "bad_request", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": "high"}, status: 400, code: "bad_request", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 2e9}, status: 400, code: "bad_value", invalid: true})
 	c.do(call{method: "GET", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: alice, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: carol, status: 404, code: "unknown_ticket"})
 	c.json(call{method: "DELETE", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: alice, status: 200}, &tk)
