@@ -24,6 +24,7 @@ const (
 	SectionSettings     Section = "settings"
 	SectionWallet       Section = "wallet"
 	SectionNotices      Section = "notices"
+	SectionMatch        Section = "match"
 )
 
 // PollResult is one poll's answer: the dirty sections and the fresh state
@@ -35,7 +36,8 @@ type PollResult struct {
 	Leaderboards map[string]Entry     // board → the user's own entry
 	Settings     *Settings
 	Wallet       *Wallet
-	Notices      []Notice // notices the user had not seen (now marked seen)
+	Notices      []Notice     // notices the user had not seen (now marked seen)
+	Match        []MatchEvent // the user's match events of the last 10 minutes, newest first
 	// Raw holds every section's data as sent, sections this SDK does not
 	// know included.
 	Raw map[string]json.RawMessage
@@ -98,6 +100,8 @@ func (c *Client) PollOnce(ctx context.Context, wait time.Duration) (*PollResult,
 			err = json.Unmarshal(p, r.Wallet)
 		case SectionNotices:
 			err = json.Unmarshal(p, &r.Notices)
+		case SectionMatch:
+			err = json.Unmarshal(p, &r.Match)
 		}
 		if err != nil {
 			return r, fmt.Errorf("client: poll: section %s: %w", s, err)

@@ -330,8 +330,9 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		assert.True(t, seen[typ], "ClientFrame has %q, which web does not handle", typ)
 	}
 
-	// server events: "type": "x" in the source, and rooms' Event constants;
-	// the event stream's own ending events (StreamEvent) count too
+	// server events: "type": "x" in the source, the Event constants of rooms
+	// and matchmaking (matched, ticket_expired), and the event stream's own
+	// ending events (StreamEvent)
 	server := schemaFrameTypes(t, ws, "ServerEvent")
 	for _, r := range ws["$defs"].(map[string]any)["StreamEvent"].(map[string]any)["oneOf"].([]any) {
 		ref := r.(map[string]any)["$ref"].(string)
@@ -342,7 +343,7 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		require.NoError(t, err)
 		server[f.(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)] = true
 	}
-	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web")
+	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking")
 	sent := map[string]bool{}
 	for _, re := range []*regexp.Regexp{regexp.MustCompile(`"type":\s*"([a-z_]+)"`), regexp.MustCompile(`\bEvent\w+\s*=\s*"([a-z_]+)"`)} {
 		for _, m := range re.FindAllStringSubmatch(src, -1) {

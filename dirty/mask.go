@@ -16,6 +16,7 @@ import (
 //	3    settings      a setting changed
 //	4    wallet        the user's wallet changed
 //	5    notices       an admin notice was posted
+//	6    match         one of the user's matchmaking tickets was matched or expired
 //
 // [SETBIT]: https://redis.io/commands/setbit/
 type Section int
@@ -28,11 +29,12 @@ const (
 	Settings
 	Wallet
 	Notices
+	Match
 
 	numSections // keep last
 )
 
-var sectionNames = [numSections]string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices"}
+var sectionNames = [numSections]string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices", "match"}
 
 // SectionName returns the protocol name of s ("rooms", "messages", …), or ""
 // for a section this version does not know.

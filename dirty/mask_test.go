@@ -19,6 +19,7 @@ func TestSectionTable(t *testing.T) {
 		{Settings, "settings", 8},
 		{Wallet, "wallet", 16},
 		{Notices, "notices", 32},
+		{Match, "match", 64},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" has its documented bit and name", func(t *testing.T) {
@@ -51,9 +52,9 @@ func TestMask(t *testing.T) {
 		assert.Equal(t, "[]", string(b))
 		assert.Equal(t, "clean", Mask(0).String())
 	})
-	t.Run("all sections holds exactly the six known", func(t *testing.T) {
-		assert.Len(t, AllSections.Sections(), 6)
-		assert.Equal(t, Mask(63), AllSections)
+	t.Run("all sections holds exactly the seven known", func(t *testing.T) {
+		assert.Len(t, AllSections.Sections(), 7)
+		assert.Equal(t, Mask(127), AllSections)
 	})
 	t.Run("unknown bits are kept but not named", func(t *testing.T) {
 		m := Of(Rooms, Section(9))
@@ -71,7 +72,7 @@ func TestParseBitmap(t *testing.T) {
 		{"missing key is clean", "", 0},
 		{"offset 0 is the top bit of byte 0", "\x80", Of(Rooms)},
 		{"offset 5 is notices", "\x04", Of(Notices)},
-		{"all six sections", "\xfc", AllSections},
+		{"all seven sections", "\xfe", AllSections},
 		{"offset 9 is in the second byte", "\x00\x40", Of(Section(9))},
 		{"offsets past 63 are ignored", "\x80\x00\x00\x00\x00\x00\x00\x00\xff", Of(Rooms)},
 	}

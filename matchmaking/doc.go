@@ -21,6 +21,11 @@
 //	chatd:{mm:duel}:lock     STRING the matcher's lock (package lock)
 //	chatd:{mm:duel}:fence    STRING the lock's fences (package lock), never reset
 //
+// Outside the queues, what users are told (Notify, Events):
+//
+//	chatd:{user:U}:mm:events  LIST   U's match and expiry events (JSON), newest first, capped at 20, status TTL
+//	chatd:mm:events           CHANNEL every Notify, for every node to hand to its connections
+//
 // An entry is 16 hex digits of attribute bucket (SHA-256 of the
 // attributes' canonical JSON), 16 of skill (its float64 bits, made to sort
 // as the numbers do), 2 of party size, then the ticket id. All buckets share

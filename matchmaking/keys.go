@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
 )
 
 // keys builds every key of one queue. All of them carry the queue's hash
@@ -48,3 +49,15 @@ func (k keys) seq() string { return k.ks.Key("mm", k.queue, "seq") } // STRING I
 // outbox holds the matches and expiries not yet handed to the hooks
 // ("m:SEQ", "x:TICKET"), written by the formation script itself.
 func (k keys) outbox() string { return k.ks.Key("mm", k.queue, "outbox") } // ZSET member -> ms written
+
+// userEvents holds what user was told about their tickets (matched,
+// expired), newest first, capped at MaxUserEvents; it expires the status
+// TTL after the last event. In the user's unit: a user's tickets are in
+// as many queues' units.
+func userEvents(ks keyspace.Space, user string) string {
+	return ks.Key("user", names.Canonical(user), "mm", "events")
+} // LIST JSON Event
+
+// eventsChannel carries every Notify to every node (PUBLISH): each node
+// hands the events to its own connections of the users named.
+func eventsChannel(ks keyspace.Space) string { return ks.Global("mm", "events") } // CHANNEL JSON []Notice

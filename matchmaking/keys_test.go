@@ -20,6 +20,8 @@ func TestKeys(t *testing.T) {
 		{"match counter", k.seq(), "chatd:{mm:duel}:seq"},
 		{"outbox", k.outbox(), "chatd:{mm:duel}:outbox"},
 		{"lock name", lockName("duel"), "mm:duel"},
+		{"user events", userEvents(keyspace.New("chatd"), "Ann"), "chatd:{user:ann}:mm:events"},
+		{"events channel", eventsChannel(keyspace.New("chatd")), "chatd:mm:events"},
 	} {
 		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, tt.got) })
 	}

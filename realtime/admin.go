@@ -55,7 +55,12 @@ type Admin struct {
 	people    adminPresence
 	audit     auditLog
 	chat      *Chat // the say rules, the local clients, the publisher
+	match     *Matchmaking
 }
+
+// Queues returns every matchmaking queue with its depth and oldest wait
+// (the admin console). It returns Redis errors.
+func (a *Admin) Queues(ctx context.Context) ([]QueueInfo, error) { return a.match.Queues(ctx) }
 
 // Stats are the global figures of GET /stats.
 type Stats struct {

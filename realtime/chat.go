@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -196,6 +197,9 @@ func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.A
 	if err := names.Lobby(lobby); err != nil {
 		return rooms.Room{}, err
 	}
+	if strings.HasPrefix(lobby, MatchLobbyPrefix) {
+		return rooms.Room{}, ErrMatchLobby
+	}
 	if err := ch.caps.allowLobby(ctx, ch, p.User, lobby); err != nil {
 		return rooms.Room{}, err
 	}
@@ -364,6 +368,21 @@ func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 	ch.restEnter(ctx, p, room.ID)
 	ch.sessionChanged(ctx, p)
 	return room, nil
+}
+
+// JoinRoomREST takes p's user into one given room for a REST session (the
+// REST resume, and the way into a match's private room): the seat is kept
+// or taken back (rooms.Reclaim) with the session attached, and the room
+// joins the session's poll as JoinREST does.
+func (ch *Chat) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
+	r, err := ch.rooms.Reclaim(ctx, room, p.User, restAttach(p.Session))
+	if err != nil {
+		return rooms.Room{}, err
+	}
+	ch.marks.room(r.ID, dirty.Of(dirty.Rooms))
+	ch.restEnter(ctx, p, r.ID)
+	ch.sessionChanged(ctx, p)
+	return r, nil
 }
 
 // restAttach is the attachment of a REST session to its seats.

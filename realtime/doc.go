@@ -2,15 +2,17 @@
 // centrifugal/centrifuge (Node, Hub, Client, a test transport) and
 // hibiken/asynq (components started and stopped in order). It owns no
 // Redis keys of its own: it wires the domain packages (rooms, presence,
-// dirty, ranking, shop, seen, notices, identity, moderation, settings) to
+// dirty, ranking, shop, seen, notices, identity, moderation, settings,
+// matchmaking) to
 // each other and to the node's one pub/sub bridge (internal/bus), and it
 // holds every rule about what a frame or a request does.
 //
 // # Shape
 //
 //   - Node only wires and runs the lifecycle. New builds the domain
-//     services, the Hub and six use cases; Start starts the components in
-//     order (bus, settings, dirty tracker, subscriptions, loops); Shutdown
+//     services, the Hub and seven use cases; Start starts the components in
+//     order (bus, settings, dirty tracker, subscriptions, loops, the
+//     matchmaking matchers); Shutdown
 //     drains the clients (1012), then stops the components in reverse
 //     order and waits for every goroutine they own (group).
 //   - The use cases are what a transport calls, each with the narrow
@@ -19,11 +21,15 @@
 //     WebSocket clients and REST sessions alike, and the chat reads),
 //     Polls (the REST poll), Game (leaderboards, seen, shop), Sessions
 //     (guest sign-in and sign-out, the per-request admission, connection
-//     caps), Moderation, Admin (settings, notices, stats, and the admin
-//     console's reads and actions: nodes, rooms by population, user
-//     search, a message from the system, disconnecting a user or one
+//     caps), Moderation, Admin (settings, notices, stats, queue depths, and
+//     the admin console's reads and actions: nodes, rooms by population,
+//     user search, a message from the system, disconnecting a user or one
 //     connection on every node over the admin command channel, the audit
-//     log). A REST write
+//     log), Match (matchmaking tickets, and the matchers' hooks: a match
+//     becomes a private room with the players' seats reserved, and each
+//     player learns of it by a matched event on every connection on every
+//     node, over the matchmaking channel, and by the match poll section; an
+//     expired ticket likewise). A REST write
 //     marks the dirty bits it must; a mute drops the cached status; nothing
 //     is left for the transport to remember.
 //   - Hub is the one registry of the node's clients, by room and by user,

@@ -19,6 +19,8 @@ import (
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/lock"
+	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
@@ -60,7 +62,7 @@ type Config struct {
 // Node is one chatd node's realtime core. It only wires: it builds the
 // domain services on the node's Redis client, the bus and the Hub, and the
 // use cases the transport calls — Chat, Polls, Game, Sessions, Moderation,
-// Admin — each with the narrow interfaces it needs; and it runs the
+// Admin, Match — each with the narrow interfaces it needs; and it runs the
 // lifecycle: Start starts the components in order, Shutdown drains the
 // clients and stops them in reverse order, waiting for every goroutine
 // they own. It knows no transport: a Client writes through a Transport.
@@ -72,6 +74,7 @@ type Node struct {
 	Sessions   *Sessions
 	Moderation *Moderation
 	Admin      *Admin
+	Match      *Matchmaking
 
 	cfg      Config
 	log      *slog.Logger
@@ -127,8 +130,10 @@ func New(cfg Config) (*Node, error) {
 	st := settings.New(rdb, settings.Config{Prefix: cfg.Prefix, Logger: log, Registerer: reg})
 	n.settings = st
 	lease := func() time.Duration { return time.Duration(st.Int(settings.SeatLeaseSeconds)) * time.Second }
+	locks := lock.New(rdb, lock.Config{Prefix: cfg.Prefix, Registerer: reg}) // room creation and matchers
 	rs, err := rooms.New(rdb, rooms.Config{
 		Prefix:        cfg.Prefix,
+		Lock:          locks,
 		Capacity:      func() int { return st.Int(settings.RoomCapacity) },
 		Lease:         lease,
 		ShardedPubSub: n.bus.Sharded(),
@@ -204,8 +209,17 @@ func New(cfg Config) (*Node, error) {
 		hub: n.hub, runID: runID, log: log}
 	n.Chat.releaseLease = n.Sessions.ReleaseConn
 	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
+	mms := matchmaking.New(rdb, matchmaking.Config{Prefix: cfg.Prefix, Clock: now, Registerer: reg, Logger: log,
+		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
+	n.Match = &Matchmaking{svc: mms, rooms: rs, online: n.presence, hub: n.hub, marks: mk, now: now, log: log}
+	n.Match.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: locks,
+		OnMatched: n.Match.matched, OnExpired: n.Match.expired})
+	if err != nil {
+		return nil, err
+	}
+	n.Polls.match = n.Match
 	n.Admin = &Admin{settings: st, counters: rs, registry: n.presence, purchases: sh, notices: n.notices, marks: mk,
-		rooms: rs, people: n.presence, chat: n.Chat,
+		rooms: rs, people: n.presence, chat: n.Chat, match: n.Match,
 		audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
@@ -267,8 +281,8 @@ func (n *Node) Draining() <-chan struct{} { return n.draining }
 // subscribes through it), the settings (everything reads them), the dirty
 // tracker's wake-ups, the notice and moderation subscriptions, the rooms
 // service's background work, then the loops (seat and presence renewal,
-// node heartbeat, seat sweeper, session sweep, connection leases). It
-// returns once the node can serve.
+// node heartbeat, seat sweeper, session sweep, connection leases) and the
+// matchmaking matchers. It returns once the node can serve.
 func (n *Node) Start(ctx context.Context) error {
 	n.started = n.cfg.Now().UTC()
 	n.busRun.Go(func(ctx context.Context) { _ = n.bus.Run(ctx) })
@@ -290,6 +304,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if _, err := n.bus.Subscribe(ctx, adminChannel(n.cfg.Prefix), bus.HandlerFuncs{OnReceive: n.Admin.receive}); err != nil {
 		return fmt.Errorf("realtime: subscribe admin commands: %w", err)
 	}
+	if _, err := n.bus.Subscribe(ctx, n.Match.svc.Channel(), bus.HandlerFuncs{OnReceive: n.Match.receive}); err != nil {
+		return fmt.Errorf("realtime: subscribe matchmaking: %w", err)
+	}
 	n.unwatch = n.settings.Watch("", func(ch settings.Change) {
 		n.Chat.broadcast(mustJSON(map[string]any{"type": "settings", "key": ch.Key, "value": ch.Value, "version": ch.Version}))
 	})
@@ -304,6 +321,11 @@ func (n *Node) Start(ctx context.Context) error {
 	g.Go(func(ctx context.Context) {
 		every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
 	})
+	// The matchers run on the loops' context; Shutdown stops them first,
+	// handing this node's queues over at once.
+	if err := n.Match.start(g.ctx); err != nil {
+		return fmt.Errorf("realtime: start matchmaking: %w", err)
+	}
 	return nil
 }
 
@@ -329,6 +351,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if err := n.Match.stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("realtime: stop matchers: %w", err))
 	}
 	if err := n.presence.Leave(ctx, n.cfg.Node); err != nil {
 		n.log.Debug("leave node registry", "err", err)

@@ -62,6 +62,7 @@ type Polls struct {
 	wallets  pollWallets
 	boards   pollBoards
 	notices  *noticeBoard
+	match    *Matchmaking
 	now      func() time.Time
 	draining <-chan struct{}
 
@@ -208,6 +209,13 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data ma
 			return err
 		}
 		data["leaderboards"] = entries
+	}
+	if mask.Has(dirty.Match) {
+		evs, err := ps.match.Events(ctx, p.User)
+		if err != nil {
+			return err
+		}
+		data["match"] = evs
 	}
 	if mask.Has(dirty.Notices) {
 		list, err := ps.notices.takeUnseen(ctx, p.User)

@@ -126,6 +126,22 @@
 // presence, lags behind the seats (three REST joins before any poll all
 // pass it) and is skipped by a resume.
 //
+// # Private rooms
+//
+// CreatePrivate makes room 1 of a lobby of its own for a fixed set of
+// users (a matchmaking match), in one script (lua/room_private.lua): the
+// users are seated at once, each seat with a lease ending when the
+// reservation does and no attachment. A user takes their seat with
+// Reclaim, which attaches and from then on keeps it like any other seat; a
+// seat nobody attached to is reaped when its lease ends, by the lobby's
+// next seat script or the sweeper, with a "left" event. The lobby's
+// records HASH holds the users under the field "private" (a key every seat
+// script already has in KEYS): seat_claim.lua refuses a lobby join there
+// and a claim of the room by anyone else (ErrPrivateRoom), and lobby_count
+// never indexes the lobby, so the listing never shows it. The naive
+// version, a room of a public lobby with seats taken for its players, is
+// joined by the next stranger who joins that lobby once a seat is freed.
+//
 // # Idle lobbies are forgotten
 //
 // Lobbies are created by joining them. Without care every lobby ever joined

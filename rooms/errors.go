@@ -38,6 +38,15 @@ var (
 	// messages may have been missed; rejoin and reload.
 	ErrResumeGap = errcode.New(errcode.ResumeGap, "rooms: message to resume after is no longer in history")
 
+	// ErrPrivateRoom is returned by Join for a lobby that holds a private
+	// room (CreatePrivate), and by Reclaim of such a room by a user it was
+	// not made for.
+	ErrPrivateRoom = errcode.New(errcode.Forbidden, "rooms: the room is private")
+
+	// ErrLobbyTaken is returned by CreatePrivate when the lobby holds rooms
+	// already (a public lobby, or a private room for other users).
+	ErrLobbyTaken = errcode.New(errcode.Conflict, "rooms: the lobby is taken")
+
 	// ErrBadAttachment is returned by Join, Reclaim and Detach for an
 	// attachment id that is empty, longer than 64 bytes or not made of
 	// [A-Za-z0-9_:.-].

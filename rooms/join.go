@@ -258,6 +258,9 @@ func (s *Service) deliver(lobby string, batch []*joinReq, res batchResult) (rest
 			how = s.m.rejoined
 		case 1:
 			how = s.m.seated
+		case -4:
+			r.done <- joinRes{err: ErrPrivateRoom}
+			continue
 		default:
 			rest = append(rest, r)
 			continue

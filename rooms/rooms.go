@@ -250,7 +250,8 @@ func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 // back after the lease ran out. A live seat there is kept (lease extended,
 // att added or renewed). It returns ErrUnknownRoom, ErrRoomFull when the
 // room has no free seat, ErrSeatedElsewhere when the user holds a live seat
-// in another room of the lobby, ErrTooManyLobbies when a lobby the user
+// in another room of the lobby, ErrPrivateRoom for a private room the
+// user is not a player of, ErrTooManyLobbies when a lobby the user
 // holds no seat in would exceed Config.MaxLobbiesPerUser, ErrBadAttachment,
 // names.ErrBadName, and Redis errors.
 func (s *Service) Reclaim(ctx context.Context, roomID, user string, att Attach) (Room, error) {
@@ -276,6 +277,8 @@ func (s *Service) Reclaim(ctx context.Context, roomID, user string, att Attach) 
 		err = ErrUnknownRoom
 	case res.codes[0] == -2:
 		err = fmt.Errorf("%w (%s)", ErrSeatedElsewhere, makeRoomID(lobby, res.seqs[0]))
+	case res.codes[0] == -4:
+		err = ErrPrivateRoom
 	case res.codes[0] == 0:
 		err = ErrRoomFull
 	default:

@@ -17,6 +17,8 @@ var (
 	seatClaimSrc string
 	//go:embed lua/room_create.lua
 	roomCreateSrc string
+	//go:embed lua/room_private.lua
+	roomPrivateSrc string
 	//go:embed lua/seat_release.lua
 	seatReleaseSrc string
 	//go:embed lua/seat_detach.lua
@@ -48,6 +50,7 @@ var (
 var (
 	seatClaimScript   = redisx.NewScript("rooms.seat_claim", lobbyLib+seatClaimSrc)
 	roomCreateScript  = redisx.NewScript("rooms.room_create", lock.FenceCheckLua+lobbyLib+roomCreateSrc)
+	roomPrivateScript = redisx.NewScript("rooms.room_private", lobbyLib+roomPrivateSrc)
 	seatReleaseScript = redisx.NewScript("rooms.seat_release", lobbyLib+seatReleaseSrc)
 	seatDetachScript  = redisx.NewScript("rooms.seat_detach", lobbyLib+seatDetachSrc)
 	seatRenewScript   = redisx.NewScript("rooms.seat_renew", lobbyLib+seatRenewSrc)

@@ -67,6 +67,10 @@ func TestBrowserAdmin(t *testing.T) {
 		adm.waitJS(t, `text('st-redis') === 'ok' && text('health').startsWith('Redis ok')`, "Redis is ready")
 		adm.waitJS(t, `(c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; for (let i = 3; i < d.length; i += 4) if (d[i]) return true; return false; })(document.getElementById('chart'))`,
 			"the chart is drawn")
+		post(t, n2, guestToken(t, n2, "erin"), "/api/v1/matchmaking/quick/tickets", `{"skill": 1}`)
+		adm.waitJS(t, `(r => r && r.querySelector('[data-testid="queue-tickets"]').textContent === '1' &&
+			/^[0-9]+ s$/.test(r.querySelector('[data-testid="queue-oldest"]').textContent))(document.querySelector('[data-testid="queue-row"][data-queue="quick"]'))`,
+			"the quick queue's depth and oldest wait")
 		adm.screenshot(t, filepath.Join(shots, "admin-dashboard-1280.png"))
 		adm.axe(t, "admin dashboard")
 	})

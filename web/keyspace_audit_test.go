@@ -165,6 +165,29 @@ func TestKeyspaceAudit(t *testing.T) {
 	c1.do(call{method: "GET", path: "/api/v1/poll?wait=1", token: dave, status: 200})
 	c2.do(call{method: "GET", path: "/api/v1/poll?wait=1", token: alice2, status: 200})
 
+	// matchmaking: a ticket cancelled, an expiry, a match of alice and
+	// dave whose room alice joins over REST, the frames, the admin listing
+	cl.putSetting("matchmaking.queues", `{"audit-q":{"min":2,"max":2,"window":100,"reserve_seconds":2},"audit-x":{"min":2,"max":2,"window":0,"max_wait_seconds":1}}`)
+	au.names("audit-q", "audit-x")
+	var tk struct{ Ticket struct{ ID, Room string } }
+	c1.json(call{method: "POST", path: "/api/v1/matchmaking/audit-q/tickets", token: alice, body: map[string]any{"skill": 1}, status: 200}, &tk)
+	c2.do(call{method: "GET", path: "/api/v1/matchmaking/audit-q/tickets/" + tk.Ticket.ID, token: alice, status: 200})
+	c2.do(call{method: "DELETE", path: "/api/v1/matchmaking/audit-q/tickets/" + tk.Ticket.ID, token: alice, status: 200})
+	c1.do(call{method: "POST", path: "/api/v1/matchmaking/audit-x/tickets", token: dave, body: map[string]any{"skill": 1}, status: 200})
+	c1.json(call{method: "POST", path: "/api/v1/matchmaking/audit-q/tickets", token: alice, body: map[string]any{"skill": 1}, status: 200}, &tk)
+	c2.do(call{method: "POST", path: "/api/v1/matchmaking/audit-q/tickets", token: dave, body: map[string]any{"skill": 2, "attributes": map[string]string{}}, status: 200})
+	require.Eventually(t, func() bool {
+		c1.json(call{method: "GET", path: "/api/v1/matchmaking/audit-q/tickets/" + tk.Ticket.ID, token: alice, status: 200}, &tk)
+		return tk.Ticket.Room != ""
+	}, 30*time.Second, 20*time.Millisecond)
+	c2.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: alice, status: 200})
+	c1.do(call{method: "GET", path: "/api/v1/matchmaking/queues", token: testAdmin, status: 200})
+	wb.send(map[string]any{"type": "queue", "queue": "audit-q", "skill": 500})
+	q := wb.next("queued")["ticket"].(map[string]any)["id"].(string)
+	wb.send(map[string]any{"type": "dequeue", "queue": "audit-q", "ticket": q})
+	wb.next("dequeued")
+	c2.do(call{method: "GET", path: "/api/v1/poll", token: dave, status: 200})
+
 	// message removal
 	c2.do(call{method: "DELETE", path: "/api/v1/rooms/" + room + "/messages/" + first, token: testAdmin, status: 200})
 	wb.next("message_removed")

@@ -211,7 +211,7 @@ func dirtyOf(names ...string) dirty.Mask {
 	return m
 }
 
-var allSections = []string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices"}
+var allSections = []string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices", "match"}
 
 func TestPollFirstAnswerHasEverySectionThenNothing(t *testing.T) {
 	t.Parallel()

@@ -34,6 +34,7 @@ func (s *Server) apiRoutes(api fiber.Router) {
 	s.gameRoutes(api, user, admin)
 	s.chatRoutes(api, user, admin)
 	s.adminRoutes(api, s.requireAdminRead, admin)
+	s.matchRoutes(api, user, s.requireAdminRead)
 	api.Get("/poll", user, s.poll)
 }
 

@@ -112,6 +112,7 @@ type Server struct {
 	sessions *realtime.Sessions
 	mod      *realtime.Moderation
 	admin    *realtime.Admin
+	match    *realtime.Matchmaking
 
 	m *httpMetrics
 }
@@ -180,6 +181,7 @@ func New(cfg Config) (*Server, error) {
 	s.node = node
 	s.chat, s.polls, s.game = node.Chat, node.Polls, node.Game
 	s.sessions, s.mod, s.admin = node.Sessions, node.Moderation, node.Admin
+	s.match = node.Match
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,

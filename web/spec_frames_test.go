@@ -364,6 +364,28 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	a1.send(map[string]string{"type": "resume", "room": room, "after": "1-1"})
 	a1.next("joined")
 
+	// matchmaking: queued and dequeued answers, a match of bob and carol
+	// (matched to each), and an expiry in a queue whose tickets wait 1 s
+	queues := `{"quick":{"min":2,"max":2,"window":100},"wsfx":{"min":2,"max":2,"window":0,"max_wait_seconds":1}}`
+	require.Equal(t, 200, cl.do(n1, "PUT", "/api/v1/settings/matchmaking.queues", testAdmin, map[string]string{"value": queues}, nil))
+	carol.next("settings")
+	b.next("settings")
+	carol.send(map[string]any{"type": "queue", "queue": "quick", "skill": 1, "ref": "q1"})
+	q := carol.next("queued")
+	assert.Equal(t, "q1", q["ref"])
+	ticket := q["ticket"].(map[string]any)["id"].(string)
+	carol.send(map[string]any{"type": "dequeue", "queue": "quick", "ticket": ticket, "ref": "q2"})
+	assert.Equal(t, "cancelled", carol.next("dequeued")["ticket"].(map[string]any)["state"])
+	b.send(map[string]any{"type": "queue", "queue": "quick", "skill": 10})
+	b.next("queued")
+	carol.send(map[string]any{"type": "queue", "queue": "quick", "skill": 20, "attributes": map[string]string{}})
+	carol.next("queued")
+	mb, mc := b.next("matched"), carol.next("matched")
+	assert.Equal(t, mb["room"], mc["room"])
+	carol.send(map[string]any{"type": "queue", "queue": "wsfx", "skill": 1})
+	carol.next("queued")
+	assert.Equal(t, "wsfx", carol.next("ticket_expired")["queue"])
+
 	// a kick closes with 4001, a sign-out with 4000, a frame over 64 KiB with 1009
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/moderation/kick", testAdmin, map[string]string{"user": "carol", "reason": "calm down"}, nil))
 	assert.Equal(t, 4001, carol.closed())

@@ -599,6 +599,32 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/shop/buy", token: alice, body: map[string]any{"item": "sword"}, status: 409, code: "insufficient_funds"})
 	c.do(call{method: "POST", path: "/api/v1/shop/buy", token: alice, body: map[string]any{"item": "shield"}, status: 404, code: "unknown_item"})
 
+	// matchmaking (the default queue "quick": 2 players, skill window 100)
+	var tk struct {
+		Ticket struct{ ID, Room, State string }
+	}
+	c.json(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 200}, &tk)
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 409, code: "ticket_open"})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/nope/tickets", token: alice, body: map[string]any{"skill": 1}, status: 404, code: "unknown_queue"})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 1, "party": []string{"nobody"}}, status: 409, code: "conflict"})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{}, status: 400, code: "bad_request", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": "high"}, status: 400, code: "bad_request", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 2e9}, status: 400, code: "bad_value", invalid: true})
+	c.do(call{method: "GET", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: alice, status: 200})
+	c.do(call{method: "GET", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: carol, status: 404, code: "unknown_ticket"})
+	c.json(call{method: "DELETE", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: alice, status: 200}, &tk)
+	assert.Equal(t, "cancelled", tk.Ticket.State)
+	c.json(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 200}, &tk)
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: carol, body: map[string]any{"skill": 1520, "attributes": map[string]string{}}, status: 200})
+	require.Eventually(t, func() bool {
+		c.json(call{method: "GET", path: "/api/v1/matchmaking/quick/tickets/" + tk.Ticket.ID, token: alice, status: 200}, &tk)
+		return tk.Ticket.Room != ""
+	}, 30*time.Second, 20*time.Millisecond)
+	c.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: carol, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: bob, status: 403, code: "forbidden"})
+	c.do(call{method: "POST", path: "/api/v1/rooms/spec-999/join", token: bob, status: 404, code: "unknown_room"})
+	c.do(call{method: "GET", path: "/api/v1/matchmaking/queues", token: testAdmin, status: 200})
+
 	// polling
 	c.do(call{method: "GET", path: "/api/v1/poll", token: bob, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/poll?wait=0", token: bob, status: 200})

@@ -232,6 +232,10 @@ type inFrame struct {
 	Ref   string `json:"ref"`
 	After string `json:"after"`
 	ID    string `json:"id"`
+	// queue and dequeue
+	Queue  string `json:"queue"`
+	Ticket string `json:"ticket"`
+	ticketBody
 }
 
 // decodeFrame decodes a client frame strictly: one JSON object with a
@@ -283,8 +287,12 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 		err = s.chat.Typing(fctx, c, f.Room)
 	case "read":
 		err = s.chat.Read(fctx, c.Principal(), f.Room, f.ID)
+	case "queue":
+		err = s.queueFrame(fctx, c, f)
+	case "dequeue":
+		err = s.dequeueFrame(fctx, c, f)
 	default:
-		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		s.chat.Refuse(c, err, f.Room, f.Ref)

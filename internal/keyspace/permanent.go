@@ -67,6 +67,10 @@ var Permanent = []Kind{
 		Why: "the lobby listing: lobbies with seats, tombstones trimmed after 10 minutes"},
 	{Name: "seated lobbies", Owner: "rooms", Pattern: "{lobby:*}:*", Holder: "members",
 		Why: "a lobby's rooms and seats while it has a seat (seats are leases the sweeper reaps); its last seat gives every key of the lobby the idle TTL (room histories always carry one)"},
+	{Name: "counters", Owner: "matchmaking", Pattern: "{mm:*}:seq",
+		Why: "a matchmaking queue's match counter: one integer per queue an operator defined; going back would reuse match ids"},
+	{Name: "counters", Owner: "lock", Pattern: "{mm:*}:fence",
+		Why: "a matchmaking queue's lock fence: one integer per queue an operator defined; going back would let a paused matcher through"},
 	{Name: "declared boards", Owner: "ranking", Pattern: "{lb:*}:*", Listed: "boards.permanent",
 		Why: "all-time boards an operator named permanent; every other all-time board expires 30 days after its last post"},
 }

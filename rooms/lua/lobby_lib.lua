@@ -290,9 +290,13 @@ end
 -- max(server time in µs, previous + 1): strictly increasing within the
 -- lobby (its scripts run one at a time on one master) and, after the key
 -- expired with an idle lobby, still above every stamp handed out before.
--- Stamp 0 means "nothing to index" (no seat, no change, no stamp yet): no
--- key is written then.
+-- Stamp 0 means "nothing to index" (no seat, no change, no stamp yet, or a
+-- private lobby, which is never listed): no key is written then.
 local function lobby_count(L)
+  if redis.call('HEXISTS', L.records, 'private') == 1 then
+    -- A private room (room_private.lua) is never listed.
+    return redis.call('ZCARD', L.members), redis.call('ZCARD', L.rooms), 0, 0
+  end
   local online = redis.call('ZCARD', L.members)
   local nrooms = redis.call('ZCARD', L.rooms)
   local changed = online ~= L.online0 or nrooms ~= L.rooms0

@@ -20,14 +20,42 @@
 --      or the given room is full
 --  -1  the given room does not exist
 --  -2  the user holds a live seat in another room of the lobby (ARGV[8] set)
+--  -4  the lobby is private (room_private.lua): a lobby join, or a claim
+--      by a user the room was not made for (nothing is written)
 -- The attachment is recorded (expiry ARGV[2]) for codes 2 and 1 only. woke
 -- is 1 when the lobby had no seat before (register it with the sweeper);
 -- idle is 1 when it has none after (unregister it); the rest is
 -- lobby_finish's count (lobby_lib.lua).
 local L = lobby_args()
-lobby_sync_open(L)
 local codes, seqs = {}, {}
 local target = ARGV[8]
+local private = redis.call('HGET', L.records, 'private')
+if private then
+  -- A private room (room_private.lua): no lobby join, and its room only
+  -- for the users it was made for.
+  local allowed = target ~= ''
+  if allowed then
+    allowed = false
+    local me = string.lower(ARGV[9]) -- names compare canonically (package names)
+    for u in string.gmatch(private, '%S+') do
+      if string.lower(u) == me then
+        allowed = true
+      end
+    end
+  end
+  if not allowed then
+    for i = 9, #ARGV - 2, 3 do
+      codes[#codes + 1], seqs[#seqs + 1] = -4, ''
+    end
+    return {codes, seqs, {}, lobby_finish(L)}
+  end
+  local n = 0
+  for _ in string.gmatch(private, '%S+') do
+    n = n + 1
+  end
+  L.cap = math.max(L.cap, n)
+end
+lobby_sync_open(L)
 if target ~= '' then
   L.user = ARGV[9]
   if not redis.call('ZSCORE', L.rooms, target) then

@@ -228,7 +228,7 @@ function select(sec) {
 async function pollStats() {
   clearTimeout(st.statsTimer);
   if (document.visibilityState === 'visible' && st.section === 'dash') {
-    await Promise.all([loadStats(), loadNodes(), loadHealth()]);
+    await Promise.all([loadStats(), loadNodes(), loadQueues(), loadHealth()]);
   } else if (document.visibilityState === 'visible' && st.section === 'nodes') {
     await Promise.all([loadNodes(), loadHealth()]);
   } else {
@@ -279,6 +279,20 @@ async function loadNodes() {
         h('td', {class: 'nowrap'}, ago(n.last_heartbeat)),
         h('td', {}, h('span', {class: ok ? 'ok-tag' : 'bad-tag'}, ok ? 'healthy' : 'no heartbeat')));
     }));
+  } catch (err) {
+    consoleError(err);
+  }
+}
+
+// loadQueues shows each matchmaking queue's depth and oldest wait.
+async function loadQueues() {
+  try {
+    const r = await call('GET', '/matchmaking/queues');
+    $('queues-body').replaceChildren(...(r.queues || []).map((q) => h('tr', {'data-testid': 'queue-row', 'data-queue': q.queue},
+      h('td', {}, q.queue),
+      h('td', {class: 'num'}, q.min === q.max ? String(q.min) : `${q.min}–${q.max}`),
+      h('td', {class: 'num', 'data-testid': 'queue-tickets'}, fmtInt(q.tickets)),
+      h('td', {class: 'num', 'data-testid': 'queue-oldest'}, q.tickets ? `${Math.round(q.oldest_wait_seconds)} s` : '—'))));
   } catch (err) {
     consoleError(err);
   }

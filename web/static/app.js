@@ -15,6 +15,8 @@ const TYPING_EVERY = 2200;
 const TYPING_SHOWN = 5000; // a typing indicator lasts this long
 const LOBBIES_EVERY = 10000; // the lobby list and unread counts refresh
 const WIDE = '(min-width: 900px)';
+const MATCH_LOBBY = 'mm.'; // a match's private room lives in a lobby of its own (PROTOCOL.md, "Matchmaking")
+const MATCH_SKILL = 1000; // the browser client has no rating: every page queues at the same skill
 
 boot();
 
@@ -125,6 +127,7 @@ function startApp(s, initialSettings) {
     lobbiesSoon: 0, // a lobby list refresh after presence changed
     reconnects: 0,
     ended: false,
+    match: {ticket: null, queue: '', since: 0, timer: 0, ended: ''}, // the waiting Quick match ticket; the last one matched or expired
   };
   const view = new ChatView(st.me);
   view.onBottom = () => markSeen();
@@ -152,6 +155,7 @@ function startApp(s, initialSettings) {
   setupComposer();
   setupLobbies();
   setupStatus();
+  setupMatch();
   $('signout').addEventListener('click', signOut);
   $('motd-close').addEventListener('click', () => { $('motd').hidden = true; });
   document.addEventListener('visibilitychange', () => markSeen());
@@ -176,6 +180,10 @@ function startApp(s, initialSettings) {
       case 'settings': return onSetting(f.key, f.value);
       case 'notice': return onNotice(f);
       case 'error': return onError(f);
+      case 'queued': return onQueued(f);
+      case 'dequeued': return onDequeued(f);
+      case 'matched': return onMatched(f);
+      case 'ticket_expired': return onExpired(f);
       default: return undefined;
     }
   }
@@ -205,7 +213,9 @@ function startApp(s, initialSettings) {
       renderTyping();
     }
     st.room = {...room, members: [...(room.members || [])]};
-    st.lobby = room.lobby || st.lobby;
+    // A match room is joined by its id, never by its lobby: st.lobby stays
+    // the lobby to go back to.
+    if (room.lobby && !room.lobby.startsWith(MATCH_LOBBY)) st.lobby = room.lobby;
     st.ready = true;
     session.save({token: st.token, user: st.me, lobby: st.lobby});
     $('lobby-input').value = st.lobby;
@@ -332,6 +342,10 @@ function startApp(s, initialSettings) {
         return;
       }
       if (ctl.kind === 'quiet') return; // typing and read marks are best effort
+      if (ctl.kind === 'match') {
+        matchReset(`Quick match: ${f.message}`);
+        return;
+      }
       chatError(f.message);
       return;
     }
@@ -579,6 +593,95 @@ function startApp(s, initialSettings) {
     renderLobbies();
     selectTab('chat');
     setTimeout(refreshLobbies, 500);
+  }
+
+  // ---- quick match ----
+
+  function setupMatch() {
+    $('quick-match').addEventListener('click', () => {
+      if (!conn.open) {
+        setText($('match-status'), 'Not connected; try again in a moment.');
+        return;
+      }
+      if (st.match.ticket) {
+        sendControl({type: 'dequeue', queue: st.match.queue, ticket: st.match.ticket}, {kind: 'match'});
+        return;
+      }
+      const queue = matchQueue();
+      st.match.queue = queue;
+      $('quick-match').disabled = true;
+      sendControl({type: 'queue', queue, skill: MATCH_SKILL}, {kind: 'match'});
+    });
+  }
+
+  // matchQueue is the first queue of the live setting matchmaking.queues.
+  function matchQueue() {
+    try {
+      const names = Object.keys(JSON.parse(st.settings['matchmaking.queues'] || '{}'));
+      if (names.length) return names.includes('quick') ? 'quick' : names.sort()[0];
+    } catch {
+      // a value the server accepted always parses; fall back all the same
+    }
+    return 'quick';
+  }
+
+  function onQueued(f) {
+    if (f.ref) st.control.delete(f.ref);
+    const t = f.ticket || {};
+    // The matched event may overtake the answer to our queue frame.
+    if (t.id && t.id === st.match.ended) return;
+    st.match.ticket = t.id;
+    st.match.queue = t.queue || st.match.queue;
+    st.match.since = Date.now();
+    $('quick-match').disabled = false;
+    setText($('quick-match'), 'Cancel');
+    clearInterval(st.match.timer);
+    const tick = () => {
+      const s = Math.floor((Date.now() - st.match.since) / 1000);
+      setText($('match-status'), `Looking for players… ${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`);
+    };
+    tick();
+    st.match.timer = setInterval(tick, 1000);
+  }
+
+  function onDequeued(f) {
+    if (f.ref) st.control.delete(f.ref);
+    const state = f.ticket && f.ticket.state;
+    if (state === 'matched') return; // the matched event takes us in
+    matchReset(state === 'expired' ? 'No match found in time.' : 'Quick match cancelled.');
+  }
+
+  function onExpired(f) {
+    st.match.ended = f.ticket;
+    if (f.ticket !== st.match.ticket) return;
+    matchReset('No match found in time; try again.');
+  }
+
+  function onMatched(f) {
+    if (!f.room) return;
+    st.match.ended = f.ticket;
+    const others = (f.players || []).filter((u) => u !== st.me);
+    matchReset(`Match found with ${others.join(', ') || 'nobody'}.`);
+    if (st.room && st.room.id === f.room) return; // another tab took us in
+    if (st.room) conn.send({type: 'leave', room: st.room.id});
+    st.room = null;
+    st.ready = false;
+    st.inflight = null;
+    view.reset();
+    st.typers.clear();
+    renderTyping();
+    setText($('room-label'), 'match · joining…');
+    sendControl({type: 'resume', room: f.room}, {kind: 'resume', room: f.room});
+    selectTab('chat');
+  }
+
+  function matchReset(text) {
+    clearInterval(st.match.timer);
+    st.match.ticket = null;
+    st.match.timer = 0;
+    $('quick-match').disabled = false;
+    setText($('quick-match'), 'Quick match');
+    setText($('match-status'), text);
   }
 
   function setupLobbies() {

@@ -84,7 +84,20 @@
  * @property {string | null} last_seen
  */
 
-/** @typedef {'rooms' | 'messages' | 'leaderboards' | 'settings' | 'wallet' | 'notices'} PollSection */
+/** @typedef {'rooms' | 'messages' | 'leaderboards' | 'settings' | 'wallet' | 'notices' | 'match'} PollSection */
+
+/**
+ * What a player is told about a matchmaking ticket (PROTOCOL.md, "Matchmaking").
+ * @typedef {object} MatchEvent
+ * @property {'matched' | 'ticket_expired'} type
+ * @property {string} queue
+ * @property {string} ticket
+ * @property {string} [match]
+ * @property {string} [room] the match's room: join it by this id (resume)
+ * @property {string[]} [players]
+ * @property {number} [reserve_seconds]
+ * @property {number} ts unix ms
+ */
 
 /**
  * @typedef {object} Notice
@@ -101,6 +114,7 @@
  * @property {Settings} [settings]
  * @property {Wallet} [wallet]
  * @property {Notice[]} [notices] notices the user had not seen (now marked seen)
+ * @property {MatchEvent[]} [match] the user's match events of the last 10 minutes, newest first
  */
 
 /**

@@ -1,0 +1,259 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/matchmaking"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/rooms"
+)
+
+// matchStore is what the matchmaking use case needs of package matchmaking.
+type matchStore interface {
+	Submit(ctx context.Context, queue string, t matchmaking.Ticket) (string, error)
+	Cancel(ctx context.Context, queue, id string) (matchmaking.Status, error)
+	Status(ctx context.Context, queue, id string) (matchmaking.Status, error)
+	Queue(name string) (matchmaking.Queue, error)
+	Queues() []matchmaking.Queue
+	Depth(ctx context.Context, queue string) (matchmaking.Depth, error)
+	Notify(ctx context.Context, notes []matchmaking.Notice) error
+	Events(ctx context.Context, user string) ([]matchmaking.Event, error)
+	Channel() string
+}
+
+// matchRooms makes the private room of a match.
+type matchRooms interface {
+	CreatePrivate(ctx context.Context, lobby string, users []string, reserve time.Duration) (rooms.Room, error)
+}
+
+// onlineChecker tells whether a user has a live session somewhere.
+type onlineChecker interface {
+	Get(ctx context.Context, user string) (presence.Status, error)
+}
+
+var (
+	_ matchStore    = (*matchmaking.Service)(nil)
+	_ matchRooms    = (*rooms.Service)(nil)
+	_ onlineChecker = (*presence.Presence)(nil)
+)
+
+// MatchLobbyPrefix starts the lobby of every match's private room
+// (matchmaking.MatchLobby): a lobby join under it is refused.
+const MatchLobbyPrefix = "mm."
+
+// Matchmaking is the matchmaking use case: tickets (submit, status,
+// cancel, for WebSocket and REST alike), and what a formed match or an
+// expired ticket sets off. It owns the node's matchers (started and stopped
+// with the node; every node runs them, the queue's lock decides which one
+// forms a queue's matches) and their hooks: a match becomes a private room
+// with the players' seats reserved for the queue's reserve_seconds, and
+// every player — on every node, over every connection, and in their REST
+// polls — learns of it; an expired ticket is reported the same way.
+type Matchmaking struct {
+	svc      matchStore
+	matchers *matchmaking.Matchers
+	rooms    matchRooms
+	online   onlineChecker
+	hub      *Hub
+	marks    *marker
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+// TicketRequest is a ticket as a client asks for it.
+type TicketRequest struct {
+	// Skill is the rating the match is made on.
+	Skill float64 `json:"skill"`
+	// Party lists the other users who play with the caller; each must be
+	// online.
+	Party []string `json:"party,omitempty"`
+	// Attributes must be equal for tickets to match.
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// Submit enqueues a ticket of p's user (and party) in queue and returns
+// its status (waiting). Every party member must be online (presence);
+// else ErrPartyOffline. It returns matchmaking's errors (ErrUnknownQueue,
+// ErrBadTicket, ErrBadName, *TicketOpenError) and Redis errors.
+func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
+	q, err := mm.svc.Queue(queue)
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	if len(req.Party) >= q.MaxParty {
+		// refused before a presence read per name
+		return matchmaking.Status{}, fmt.Errorf("%w: a party of %d; queue %s takes at most %d players per ticket",
+			matchmaking.ErrBadTicket, len(req.Party)+1, queue, q.MaxParty)
+	}
+	for _, u := range req.Party {
+		if err := names.User(u); err != nil {
+			return matchmaking.Status{}, fmt.Errorf("%w: party: %w", matchmaking.ErrBadName, err)
+		}
+		if strings.EqualFold(u, p.User) {
+			continue // the ticket's check refuses it with its own words
+		}
+		st, err := mm.online.Get(ctx, u)
+		if err != nil {
+			return matchmaking.Status{}, err
+		}
+		if !st.Online {
+			return matchmaking.Status{}, fmt.Errorf("%w: %s is not online", ErrPartyOffline, u)
+		}
+	}
+	id, err := mm.svc.Submit(ctx, queue, matchmaking.Ticket{User: p.User, Party: req.Party, Skill: req.Skill, Attributes: req.Attributes})
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	return mm.svc.Status(ctx, queue, id)
+}
+
+// Status returns the status of ticket id in queue. Only its players may
+// read it: for anyone else it is matchmaking.ErrUnknownTicket.
+func (mm *Matchmaking) Status(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+	st, err := mm.svc.Status(ctx, queue, id)
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	if !playerOf(st.Ticket, p.User) {
+		return matchmaking.Status{}, fmt.Errorf("matchmaking: status of %s in %s: %w", id, queue, matchmaking.ErrUnknownTicket)
+	}
+	return st, nil
+}
+
+// Cancel takes ticket id out of queue (any of its players may) and returns
+// its status after: cancelled, or how it had ended before. It returns
+// matchmaking.ErrUnknownTicket for a ticket that is not one of p's user.
+func (mm *Matchmaking) Cancel(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+	if _, err := mm.Status(ctx, p, queue, id); err != nil {
+		return matchmaking.Status{}, err
+	}
+	return mm.svc.Cancel(ctx, queue, id)
+}
+
+// Events returns what p's user was told about their tickets lately,
+// newest first: the poll's match section.
+func (mm *Matchmaking) Events(ctx context.Context, user string) ([]matchmaking.Event, error) {
+	return mm.svc.Events(ctx, user)
+}
+
+// QueueInfo is one queue as the admin console shows it.
+type QueueInfo struct {
+	// Queue is the queue's name.
+	Queue string `json:"queue"`
+	// MinSize and MaxSize bound a match's players.
+	MinSize int `json:"min"`
+	MaxSize int `json:"max"`
+	// Tickets is the number of waiting tickets.
+	Tickets int64 `json:"tickets"`
+	// OldestWaitSeconds is how long the oldest waiting ticket has waited.
+	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+}
+
+// Queues returns every defined queue with its depth and oldest wait. It
+// returns Redis errors.
+func (mm *Matchmaking) Queues(ctx context.Context) ([]QueueInfo, error) {
+	qs := mm.svc.Queues()
+	out := make([]QueueInfo, 0, len(qs))
+	for _, q := range qs {
+		d, err := mm.svc.Depth(ctx, q.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, QueueInfo{Queue: q.Name, MinSize: q.MinSize, MaxSize: q.MaxSize, Tickets: d.Tickets,
+			OldestWaitSeconds: d.OldestWait.Seconds()})
+	}
+	return out, nil
+}
+
+// MatchRoom is the id of a match's private room.
+func MatchRoom(m matchmaking.Match) string { return matchmaking.MatchLobby(m) + "-1" }
+
+func playerOf(t matchmaking.Ticket, user string) bool {
+	return slices.ContainsFunc(t.Players(), func(u string) bool { return strings.EqualFold(u, user) })
+}
+
+// matched is the OnMatched hook (run by the queue's matcher, at least once
+// per match): the match's private room — room 1 of lobby
+// matchmaking.MatchLobby, the players' seats reserved for the queue's
+// reserve_seconds — then every player is told. Idempotent: a second call
+// finds the room and records each event once.
+func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
+	reserve := 30 * time.Second // the default, for a queue removed since
+	if q, err := mm.svc.Queue(m.Queue); err == nil {
+		reserve = q.Reserve
+	}
+	room, err := mm.rooms.CreatePrivate(ctx, matchmaking.MatchLobby(m), m.Players, reserve)
+	if err != nil {
+		return fmt.Errorf("realtime: the room of match %s: %w", m.ID, err)
+	}
+	if room.ID != MatchRoom(m) {
+		return fmt.Errorf("realtime: the room of match %s is %s, not %s", m.ID, room.ID, MatchRoom(m))
+	}
+	return mm.tell(ctx, matchmaking.MatchedEvents(m, room.ID, reserve))
+}
+
+// expired is the OnExpired hook: the ticket's players are told. The
+// event's time is when the ticket became due (created + max wait), not the
+// hook's now, so that a hook run twice records one event.
+func (mm *Matchmaking) expired(ctx context.Context, t matchmaking.Ticket) error {
+	at := mm.now()
+	if q, err := mm.svc.Queue(t.Queue); err == nil {
+		at = t.Created.Add(q.MaxWait)
+	}
+	return mm.tell(ctx, []matchmaking.Notice{matchmaking.ExpiredEvent(t, at)})
+}
+
+// tell records and publishes the notices (every node delivers them to its
+// connections: receive) and marks the players' REST sessions.
+func (mm *Matchmaking) tell(ctx context.Context, notes []matchmaking.Notice) error {
+	if err := mm.svc.Notify(ctx, notes); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		for _, u := range n.Users {
+			mm.marks.user(u, dirty.Of(dirty.Match))
+		}
+	}
+	return nil
+}
+
+// receive hands the notices another node (or this one) published to this
+// node's connections of the users they name.
+func (mm *Matchmaking) receive(_ string, p []byte) {
+	notes, err := matchmaking.DecodeNotices(p)
+	if err != nil {
+		mm.log.Debug("matchmaking notice", "err", err)
+		return
+	}
+	for _, n := range notes {
+		frame, err := json.Marshal(n.Event)
+		if err != nil {
+			continue
+		}
+		for _, u := range n.Users {
+			for _, c := range mm.hub.UserClients(u) {
+				c.Send(frame)
+			}
+		}
+	}
+}
+
+// start runs the matchers under ctx.
+func (mm *Matchmaking) start(ctx context.Context) error {
+	if err := mm.matchers.Start(ctx); err != nil && !errors.Is(err, matchmaking.ErrStarted) {
+		return err
+	}
+	return nil
+}
+
+// stop stops the matchers, handing this node's queues over at once.
+func (mm *Matchmaking) stop(ctx context.Context) error { return mm.matchers.Stop(ctx) }

@@ -1,0 +1,94 @@
+package rooms
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/chatd/chatd/internal/redisx"
+	"github.com/chatd/chatd/names"
+)
+
+// MaxPrivatePlayers bounds the users of one private room.
+const MaxPrivatePlayers = 100
+
+// CreatePrivate creates a private room for users: room 1 of lobby, a
+// lobby of its own (the caller picks a name nobody joins, say
+// "mm.duel.7" for match 7 of queue duel), with a seat already held for
+// each user until reserve has passed. A user takes theirs with Reclaim of
+// the room (a resume, which attaches the connection or REST session, and
+// from then on the seat lives by its attachments like any other); a seat
+// nobody attached to by then is reaped by the lobby's next seat script or
+// the sweeper, with a "left" event, exactly like a lapsed lease. The
+// lobby refuses every Join (ErrPrivateRoom), the room every Reclaim by
+// another user, and the lobby is never listed by Lobbies.
+//
+// It is one script (lua/room_private.lua) and idempotent: a retry for the
+// same users answers the same room (with its members now). It returns
+// ErrLobbyTaken when the lobby holds rooms already (public, or private for
+// other users), an error wrapping names.ErrBadName for a bad lobby or user
+// name or for no user, more than MaxPrivatePlayers or one twice, and Redis
+// errors.
+func (s *Service) CreatePrivate(ctx context.Context, lobby string, users []string, reserve time.Duration) (Room, error) {
+	if err := s.checkPrivate(lobby, users); err != nil {
+		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", clip(lobby), err)
+	}
+	if reserve < time.Millisecond {
+		reserve = s.leaseDur()
+	}
+	args := append(s.lobbyArgs(lobby), ms(s.now().Add(reserve)))
+	for _, u := range users {
+		args = append(args, u)
+	}
+	v, err := redisx.Run(ctx, s.rdb, roomPrivateScript, s.lobbyKeys(lobby), args...).Slice()
+	if err != nil {
+		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", lobby, err)
+	}
+	if len(v) == 1 && v[0] == int64(-1) {
+		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", lobby, ErrLobbyTaken)
+	}
+	if len(v) != 3 {
+		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", lobby, errUnexpectedReply)
+	}
+	list, _ := v[1].([]any)
+	members := make([]string, 0, len(list))
+	for _, m := range list {
+		str, _ := m.(string)
+		members = append(members, str)
+	}
+	flags, _ := v[2].([]any)
+	if len(flags) >= 2 {
+		if flags[0] == int64(1) {
+			s.register(ctx, lobby)
+		}
+		if v[0] == int64(1) {
+			if err := s.rdb.Incr(ctx, roomsTotalKey(s.ks)).Err(); err != nil {
+				s.m.counterErrors.Inc()
+			}
+		}
+	}
+	r := s.room(lobby, 1, members)
+	r.Capacity = max(r.Capacity, len(users))
+	return r, nil
+}
+
+func (s *Service) checkPrivate(lobby string, users []string) error {
+	if err := names.Lobby(lobby); err != nil {
+		return err
+	}
+	if len(users) == 0 || len(users) > MaxPrivatePlayers {
+		return fmt.Errorf("%w: a private room is for 1 to %d users, not %d", names.ErrBadName, MaxPrivatePlayers, len(users))
+	}
+	seen := make([]string, 0, len(users))
+	for _, u := range users {
+		if err := names.User(u); err != nil {
+			return err
+		}
+		if slices.Contains(seen, u) {
+			return fmt.Errorf("%w: user %s is named twice", names.ErrBadName, u)
+		}
+		seen = append(seen, u)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+func TestPrivateRoom(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: clock.Now, Lease: func() time.Duration { return 40 * time.Second }})[0]
+
+	room, err := s.CreatePrivate(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "mm.duel.1-1", room.ID)
+	assert.Equal(t, []string{"ann", "bob", "cy"}, room.Members, "every player's seat is reserved")
+
+	t.Run("a retry answers the same room", func(t *testing.T) {
+		again, err := s.CreatePrivate(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, room.ID, again.ID)
+		_, err = s.CreatePrivate(ctx, "mm.duel.1", []string{"ann", "eve"}, 30*time.Second)
+		assert.ErrorIs(t, err, ErrLobbyTaken)
+	})
+
+	t.Run("a lobby join is refused and creates nothing", func(t *testing.T) {
+		_, err := s.Join(ctx, "mm.duel.1", "eve", ws1)
+		assert.ErrorIs(t, err, ErrPrivateRoom)
+		_, err = s.Join(ctx, "mm.duel.1", "ann", ws1)
+		assert.ErrorIs(t, err, ErrPrivateRoom, "a player too joins by the room id, not the lobby")
+		nrooms, _ := checkLobby(t, r, "mm.duel.1", 0)
+		assert.Equal(t, 1, nrooms)
+	})
+
+	t.Run("a stranger cannot take the room", func(t *testing.T) {
+		_, err := s.Reclaim(ctx, room.ID, "eve", ws1)
+		assert.ErrorIs(t, err, ErrPrivateRoom)
+	})
+
+	t.Run("a player takes their seat by the room id", func(t *testing.T) {
+		got, err := s.Reclaim(ctx, room.ID, "ann", ws1)
+		require.NoError(t, err)
+		assert.Equal(t, room.ID, got.ID)
+		_, err = s.Send(ctx, room.ID, "ann", "gg", SendOptions{})
+		require.NoError(t, err)
+	})
+
+	t.Run("the lobby is never listed", func(t *testing.T) {
+		list, err := s.Lobbies(ctx, 100)
+		require.NoError(t, err)
+		for _, l := range list {
+			assert.NotEqual(t, "mm.duel.1", l.Lobby)
+		}
+	})
+
+	t.Run("an unclaimed seat is released after its reservation", func(t *testing.T) {
+		_, err := s.Reclaim(ctx, room.ID, "bob", ws1)
+		require.NoError(t, err)
+		// ann's and bob's seats live by their attachments (lease 40s); cy
+		// never came.
+		clock.Add(35 * time.Second)
+		_, err = s.Sweep(ctx)
+		require.NoError(t, err)
+		got, err := s.Room(ctx, room.ID)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"ann", "bob"}, got.Members)
+		ok, err := s.Seated(ctx, room.ID, "cy")
+		require.NoError(t, err)
+		assert.False(t, ok)
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		_, err := s.CreatePrivate(ctx, "mm.x.1", nil, time.Second)
+		assert.Error(t, err)
+		_, err = s.CreatePrivate(ctx, "mm.x.1", []string{"a", "a"}, time.Second)
+		assert.Error(t, err)
+		_, err = s.Join(ctx, "general", "zed", ws1)
+		require.NoError(t, err)
+		_, err = s.CreatePrivate(ctx, "general", []string{"zed"}, time.Second)
+		assert.True(t, errors.Is(err, ErrLobbyTaken), "a public lobby is not made private: %v", err)
+	})
+}
