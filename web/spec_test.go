@@ -64,6 +64,8 @@ func loadSpec() (*spec, error) {
 func newSpec() (*spec, error) {
 	// The browser client is text/html: read as a plain string.
 	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	// The SDK's modules (GET /sdk/{file}) are text/javascript: a string too.
+	openapi3filter.RegisterBodyDecoder("text/javascript", openapi3filter.PlainBodyDecoder)
 	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
 	if err != nil {
 		return nil, fmt.Errorf("load docs/openapi.json: %w", err)
@@ -461,6 +463,8 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "GET", path: "/", status: 200})
 	c.do(call{method: "GET", path: "/admin", status: 200})
 	c.do(call{method: "GET", path: "/api", status: 200})
+	c.do(call{method: "GET", path: "/sdk/index.js", status: 200})
+	c.do(call{method: "GET", path: "/sdk/nope.js", status: 404, code: "not_found"})
 	c.do(call{method: "GET", path: "/api/v1/openapi.json", status: 200})
 	c.do(call{method: "GET", path: "/api/v1/ws-frames.schema.json", status: 200})
 	c.do(call{method: "GET", path: "/ws", status: 426, code: "bad_request", invalid: true})
