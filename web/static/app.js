@@ -3,7 +3,7 @@
 // (PROTOCOL.md, "WebSocket").
 
 import {api, session, guestTokens, seg, userName, lobbyName} from './api.js';
-import {realtime, pageRefs} from './conn.js';
+import {realtime, pageRefs, transportName} from './conn.js';
 import {ChatView} from './chat.js';
 import {Board} from './board.js';
 import {h, $, avatar, setText} from './dom.js';
@@ -600,7 +600,11 @@ function startApp(s, initialSettings) {
       return; // disconnected says how long the wait is
     }
     let text = 'connecting…';
-    if (state === 'open') text = 'live';
+    if (state === 'open') {
+      const how = transportName(rt.transport);
+      text = `live · ${how}`;
+      setText($('conn-transport'), how === 'SSE' ? 'SSE (HTTP sends)' : `${how}, batched`);
+    }
     if (state === 'closed') text = 'offline';
     statusText(text);
   }

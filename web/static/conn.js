@@ -5,8 +5,13 @@
 // ref, pings to find half-open sockets, and stops where the close code
 // says to (signed out, kicked, banned). This file only says how the page
 // reaches the server and when to skip a backoff wait.
+//
+// The page opens a WebSocket; where the network refuses the upgrade (the
+// open fails, or closes before the server's hello), the client falls back
+// to the Server-Sent Events stream (GET /api/v1/events) with its sends
+// over HTTP, and stays on it until the page reloads.
 
-import {ChatdClient, RealtimeClient} from '/sdk/index.js';
+import {ChatdClient, RealtimeClient, sseTransport} from '/sdk/index.js';
 
 /**
  * connect builds the page's realtime client for a session; the caller adds
@@ -21,6 +26,7 @@ export function realtime(token) {
     url: `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws`,
     token,
     batch: true,
+    fallback: sseTransport({baseUrl: location.origin}),
     // A browser cannot see why an open was refused: ask over HTTP now and
     // then (an ended session or a ban stops the client).
     probe: () => api.settings(),
@@ -37,8 +43,13 @@ export function realtime(token) {
   return rt;
 }
 
+/** transportName is how the status line names the client's transport. */
+export function transportName(kind) {
+  return kind === 'sse' ? 'SSE' : kind === 'websocket' ? 'WebSocket' : kind;
+}
+
 /**
- * pageRef makes the refs of the page's says: unique per session across
+ * pageRefs makes the refs of the page's says: unique per session across
  * tabs and reloads (the server answers a ref it stored already with the
  * original message, so a ref must never name two messages).
  * @returns {() => string}

@@ -1,0 +1,106 @@
+package web_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// TestBrowserFallsBackToSSE drives the browser client in headless
+// Chromium through a proxy that refuses every WebSocket upgrade (403) and
+// passes everything else, like a network that breaks upgrades: the page
+// signs in, falls back to the Server-Sent Events stream with its sends
+// over HTTP, says so in its status line, and chats with a WebSocket user
+// on another node.
+func TestBrowserFallsBackToSSE(t *testing.T) {
+	t.Parallel()
+	chromium := findChromium(t)
+	r := redistest.Real(t)
+
+	n1 := startNode(t, r, "n1")
+	n2 := startNode(t, r, "n2")
+	proxy := newUpgradeRefusingProxy(t, n1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	browser := startBrowser(t, ctx, chromium)
+
+	alice := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
+	bob := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)
+
+	alice.expectErrors(func() { // the browser logs the refused WebSocket
+		alice.signIn(t, "alice", "general")
+		alice.waitJS(t, `text('conn-text') === 'live · SSE' && document.getElementById('conn-status').dataset.state === 'open'`,
+			"alice's page falls back to SSE and says so")
+	})
+	assert.Greater(t, proxy.refused.Load(), int64(0), "the page tried the WebSocket first")
+	assert.Greater(t, proxy.streams.Load(), int64(0), "the page opened the event stream")
+	bob.signIn(t, "bob", "general")
+	bob.waitJS(t, `text('conn-text') === 'live · WebSocket'`, "bob's page is on the WebSocket")
+
+	alice.waitJS(t, `text('room-label') === 'general · room 1 · 2/50' && members().join() === 'alice,bob'`, "alice sees the room and bob in it")
+	bob.waitJS(t, `text('room-label') === 'general · room 1 · 2/50' && members().join() === 'bob,alice'`, "bob sees alice in it")
+	alice.waitJS(t, `text('conn-node') === 'n1' && text('conn-transport') === 'SSE (HTTP sends)'`, "the details name the node and the transport")
+
+	alice.say(t, "hello over sse")
+	alice.waitJS(t, `sent('hello over sse')`, "alice's message is stored (its POST answered)")
+	bob.waitJS(t, `texts().includes('hello over sse')`, "bob gets it on n2")
+	bob.say(t, "hello over websocket")
+	alice.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "alice gets bob's answer over the stream, each message once")
+	bob.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "bob has both, in the same order")
+	assert.True(t, alice.eval(t, `sentTypes().length === 0`), "alice's page sent no WebSocket frame")
+	assert.Empty(t, bob.problems(), "bob's page: no console errors")
+}
+
+// upgradeRefusingProxy forwards HTTP to a node, streaming (an SSE answer
+// is flushed as it comes), and answers every WebSocket upgrade 403.
+type upgradeRefusingProxy struct {
+	addr    string
+	refused atomic.Int64
+	streams atomic.Int64
+}
+
+func newUpgradeRefusingProxy(t *testing.T, to *node) *upgradeRefusingProxy {
+	t.Helper()
+	target, err := url.Parse("http://" + to.addr)
+	require.NoError(t, err)
+	p := &upgradeRefusingProxy{}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		FlushInterval: -1,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p.addr = ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
+			p.refused.Add(1)
+			http.Error(w, "upgrades are not allowed on this network", http.StatusForbidden)
+			return
+		}
+		if r.URL.Path == "/api/v1/events" {
+			p.streams.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close() // the event stream does not end by itself
+		}
+	})
+	return p
+}
