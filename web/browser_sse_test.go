@@ -41,17 +41,17 @@ func TestBrowserFallsBackToSSE(t *testing.T) {
 
 	alice.expectErrors(func() { // the browser logs the refused WebSocket
 		alice.signIn(t, "alice", "general")
-		alice.waitJS(t, `text('conn-text') === 'live · SSE' && document.getElementById('conn-status').dataset.state === 'open'`,
+		alice.waitJS(t, `text('conn-text') + ' · ' + text('conn-via') === 'live · SSE' && document.getElementById('conn-status').dataset.state === 'open'`,
 			"alice's page falls back to SSE and says so")
 	})
 	assert.Greater(t, proxy.refused.Load(), int64(0), "the page tried the WebSocket first")
 	assert.Greater(t, proxy.streams.Load(), int64(0), "the page opened the event stream")
 	bob.signIn(t, "bob", "general")
-	bob.waitJS(t, `text('conn-text') === 'live · WebSocket'`, "bob's page is on the WebSocket")
+	bob.waitJS(t, `text('conn-text') + ' · ' + text('conn-via') === 'live · WebSocket'`, "bob's page is on the WebSocket")
 
 	alice.waitJS(t, `text('room-label') === 'general · room 1 · 2/50' && members().join() === 'alice,bob'`, "alice sees the room and bob in it")
 	bob.waitJS(t, `text('room-label') === 'general · room 1 · 2/50' && members().join() === 'bob,alice'`, "bob sees alice in it")
-	alice.waitJS(t, `text('conn-node') === 'n1' && text('conn-transport') === 'SSE (HTTP sends)'`, "the details name the node and the transport")
+	alice.waitJS(t, `text('conn-node') === 'n1' && text('conn-transport') === 'SSE, sends over HTTP'`, "the details name the node and the transport")
 
 	alice.say(t, "hello over sse")
 	alice.waitJS(t, `sent('hello over sse')`, "alice's message is stored (its POST answered)")

@@ -154,6 +154,7 @@ func TestBrowserClient(t *testing.T) {
 		assert.Equal(t, want, bob.texts(t), "every message once, in the same order")
 		assert.Equal(t, []string{"missed 1", "missed 2", "typed while offline"}, want[6:])
 		alice.waitJS(t, `members().join() === 'alice,bob'`, "bob is back in alice's presence list")
+		assert.True(t, bob.eval(t, `text('conn-via') === 'WebSocket'`), "an outage after a WebSocket worked is not a fallback to SSE")
 	})
 
 	t.Run("the length limit shows as you type and holds the message back", func(t *testing.T) {

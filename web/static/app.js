@@ -600,13 +600,14 @@ function startApp(s, initialSettings) {
       return; // disconnected says how long the wait is
     }
     let text = 'connecting…';
+    let via = '';
     if (state === 'open') {
-      const how = transportName(rt.transport);
-      text = `live · ${how}`;
-      setText($('conn-transport'), how === 'SSE' ? 'SSE (HTTP sends)' : `${how}, batched`);
+      text = 'live';
+      via = transportName(rt.transport);
+      setText($('conn-transport'), via === 'SSE' ? 'SSE, sends over HTTP' : `${via}, batched`);
     }
     if (state === 'closed') text = 'offline';
-    statusText(text);
+    statusText(text, via);
   }
 
   function disconnected(d) {
@@ -617,9 +618,13 @@ function startApp(s, initialSettings) {
     statusText(`reconnecting in ${Math.max(1, Math.round((d.delay || 0) / 1000))} s`);
   }
 
-  function statusText(text) {
+  // statusText shows the state, and while live the transport (WebSocket,
+  // or SSE after a fallback).
+  function statusText(text, via = '') {
     setText($('conn-text'), text);
-    $('conn-status').setAttribute('aria-label', `Connection: ${text}. Show details`);
+    setText($('conn-via'), via);
+    $('conn-via-wrap').hidden = via === '';
+    $('conn-status').setAttribute('aria-label', `Connection: ${text}${via ? ` · ${via}` : ''}. Show details`);
   }
 
   // latency measures a round trip for the status details.

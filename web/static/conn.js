@@ -7,9 +7,11 @@
 // reaches the server and when to skip a backoff wait.
 //
 // The page opens a WebSocket; where the network refuses the upgrade (the
-// open fails, or closes before the server's hello), the client falls back
-// to the Server-Sent Events stream (GET /api/v1/events) with its sends
-// over HTTP, and stays on it until the page reloads.
+// first open fails, or closes before the server's hello), the client
+// falls back to the Server-Sent Events stream (GET /api/v1/events) with
+// its sends over HTTP, and stays on it until the page reloads. Once a
+// WebSocket has worked, a failed open is an outage: it is retried as a
+// WebSocket.
 
 import {ChatdClient, RealtimeClient, sseTransport} from '/sdk/index.js';
 

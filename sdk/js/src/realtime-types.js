@@ -19,8 +19,9 @@
  * @property {boolean} [batch] open with ?batch=1 (several events per frame, split on '\n'); default true
  * @property {TransportFactory} [transport] instead of the WebSocket transport (WebSocket and batch are then unused)
  * @property {TransportFactory} [fallback] the transport to fall back to (`sseTransport()`) once the main one failed
- *   `fallbackAfter` opens in a row without reaching `hello` (refused, or closed before it); the client stays on it
- *   until it is closed and connected again
+ *   `fallbackAfter` opens in a row without reaching `hello` (refused, or closed before it) and has not reached it
+ *   since connect() (once it has, failed opens are an outage, retried on it); the client stays on the fallback until
+ *   it is closed and connected again
  * @property {number} [fallbackAfter] failed opens of the main transport in a row before the fallback (default 1)
  * @property {() => Promise<unknown>} [probe] asked after an open fails (a browser cannot see why): a ChatdError
  *   `bad_token` ends the client as session_ended, `banned` as banned. ChatdClient.realtime() sets it.

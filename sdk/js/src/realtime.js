@@ -44,6 +44,8 @@ export class RealtimeClient extends TypedEventTarget {
     this.fellBack = false; // the fallback transport is in use
     /** @private */
     this.mainFails = 0; // opens of the main transport in a row that did not reach hello
+    /** @private */
+    this.mainUp = false; // the main transport reached hello since connect(): later failed opens are outages
     /**
      * the kind of the transport of the current (or latest) connection:
      * `'websocket'`, `'sse'` (after a fallback), or a custom factory's
@@ -119,6 +121,7 @@ export class RealtimeClient extends TypedEventTarget {
       this.failedOpens = 0;
       this.fellBack = false;
       this.mainFails = 0;
+      this.mainUp = false;
       this.setState('connecting');
       void this.open();
     }
@@ -225,7 +228,9 @@ export class RealtimeClient extends TypedEventTarget {
     if (wasReady && Date.now() - this.openedAt >= (this.o.stableAfter ?? 5000)) this.attempt = 0;
     if (!wasReady) {
       this.failedOpens++;
-      if (!this.fellBack && this.o.fallback && ++this.mainFails >= (this.o.fallbackAfter ?? 1)) this.fellBack = true;
+      // A network that breaks upgrades breaks them from the first open:
+      // once the main transport has worked, a failed open is an outage.
+      if (!this.fellBack && !this.mainUp && this.o.fallback && ++this.mainFails >= (this.o.fallbackAfter ?? 1)) this.fellBack = true;
     }
     this.urlIndex++;
     let delay = 0;
@@ -345,7 +350,10 @@ export class RealtimeClient extends TypedEventTarget {
     this.ready = true;
     this.openedAt = Date.now();
     this.failedOpens = 0;
-    if (!this.fellBack) this.mainFails = 0;
+    if (!this.fellBack) {
+      this.mainFails = 0;
+      this.mainUp = true;
+    }
     this.stats.connections++;
     this.hello = {user: String(ev.user ?? ''), node: String(ev.node ?? ''), motd: String(ev.motd ?? '')};
     const reconnected = this.stats.connections > 1;
