@@ -3,7 +3,7 @@
 import {test, before, after} from 'node:test';
 import assert from 'node:assert/strict';
 import {ChatdClient, ChatdError, ErrorCodes, ClientCodes} from '../src/index.js';
-import {cluster, admin, uniqueName, eventually} from './harness.js';
+import {cluster, admin, uniqueName, eventually, ADMIN} from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof cluster>>} */
 let c;
@@ -298,4 +298,19 @@ test('429 carries retryAfter (from Retry-After) and counts as retryable', async 
   } finally {
     await admin(c.nodes[0], 'DELETE', '/settings/limit.sessions_per_ip_per_minute');
   }
+});
+
+test('request: any operation by method and path, with the client\'s token; refusals as ChatdError', async () => {
+  const adm = new ChatdClient({baseUrl: c.nodes[0].url, token: ADMIN});
+  const mod = await adm.request('GET', '/moderation');
+  assert.ok(Array.isArray(mod.mutes) && Array.isArray(mod.bans), JSON.stringify(mod));
+  const lob = uniqueName('lob');
+  const user = new ChatdClient({baseUrl: c.nodes[0].url});
+  await user.signIn(uniqueName());
+  const joined = await user.request('POST', `/lobbies/${lob}/join`);
+  assert.equal(joined.room.lobby, lob);
+  const page = await user.request('GET', '/lobbies', {query: {limit: 1}});
+  assert.equal(page.lobbies.length, 1);
+  await rejectsWith(user.request('GET', '/moderation'), ErrorCodes.FORBIDDEN);
+  await rejectsWith(new ChatdClient({baseUrl: c.nodes[0].url}).request('GET', '/wallet'), ErrorCodes.BAD_TOKEN);
 });
