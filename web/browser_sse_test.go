@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,7 +61,23 @@ func TestBrowserFallsBackToSSE(t *testing.T) {
 	alice.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "alice gets bob's answer over the stream, each message once")
 	bob.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "bob has both, in the same order")
 	assert.True(t, alice.eval(t, `sentTypes().length === 0`), "alice's page sent no WebSocket frame")
+
+	// The stream is cut (a proxy timeout, a node gone): the page opens it
+	// again, still as SSE, and the position (Last-Event-ID) brings what
+	// was said meanwhile, once.
+	alice.expectErrors(func() {
+		streams := proxy.streams.Load()
+		proxy.cutStreams()
+		bob.say(t, "while the stream was down")
+		bob.waitJS(t, `sent('while the stream was down')`, "bob's message is stored")
+		alice.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket|while the stream was down'`, "alice gets what she missed, once")
+		assert.Greater(t, proxy.streams.Load(), streams, "the page opened a new stream")
+	})
+	alice.waitJS(t, `text('conn-via') === 'SSE' && text('conn-reconnects') !== '0'`, "still SSE, and the reconnect is counted")
+	alice.say(t, "back on the stream")
+	bob.waitJS(t, `texts().at(-1) === 'back on the stream'`, "alice can still talk")
 	assert.Empty(t, bob.problems(), "bob's page: no console errors")
+	assert.Empty(t, alice.problems(), "alice's page: no console errors besides the refused WebSocket and the cut")
 }
 
 // upgradeRefusingProxy forwards HTTP to a node, streaming (an SSE answer
@@ -69,13 +86,27 @@ type upgradeRefusingProxy struct {
 	addr    string
 	refused atomic.Int64
 	streams atomic.Int64
+
+	mu   sync.Mutex
+	cuts map[*context.CancelFunc]struct{} // of the event streams open
+}
+
+// cutStreams ends every event stream open through the proxy, as a
+// network that drops a long response would.
+func (p *upgradeRefusingProxy) cutStreams() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.cuts {
+		(*c)()
+	}
+	clear(p.cuts)
 }
 
 func newUpgradeRefusingProxy(t *testing.T, to *node) *upgradeRefusingProxy {
 	t.Helper()
 	target, err := url.Parse("http://" + to.addr)
 	require.NoError(t, err)
-	p := &upgradeRefusingProxy{}
+	p := &upgradeRefusingProxy{cuts: map[*context.CancelFunc]struct{}{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		FlushInterval: -1,
@@ -91,6 +122,17 @@ func newUpgradeRefusingProxy(t *testing.T, to *node) *upgradeRefusingProxy {
 		}
 		if r.URL.Path == "/api/v1/events" {
 			p.streams.Add(1)
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			p.mu.Lock()
+			p.cuts[&cancel] = struct{}{}
+			p.mu.Unlock()
+			defer func() {
+				p.mu.Lock()
+				delete(p.cuts, &cancel)
+				p.mu.Unlock()
+			}()
+			r = r.WithContext(ctx)
 		}
 		rp.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
