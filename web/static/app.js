@@ -199,7 +199,11 @@ function startApp(s, initialSettings) {
 
   function onJoined(room) {
     if (!room || !room.id) return;
-    if (room.lobby && room.lobby !== st.lobby) return; // an old switch's answer
+    if (room.lobby && room.lobby !== st.lobby) {
+      // The answer to a switch the user has moved on from: give the seat up.
+      if (!st.room || st.room.id !== room.id) rt.leave(room.id).catch(() => {});
+      return;
+    }
     const same = st.room && st.room.id === room.id;
     if (!same) {
       view.reset();
