@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -76,6 +77,16 @@ func TestBrowserFallsBackToSSE(t *testing.T) {
 	alice.waitJS(t, `text('conn-via') === 'SSE' && text('conn-reconnects') !== '0'`, "still SSE, and the reconnect is counted")
 	alice.say(t, "back on the stream")
 	bob.waitJS(t, `texts().at(-1) === 'back on the stream'`, "alice can still talk")
+
+	// A lobby switch over SSE: the leave and the join are HTTP calls, and
+	// the stream follows the session into the new room.
+	alice.do(t, chromedp.SetValue(`[data-testid="lobby-input"]`, "side"),
+		chromedp.Click(`[data-testid="lobby-join"]`))
+	alice.waitJS(t, `text('room-label') === 'side · room 1 · 1/50' && members().join() === 'alice' && texts().length === 0`, "alice is alone in the new lobby")
+	bob.waitJS(t, `members().join() === 'bob'`, "bob sees alice leave")
+	alice.say(t, "in the side lobby")
+	alice.waitJS(t, `sent('in the side lobby') && texts().join() === 'in the side lobby'`, "alice's message in the new room comes back on the stream, once")
+	assert.False(t, bob.eval(t, `texts().includes('in the side lobby')`), "not in bob's room")
 	assert.Empty(t, bob.problems(), "bob's page: no console errors")
 	assert.Empty(t, alice.problems(), "alice's page: no console errors besides the refused WebSocket and the cut")
 }
