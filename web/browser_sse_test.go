@@ -68,13 +68,15 @@ func TestBrowserFallsBackToSSE(t *testing.T) {
 	// was said meanwhile, once.
 	alice.expectErrors(func() {
 		streams := proxy.streams.Load()
+		alice.do(t, chromedp.Evaluate[chromedp.Void](`window.reconnectsBefore = document.getElementById('conn-reconnects').textContent`))
 		proxy.cutStreams()
+		alice.waitJS(t, `text('conn-reconnects') !== window.reconnectsBefore`, "alice's page sees its stream end")
 		bob.say(t, "while the stream was down")
 		bob.waitJS(t, `sent('while the stream was down')`, "bob's message is stored")
 		alice.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket|while the stream was down'`, "alice gets what she missed, once")
 		assert.Greater(t, proxy.streams.Load(), streams, "the page opened a new stream")
 	})
-	alice.waitJS(t, `text('conn-via') === 'SSE' && text('conn-reconnects') !== '0'`, "still SSE, and the reconnect is counted")
+	alice.waitJS(t, `text('conn-via') === 'SSE' && document.getElementById('conn-status').dataset.state === 'open'`, "live again, still over SSE")
 	alice.say(t, "back on the stream")
 	bob.waitJS(t, `texts().at(-1) === 'back on the stream'`, "alice can still talk")
 
