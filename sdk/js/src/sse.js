@@ -190,27 +190,27 @@ export function sseTransport(o = {}) {
     return {
       send(frame) {
         if (done || !opened) return false;
-        const f = /** @type {Record<string, any>} */ (frame);
-        switch (f.type) {
+        const fr = /** @type {Record<string, any>} */ (frame);
+        switch (fr.type) {
           case 'say':
             later(async () => {
-              const r = await call(f, 'POST', `/rooms/${seg(f.room)}/messages`, {body: {text: f.text}, idempotencyKey: f.ref});
-              if (r && r.message && !done) handlers.event({type: 'ack', id: r.message.id, room: f.room, ref: f.ref});
+              const r = await call(fr, 'POST', `/rooms/${seg(fr.room)}/messages`, {body: {text: fr.text}, idempotencyKey: fr.ref});
+              if (r && r.message && !done) handlers.event({type: 'ack', id: r.message.id, room: fr.room, ref: fr.ref});
             });
             return true;
           case 'join':
             later(async () => {
-              await call(f, 'POST', `/lobbies/${seg(f.lobby)}/join`, {});
+              await call(fr, 'POST', `/lobbies/${seg(fr.lobby)}/join`, {});
             });
             return true;
           case 'leave':
             later(async () => {
-              await call(f, 'POST', `/rooms/${seg(f.room)}/leave`, {});
+              await call(fr, 'POST', `/rooms/${seg(fr.room)}/leave`, {});
             });
             return true;
           case 'read':
             later(async () => {
-              await call(f, 'POST', `/rooms/${seg(f.room)}/read`, {body: {id: f.id}});
+              await call(fr, 'POST', `/rooms/${seg(fr.room)}/read`, {body: {id: fr.id}});
             });
             return true;
           case 'ping':
