@@ -2,188 +2,160 @@ package web_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
 )
 
-// noUpgradeProxy is an HTTP proxy in front of a node that forwards plain
-// requests (the event stream among them) and refuses every WebSocket
-// upgrade, as some corporate proxies do.
-type noUpgradeProxy struct {
-	addr    string
-	refused atomic.Int64
+// TestBrowserFallsBackToSSE drives the browser client in headless
+// Chromium through a proxy that refuses every WebSocket upgrade (403) and
+// passes everything else, like a network that breaks upgrades: the page
+// signs in, falls back to the Server-Sent Events stream with its sends
+// over HTTP, says so in its status line, and chats with a WebSocket user
+// on another node.
+func TestBrowserFallsBackToSSE(t *testing.T) {
+	t.Parallel()
+	chromium := findChromium(t)
+	r := redistest.Real(t)
+
+	n1 := startNode(t, r, "n1")
+	n2 := startNode(t, r, "n2")
+	proxy := newUpgradeRefusingProxy(t, n1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	browser := startBrowser(t, ctx, chromium)
+
+	alice := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
+	bob := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)
+
+	alice.expectErrors(func() { // the browser logs the refused WebSocket
+		alice.signIn(t, "alice", "general")
+		alice.waitJS(t, `text('conn-text') + ' · ' + text('conn-via') === 'live · SSE' && document.getElementById('conn-status').dataset.state === 'open'`,
+			"alice's page falls back to SSE and says so")
+	})
+	assert.Greater(t, proxy.refused.Load(), int64(0), "the page tried the WebSocket first")
+	assert.Greater(t, proxy.streams.Load(), int64(0), "the page opened the event stream")
+	bob.signIn(t, "bob", "general")
+	bob.waitJS(t, `text('conn-text') + ' · ' + text('conn-via') === 'live · WebSocket'`, "bob's page is on the WebSocket")
+
+	alice.waitJS(t, `text('room-label') === 'general · room 1 · 2/50' && members().join() === 'alice,bob'`, "alice sees the room and bob in it")
+	bob.waitJS(t, `text('room-label') === 'general · room 1 · 2/50' && members().join() === 'bob,alice'`, "bob sees alice in it")
+	alice.waitJS(t, `text('conn-node') === 'n1' && text('conn-transport') === 'SSE, sends over HTTP'`, "the details name the node and the transport")
+
+	alice.say(t, "hello over sse")
+	alice.waitJS(t, `sent('hello over sse')`, "alice's message is stored (its POST answered)")
+	bob.waitJS(t, `texts().includes('hello over sse')`, "bob gets it on n2")
+	bob.say(t, "hello over websocket")
+	alice.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "alice gets bob's answer over the stream, each message once")
+	bob.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "bob has both, in the same order")
+	assert.True(t, alice.eval(t, `sentTypes().length === 0`), "alice's page sent no WebSocket frame")
+
+	// The stream is cut (a proxy timeout, a node gone): the page opens it
+	// again, still as SSE, and the position (Last-Event-ID) brings what
+	// was said meanwhile, once.
+	alice.expectErrors(func() {
+		streams := proxy.streams.Load()
+		alice.do(t, chromedp.Evaluate[chromedp.Void](`window.reconnectsBefore = document.getElementById('conn-reconnects').textContent`))
+		proxy.cutStreams()
+		alice.waitJS(t, `text('conn-reconnects') !== window.reconnectsBefore`, "alice's page sees its stream end")
+		bob.say(t, "while the stream was down")
+		bob.waitJS(t, `sent('while the stream was down')`, "bob's message is stored")
+		alice.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket|while the stream was down'`, "alice gets what she missed, once")
+		assert.Greater(t, proxy.streams.Load(), streams, "the page opened a new stream")
+	})
+	alice.waitJS(t, `text('conn-via') === 'SSE' && document.getElementById('conn-status').dataset.state === 'open'`, "live again, still over SSE")
+	alice.say(t, "back on the stream")
+	bob.waitJS(t, `texts().at(-1) === 'back on the stream'`, "alice can still talk")
+
+	// A lobby switch over SSE: the leave and the join are HTTP calls, and
+	// the stream follows the session into the new room.
+	alice.do(t, chromedp.SetValue(`[data-testid="lobby-input"]`, "side"),
+		chromedp.Click(`[data-testid="lobby-join"]`))
+	alice.waitJS(t, `text('room-label') === 'side · room 1 · 1/50' && members().join() === 'alice' && texts().length === 0`, "alice is alone in the new lobby")
+	bob.waitJS(t, `members().join() === 'bob'`, "bob sees alice leave")
+	alice.say(t, "in the side lobby")
+	alice.waitJS(t, `sent('in the side lobby') && texts().join() === 'in the side lobby'`, "alice's message in the new room comes back on the stream, once")
+	assert.False(t, bob.eval(t, `texts().includes('in the side lobby')`), "not in bob's room")
+	assert.Empty(t, bob.problems(), "bob's page: no console errors")
+	assert.Empty(t, alice.problems(), "alice's page: no console errors besides the refused WebSocket and the cut")
 }
 
-// newNoUpgradeProxy proxies to the nodes round robin.
-func newNoUpgradeProxy(t *testing.T, to ...*node) *noUpgradeProxy {
-	t.Helper()
-	var next atomic.Int64
-	rp := &httputil.ReverseProxy{ // flushes text/event-stream at once
-		Rewrite: func(r *httputil.ProxyRequest) {
-			n := to[int(next.Add(1))%len(to)]
-			r.SetURL(&url.URL{Scheme: "http", Host: n.addr})
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-		},
+// upgradeRefusingProxy forwards HTTP to a node, streaming (an SSE answer
+// is flushed as it comes), and answers every WebSocket upgrade 403.
+type upgradeRefusingProxy struct {
+	addr    string
+	refused atomic.Int64
+	streams atomic.Int64
+
+	mu   sync.Mutex
+	cuts map[*context.CancelFunc]struct{} // of the event streams open
+}
+
+// cutStreams ends every event stream open through the proxy, as a
+// network that drops a long response would.
+func (p *upgradeRefusingProxy) cutStreams() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.cuts {
+		(*c)()
 	}
-	p := &noUpgradeProxy{}
+	clear(p.cuts)
+}
+
+func newUpgradeRefusingProxy(t *testing.T, to *node) *upgradeRefusingProxy {
+	t.Helper()
+	target, err := url.Parse("http://" + to.addr)
+	require.NoError(t, err)
+	p := &upgradeRefusingProxy{cuts: map[*context.CancelFunc]struct{}{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		FlushInterval: -1,
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p.addr = ln.Addr().String()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
 			p.refused.Add(1)
-			http.Error(w, "WebSockets are not allowed here", http.StatusForbidden)
+			http.Error(w, "upgrades are not allowed on this network", http.StatusForbidden)
 			return
 		}
+		if r.URL.Path == "/api/v1/events" {
+			p.streams.Add(1)
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			p.mu.Lock()
+			p.cuts[&cancel] = struct{}{}
+			p.mu.Unlock()
+			defer func() {
+				p.mu.Lock()
+				delete(p.cuts, &cancel)
+				p.mu.Unlock()
+			}()
+			r = r.WithContext(ctx)
+		}
 		rp.ServeHTTP(w, r)
-	})}
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
-		_ = srv.Close()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close() // the event stream does not end by itself
+		}
 	})
 	return p
-}
-
-// restCall sends one API request straight to a node.
-func restCall(t *testing.T, n *node, method, path, token string, body any, out any) {
-	t.Helper()
-	var rd *strings.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		rd = strings.NewReader(string(b))
-	} else {
-		rd = strings.NewReader("")
-	}
-	req, err := http.NewRequest(method, "http://"+n.addr+"/api/v1"+path, rd)
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode, "%s %s", method, path)
-	if out != nil {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
-	}
-}
-
-// TestBrowserFallsBackToEventSource: behind a proxy that refuses WebSocket
-// upgrades, the browser client falls back to the event stream, says so in
-// its status, receives the room's messages on the stream and sends its own
-// over plain HTTP.
-func TestBrowserFallsBackToEventSource(t *testing.T) {
-	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	proxy := newNoUpgradeProxy(t, n1)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
-	sam := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
-
-	sam.expectErrors(func() { // the refused upgrades are logged by the browser
-		sam.signIn(t, "sam", "fallback")
-		sam.waitJS(t, `text('conn-transport') === 'EventSource (WebSocket blocked)'`, "the status names the event stream")
-		sam.waitJS(t, `text('conn-text') === 'live (EventSource)'`, "the status line says live, on the event stream")
-	})
-	assert.GreaterOrEqual(t, proxy.refused.Load(), int64(2), "the page tried WebSockets first")
-	sam.waitJS(t, `text('room-label') === 'fallback · room 1 · 1/50'`, "sam is seated over HTTP, the stream says joined")
-
-	// another user, straight on the node, says something: it reaches the
-	// page on the stream
-	var s struct{ Token string }
-	restCall(t, n1, "POST", "/session", "", map[string]string{"user": "bob"}, &s)
-	bob := s.Token
-	var joined struct{ Room struct{ ID string } }
-	restCall(t, n1, "POST", "/lobbies/fallback/join", bob, nil, &joined)
-	room := joined.Room.ID
-	restCall(t, n1, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "hello sam"}, nil)
-	sam.waitJS(t, `texts().includes('hello sam')`, "bob's message arrives on the stream")
-
-	// the page says something: it goes over HTTP, is acked, and bob reads it
-	sam.say(t, "hi from behind the proxy")
-	sam.waitJS(t, `sent('hi from behind the proxy')`, "the page's message is stored (acked from the HTTP answer)")
-	var msgs struct{ Messages []struct{ From, Text string } }
-	restCall(t, n1, "GET", "/rooms/"+room+"/messages", bob, nil, &msgs)
-	var got []string
-	for _, m := range msgs.Messages {
-		got = append(got, fmt.Sprintf("%s: %s", m.From, m.Text))
-	}
-	assert.Equal(t, []string{"bob: hello sam", "sam: hi from behind the proxy"}, got)
-	assert.Equal(t, 1, sam.evalInt(t, `texts().filter(x => x === 'hi from behind the proxy').length`), "shown once")
-	assert.Empty(t, sam.problems())
-}
-
-// TestBrowserEventSourceResumesAfterADrain: on the event stream, a node
-// that drains ends the page's stream with reconnect; the page reopens it
-// through the proxy on the other node with its position and shows the
-// message sent meanwhile, once.
-func TestBrowserEventSourceResumesAfterADrain(t *testing.T) {
-	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
-	proxy := newNoUpgradeProxy(t, n1, n2)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
-	sam := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
-	sam.expectErrors(func() {
-		sam.signIn(t, "sam", "drain")
-		sam.waitJS(t, `text('conn-text') === 'live (EventSource)'`, "on the event stream")
-	})
-	sam.waitJS(t, `text('room-label') === 'drain · room 1 · 1/50'`, "seated")
-	sam.waitJS(t, `text('conn-node') !== '' && text('conn-node') !== '—'`, "a node said hello")
-
-	var s struct{ Token string }
-	restCall(t, n2, "POST", "/session", "", map[string]string{"user": "bob"}, &s)
-	bob := s.Token
-	var joined struct{ Room struct{ ID string } }
-	restCall(t, n2, "POST", "/lobbies/drain/join", bob, nil, &joined)
-	room := joined.Room.ID
-	restCall(t, n2, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "before"}, nil)
-	sam.waitJS(t, `texts().includes('before')`, "live on the stream")
-
-	// drain the node that holds the page's stream; the other one stays
-	holder, other := n1, n2
-	if sam.eval(t, `text('conn-node') === 'n2'`) {
-		holder, other = n2, n1
-	}
-	sam.expectErrors(func() { // the proxy's 502s while it tries the drained node
-		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer dcancel()
-		_ = holder.srv.Shutdown(dctx)
-		restCall(t, other, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "meanwhile"}, nil)
-		sam.waitJS(t, fmt.Sprintf(`text('conn-node') === %q && text('conn-text') === 'live (EventSource)'`, other.srv.Node()), "the stream reopened on the other node")
-	})
-	sam.waitJS(t, `texts().includes('meanwhile')`, "the message sent while the stream moved arrives")
-	restCall(t, other, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "after"}, nil)
-	sam.waitJS(t, `texts().includes('after')`, "live again")
-	assert.Equal(t, 1, sam.evalInt(t, `texts().filter(x => x === 'before').length`), "nothing replayed twice")
-	assert.Equal(t, 1, sam.evalInt(t, `texts().filter(x => x === 'meanwhile').length`), "the missed message once")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/chatd/chatd/docs"
 	"github.com/chatd/chatd/internal/redistest"
+	jssdk "github.com/chatd/chatd/sdk/js"
 	"github.com/chatd/chatd/web"
 )
 
@@ -152,6 +154,7 @@ func TestBrowserClient(t *testing.T) {
 		assert.Equal(t, want, bob.texts(t), "every message once, in the same order")
 		assert.Equal(t, []string{"missed 1", "missed 2", "typed while offline"}, want[6:])
 		alice.waitJS(t, `members().join() === 'alice,bob'`, "bob is back in alice's presence list")
+		assert.True(t, bob.eval(t, `text('conn-via') === 'WebSocket'`), "an outage after a WebSocket worked is not a fallback to SSE")
 	})
 
 	t.Run("the length limit shows as you type and holds the message back", func(t *testing.T) {
@@ -318,6 +321,35 @@ func TestStaticHeaders(t *testing.T) {
 		require.NotEmpty(t, etag)
 		assert.Equal(t, http.StatusNotModified, get("/app.js", etag).StatusCode)
 		assert.Equal(t, http.StatusOK, get("/app.js", `"other"`).StatusCode)
+	})
+
+	t.Run("the SDK's modules are served byte for byte at /sdk/, with their type and ETag", func(t *testing.T) {
+		names, err := fs.Glob(jssdk.FS(), "*.js")
+		require.NoError(t, err)
+		require.Contains(t, names, "index.js")
+		require.Contains(t, names, "realtime.js")
+		for _, name := range names {
+			want, err := fs.ReadFile(jssdk.FS(), name)
+			require.NoError(t, err)
+			res, err := http.Get("http://" + n.addr + "/sdk/" + name)
+			require.NoError(t, err)
+			body, err := io.ReadAll(res.Body)
+			require.NoError(t, err)
+			require.NoError(t, res.Body.Close())
+			require.Equal(t, http.StatusOK, res.StatusCode, name)
+			assert.Equal(t, "text/javascript; charset=utf-8", res.Header.Get("Content-Type"), name)
+			assert.Equal(t, "no-cache", res.Header.Get("Cache-Control"), name)
+			assert.Equal(t, string(want), string(body), "%s: the served module is the SDK's file", name)
+		}
+		etag := get("/sdk/realtime.js", "").Header.Get("ETag")
+		require.NotEmpty(t, etag)
+		assert.Equal(t, http.StatusNotModified, get("/sdk/realtime.js", etag).StatusCode)
+		assert.NotEqual(t, etag, get("/sdk/index.js", "").Header.Get("ETag"), "each file has its own ETag")
+		res := get("/sdk/nope.js", "")
+		assert.Equal(t, http.StatusNotFound, res.StatusCode)
+		assert.Equal(t, "application/json", strings.Split(res.Header.Get("Content-Type"), ";")[0], "a missing file answers in the error shape")
+		assert.Equal(t, http.StatusNotFound, get("/sdk/", "").StatusCode)
+		assert.Equal(t, http.StatusNotFound, get("/sdk/..%2Fapp.js", "").StatusCode, "only the SDK's own files")
 	})
 
 	t.Run("unknown paths stay 404", func(t *testing.T) {

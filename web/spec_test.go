@@ -68,6 +68,8 @@ func newSpec() (*spec, error) {
 	// The event stream is text: its head is checked as a string (its
 	// records against ws-frames.schema.json, sse_test.go).
 	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
+	// The SDK's modules (GET /sdk/{file}) are text/javascript: a string too.
+	openapi3filter.RegisterBodyDecoder("text/javascript", openapi3filter.PlainBodyDecoder)
 	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
 	if err != nil {
 		return nil, fmt.Errorf("load docs/openapi.json: %w", err)
@@ -502,6 +504,8 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "GET", path: "/", status: 200})
 	c.do(call{method: "GET", path: "/admin", status: 200})
 	c.do(call{method: "GET", path: "/api", status: 200})
+	c.do(call{method: "GET", path: "/sdk/index.js", status: 200})
+	c.do(call{method: "GET", path: "/sdk/nope.js", status: 404, code: "not_found"})
 	c.do(call{method: "GET", path: "/api/v1/openapi.json", status: 200})
 	c.do(call{method: "GET", path: "/api/v1/ws-frames.schema.json", status: 200})
 	c.do(call{method: "GET", path: "/ws", status: 426, code: "bad_request", invalid: true})

@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/chatd/chatd/errcode"
+	jssdk "github.com/chatd/chatd/sdk/js"
 )
 
 // staticFiles is the browser client: plain HTML, CSS and ES modules, no
@@ -92,6 +95,26 @@ func (s *Server) staticRoutes() {
 	for route, f := range files {
 		s.app.Get(route, serveStatic(f))
 	}
+	s.sdkRoutes()
+}
+
+// sdkRoutes serves the JavaScript SDK's ES modules (package jssdk, the
+// npm package's src/*.js, byte for byte) at GET /sdk/{file}: the browser
+// client imports /sdk/index.js, and any page on this origin may too. One
+// route for every file, so that the router's table stays the documented
+// one; a name that is not one of the SDK's files is 404 not_found.
+func (s *Server) sdkRoutes() {
+	files, err := loadStatic(jssdk.FS())
+	if err != nil {
+		panic(err) // embedded files always read
+	}
+	s.app.Get("/sdk/:file", func(c *fiber.Ctx) error {
+		f, ok := files["/"+c.Params("file")]
+		if !ok {
+			return errf(errcode.NotFound, "no SDK file %q: the SDK's modules are served as /sdk/index.js and the files it imports", c.Params("file"))
+		}
+		return serveStatic(f)(c)
+	})
 }
 
 func serveStatic(f staticFile) fiber.Handler {

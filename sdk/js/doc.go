@@ -5,8 +5,8 @@
 // directory as the root of a file system (index.js, realtime.js, …).
 //
 // It owns no Redis keys and runs nothing: the SDK speaks the contract of
-// docs/PROTOCOL.md over HTTP and WebSocket like any other client. Its
-// tests (npm test: node's test runner against real chatd nodes, and
-// headless Chromium) run from sdk_test.go, so that `go test ./...`
-// covers them.
+// docs/PROTOCOL.md over HTTP, WebSocket and Server-Sent Events like any
+// other client. Its tests (npm test: node's test runner against real
+// chatd nodes, and headless Chromium) run from sdk_test.go, so that
+// `go test ./...` covers them.
 package jssdk

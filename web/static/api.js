@@ -1,4 +1,8 @@
 // The HTTP API client (PROTOCOL.md, "HTTP API") and the stored session.
+// The calls go through the SDK's ChatdClient (served at /sdk/): its
+// request, error shape and timeout; the page's own calls are not retried.
+
+import {ChatdClient, ChatdError, ClientCodes} from '/sdk/index.js';
 
 const SESSION = 'chatd.session';
 const ADMIN = 'chatd.admin';
@@ -68,37 +72,25 @@ export const guestTokens = {
 };
 
 /**
- * api calls /api/v1 + path with the bearer token, a JSON body and extra
- * headers (an Idempotency-Key), and
+ * api calls /api/v1 + path with the bearer token and a JSON body, and
  * returns the decoded answer; a non-2xx answer throws an APIError carrying
- * the server's code and message.
+ * the server's code and message (`network` when no answer came, `http_N`
+ * for an answer not in the error shape).
  */
-export async function api(method, path, {token, body, headers: extra} = {}) {
-  const headers = {Accept: 'application/json', ...(extra || {})};
-  if (token) headers.Authorization = `Bearer ${token}`;
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  let res;
+export async function api(method, path, {token, body} = {}) {
+  const client = new ChatdClient({baseUrl: location.origin, token, retries: 0});
   try {
-    res = await fetch(`/api/v1${path}`, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      cache: 'no-store',
-    });
-  } catch {
-    throw new APIError(0, 'network', 'the server cannot be reached; check your connection');
+    return await client.request(method, path, {body});
+  } catch (err) {
+    if (!(err instanceof ChatdError)) throw err;
+    if (err.code === ClientCodes.NETWORK) {
+      throw new APIError(0, 'network', 'the server cannot be reached; check your connection');
+    }
+    if (err.code === ClientCodes.BAD_RESPONSE && err.status) {
+      throw new APIError(err.status, `http_${err.status}`, 'request failed');
+    }
+    throw new APIError(err.status, err.code, err.message);
   }
-  let data = null;
-  try {
-    data = await res.json();
-  } catch {
-    data = null;
-  }
-  if (!res.ok) {
-    const e = (data && data.error) || {};
-    throw new APIError(res.status, e.code || `http_${res.status}`, e.message || res.statusText || 'request failed');
-  }
-  return data;
 }
 
 /**

@@ -1,8 +1,9 @@
-// chatd's browser client: sign in, one room at a time, live over a
-// WebSocket that reconnects and resumes (PROTOCOL.md, "WebSocket").
+// chatd's browser client: sign in, one room at a time, live over the
+// SDK's realtime client (conn.js), which reconnects and resumes
+// (PROTOCOL.md, "WebSocket").
 
 import {api, session, guestTokens, seg, userName, lobbyName} from './api.js';
-import {Connection} from './conn.js';
+import {realtime, pageRefs, transportName} from './conn.js';
 import {ChatView} from './chat.js';
 import {Board} from './board.js';
 import {h, $, avatar, setText} from './dom.js';
@@ -15,8 +16,6 @@ const TYPING_EVERY = 2200;
 const TYPING_SHOWN = 5000; // a typing indicator lasts this long
 const LOBBIES_EVERY = 10000; // the lobby list and unread counts refresh
 const WIDE = '(min-width: 900px)';
-const MATCH_LOBBY = 'mm.'; // a match's private room lives in a lobby of its own (PROTOCOL.md, "Matchmaking")
-const MATCH_SKILL = 1000; // the browser client has no rating: every page queues at the same skill
 
 boot();
 
@@ -109,10 +108,8 @@ function startApp(s, initialSettings) {
     lobby: s.lobby,
     room: null, // the joined Room
     node: '',
-    ready: false, // joined on the current socket
-    gen: 0, // socket generation
-    refs: 0,
-    control: new Map(), // ref of a join/resume/leave -> what it was
+    ready: false, // joined (or resumed) on the current connection
+    nextRef: pageRefs(),
     settings: {},
     noticesSeen: loadSeen(),
     inflight: null, // the say sent and not yet acked: one at a time, in order
@@ -127,124 +124,130 @@ function startApp(s, initialSettings) {
     lobbiesSoon: 0, // a lobby list refresh after presence changed
     reconnects: 0,
     ended: false,
-    match: {ticket: null, queue: '', since: 0, timer: 0, ended: ''}, // the waiting Quick match ticket; the last one matched or expired
   };
   const view = new ChatView(st.me);
   view.onBottom = () => markSeen();
   const app = $('app');
   const board = new Board({token: st.token, me: st.me, visible: () => sideVisible('board')});
 
-  const conn = new Connection({
-    url: () => `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws?token=${encodeURIComponent(st.token)}&batch=1`,
-    onOpen: (gen) => {
-      st.gen = gen;
-      st.ready = false;
-      st.inflight = null;
-    },
-    onFrame: (f) => handle(f),
-    onState: (x) => connState(x),
-    onClose: (code, reason) => closedByServer(code, reason),
-    onLatency: (ms) => setText($('conn-latency'), `${ms} ms`),
-    // where WebSocket upgrades are blocked: the event stream, sends over HTTP
-    streamUrl: () => `/api/v1/events?token=${encodeURIComponent(st.token)}`,
-    token: () => st.token,
+  const rt = realtime(st.token);
+  rt.on('state', ({state}) => connState(state));
+  rt.on('disconnected', (d) => disconnected(d));
+  rt.on('open', (hello) => onHello(hello));
+  rt.on('joined', ({room}) => onJoined(room));
+  rt.on('left', (l) => onLeft(l));
+  rt.on('message', ({message}) => onMessage(message));
+  rt.on('message_removed', (f) => onRemoved(f));
+  rt.on('presence', (f) => onPresence(f));
+  rt.on('typing', (f) => onTyping(f));
+  rt.on('settings', ({key, value}) => onSetting(key, value));
+  rt.on('notice', (f) => onNotice(f));
+  rt.on('resume_gap', () => {
+    // What we missed is no longer in history: the messages that follow
+    // are the latest.
+    view.gap();
+    chatError('Some messages were too old to replay; showing the latest.');
   });
+  rt.on('error', ({error}) => onError(error));
+  rt.on('closed', ({code, text}) => closedByServer(code, text));
 
   if (initialSettings) applySettings(initialSettings.values || {});
   setupTabs();
   setupComposer();
   setupLobbies();
   setupStatus();
-  setupMatch();
   $('signout').addEventListener('click', signOut);
   $('motd-close').addEventListener('click', () => { $('motd').hidden = true; });
   document.addEventListener('visibilitychange', () => markSeen());
   window.addEventListener('focus', () => markSeen());
 
-  conn.start();
+  rt.connect().catch(() => {}); // a client that stops for good says why in 'closed'
+  join(st.lobby);
   board.start();
   $('composer-input').focus();
 
-  // ---- frames ----
+  // ---- events ----
 
-  function handle(f) {
-    switch (f.type) {
-      case 'hello': return onHello(f);
-      case 'joined': return onJoined(f.room);
-      case 'left': return onLeft(f.room);
-      case 'message': return onMessage(f.message);
-      case 'message_removed': return onRemoved(f);
-      case 'ack': return onAck(f);
-      case 'presence': return onPresence(f);
-      case 'typing': return onTyping(f);
-      case 'settings': return onSetting(f.key, f.value);
-      case 'notice': return onNotice(f);
-      case 'error': return onError(f);
-      case 'queued': return onQueued(f);
-      case 'dequeued': return onDequeued(f);
-      case 'matched': return onMatched(f);
-      case 'ticket_expired': return onExpired(f);
-      default: return undefined;
-    }
-  }
-
-  function onHello(f) {
-    st.node = f.node || '';
+  function onHello(hello) {
+    st.node = hello.node || '';
     setText($('conn-node'), st.node || '—');
-    showMOTD(f.motd || '');
+    showMOTD(hello.motd || '');
+    latency();
     // Settings may have changed while we were away.
     api('GET', '/settings', {token: st.token}).then((r) => applySettings(r.values || {}), () => {});
-    if (st.room) {
-      // Take the seat back and replay everything after the last message seen.
-      sendControl({type: 'resume', room: st.room.id, after: view.lastId}, {kind: 'resume', room: st.room.id});
-    } else {
-      sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
-    }
+    // The client resumes the room by itself (from the last message it
+    // delivered) and re-sends the say not acknowledged yet.
+  }
+
+  // join takes a seat in lobby; from is the lobby to go back to when a
+  // switch fails.
+  function join(lobby, from) {
+    rt.join(lobby).catch((err) => {
+      if (err.code === 'closed' || err.code === 'aborted' || st.ended) return;
+      if (from !== undefined) {
+        setText($('lobby-error'), err.message);
+        if (!st.room && lobby === st.lobby) {
+          st.lobby = from;
+          join(from);
+          renderLobbies();
+        }
+        return;
+      }
+      chatError(err.message);
+    });
   }
 
   function onJoined(room) {
     if (!room || !room.id) return;
+    if (room.lobby && room.lobby !== st.lobby) {
+      // The answer to a switch the user has moved on from: give the seat up.
+      if (!st.room || st.room.id !== room.id) rt.leave(room.id).catch(() => {});
+      return;
+    }
     const same = st.room && st.room.id === room.id;
     if (!same) {
       view.reset();
       st.unseen = 0;
       st.readSent = '';
+      st.inflight = null;
       st.typers.clear();
       renderTyping();
     }
     st.room = {...room, members: [...(room.members || [])]};
-    // A match room is joined by its id, never by its lobby: st.lobby stays
-    // the lobby to go back to.
-    if (room.lobby && !room.lobby.startsWith(MATCH_LOBBY)) st.lobby = room.lobby;
+    st.lobby = room.lobby || st.lobby;
     st.ready = true;
     session.save({token: st.token, user: st.me, lobby: st.lobby});
     $('lobby-input').value = st.lobby;
     renderRoom();
     renderLobbies();
     // The pong to this ping comes after the history the server sends for
-    // this join: then what we sent on an earlier socket and never saw is
-    // sent again, what we typed offline goes out, and what we have not
+    // this join: then what we typed offline goes out, and what we have not
     // read yet is counted.
-    const gen = st.gen;
-    conn.ping(() => {
-      if (gen !== st.gen || !st.ready) return;
+    rt.ping().then(() => {
+      if (!st.ready || !st.room || st.room.id !== room.id) return;
       for (const p of view.unconfirmed()) {
         if (p.room && p.room !== st.room.id) view.discard(p);
-        else if (p.state === 'pending' || p.state === 'waiting') view.setState(p, 'queued');
       }
       pump();
       refreshUnread();
       markSeen();
-    });
+    }, () => {});
   }
 
-  function onLeft(room) {
-    // Another tab of ours left this room: the seat is gone for all of them.
+  function onLeft({room, reason, error}) {
     if (!st.room || room !== st.room.id) return;
+    const name = roomName(st.room);
     st.room = null;
     st.ready = false;
-    chatError(`You left ${roomName({lobby: st.lobby, seq: room.split('-').pop()})} in another tab. Joining ${st.lobby} again.`);
-    sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
+    if (reason === 'resume_failed') {
+      // The seat is gone for good (room full, unknown room): start over
+      // in the lobby.
+      chatError(`Could not get back into ${name}: ${error ? error.message : 'the seat is gone'}. Joining ${st.lobby} again.`);
+    } else {
+      // Another tab of ours left this room: the seat is gone for all of them.
+      chatError(`You left ${name} in another tab. Joining ${st.lobby} again.`);
+    }
+    join(st.lobby);
   }
 
   function onMessage(m) {
@@ -263,14 +266,6 @@ function startApp(s, initialSettings) {
   function onRemoved(f) {
     if (!st.room || f.room !== st.room.id || !f.id) return;
     view.remove(f.id);
-  }
-
-  function onAck(f) {
-    view.ack(f.ref, f.id);
-    if (st.inflight === f.ref) {
-      st.inflight = null;
-      pump();
-    }
   }
 
   function onPresence(f) {
@@ -324,79 +319,17 @@ function startApp(s, initialSettings) {
     while (box.children.length > 4) box.firstElementChild.remove();
   }
 
-  function onError(f) {
-    const ctl = f.ref ? st.control.get(f.ref) : null;
-    if (ctl) {
-      st.control.delete(f.ref);
-      if (ctl.kind === 'resume') {
-        // The seat is gone for good (room full, unknown room): start over
-        // in the lobby.
-        chatError(`Could not get back into ${roomName(st.room)}: ${f.message}. Joining ${st.lobby} again.`);
-        st.room = null;
-        sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
-        return;
-      }
-      if (ctl.kind === 'switch') {
-        setText($('lobby-error'), f.message);
-        if (!st.room) sendControl({type: 'join', lobby: ctl.from}, {kind: 'join', lobby: ctl.from});
-        return;
-      }
-      if (ctl.kind === 'quiet') return; // typing and read marks are best effort
-      if (ctl.kind === 'match') {
-        matchReset(`Quick match: ${f.message}`);
-        return;
-      }
-      chatError(f.message);
-      return;
-    }
-    if (f.code === 'resume_gap') {
-      // What we missed is no longer in history: the messages that follow
-      // are the latest.
-      view.gap();
-      chatError('Some messages were too old to replay; showing the latest.');
-      return;
-    }
-    if (f.ref && f.ref === st.inflight) {
-      st.inflight = null;
-      const p = view.pending.get(f.ref);
-      if (p && f.code === 'rate_limited') {
-        holdFor(p, waitOf(f.message));
-        return;
-      }
-      if (p) {
-        view.fail(f.ref, f.code, f.message, {
-          retry: (q) => { view.setState(q, 'queued'); pump(); },
-          discard: (q) => view.discard(q),
-        });
-      }
-      pump();
-      return;
-    }
-    if (f.code === 'not_seated' && f.room && st.room && f.room === st.room.id) {
-      // The seat lapsed (a long sleep): take a seat in the lobby again.
-      st.room = null;
-      st.ready = false;
-      sendControl({type: 'join', lobby: st.lobby}, {kind: 'join', lobby: st.lobby});
-    }
-    chatError(f.message);
+  // onError is told of a failure no call waits for: typing and read marks
+  // are best effort, and a lapsed seat the client takes back by itself.
+  function onError(err) {
+    if (err.ref || err.code === 'not_seated') return;
+    chatError(err.message);
   }
 
   // ---- sending: one say in flight, in order ----
 
-  function nextRef(prefix) {
-    st.refs += 1;
-    return `${prefix}-${st.refs}`;
-  }
-
-  function sendControl(frame, what) {
-    const ref = nextRef('x');
-    st.control.set(ref, what);
-    if (st.control.size > 50) st.control.delete(st.control.keys().next().value);
-    conn.send({...frame, ref});
-  }
-
   function say(text) {
-    const p = {ref: nextRef('c'), room: st.room ? st.room.id : '', text, state: 'queued', gen: 0};
+    const p = {ref: st.nextRef(), room: st.room ? st.room.id : '', text, state: 'queued'};
     view.addPending(p);
     pump();
   }
@@ -404,16 +337,40 @@ function startApp(s, initialSettings) {
   // pump sends the oldest queued message when nothing is in flight and no
   // rate limit is being waited out. Acks come in order, so sending one at a
   // time keeps the room's order the order typed, across rate limits and
-  // reconnects, at a cost nobody typing by hand can notice.
+  // reconnects, at a cost nobody typing by hand can notice. A say in
+  // flight when the connection drops is re-sent by the client, with its
+  // ref, on the next one.
   function pump() {
-    if (st.inflight || st.holdTimer || !st.ready || !conn.open || !st.room) return;
+    if (st.inflight || st.holdTimer || !st.ready || rt.state !== 'open' || !st.room) return;
     const p = view.next();
     if (!p) return;
     p.room = st.room.id;
-    p.gen = st.gen;
     st.inflight = p.ref;
     view.setState(p, 'pending');
-    conn.send({type: 'say', room: p.room, text: p.text, ref: p.ref});
+    rt.say(p.room, p.text, {ref: p.ref}).then((ack) => {
+      view.ack(p.ref, ack.id);
+      if (st.inflight === p.ref) {
+        st.inflight = null;
+        pump();
+      }
+    }, (err) => {
+      const mine = st.inflight === p.ref;
+      if (mine) st.inflight = null;
+      if (err.code === 'closed' || st.ended) return;
+      if (view.pending.get(p.ref) !== p) {
+        if (mine) pump();
+        return; // the view moved on (another room)
+      }
+      if (err.code === 'rate_limited') {
+        holdFor(p, waitOf(err.retryAfter));
+        return;
+      }
+      view.fail(p.ref, err.code, err.message, {
+        retry: (q) => { view.setState(q, 'queued'); pump(); },
+        discard: (q) => view.discard(q),
+      });
+      pump();
+    });
   }
 
   // holdFor waits out a rate limit, then sends p again, by itself.
@@ -440,7 +397,7 @@ function startApp(s, initialSettings) {
   // last TYPING_EVERY, else once when that time is up (the server drops
   // more than one a user and room in that time).
   function typed() {
-    if (!st.ready || !st.room || !conn.open) return;
+    if (!st.ready || !st.room || rt.state !== 'open') return;
     const wait = st.typingSent + TYPING_EVERY - Date.now();
     if (wait > 0) {
       if (!st.typingTimer) {
@@ -451,8 +408,7 @@ function startApp(s, initialSettings) {
       }
       return;
     }
-    st.typingSent = Date.now();
-    sendControl({type: 'typing', room: st.room.id}, {kind: 'quiet'});
+    if (rt.typing(st.room.id)) st.typingSent = Date.now();
   }
 
   function renderTyping() {
@@ -486,7 +442,7 @@ function startApp(s, initialSettings) {
     const id = view.lastId;
     if (!id || id <= st.readSent) return;
     st.readSent = id;
-    sendControl({type: 'read', room: st.room.id, id}, {kind: 'quiet'});
+    rt.read(st.room.id, id); // while offline, it waits for the next connection
   }
 
   async function refreshUnread() {
@@ -575,12 +531,12 @@ function startApp(s, initialSettings) {
       selectTab('chat');
       return;
     }
-    if (!conn.open) {
+    if (rt.state !== 'open') {
       setText($('lobby-error'), 'Not connected; try again in a moment.');
       return;
     }
     const from = st.lobby;
-    if (st.room) conn.send({type: 'leave', room: st.room.id});
+    if (st.room) rt.leave(st.room.id).catch(() => {});
     st.room = null;
     st.ready = false;
     st.lobby = lobby;
@@ -589,99 +545,10 @@ function startApp(s, initialSettings) {
     st.typers.clear();
     renderTyping();
     setText($('room-label'), `${lobby} · joining…`);
-    sendControl({type: 'join', lobby}, {kind: 'switch', lobby, from});
+    join(lobby, from);
     renderLobbies();
     selectTab('chat');
     setTimeout(refreshLobbies, 500);
-  }
-
-  // ---- quick match ----
-
-  function setupMatch() {
-    $('quick-match').addEventListener('click', () => {
-      if (!conn.open) {
-        setText($('match-status'), 'Not connected; try again in a moment.');
-        return;
-      }
-      if (st.match.ticket) {
-        sendControl({type: 'dequeue', queue: st.match.queue, ticket: st.match.ticket}, {kind: 'match'});
-        return;
-      }
-      const queue = matchQueue();
-      st.match.queue = queue;
-      $('quick-match').disabled = true;
-      sendControl({type: 'queue', queue, skill: MATCH_SKILL}, {kind: 'match'});
-    });
-  }
-
-  // matchQueue is the first queue of the live setting matchmaking.queues.
-  function matchQueue() {
-    try {
-      const names = Object.keys(JSON.parse(st.settings['matchmaking.queues'] || '{}'));
-      if (names.length) return names.includes('quick') ? 'quick' : names.sort()[0];
-    } catch {
-      // a value the server accepted always parses; fall back all the same
-    }
-    return 'quick';
-  }
-
-  function onQueued(f) {
-    if (f.ref) st.control.delete(f.ref);
-    const t = f.ticket || {};
-    // The matched event may overtake the answer to our queue frame.
-    if (t.id && t.id === st.match.ended) return;
-    st.match.ticket = t.id;
-    st.match.queue = t.queue || st.match.queue;
-    st.match.since = Date.now();
-    $('quick-match').disabled = false;
-    setText($('quick-match'), 'Cancel');
-    clearInterval(st.match.timer);
-    const tick = () => {
-      const s = Math.floor((Date.now() - st.match.since) / 1000);
-      setText($('match-status'), `Looking for players… ${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`);
-    };
-    tick();
-    st.match.timer = setInterval(tick, 1000);
-  }
-
-  function onDequeued(f) {
-    if (f.ref) st.control.delete(f.ref);
-    const state = f.ticket && f.ticket.state;
-    if (state === 'matched') return; // the matched event takes us in
-    matchReset(state === 'expired' ? 'No match found in time.' : 'Quick match cancelled.');
-  }
-
-  function onExpired(f) {
-    st.match.ended = f.ticket;
-    if (f.ticket !== st.match.ticket) return;
-    matchReset('No match found in time; try again.');
-  }
-
-  function onMatched(f) {
-    if (!f.room) return;
-    st.match.ended = f.ticket;
-    const others = (f.players || []).filter((u) => u !== st.me);
-    matchReset(`Match found with ${others.join(', ') || 'nobody'}.`);
-    if (st.room && st.room.id === f.room) return; // another tab took us in
-    if (st.room) conn.send({type: 'leave', room: st.room.id});
-    st.room = null;
-    st.ready = false;
-    st.inflight = null;
-    view.reset();
-    st.typers.clear();
-    renderTyping();
-    setText($('room-label'), 'match · joining…');
-    sendControl({type: 'resume', room: f.room}, {kind: 'resume', room: f.room});
-    selectTab('chat');
-  }
-
-  function matchReset(text) {
-    clearInterval(st.match.timer);
-    st.match.ticket = null;
-    st.match.timer = 0;
-    $('quick-match').disabled = false;
-    setText($('quick-match'), 'Quick match');
-    setText($('match-status'), text);
   }
 
   function setupLobbies() {
@@ -727,53 +594,65 @@ function startApp(s, initialSettings) {
     chatError.timer = setTimeout(() => { el.hidden = true; }, 8000);
   }
 
-  function connState(x) {
+  // connState shows the client's state: connecting, open (live),
+  // reconnecting (the wait is in disconnected), closed.
+  function connState(state) {
     const box = $('conn-status');
-    box.dataset.state = x.state;
-    let text = 'connecting…';
-    if (x.state === 'open') text = x.transport === 'EventSource' ? 'live (EventSource)' : 'live';
-    setText($('conn-transport'), x.transport === 'EventSource' ? 'EventSource (WebSocket blocked)' : 'WebSocket');
-    if (x.state === 'closed') text = 'offline';
-    if (x.state === 'waiting') {
+    box.dataset.state = state === 'reconnecting' ? 'waiting' : state;
+    if (state === 'reconnecting') {
       st.ready = false;
-      st.reconnects++;
-      setText($('conn-reconnects'), String(st.reconnects));
-      text = `reconnecting in ${Math.max(1, Math.round(x.delay / 1000))} s`;
-      if (!x.opened && x.attempt % 3 === 0) {
-        // A refused handshake looks like a network error to a page: ask the
-        // HTTP API whether our token is still good, now and then.
-        checkToken();
-      }
+      return; // disconnected says how long the wait is
     }
+    let text = 'connecting…';
+    let via = '';
+    if (state === 'open') {
+      text = 'live';
+      via = transportName(rt.transport);
+      setText($('conn-transport'), via === 'SSE' ? 'SSE, sends over HTTP' : `${via}, batched`);
+    }
+    if (state === 'closed') text = 'offline';
+    statusText(text, via);
+  }
+
+  function disconnected(d) {
+    if (!d.willReconnect) return;
+    st.ready = false;
+    st.reconnects++;
+    setText($('conn-reconnects'), String(st.reconnects));
+    statusText(`reconnecting in ${Math.max(1, Math.round((d.delay || 0) / 1000))} s`);
+  }
+
+  // statusText shows the state, and while live the transport (WebSocket,
+  // or SSE after a fallback).
+  function statusText(text, via = '') {
     setText($('conn-text'), text);
-    box.setAttribute('aria-label', `Connection: ${text}. Show details`);
+    setText($('conn-via'), via);
+    $('conn-via-wrap').hidden = via === '';
+    $('conn-status').setAttribute('aria-label', `Connection: ${text}${via ? ` · ${via}` : ''}. Show details`);
   }
 
-  async function checkToken() {
-    try {
-      await api('GET', '/settings', {token: st.token});
-    } catch (err) {
-      if (err.status === 401) end('Your session ended', 'Sign in again to keep chatting.', false);
-      else if (err.code === 'banned') end('You are banned', `${err.message}.`, false);
-    }
+  // latency measures a round trip for the status details.
+  function latency() {
+    rt.ping().then((ms) => setText($('conn-latency'), `${ms} ms`), () => {});
   }
 
-  // closedByServer handles the close codes the server decides; false stops
-  // the reconnecting.
+  // closedByServer shows why the client stopped for good: the close codes
+  // the server decides (or what the session probe found when opens kept
+  // failing: an ended session, a ban).
   function closedByServer(code, reason) {
     switch (code) {
       case 4000:
         guestTokens.remove(st.me, st.token);
         end('Your session ended', reason === 'signed out' ? 'You signed out in another tab.' : 'Sign in again to keep chatting.', false);
-        return false;
+        return;
       case 4001:
         end('You were removed from the chat', reason && reason !== 'kick' ? `A moderator removed you: ${reason}` : 'A moderator removed you from the chat.', true);
-        return false;
+        return;
       case 4003:
-        end('You are banned', reason && reason !== 'ban' ? `A moderator banned you: ${reason}` : 'A moderator banned you from the chat.', false);
-        return false;
+        if (/^you are banned/.test(reason)) end('You are banned', `${reason}.`, false); // the probe's answer
+        else end('You are banned', reason && reason !== 'ban' ? `A moderator banned you: ${reason}` : 'A moderator banned you from the chat.', false);
+        return;
       default:
-        return true;
     }
   }
 
@@ -781,7 +660,7 @@ function startApp(s, initialSettings) {
   function end(title, text, rejoin) {
     if (st.ended) return;
     st.ended = true;
-    conn.stop();
+    rt.close();
     board.stop();
     st.room = null;
     st.ready = false;
@@ -811,7 +690,7 @@ function startApp(s, initialSettings) {
     btn.addEventListener('click', () => {
       box.hidden = !box.hidden;
       btn.setAttribute('aria-expanded', String(!box.hidden));
-      if (!box.hidden) conn.ping(() => {});
+      if (!box.hidden) latency();
     });
     document.addEventListener('keydown', (e) => {
       if (e.key === 'Escape' && !box.hidden) {
@@ -930,11 +809,13 @@ function startApp(s, initialSettings) {
   }
 
   async function signOut() {
-    if (st.room) conn.send({type: 'leave', room: st.room.id});
-    // Let the leave go out, then end the session: the name is free at once.
-    await new Promise((r) => setTimeout(r, 100));
+    // Leave (the client resolves once the server handled it, or give up
+    // after a second), then end the session: the name is free at once.
+    if (st.room) {
+      await Promise.race([rt.leave(st.room.id).catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
+    }
     st.ended = true;
-    conn.stop();
+    rt.close();
     board.stop();
     try {
       await api('DELETE', '/session', {token: st.token});
@@ -947,12 +828,11 @@ function startApp(s, initialSettings) {
   }
 }
 
-// waitOf reads the wait out of a rate_limited message ("…; wait 1.5 s"),
-// in ms, with a floor and a default.
-function waitOf(message) {
-  const m = /wait ([\d.]+) ?s/.exec(message || '');
-  const s = m ? Number(m[1]) : 1;
-  return Math.max(200, Math.ceil((Number.isFinite(s) ? s : 1) * 1000) + 50);
+// waitOf turns a rate_limited error's retryAfter (s, read by the SDK out
+// of the message's "wait 1.5 s") into ms, with a floor and a default.
+function waitOf(retryAfter) {
+  const s = typeof retryAfter === 'number' && Number.isFinite(retryAfter) ? retryAfter : 1;
+  return Math.max(200, Math.ceil(s * 1000) + 50);
 }
 
 function loadSeen() {

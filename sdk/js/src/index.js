@@ -5,6 +5,7 @@ export {RealtimeClient} from './realtime.js';
 export {ChatdError, ErrorCodes, ClientCodes} from './errors.js';
 export {CloseCodes, CloseReasons, closeReasonOf} from './close.js';
 export {webSocketTransport} from './transport.js';
+export {sseTransport} from './sse.js';
 export {backoffDelay} from './backoff.js';
 export {compareIds, normalizeId, newIdempotencyKey} from './ids.js';
 export {TypedEventTarget} from './events.js';
@@ -37,6 +38,8 @@ export {TypedEventTarget} from './events.js';
 /** @typedef {import('./transport.js').Transport} Transport */
 /** @typedef {import('./transport.js').TransportFactory} TransportFactory */
 /** @typedef {import('./transport.js').TransportHandlers} TransportHandlers */
+/** @typedef {import('./transport.js').TransportOpen} TransportOpen */
+/** @typedef {import('./sse.js').SSETransportOptions} SSETransportOptions */
 /** @typedef {import('./transport.js').ServerEvent} ServerEvent */
 /** @typedef {import('./transport.js').WebSocketConstructor} WebSocketConstructor */
 /** @typedef {import('./http.js').RetryInfo} RetryInfo */

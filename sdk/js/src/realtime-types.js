@@ -18,6 +18,11 @@
  * @property {WebSocketConstructor} [WebSocket] default globalThis.WebSocket (Node 20 has none without --experimental-websocket)
  * @property {boolean} [batch] open with ?batch=1 (several events per frame, split on '\n'); default true
  * @property {TransportFactory} [transport] instead of the WebSocket transport (WebSocket and batch are then unused)
+ * @property {TransportFactory} [fallback] the transport to fall back to (`sseTransport()`) once the main one failed
+ *   `fallbackAfter` opens in a row without reaching `hello` (refused, or closed before it) and has not reached it
+ *   since connect() (once it has, failed opens are an outage, retried on it); the client stays on the fallback until
+ *   it is closed and connected again
+ * @property {number} [fallbackAfter] failed opens of the main transport in a row before the fallback (default 1)
  * @property {() => Promise<unknown>} [probe] asked after an open fails (a browser cannot see why): a ChatdError
  *   `bad_token` ends the client as session_ended, `banned` as banned. ChatdClient.realtime() sets it.
  * @property {BackoffOptions} [backoff] reconnect delays (default base 500 ms, max 15 s, full jitter)
@@ -46,7 +51,8 @@
 
 /**
  * @typedef {object} RealtimeEventMap
- * @property {{user: string, node: string, motd: string, reconnected: boolean}} open a connection is up (its hello)
+ * @property {{user: string, node: string, motd: string, reconnected: boolean, transport: string}} open a connection is up (its hello);
+ *   transport: its kind, 'websocket' or 'sse' 
  * @property {{state: 'connecting' | 'open' | 'reconnecting' | 'closed', attempt: number}} state
  * @property {{room: Room, resumed: boolean}} joined a join or resume took effect (resumed: the room was ours already)
  * @property {{room: string, reason: 'elsewhere' | 'resume_failed', error?: ChatdError}} left the room is gone: left from another connection, or a resume was refused

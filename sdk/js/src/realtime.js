@@ -40,6 +40,19 @@ export class RealtimeClient extends TypedEventTarget {
     this.o = o;
     /** @private @type {TransportFactory} */
     this.factory = o.transport ?? webSocketTransport({WebSocket: o.WebSocket, batch: o.batch});
+    /** @private */
+    this.fellBack = false; // the fallback transport is in use
+    /** @private */
+    this.mainFails = 0; // opens of the main transport in a row that did not reach hello
+    /** @private */
+    this.mainUp = false; // the main transport reached hello since connect(): later failed opens are outages
+    /**
+     * the kind of the transport of the current (or latest) connection:
+     * `'websocket'`, `'sse'` (after a fallback), or a custom factory's
+     * `kind` (`'custom'` without one)
+     * @type {string}
+     */
+    this.transport = this.factory.kind ?? 'custom';
     /** @type {'idle' | 'connecting' | 'open' | 'reconnecting' | 'closed'} */
     this.state = 'idle';
     /** the node, user and motd of the latest hello */
@@ -100,12 +113,15 @@ export class RealtimeClient extends TypedEventTarget {
    */
   connect() {
     const p = new Promise((resolve, reject) => {
-      if (this.ready && this.state === 'open') resolve({...this.hello, reconnected: this.stats.connections > 1});
+      if (this.ready && this.state === 'open') resolve({...this.hello, reconnected: this.stats.connections > 1, transport: this.transport});
       else this.waiting.push({resolve, reject});
     });
     if (this.state === 'idle' || this.state === 'closed') {
       this.attempt = 0;
       this.failedOpens = 0;
+      this.fellBack = false;
+      this.mainFails = 0;
+      this.mainUp = false;
       this.setState('connecting');
       void this.open();
     }
@@ -156,9 +172,12 @@ export class RealtimeClient extends TypedEventTarget {
       return;
     }
     if (gen !== this.gen || this.state === 'closed') return;
-    const t = this.factory({
+    const factory = this.fellBack && this.o.fallback ? this.o.fallback : this.factory;
+    this.transport = factory.kind ?? 'custom';
+    const t = factory({
       url,
       token,
+      rooms: [...this.roomMap].map(([room, r]) => (r.lastId ? {room, after: r.lastId} : {room})),
       handlers: {
         open: () => {},
         event: (ev) => {
@@ -207,7 +226,12 @@ export class RealtimeClient extends TypedEventTarget {
       return;
     }
     if (wasReady && Date.now() - this.openedAt >= (this.o.stableAfter ?? 5000)) this.attempt = 0;
-    if (!wasReady) this.failedOpens++;
+    if (!wasReady) {
+      this.failedOpens++;
+      // A network that breaks upgrades breaks them from the first open:
+      // once the main transport has worked, a failed open is an outage.
+      if (!this.fellBack && !this.mainUp && this.o.fallback && ++this.mainFails >= (this.o.fallbackAfter ?? 1)) this.fellBack = true;
+    }
     this.urlIndex++;
     let delay = 0;
     if (policy === 'now') {
@@ -326,6 +350,10 @@ export class RealtimeClient extends TypedEventTarget {
     this.ready = true;
     this.openedAt = Date.now();
     this.failedOpens = 0;
+    if (!this.fellBack) {
+      this.mainFails = 0;
+      this.mainUp = true;
+    }
     this.stats.connections++;
     this.hello = {user: String(ev.user ?? ''), node: String(ev.node ?? ''), motd: String(ev.motd ?? '')};
     const reconnected = this.stats.connections > 1;
@@ -350,7 +378,7 @@ export class RealtimeClient extends TypedEventTarget {
     const every = this.o.pingInterval ?? 20000;
     if (every > 0) this.pinger = setInterval(() => void this.ping().catch(() => {}), every);
     this.setState('open');
-    const h = {...this.hello, reconnected};
+    const h = {...this.hello, reconnected, transport: this.transport};
     for (const w of this.waiting.splice(0)) w.resolve(h);
     if (gen === this.gen) this.emit('open', h);
   }

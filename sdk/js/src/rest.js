@@ -122,6 +122,20 @@ export class ChatdClient {
     this.token = undefined;
   }
 
+  /**
+   * request calls any operation of /api/v1 this client has no method for
+   * (the admin endpoints, say) with the client's token, and returns the
+   * decoded answer; a refusal throws a ChatdError with the server's code.
+   * It is not retried unless `retry` says the call is safe to repeat.
+   * @param {string} method
+   * @param {string} path under /api/v1, starting with / (a query may follow)
+   * @param {CallOptions & {body?: unknown, query?: Record<string, string | number | undefined>, idempotencyKey?: string, retry?: boolean}} [o]
+   * @returns {Promise<any>}
+   */
+  request(method, path, o = {}) {
+    return this.http.request(method, path, {body: o.body, query: o.query, signal: o.signal, idempotencyKey: o.idempotencyKey, retry: o.retry});
+  }
+
   // ---- lobbies and rooms ----
 
   /**

@@ -31,8 +31,21 @@ import {CloseCodes} from './close.js';
  */
 
 /**
- * Opens one connection to url as the token's session.
- * @typedef {(o: {url: string, token: string, handlers: TransportHandlers}) => Transport} TransportFactory
+ * What a factory is given for one connection: `rooms` are the rooms the
+ * client is in, each with the last message it delivered there (a
+ * transport that resumes at the open, as the SSE stream does, uses them;
+ * the WebSocket resumes with `resume` frames instead).
+ * @typedef {object} TransportOpen
+ * @property {string} url
+ * @property {string} token
+ * @property {TransportHandlers} handlers
+ * @property {{room: string, after?: string}[]} [rooms]
+ */
+
+/**
+ * Opens one connection to url as the token's session. `kind` names the
+ * transport (`'websocket'`, `'sse'`): RealtimeClient.transport says it.
+ * @typedef {((o: TransportOpen) => Transport) & {kind?: string}} TransportFactory
  */
 
 /**
@@ -62,7 +75,8 @@ export function webSocketTransport(o = {}) {
     throw new TypeError('chatd: no WebSocket in this runtime: pass the WebSocket option ' +
       '(Node 20: run with --experimental-websocket, or pass the `ws` package\'s or undici\'s WebSocket)');
   }
-  return ({url, token, handlers}) => {
+  /** @type {TransportFactory} */
+  const factory = ({url, token, handlers}) => {
     let done = false;
     /** @param {number} code @param {string} reason */
     const finish = (code, reason) => {
@@ -129,4 +143,5 @@ export function webSocketTransport(o = {}) {
       },
     };
   };
+  return Object.assign(factory, {kind: 'websocket'});
 }

@@ -3,7 +3,7 @@
 import {test, before, after} from 'node:test';
 import assert from 'node:assert/strict';
 import {ChatdClient, ChatdError, ErrorCodes, ClientCodes} from '../src/index.js';
-import {cluster, admin, uniqueName, eventually} from './harness.js';
+import {cluster, admin, uniqueName, eventually, ADMIN} from './harness.js';
 
 /** @type {Awaited<ReturnType<typeof cluster>>} */
 let c;
@@ -297,5 +297,30 @@ test('429 carries retryAfter (from Retry-After) and counts as retryable', async 
     assert.ok(err.retryable);
   } finally {
     await admin(c.nodes[0], 'DELETE', '/settings/limit.sessions_per_ip_per_minute');
+  }
+});
+
+test('request: any operation by method and path, with the client\'s token; refusals as ChatdError', async () => {
+  const adm = new ChatdClient({baseUrl: c.nodes[0].url, token: ADMIN});
+  const mod = await adm.request('GET', '/moderation');
+  assert.ok(Array.isArray(mod.mutes) && Array.isArray(mod.bans), JSON.stringify(mod));
+  // the tests before signed in many guests from this address: one more may not fit in the minute
+  await adm.request('PUT', '/settings/limit.sessions_per_ip_per_minute', {body: {value: 100000}});
+  try {
+    const lob = uniqueName('lob');
+    const user = new ChatdClient({baseUrl: c.nodes[0].url});
+    const name = uniqueName();
+    await eventually(() => user.signIn(name).then(() => true, (e) => {
+      if (e.code !== ErrorCodes.RATE_LIMITED) throw e;
+      return false; // until the new limit reaches the node
+    }), 10000, 'a session');
+    const joined = await user.request('POST', `/lobbies/${lob}/join`);
+    assert.equal(joined.room.lobby, lob);
+    const page = await user.request('GET', '/lobbies', {query: {limit: 1}});
+    assert.equal(page.lobbies.length, 1);
+    await rejectsWith(user.request('GET', '/moderation'), ErrorCodes.FORBIDDEN);
+    await rejectsWith(new ChatdClient({baseUrl: c.nodes[0].url}).request('GET', '/wallet'), ErrorCodes.BAD_TOKEN);
+  } finally {
+    await adm.request('DELETE', '/settings/limit.sessions_per_ip_per_minute');
   }
 });

@@ -2,7 +2,8 @@
 // happen on demand: the backoff's bounds, id order, header parsing, the
 // close-code table, batched frame splitting, and the seam: a replay that
 // overlaps what was delivered (the server never sends one, so a scripted
-// transport plays it) must not reach the application twice.
+// transport plays it) must not reach the application twice; and when the
+// realtime client gives up its main transport for the fallback.
 
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
@@ -95,11 +96,11 @@ test('transport: ?token=…&batch=1, frames split on newlines, junk lines droppe
  * closes.
  */
 function scripted() {
-  /** @type {{sent: any[], handlers: import('../src/index.js').TransportHandlers, url: string}[]} */
+  /** @type {{sent: any[], handlers: import('../src/index.js').TransportHandlers, url: string, rooms?: {room: string, after?: string}[]}[]} */
   const conns = [];
   /** @type {import('../src/index.js').TransportFactory} */
-  const factory = ({url, handlers}) => {
-    const conn = {sent: /** @type {any[]} */ ([]), handlers, url};
+  const factory = ({url, handlers, rooms}) => {
+    const conn = {sent: /** @type {any[]} */ ([]), handlers, url, rooms};
     conns.push(conn);
     return {send: (f) => (conn.sent.push(f), true), close() {}};
   };
@@ -148,5 +149,71 @@ test('seam: a replay overlapping what was delivered is dropped by id; unacked sa
   const gap = rt.once('resume_gap');
   c2.handlers.event({type: 'error', code: 'resume_gap', message: 'gone', room: 'lob-1'});
   assert.equal((await gap).room, 'lob-1');
+  rt.close();
+});
+
+test('fallback: after fallbackAfter failed opens in a row before the main transport ever worked, the fallback takes over and stays, with the rooms\' positions; an outage after the main transport worked does not fall back', async () => {
+  const main = scripted();
+  const fb = scripted();
+  /** @param {() => boolean} cond */
+  const until = async (cond) => {
+    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(cond(), String(cond));
+  };
+  const hello = {type: 'hello', user: 'x', node: 'a', motd: ''};
+  const room = {id: 'lob-1', lobby: 'lob', seq: 1, capacity: 50, members: ['x']};
+  const rt = new RealtimeClient({
+    url: 'ws://a/ws', token: 't', transport: Object.assign(main.factory, {kind: 'websocket'}),
+    fallback: Object.assign(fb.factory, {kind: 'sse'}), fallbackAfter: 2, backoff: {base: 1, max: 1}, pingInterval: 0,
+  });
+  /** @type {string[]} */
+  const opened = [];
+  rt.on('open', (h) => opened.push(h.transport));
+
+  // The main transport works, then an outage: every open fails, and the
+  // client keeps to the main transport.
+  let ready = rt.connect();
+  await until(() => main.conns.length === 1);
+  main.conns[0].handlers.event(hello);
+  await ready;
+  assert.equal(rt.transport, 'websocket');
+  main.conns[0].handlers.close({code: 1006, reason: ''});
+  for (let n = 2; n <= 4; n++) {
+    await until(() => main.conns.length + fb.conns.length === n);
+    main.conns[n - 1].handlers.close({code: 1006, reason: 'refused'});
+  }
+  await until(() => main.conns.length + fb.conns.length === 5);
+  assert.equal(fb.conns.length, 0, 'an outage after the main transport worked is retried on it');
+  rt.close();
+
+  // From the start, the main transport never reaches hello.
+  ready = rt.connect();
+  await until(() => main.conns.length === 6);
+  main.conns[5].handlers.close({code: 1006, reason: 'refused'}); // failed open 1 of 2
+  await until(() => main.conns.length + fb.conns.length === 7);
+  assert.equal(main.conns.length, 7, 'one failed open is not enough with fallbackAfter 2');
+  main.conns[6].handlers.close({code: 1006, reason: 'refused'}); // failed open 2 of 2
+  await until(() => main.conns.length + fb.conns.length === 8);
+  assert.equal(fb.conns.length, 1, 'the fallback opens');
+  fb.conns[0].handlers.event(hello);
+  assert.equal((await ready).transport, 'sse');
+  assert.equal(rt.transport, 'sse');
+  const joined = rt.join('lob');
+  fb.conns[0].handlers.event({type: 'joined', room});
+  await joined;
+  fb.conns[0].handlers.event(msg('lob-1', 7));
+  fb.conns[0].handlers.close({code: 1006, reason: ''});
+  await until(() => main.conns.length + fb.conns.length === 9);
+  assert.equal(fb.conns.length, 2, 'it stays on the fallback');
+  assert.deepEqual(fb.conns[1].rooms, [{room: 'lob-1', after: '1796114764962-000007'}], 'with the last message delivered in each room');
+  fb.conns[1].handlers.event(hello);
+  assert.deepEqual(opened, ['websocket', 'sse', 'sse']);
+
+  rt.close();
+  const again = rt.connect();
+  await until(() => main.conns.length + fb.conns.length === 10);
+  assert.equal(main.conns.length, 8, 'connect() after close starts on the main transport');
+  main.conns[7].handlers.event(hello);
+  assert.equal((await again).transport, 'websocket');
   rt.close();
 });
