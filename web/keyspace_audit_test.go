@@ -57,6 +57,7 @@ func TestKeyspaceAudit(t *testing.T) {
 	c1.do(call{method: "GET", path: "/api/v1/ws-frames.schema.json", status: 200})
 	c1.do(call{method: "GET", path: "/admin", status: 200})
 	c1.do(call{method: "GET", path: "/api", status: 200})
+	c1.do(call{method: "GET", path: "/sdk/index.js", status: 200})
 
 	// guest sessions: a claim, a second device, a refused claim
 	var tok struct{ Token string }
