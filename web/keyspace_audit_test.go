@@ -90,6 +90,7 @@ func TestKeyspaceAudit(t *testing.T) {
 	c2.do(call{method: "GET", path: "/api/v1/rooms/" + room + "/messages?limit=10", token: dave, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/rooms/" + room + "/messages?after=" + first, token: alice, status: 200})
 	c2.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/read", token: dave, body: map[string]string{"id": first}, status: 200})
+	c1.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/typing", token: dave, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/unread", token: dave, status: 200})
 
 	// the event stream: alice's session follows its REST room on n2 (held

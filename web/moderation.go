@@ -17,6 +17,7 @@ func (s *Server) chatRoutes(api fiber.Router, user, admin fiber.Handler) {
 	api.Get("/lobbies", reader, s.listLobbies)
 	api.Get("/unread", user, s.unread)
 	api.Post("/rooms/:room/read", user, s.markRead)
+	api.Post("/rooms/:room/typing", user, s.postTyping)
 	api.Delete("/rooms/:room/messages/:id", admin, s.removeMessage)
 
 	api.Get("/moderation", s.requireAdminRead, s.listModeration)
@@ -49,6 +50,16 @@ func (s *Server) unread(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"rooms": counts})
+}
+
+// postTyping relays a typing indicator of a REST or event-stream session
+// (the WebSocket sends a typing frame instead); at most one per user and
+// room every realtime.TypingEvery is relayed, the rest answer ok silently.
+func (s *Server) postTyping(c *fiber.Ctx) error {
+	if err := s.chat.TypingREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
 }
 
 func (s *Server) markRead(c *fiber.Ctx) error {

@@ -224,3 +224,23 @@ func TestRoomsOverREST(t *testing.T) {
 		assert.Equal(t, st.RoomsTotal+1, after.RoomsTotal)
 	})
 }
+
+// TestRESTTypingReachesTheRoomOnEveryNode: a REST (or event-stream)
+// session's typing indicator, POSTed to any node, reaches a WebSocket
+// member on another node as the typing frame's would; a second one within
+// TypingEvery is answered ok and relayed not.
+func TestRESTTypingReachesTheRoomOnEveryNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, redistest.Real(t), 2)
+	tok := c.session(c.nodes[0], "rita")
+	var joined struct{ Room struct{ ID string } }
+	require.Equal(t, 200, c.do(c.nodes[0], "POST", "/api/v1/lobbies/typing/join", tok, nil, &joined))
+	w := c.dial(c.nodes[1], "wes")
+	require.Equal(t, joined.Room.ID, w.join("typing"))
+	c.expect(c.nodes[1], "POST", "/api/v1/rooms/"+joined.Room.ID+"/typing", tok, nil, 200, "")
+	f := w.next("typing")
+	assert.Equal(t, "rita", f["user"])
+	assert.Equal(t, joined.Room.ID, f["room"])
+	c.expect(c.nodes[0], "POST", "/api/v1/rooms/"+joined.Room.ID+"/typing", tok, nil, 200, "") // throttled: ok, not relayed
+	c.expect(c.nodes[0], "POST", "/api/v1/rooms/typing-99/typing", tok, nil, 403, "not_seated")
+}

@@ -539,6 +539,8 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "GET", path: "/api/v1/rooms/" + room + "/messages?limit=10", token: alice, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/rooms/" + room + "/messages?after=" + first, token: alice, status: 200})
 	c.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/read", token: bob, body: map[string]string{"id": first}, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/typing", token: bob, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/typing", token: carol, status: 403, code: "not_seated"})
 	var unread struct{ Rooms map[string]int }
 	c.json(call{method: "GET", path: "/api/v1/unread", token: bob, status: 200}, &unread)
 	assert.Equal(t, 1, unread.Rooms[room], "bob read up to the first of two messages")
