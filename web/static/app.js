@@ -16,6 +16,8 @@ const TYPING_EVERY = 2200;
 const TYPING_SHOWN = 5000; // a typing indicator lasts this long
 const LOBBIES_EVERY = 10000; // the lobby list and unread counts refresh
 const WIDE = '(min-width: 900px)';
+const MATCH_LOBBY = 'mm.'; // a match's private room lives in a lobby of its own (PROTOCOL.md, "Matchmaking")
+const MATCH_SKILL = 1000; // the browser client has no rating: every page queues at the same skill
 
 boot();
 
@@ -124,6 +126,11 @@ function startApp(s, initialSettings) {
     lobbiesSoon: 0, // a lobby list refresh after presence changed
     reconnects: 0,
     ended: false,
+    // Quick match: the waiting ticket, its queue and since when, the tick
+    // of the waiting time, the last ticket matched or expired (its events
+    // may overtake the answer to the POST), a request in flight, and the
+    // match room entered (or being entered).
+    match: {ticket: null, queue: '', since: 0, timer: 0, ended: '', busy: false, room: ''},
   };
   const view = new ChatView(st.me);
   view.onBottom = () => markSeen();
@@ -142,6 +149,8 @@ function startApp(s, initialSettings) {
   rt.on('typing', (f) => onTyping(f));
   rt.on('settings', ({key, value}) => onSetting(key, value));
   rt.on('notice', (f) => onNotice(f));
+  rt.on('matched', (f) => onMatched(f));
+  rt.on('ticket_expired', (f) => onExpired(f));
   rt.on('resume_gap', () => {
     // What we missed is no longer in history: the messages that follow
     // are the latest.
@@ -156,6 +165,7 @@ function startApp(s, initialSettings) {
   setupComposer();
   setupLobbies();
   setupStatus();
+  setupMatch();
   $('signout').addEventListener('click', signOut);
   $('motd-close').addEventListener('click', () => { $('motd').hidden = true; });
   document.addEventListener('visibilitychange', () => markSeen());
@@ -175,6 +185,8 @@ function startApp(s, initialSettings) {
     latency();
     // Settings may have changed while we were away.
     api('GET', '/settings', {token: st.token}).then((r) => applySettings(r.values || {}), () => {});
+    // A ticket may have been matched or expired while we were away.
+    if (st.match.ticket) checkTicket();
     // The client resumes the room by itself (from the last message it
     // delivered) and re-sends the say not acknowledged yet.
   }
@@ -199,7 +211,13 @@ function startApp(s, initialSettings) {
 
   function onJoined(room) {
     if (!room || !room.id) return;
-    if (room.lobby && room.lobby !== st.lobby) {
+    const lobby = room.lobby || '';
+    // A match room is entered by its id, never by its lobby: st.lobby stays
+    // the lobby to go back to. While in (or entering) a match room, only
+    // that room is wanted.
+    const match = lobby.startsWith(MATCH_LOBBY);
+    const wanted = st.match.room ? room.id === st.match.room : !match && (!lobby || lobby === st.lobby);
+    if (!wanted) {
       // The answer to a switch the user has moved on from: give the seat up.
       if (!st.room || st.room.id !== room.id) rt.leave(room.id).catch(() => {});
       return;
@@ -214,7 +232,7 @@ function startApp(s, initialSettings) {
       renderTyping();
     }
     st.room = {...room, members: [...(room.members || [])]};
-    st.lobby = room.lobby || st.lobby;
+    if (!match) st.lobby = lobby || st.lobby;
     st.ready = true;
     session.save({token: st.token, user: st.me, lobby: st.lobby});
     $('lobby-input').value = st.lobby;
@@ -239,6 +257,7 @@ function startApp(s, initialSettings) {
     const name = roomName(st.room);
     st.room = null;
     st.ready = false;
+    if (room === st.match.room) st.match.room = '';
     if (reason === 'resume_failed') {
       // The seat is gone for good (room full, unknown room): start over
       // in the lobby.
@@ -506,7 +525,9 @@ function startApp(s, initialSettings) {
 
   function renderLobbies() {
     const list = [...st.lobbies];
-    if (!list.some((l) => l.lobby === st.lobby)) list.unshift({lobby: st.lobby, online: st.room ? st.room.members.length : 0, rooms: 1});
+    if (!list.some((l) => l.lobby === st.lobby)) {
+      list.unshift({lobby: st.lobby, online: st.room && st.room.lobby === st.lobby ? st.room.members.length : 0, rooms: 1});
+    }
     $('lobbies').replaceChildren(...list.map((l) => {
       const current = l.lobby === st.lobby;
       return h('li', {class: 'lobby', 'data-testid': 'lobby', 'data-lobby': l.lobby},
@@ -537,6 +558,7 @@ function startApp(s, initialSettings) {
     }
     const from = st.lobby;
     if (st.room) rt.leave(st.room.id).catch(() => {});
+    st.match.room = '';
     st.room = null;
     st.ready = false;
     st.lobby = lobby;
@@ -549,6 +571,150 @@ function startApp(s, initialSettings) {
     renderLobbies();
     selectTab('chat');
     setTimeout(refreshLobbies, 500);
+  }
+
+  // ---- quick match ----
+
+  // Tickets are taken and cancelled over HTTP (PROTOCOL.md,
+  // "Matchmaking"), whatever the live transport; `matched` and
+  // `ticket_expired` come as events on it, and the match room is entered
+  // by its id (rt.enter).
+  function setupMatch() {
+    $('quick-match').addEventListener('click', () => {
+      if (st.match.busy) return;
+      if (st.match.ticket) {
+        cancelMatch();
+        return;
+      }
+      if (rt.state !== 'open') {
+        // the match is announced on the live connection
+        setText($('match-status'), 'Not connected; try again in a moment.');
+        return;
+      }
+      queueMatch();
+    });
+  }
+
+  // matchQueue is the first queue of the live setting matchmaking.queues.
+  function matchQueue() {
+    try {
+      const names = Object.keys(JSON.parse(st.settings['matchmaking.queues'] || '{}'));
+      if (names.length) return names.includes('quick') ? 'quick' : names.sort()[0];
+    } catch {
+      // a value the server accepted always parses; fall back all the same
+    }
+    return 'quick';
+  }
+
+  async function queueMatch() {
+    const queue = matchQueue();
+    st.match.queue = queue;
+    st.match.busy = true;
+    $('quick-match').disabled = true;
+    try {
+      const r = await api('POST', `/matchmaking/${seg(queue)}/tickets`, {token: st.token, body: {skill: MATCH_SKILL}});
+      onQueued(r.ticket || {});
+    } catch (err) {
+      if (!st.ended) matchReset(`Quick match: ${err.message}`);
+    } finally {
+      st.match.busy = false;
+    }
+  }
+
+  async function cancelMatch() {
+    const {queue, ticket} = st.match;
+    st.match.busy = true;
+    $('quick-match').disabled = true;
+    try {
+      const r = await api('DELETE', `/matchmaking/${seg(queue)}/tickets/${seg(ticket)}`, {token: st.token});
+      if (st.match.ticket === ticket) onDequeued(r.ticket || {});
+    } catch (err) {
+      if (st.match.ticket === ticket && !st.ended) matchReset(`Quick match: ${err.message}`);
+    } finally {
+      st.match.busy = false;
+      if (st.match.ticket === ticket) $('quick-match').disabled = false;
+    }
+  }
+
+  // checkTicket asks how the waiting ticket is doing: its events may have
+  // come while the connection was down.
+  async function checkTicket() {
+    const {queue, ticket} = st.match;
+    try {
+      const r = await api('GET', `/matchmaking/${seg(queue)}/tickets/${seg(ticket)}`, {token: st.token});
+      if (st.match.ticket === ticket && r.ticket && r.ticket.state !== 'waiting') onDequeued(r.ticket);
+    } catch (err) {
+      if (st.match.ticket === ticket && err.code === 'unknown_ticket') matchReset('Quick match ended.');
+    }
+  }
+
+  function onQueued(t) {
+    // The matched event may overtake the answer to our POST.
+    if (t.id && t.id === st.match.ended) return;
+    st.match.ticket = t.id;
+    st.match.queue = t.queue || st.match.queue;
+    st.match.since = Date.now();
+    $('quick-match').disabled = false;
+    setText($('quick-match'), 'Cancel');
+    clearInterval(st.match.timer);
+    const tick = () => {
+      const s = Math.floor((Date.now() - st.match.since) / 1000);
+      setText($('match-status'), `Looking for players… ${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`);
+    };
+    tick();
+    st.match.timer = setInterval(tick, 1000);
+  }
+
+  // onDequeued shows how a ticket ended that we asked about (a cancel, or
+  // a check after a reconnect).
+  function onDequeued(t) {
+    if (t.state === 'matched') {
+      // The matched event takes us in; if it was missed, the ticket says where.
+      if (t.room) onMatched({ticket: t.id, room: t.room, players: t.players});
+      return;
+    }
+    st.match.ended = t.id || '';
+    matchReset(t.state === 'expired' ? 'No match found in time.' : 'Quick match cancelled.');
+  }
+
+  function onExpired(f) {
+    st.match.ended = f.ticket;
+    if (f.ticket !== st.match.ticket) return;
+    matchReset('No match found in time; try again.');
+  }
+
+  function onMatched(f) {
+    if (!f.room) return;
+    st.match.ended = f.ticket;
+    const others = (f.players || []).filter((u) => u !== st.me);
+    matchReset(`Match found with ${others.join(', ') || 'nobody'}.`);
+    if (st.match.room === f.room || (st.room && st.room.id === f.room)) return; // in already (another tab took us in)
+    if (st.room) rt.leave(st.room.id).catch(() => {});
+    st.match.room = f.room;
+    st.room = null;
+    st.ready = false;
+    st.inflight = null;
+    view.reset();
+    st.typers.clear();
+    renderTyping();
+    setText($('room-label'), 'match · joining…');
+    rt.enter(f.room).catch((err) => {
+      if (err.code === 'closed' || err.code === 'aborted' || st.ended || st.match.room !== f.room) return;
+      // The reservation lapsed, or the room is gone: back to the lobby.
+      st.match.room = '';
+      setText($('match-status'), `Could not join the match: ${err.message}.`);
+      if (!st.room) join(st.lobby);
+    });
+    selectTab('chat');
+  }
+
+  function matchReset(text) {
+    clearInterval(st.match.timer);
+    st.match.ticket = null;
+    st.match.timer = 0;
+    $('quick-match').disabled = false;
+    setText($('quick-match'), 'Quick match');
+    setText($('match-status'), text);
   }
 
   function setupLobbies() {

@@ -2,6 +2,7 @@
 
 /** @typedef {import('./types.js').Room} Room */
 /** @typedef {import('./types.js').Message} Message */
+/** @typedef {import('./types.js').MatchEvent} MatchEvent */
 /** @typedef {import('./types.js').SettingValue} SettingValue */
 /** @typedef {import('./errors.js').ChatdError} ChatdError */
 /** @typedef {import('./transport.js').TransportFactory} TransportFactory */
@@ -62,6 +63,9 @@
  * @property {{key: string, value: SettingValue, version: number}} settings a live setting changed
  * @property {{id: string, text: string}} notice an admin notice
  * @property {{room: string, id: string}} message_removed an admin removed a message: hide it
+ * @property {MatchEvent} matched a matchmaking ticket of the user was matched (on every connection of the user):
+ *   take the seat with enter(room) within reserve_seconds
+ * @property {MatchEvent} ticket_expired a matchmaking ticket of the user waited past its queue's max_wait_seconds
  * @property {{room: string, error: ChatdError}} resume_gap what was missed is gone from history; the latest messages follow
  * @property {{error: ChatdError}} error a frame failed that no promise waits for (read, typing, a lost seat …)
  * @property {{code: number, reason: string, text: string, willReconnect: boolean, delay?: number, attempt: number}} disconnected a connection ended

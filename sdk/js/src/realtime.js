@@ -16,6 +16,7 @@ import {webSocketTransport} from './transport.js';
 
 /** @typedef {import('./types.js').Room} Room */
 /** @typedef {import('./types.js').Message} Message */
+/** @typedef {import('./types.js').MatchEvent} MatchEvent */
 /** @typedef {import('./transport.js').Transport} Transport */
 /** @typedef {import('./transport.js').TransportFactory} TransportFactory */
 /** @typedef {import('./transport.js').ServerEvent} ServerEvent */
@@ -89,6 +90,8 @@ export class RealtimeClient extends TypedEventTarget {
     this.says = new Map();
     /** @private @type {Map<string, {room: string, resolve: () => void, reject: (e: ChatdError) => void}>} */
     this.leaves = new Map();
+    /** @private @type {Map<string, {room: string, resolve: (r: Room) => void, reject: (e: ChatdError) => void}>} */
+    this.enters = new Map();
     /** @private @type {Map<string, string>} resume ref → room, on the current connection */
     this.resumes = new Map();
     /** @private @type {Map<string, string>} room → read mark not sent yet */
@@ -285,7 +288,7 @@ export class RealtimeClient extends TypedEventTarget {
     this.t?.close(1000, 'bye');
     this.teardown();
     this.setState('closed');
-    for (const m of [this.says, this.joins, this.leaves]) {
+    for (const m of [this.says, this.joins, this.leaves, this.enters]) {
       for (const p of m.values()) p.reject(err);
       m.clear();
     }
@@ -335,6 +338,9 @@ export class RealtimeClient extends TypedEventTarget {
         return this.emit('notice', {id: ev.id, text: ev.text});
       case 'message_removed':
         return this.emit('message_removed', {room: ev.room, id: ev.id});
+      case 'matched':
+      case 'ticket_expired':
+        return this.emit(ev.type, /** @type {MatchEvent} */ (ev));
       default:
         return this.emit('unknown', ev);
     }
@@ -370,6 +376,7 @@ export class RealtimeClient extends TypedEventTarget {
     }
     for (const [ref, l] of this.leaves) this.sendLeave(ref, l.room);
     for (const [ref, j] of this.joins) this.send({type: 'join', lobby: j.lobby, ref});
+    for (const [ref, e] of this.enters) this.send({type: 'resume', room: e.room, ref});
     for (const [ref, s] of this.says) {
       if (s.sent > 0) this.stats.resent++;
       this.sendSay(ref, s);
@@ -393,6 +400,12 @@ export class RealtimeClient extends TypedEventTarget {
     if (had) had.room = room;
     else this.roomMap.set(room.id, {room, lastId: undefined});
     for (const [ref, id] of this.resumes) if (id === room.id) this.resumes.delete(ref);
+    for (const [ref, e] of this.enters) {
+      if (e.room === room.id) {
+        this.enters.delete(ref);
+        e.resolve(room);
+      }
+    }
     for (const [ref, j] of this.joins) {
       if (j.lobby === room.lobby) {
         this.joins.delete(ref);
@@ -456,6 +469,12 @@ export class RealtimeClient extends TypedEventTarget {
     if (leave) {
       this.leaves.delete(ref);
       leave.reject(err);
+      return;
+    }
+    const enter = this.enters.get(ref);
+    if (enter) {
+      this.enters.delete(ref);
+      enter.reject(err);
       return;
     }
     const resumed = this.resumes.get(ref);
@@ -567,6 +586,33 @@ export class RealtimeClient extends TypedEventTarget {
       this.joins.set(ref, {lobby, resolve, reject});
       this.send({type: 'join', lobby, ref});
       return () => this.joins.delete(ref);
+    });
+  }
+
+  /**
+   * enter takes the user's seat in one given room, by its id — a match's
+   * room (the `room` of a `matched` event), or a room whose seat lapsed —
+   * with a `resume` frame without `after` (over SSE, POST
+   * /rooms/{room}/join), and resolves with the room as soon as its
+   * `joined` arrives (its latest 50 messages follow as `message` events).
+   * It rejects with the ChatdError of the frame (`forbidden`: a match
+   * room of other players; `unknown_room`, `room_full`,
+   * `seated_elsewhere`). A room the client is in already resolves at
+   * once. While disconnected it waits for the next connection.
+   * @param {string} room
+   * @param {{signal?: AbortSignal}} [o]
+   * @returns {Promise<Room>}
+   */
+  enter(room, o = {}) {
+    return this.call(o.signal, (ref, resolve, reject) => {
+      const have = this.roomMap.get(room);
+      if (have) {
+        resolve(have.room);
+        return () => {};
+      }
+      this.enters.set(ref, {room, resolve, reject});
+      this.send({type: 'resume', room, ref});
+      return () => this.enters.delete(ref);
     });
   }
 

@@ -34,8 +34,11 @@ import {Http, seg} from './http.js';
  * that they were all handled): `say` → POST /rooms/{room}/messages (an
  * `ack`, or an `error` with the frame's ref), `join` → POST
  * /lobbies/{lobby}/join (its `joined` comes on the stream), `leave`,
- * `read`; `resume` is done by the stream's position at the open. `typing`
- * has no HTTP call: send answers false. A call that gets no answer drops
+ * `read`; `resume` of a room the stream follows is done by the stream's
+ * position at the open, and `resume` without `after` of any other room
+ * (RealtimeClient.enter: a match's room) → POST /rooms/{room}/join (its
+ * `joined` comes on the stream). `typing` has no HTTP call: send answers
+ * false. A call that gets no answer drops
  * the connection, so that the client re-sends its unacknowledged says on
  * the next one (their Idempotency-Key stores each once). A refused open
  * ends with the close code the WebSocket would have had: 4000 for
@@ -60,6 +63,11 @@ export function sseTransport(o = {}) {
       ac.abort();
       handlers.close({code, reason});
     };
+    // The rooms the stream follows (the session's: those the client is in
+    // at the open, then what the stream says), so that a resume without
+    // `after` of any other room (RealtimeClient.enter) takes its seat over
+    // HTTP.
+    const followed = new Set((rooms ?? []).map((r) => r.room));
     const position = (rooms ?? [])
       .filter((r) => r.after)
       .map((r) => `${r.room}@${r.after}`)
@@ -79,6 +87,8 @@ export function sseTransport(o = {}) {
         finish(Number(e.code) || CloseCodes.ABNORMAL, typeof e.reason === 'string' ? e.reason : '');
         return;
       }
+      if (e.type === 'joined' && e.room && typeof e.room.id === 'string') followed.add(e.room.id);
+      if (e.type === 'left' && typeof e.room === 'string') followed.delete(e.room);
       handlers.event(e);
     };
 
@@ -204,6 +214,7 @@ export function sseTransport(o = {}) {
             });
             return true;
           case 'leave':
+            followed.delete(fr.room);
             later(async () => {
               await call(fr, 'POST', `/rooms/${seg(fr.room)}/leave`, {});
             });
@@ -219,7 +230,17 @@ export function sseTransport(o = {}) {
             });
             return true;
           case 'resume':
-            return true; // the stream's position at the open resumed it
+            // A room the stream follows was resumed by the stream's
+            // position at the open. Any other room, without `after`, is
+            // entered by its id (a match's room): POST …/join seats the
+            // session, and the stream, told of it, sends its `joined`.
+            if (fr.after !== undefined || followed.has(fr.room)) return true;
+            followed.add(fr.room);
+            later(async () => {
+              const r = await call(fr, 'POST', `/rooms/${seg(fr.room)}/join`, {});
+              if (r === undefined) followed.delete(fr.room);
+            });
+            return true;
           default:
             return false; // typing: no HTTP call
         }

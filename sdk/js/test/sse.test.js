@@ -109,6 +109,45 @@ test('over SSE, the stream\'s node killed: the client reopens on the other node 
   assert.ok(after.id > sent[19]);
 });
 
+test('over SSE: a matched event on the stream, and enter(room) takes the match room\'s seat with POST /rooms/{room}/join; the players chat there', {timeout: 60000}, async () => {
+  const [a, b] = c.nodes;
+  const queue = uniqueName('q');
+  await admin(a, 'PUT', '/settings/matchmaking.queues', {
+    value: JSON.stringify({[queue]: {min: 2, max: 2, window: 100, widen_per_second: 20, max_wait_seconds: 60, max_party: 1, reserve_seconds: 30}}),
+  });
+  const x = await user(a.url, {transport: sseTransport()});
+  const y = await user(b.url);
+  await x.rt.connect();
+  await y.rt.connect();
+  const lobbyRoom = await x.rt.join(uniqueName('lob'));
+  const mx = x.rt.once('matched');
+  const my = y.rt.once('matched');
+  const tx = await x.api.request('POST', `/matchmaking/${queue}/tickets`, {body: {skill: 1000}});
+  await y.api.request('POST', `/matchmaking/${queue}/tickets`, {body: {skill: 1000}});
+  const [ex, ey] = await Promise.all([mx, my]);
+  assert.equal(ex.ticket, tx.ticket.id);
+  assert.equal(ex.room, ey.room);
+  assert.deepEqual([...(ex.players ?? [])].sort(), [x.name, y.name].sort());
+  const roomId = /** @type {string} */ (ex.room);
+
+  await x.rt.leave(lobbyRoom.id);
+  const rx = await x.rt.enter(roomId);
+  assert.equal(rx.id, roomId);
+  assert.equal((await y.rt.enter(roomId)).id, roomId);
+  assert.deepEqual(x.rt.rooms().map((r) => r.room.id), [roomId]);
+  assert.equal((await x.rt.enter(roomId)).id, roomId, 'a room the client is in resolves at once');
+
+  const hi = await x.rt.say(roomId, 'glhf');
+  await eventually(() => y.messages.some((m) => m.id === hi.id), 5000, 'the WebSocket player reads the stream\'s');
+  const back = await y.rt.say(roomId, 'gg');
+  await eventually(() => x.messages.some((m) => m.id === back.id && m.text === 'gg'), 5000, 'the stream delivers the match room');
+
+  const err = await x.rt.enter(`${uniqueName('mm.zz')}-1`).then(() => null, (e) => e);
+  assert.ok(err instanceof ChatdError, String(err));
+  assert.notEqual(err.code, 'closed');
+  assert.equal(x.rt.stats.connections, 1);
+});
+
 /**
  * refusingProxy forwards HTTP to node and answers every WebSocket upgrade
  * with 403, like a network that breaks upgrades.

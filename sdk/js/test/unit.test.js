@@ -2,14 +2,16 @@
 // happen on demand: the backoff's bounds, id order, header parsing, the
 // close-code table, batched frame splitting, and the seam: a replay that
 // overlaps what was delivered (the server never sends one, so a scripted
-// transport plays it) must not reach the application twice; and when the
-// realtime client gives up its main transport for the fallback.
+// transport plays it) must not reach the application twice; when the
+// realtime client gives up its main transport for the fallback; entering
+// a room by id (enter) and the matchmaking events; and which resumes the
+// SSE transport turns into POST /rooms/{room}/join.
 
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
 import {
   RealtimeClient, backoffDelay, compareIds, normalizeId, closeReasonOf, CloseReasons, newIdempotencyKey,
-  webSocketTransport, ChatdError,
+  webSocketTransport, sseTransport, ChatdError,
 } from '../src/index.js';
 import {retryAfterSeconds, waitFromMessage} from '../src/errors.js';
 
@@ -216,4 +218,161 @@ test('fallback: after fallbackAfter failed opens in a row before the main transp
   main.conns[7].handlers.event(hello);
   assert.equal((await again).transport, 'websocket');
   rt.close();
+});
+
+test('enter: a resume without after, resolved by the room\'s joined, rejected by an error with its ref, sent again after a reconnect; matched and ticket_expired are typed events', async () => {
+  const {factory, conns} = scripted();
+  const rt = new RealtimeClient({url: 'ws://a/ws', token: 't', transport: factory, backoff: {base: 1, max: 1}, pingInterval: 0});
+  /** @param {() => boolean} cond */
+  const until = async (cond) => {
+    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(cond(), String(cond));
+  };
+  const hello = {type: 'hello', user: 'x', node: 'a', motd: ''};
+  const ready = rt.connect();
+  await until(() => conns.length === 1);
+  const c1 = conns[0];
+  c1.handlers.event(hello);
+  await ready;
+
+  /** @type {import('../src/index.js').MatchEvent[]} */
+  const matched = [];
+  rt.on('matched', (m) => matched.push(m));
+  const expired = rt.once('ticket_expired');
+  /** @type {any[]} */
+  const unknown = [];
+  rt.on('unknown', (e) => unknown.push(e));
+  const ev = {type: 'matched', queue: 'quick', ticket: 'T1', match: 'quick-7', room: 'mm.quick.7-1', players: ['x', 'y'], reserve_seconds: 30, ts: 1};
+  c1.handlers.event(ev);
+  assert.deepEqual(matched, [ev]);
+  c1.handlers.event({type: 'ticket_expired', queue: 'quick', ticket: 'T2', ts: 2});
+  assert.equal((await expired).ticket, 'T2');
+  c1.handlers.event({type: 'queued', ticket: {id: 'T3'}});
+  assert.deepEqual(unknown.map((e) => e.type), ['queued'], 'only the events the SDK does not know');
+
+  const room = {id: 'mm.quick.7-1', lobby: 'mm.quick.7', seq: 1, capacity: 2, members: ['x']};
+  const entered = rt.enter(room.id);
+  const f = c1.sent.at(-1);
+  assert.equal(f.type, 'resume');
+  assert.equal(f.room, room.id);
+  assert.equal('after' in f, false, 'no after: the seat is taken, the latest messages follow');
+  assert.equal(typeof f.ref, 'string');
+  const joined = rt.once('joined');
+  c1.handlers.event({type: 'joined', room});
+  assert.deepEqual(await entered, room);
+  assert.equal((await joined).resumed, false);
+  assert.deepEqual(rt.rooms(), [{room, lastId: undefined}]);
+  const n = c1.sent.length;
+  assert.deepEqual(await rt.enter(room.id), room, 'a room the client is in resolves at once');
+  assert.equal(c1.sent.length, n, 'with no frame');
+
+  const refused = rt.enter('mm.quick.8-1');
+  const rf = c1.sent.at(-1);
+  c1.handlers.event({type: 'error', code: 'forbidden', message: 'not one of its players', ref: rf.ref, room: 'mm.quick.8-1'});
+  const err = await refused.then(() => null, (e) => e);
+  assert.ok(err instanceof ChatdError);
+  assert.equal(err.code, 'forbidden');
+  assert.equal(err.ref, rf.ref);
+  assert.deepEqual(rt.rooms().map((r) => r.room.id), [room.id]);
+
+  // An enter not answered when the connection drops is sent again on the next.
+  const pending = rt.enter('mm.quick.9-1');
+  const pref = c1.sent.at(-1).ref;
+  c1.handlers.close({code: 1006, reason: ''});
+  await until(() => conns.length === 2);
+  const c2 = conns[1];
+  assert.deepEqual(c2.rooms, [{room: room.id}], 'the room entered is resumed by the transport');
+  c2.handlers.event(hello);
+  assert.deepEqual(c2.sent.map((x) => [x.type, x.room, x.after]), [['resume', room.id, undefined], ['resume', 'mm.quick.9-1', undefined]]);
+  assert.equal(c2.sent[1].ref, pref, 'with its ref');
+  const r9 = {...room, id: 'mm.quick.9-1', lobby: 'mm.quick.9'};
+  c2.handlers.event({type: 'joined', room});
+  c2.handlers.event({type: 'joined', room: r9});
+  assert.deepEqual(await pending, r9);
+
+  const lost = rt.enter('mm.quick.10-1');
+  rt.close();
+  assert.equal((await lost.then(() => null, (e) => e))?.code, 'closed', 'close rejects a pending enter');
+});
+
+test('sse: a resume without after of a room the stream does not follow is POST /rooms/{room}/join; the rooms it follows are not joined again', async () => {
+  const enc = new TextEncoder();
+  /** @type {ReadableStreamDefaultController<Uint8Array> | undefined} */
+  let stream;
+  /** @type {{method: string, path: string, auth: string | null}[]} */
+  const calls = [];
+  /** @type {typeof fetch} */
+  const fakeFetch = async (input, init) => {
+    const u = new URL(String(input));
+    const headers = new Headers(init?.headers);
+    if (u.pathname === '/api/v1/events') {
+      return new Response(new ReadableStream({start(c) { stream = c; }}), {status: 200, headers: {'Content-Type': 'text/event-stream'}});
+    }
+    const method = init?.method ?? 'GET';
+    calls.push({method, path: u.pathname, auth: headers.get('Authorization')});
+    if (u.pathname === '/api/v1/rooms/mm.quick.8-1/join') {
+      return Response.json({error: {code: 'forbidden', message: 'not one of its players'}}, {status: 403});
+    }
+    const m = /^\/api\/v1\/rooms\/([^/]+)\/join$/.exec(u.pathname);
+    if (m) return Response.json({room: {id: m[1], lobby: m[1].replace(/-\d+$/, ''), seq: 1, capacity: 2, members: ['x']}});
+    return Response.json({});
+  };
+  /** @type {any[]} */
+  const got = [];
+  const t = sseTransport({fetch: fakeFetch})({
+    url: 'ws://h:1/ws', token: 'tok', rooms: [{room: 'general-1', after: '1796114764962-000001'}, {room: 'quiet-1'}],
+    handlers: {open() {}, event: (e) => got.push(e), close() {}},
+  });
+  /** @param {() => boolean} cond */
+  const until = async (cond) => {
+    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(cond(), String(cond));
+  };
+  await until(() => stream !== undefined);
+  const push = (/** @type {object} */ e) => stream?.enqueue(enc.encode(`data: ${JSON.stringify(e)}\n\n`));
+  push({type: 'hello', user: 'x', node: 'a', motd: ''});
+  await until(() => got.length === 1);
+  // ping: its pong comes once every call before it finished
+  const pinged = async () => {
+    const n = got.filter((e) => e.type === 'pong').length;
+    assert.equal(t.send({type: 'ping'}), true);
+    await until(() => got.filter((e) => e.type === 'pong').length === n + 1);
+  };
+
+  assert.equal(t.send({type: 'resume', room: 'general-1', after: '1796114764962-000001', ref: 'r1'}), true);
+  assert.equal(t.send({type: 'resume', room: 'quiet-1', ref: 'r2'}), true);
+  await pinged();
+  assert.deepEqual(calls, [], 'the rooms of the open are the stream\'s: its position resumed them');
+
+  assert.equal(t.send({type: 'resume', room: 'mm.quick.7-1', ref: 'e1'}), true);
+  assert.equal(t.send({type: 'resume', room: 'mm.quick.7-1', ref: 'e2'}), true);
+  await pinged();
+  assert.deepEqual(calls, [{method: 'POST', path: '/api/v1/rooms/mm.quick.7-1/join', auth: 'Bearer tok'}], 'joined once');
+  push({type: 'joined', room: {id: 'mm.quick.7-1', lobby: 'mm.quick.7', seq: 1, capacity: 2, members: ['x']}});
+
+  // a room the stream says it entered (a join), then left
+  push({type: 'joined', room: {id: 'lob-2', lobby: 'lob', seq: 2, capacity: 50, members: ['x']}});
+  await until(() => got.filter((e) => e.type === 'joined').length === 2);
+  t.send({type: 'resume', room: 'lob-2', ref: 'r3'});
+  await pinged();
+  assert.equal(calls.length, 1);
+  push({type: 'left', room: 'lob-2'});
+  await until(() => got.some((e) => e.type === 'left'));
+  t.send({type: 'resume', room: 'lob-2', ref: 'r4'});
+  t.send({type: 'leave', room: 'mm.quick.7-1', ref: 'l1'});
+  t.send({type: 'resume', room: 'mm.quick.7-1', ref: 'e3'});
+  await pinged();
+  assert.deepEqual(calls.slice(1).map((c) => `${c.method} ${c.path}`), [
+    'POST /api/v1/rooms/lob-2/join', 'POST /api/v1/rooms/mm.quick.7-1/leave', 'POST /api/v1/rooms/mm.quick.7-1/join',
+  ], 'a room left is joined again');
+
+  // a refusal is an error event with the frame's ref and room
+  t.send({type: 'resume', room: 'mm.quick.8-1', ref: 'e4'});
+  await pinged();
+  const err = got.find((e) => e.type === 'error');
+  assert.deepEqual({code: err.code, ref: err.ref, room: err.room}, {code: 'forbidden', ref: 'e4', room: 'mm.quick.8-1'});
+  t.send({type: 'resume', room: 'mm.quick.8-1', ref: 'e5'});
+  await pinged();
+  assert.equal(calls.filter((c) => c.path === '/api/v1/rooms/mm.quick.8-1/join').length, 2, 'a refused room is not taken as followed');
+  t.close();
 });
