@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -580,20 +579,18 @@ func TestE2ETwoConnectionsOnTwoNodes(t *testing.T) {
 	t.Run("the other connection keeps its seat and can speak", func(t *testing.T) {
 		// The phone's node acted on the close once the phone's attachment
 		// is gone from the seat's record in Redis (the rooms package's
-		// lobby atts hash: user → {attachment id: …}; a WebSocket
-		// attachment id is ws:<node>:…): the laptop's is left alone.
-		atts := keyspace.New(c.redis.Prefix).Key("lobby", "devices", "atts")
+		// lobby attids hash: user → space-separated attachment ids, a REST
+		// one marked '+'; a WebSocket attachment id is ws:<node>:…): the
+		// laptop's is left alone.
+		atts := keyspace.New(c.redis.Prefix).Key("lobby", "devices", "attids")
 		var ids []string
 		require.Eventually(t, func() bool {
 			raw, err := c.redis.Client.HGet(ctx, atts, "twice").Result()
 			if err != nil {
 				return false
 			}
-			var byID map[string]json.RawMessage
-			if json.Unmarshal([]byte(raw), &byID) != nil {
-				return false
-			}
-			ids = slices.Sorted(maps.Keys(byID))
+			ids = strings.Fields(raw)
+			slices.Sort(ids)
 			return len(ids) == 1
 		}, 15*time.Second, 20*time.Millisecond, "the phone's attachment was not detached: %v", ids)
 		require.True(t, strings.HasPrefix(ids[0], "ws:"+laptop.node()+":"), "the attachment left is the laptop's: %v", ids)
