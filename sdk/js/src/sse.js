@@ -37,8 +37,8 @@ import {Http, seg} from './http.js';
  * `read`; `resume` of a room the stream follows is done by the stream's
  * position at the open, and `resume` without `after` of any other room
  * (RealtimeClient.enter: a match's room) → POST /rooms/{room}/join (its
- * `joined` comes on the stream). `typing` has no HTTP call: send answers
- * false. A call that gets no answer drops
+ * `joined` comes on the stream), `typing` → POST /rooms/{room}/typing.
+ * A call that gets no answer drops
  * the connection, so that the client re-sends its unacknowledged says on
  * the next one (their Idempotency-Key stores each once). A refused open
  * ends with the close code the WebSocket would have had: 4000 for
@@ -224,6 +224,11 @@ export function sseTransport(o = {}) {
               await call(fr, 'POST', `/rooms/${seg(fr.room)}/read`, {body: {id: fr.id}});
             });
             return true;
+          case 'typing':
+            later(async () => {
+              await call(fr, 'POST', `/rooms/${seg(fr.room)}/typing`, {});
+            });
+            return true;
           case 'ping':
             later(async () => {
               if (!done) handlers.event({type: 'pong'});
@@ -242,7 +247,7 @@ export function sseTransport(o = {}) {
             });
             return true;
           default:
-            return false; // typing: no HTTP call
+            return false; // no HTTP call for it
         }
       },
       close() {

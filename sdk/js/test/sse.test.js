@@ -65,7 +65,9 @@ test('over SSE: hello, join, say and ack, delivery both ways with a WebSocket us
   await eventually(() => x.messages.some((m) => m.id === back.id && m.text === 'from the websocket'), 5000, 'delivery over the stream');
   assert.deepEqual(x.messages.map((m) => m.id), [ack.id, back.id], 'each message once, in order');
 
-  assert.equal(x.rt.typing(room.id), false, 'typing has no HTTP call: nothing is sent');
+  const typed = y.rt.once('typing', {filter: (e) => e.user === x.name && e.room === room.id, signal: AbortSignal.timeout(15000)});
+  assert.equal(x.rt.typing(room.id), true, 'typing goes over HTTP');
+  await typed; // the WebSocket user on b sees the stream user typing
   assert.equal((await x.api.unread())[room.id], 2);
   x.rt.read(room.id, back.id);
   await eventually(async () => (await x.api.unread())[room.id] === 0, 5000, 'the read mark went over HTTP');
