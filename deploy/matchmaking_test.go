@@ -53,8 +53,10 @@ import (
 //     statuses. The pick runs a moment before the formation stamps
 //     "ended", so this bound is the pick's window or a hair wider; the
 //     widest window a ticket can reach (at its max wait) is checked too;
-//   - a matched ticket waited less than max wait, an expired one at
-//     least max wait;
+//   - a matched ticket waited less than max wait when chosen (its "ended"
+//     may be a moment later), an expired one at least max wait;
+//   - nothing is left in the queue: its pool, age index and user map are
+//     empty, and its outbox too (every match and expiry was announced);
 //   - matching resumed after the kill: match records with a newer fence
 //     than the killed holder's (read before the kill) formed after it,
 //     and no match record of an older fence was formed after one of a
@@ -315,6 +317,20 @@ func runMatchmaking(t *testing.T, c *chatdtest.Cluster, run mmRun) {
 		}
 	}
 
+	// nothing is left behind: no entry in the pool or the age index, no
+	// user held by an open ticket, nothing formed that was not announced
+	waitUntil(t, time.Minute, "the queue's pool, age index, user map and outbox empty", func() bool {
+		pipe := rdb.Pipeline()
+		pool := pipe.ZCard(ctx, ks.Key("mm", mmQueue, "pool"))
+		age := pipe.ZCard(ctx, ks.Key("mm", mmQueue, "age"))
+		users := pipe.HLen(ctx, ks.Key("mm", mmQueue, "users"))
+		outbox := pipe.ZCard(ctx, ks.Key("mm", mmQueue, "outbox"))
+		if _, err := pipe.Exec(ctx); err != nil {
+			return false
+		}
+		return pool.Val() == 0 && age.Val() == 0 && users.Val() == 0 && outbox.Val() == 0
+	})
+
 	records := readMatchRecords(ctx, t, rdb, ks)
 	checkMatches(t, tickets, records, killedFence, killedAt)
 	checkPolls(ctx, t, tickets)
@@ -568,7 +584,10 @@ func checkMatches(t *testing.T, tickets []*mmTicket, records []mmRecord, killedF
 			matched++
 			assert.NotEmpty(t, st.Match, "ticket %s: matched, with its match", tk.id)
 			assert.NotEmpty(t, st.Room, "ticket %s: matched, with its room", tk.id)
-			assert.Less(t, st.Ended-st.Created, mmMaxWait.Milliseconds(), "ticket %s matched before its max wait", tk.id)
+			// the pick takes only tickets younger than max wait; "ended" is
+			// stamped by the formation a moment later (within the lease, or
+			// the holder would have been fenced out)
+			assert.Less(t, st.Ended-st.Created, (mmMaxWait + mmLockLease).Milliseconds(), "ticket %s matched before its max wait", tk.id)
 			byMatch[st.Match] = append(byMatch[st.Match], tk)
 			for _, p := range tk.players() {
 				matchesOf[p] = append(matchesOf[p], st.Match)
@@ -708,6 +727,9 @@ func checkMatches(t *testing.T, tickets []*mmTicket, records []mmRecord, killedF
 		}
 	}
 	require.Positive(t, after, "matches formed after the kill, by a newer holder")
+	// a generous bound, not a timing: a new holder takes over within about
+	// lease + lease/5, and tickets kept coming meanwhile
+	assert.Less(t, resumed-killedAt.UnixMilli(), (6 * mmLockLease).Milliseconds(), "matching resumed after the kill")
 	t.Logf("%d matches formed under a newer fence than the killed holder's; the first %.1fs after the kill (lease %s)",
 		after, float64(resumed-killedAt.UnixMilli())/1000, mmLockLease)
 	fences := slices.Sorted(maps.Keys(latest))
