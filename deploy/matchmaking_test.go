@@ -218,6 +218,7 @@ func runMatchmaking(t *testing.T, c *chatdtest.Cluster, run mmRun) {
 	var submitted atomic.Int64
 	var subErrs sync.Map // idx → error
 	subDone := make(chan struct{})
+	defer func() { cancel(); <-subDone }() // a failed test stops the submissions first
 	start := time.Now()
 	go func() {
 		defer close(subDone)
@@ -407,8 +408,8 @@ func submitTicket(ctx context.Context, tk *mmTicket) error {
 		case attempt >= 20 || ctx.Err() != nil:
 			return err
 		}
-		if !errors.As(err, &ce) {
-			tk.unknown++ // a transport error: the request may have been applied
+		if !errors.As(err, &ce) || ce.Status >= 500 {
+			tk.unknown++ // a transport error or a 5xx: the submission may have been applied
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -696,6 +697,7 @@ func checkMatches(t *testing.T, tickets []*mmTicket, records []mmRecord, killedF
 				continue
 			}
 			assert.Equal(t, id, tk.final.Match, "ticket %s is in record %s", rt.ID, id)
+			assert.Equal(t, tk.user.User(), rt.User, "match %s: ticket %s's user", id, rt.ID)
 			assert.Equal(t, tk.final.Ended, r.created, "ticket %s ended when match %s formed", rt.ID, id)
 		}
 		var want []string
