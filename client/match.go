@@ -49,10 +49,12 @@ type MatchEvent struct {
 }
 
 // SubmitTicket queues the caller (and req.Party) for a match in queue and
-// returns the waiting ticket. It is not retried after an unknown outcome
-// (a repeat would be refused ticket_open, naming the first ticket). The
-// server's refusals: unknown_queue, ticket_open, conflict (a party member
-// is not online), bad_value, bad_name.
+// returns the ticket as read just after the submission: waiting, or
+// already matched (with its room) when a match formed at once. It is not
+// retried after an unknown outcome (a repeat would be refused ticket_open,
+// naming the first ticket). The server's refusals: unknown_queue,
+// ticket_open, conflict (a party member is not online), bad_value,
+// bad_name.
 func (c *Client) SubmitTicket(ctx context.Context, queue string, req TicketRequest) (Ticket, error) {
 	var out struct {
 		Ticket Ticket `json:"ticket"`

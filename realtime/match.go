@@ -81,7 +81,8 @@ type TicketRequest struct {
 }
 
 // Submit enqueues a ticket of p's user (and party) in queue and returns
-// its status (waiting). Every party member must be online (presence);
+// its status as read just after: waiting, or already matched when the
+// queue's matcher formed a match with it in between. Every party member must be online (presence);
 // else ErrPartyOffline. It returns matchmaking's errors (ErrUnknownQueue,
 // ErrBadTicket, ErrBadName, *TicketOpenError) and Redis errors.
 func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
