@@ -56,7 +56,7 @@ func ExampleRegistry_Claim() {
 	// Every request of the holder is admitted (and renews the claim).
 	fmt.Println("admit:", names.Admit(ctx, "Misc1", "hid-1", expires))
 	holder, until, _ := names.Holder(ctx, "misc1")
-	fmt.Println("holder:", holder, "for about", until.Sub(time.Now()).Round(time.Minute))
+	fmt.Println("holder:", holder, "for about", time.Until(until).Round(time.Minute))
 
 	// Signing out frees the name and revokes the holder's tokens.
 	fmt.Println("sign out:", names.Release(ctx, "Misc1", "hid-1", expires))

@@ -15,14 +15,11 @@ import (
 )
 
 // caps are the per-minute caps of the core, each a token bucket shared by
-// every node (ratelimit), and the seat cap: the one place where a cap's
-// rule, its setting and its refusal are written.
+// every node (ratelimit): the one place where a cap's rule, its setting
+// and its refusal are written. (The seat cap is the rooms service's, counted
+// from the seat data.)
 type caps struct {
 	settings liveSettings
-	rooms    interface {
-		LobbyExists(ctx context.Context, lobby string) (bool, error)
-	}
-	presence chatPresence
 
 	lobbies  *ratelimit.Limiter // new lobbies per user per minute
 	boards   *ratelimit.Limiter // new boards per user per minute

@@ -232,12 +232,3 @@ func (n *testNode) say(t testing.TB, c *Client, f *fakeTransport, room, text, re
 	a := f.first(t, "ack", func(m map[string]any) bool { return m["ref"] == ref })
 	return a["id"].(string)
 }
-
-func ackOrError(f *fakeTransport, ref string) map[string]any {
-	for _, m := range f.all() {
-		if (m["type"] == "ack" || m["type"] == "error") && m["ref"] == ref {
-			return m
-		}
-	}
-	return nil
-}

@@ -77,16 +77,6 @@ func attachments(t testing.TB, r *redistest.Redis, lobby string) map[string][]st
 	return out
 }
 
-func slicesUniq(s []string) []string {
-	out := []string{}
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 func TestAttachments(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)

@@ -132,10 +132,7 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 	t.Run("a lobby rejoined after its keys expired is indexed again", func(t *testing.T) {
 		keys, err := r.Client.Keys(ctx, r.Prefix+":{lobby:gamma}:*").Result()
 		if r.Kind == redistest.Clusters {
-			keys = nil // KEYS reaches one master only: delete the known ones
-			for _, k := range ss[0].lobbyKeys("gamma") {
-				keys = append(keys, k)
-			}
+			keys = append([]string(nil), ss[0].lobbyKeys("gamma")...) // KEYS reaches one master only: delete the known ones
 			keys = append(keys, historyKey(ks, "gamma", 1), historyKey(ks, "gamma", 2))
 		}
 		require.NoError(t, err)

@@ -96,7 +96,7 @@ func startServer(opts Options) (*Server, error) {
 		if opts.Cluster {
 			s.args = append(s.args, "--cluster-enabled", "yes",
 				"--cluster-config-file", filepath.Join(dir, "nodes-"+strconv.Itoa(port)+".conf"),
-				"--cluster-node-timeout", "2000")
+				"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10))
 		}
 		s.args = append(s.args, opts.Args...)
 		if lastErr = s.start(); lastErr == nil {
