@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"math"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -108,4 +109,33 @@ func TestAppendEvents(t *testing.T) {
 		}
 		assert.Equal(t, events, back, "batch %v", tc.batch)
 	}
+}
+
+// TestAnchorCheck: the check passes only when more senders deliver no more
+// than the hub beyond its noise, and fails when that noise is too wide to
+// tell.
+func TestAnchorCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ratio, noise float64
+		ok           bool
+	}{
+		{1.00, 0.03, true},
+		{1.04, 0.02, true},  // within the 5% floor
+		{1.08, 0.02, false}, // over it: generator-bound
+		{1.15, 0.18, true},  // within the hub's own noise
+		{1.68, 1.03, false}, // inconclusive: too noisy
+		{0.90, 0.50, false},
+		{math.NaN(), 0.01, false},
+	} {
+		ok, why := anchorCheck(tc.ratio, tc.noise)
+		assert.Equal(t, tc.ok, ok, "ratio %.2f noise %.2f: %s", tc.ratio, tc.noise, why)
+	}
+	rp := &Report{}
+	b := &Bench{rep: rp}
+	b.hubCheck("s", "A4 hub×1 batched", []float64{400, 410, 405}, []float64{500, 520, 510})
+	require.Len(t, rp.Checks, 1)
+	assert.False(t, rp.Checks[0].OK, "2× senders delivered 1.26×: %s", rp.Checks[0].Detail)
+	require.NotNil(t, rp.Rows[0].OK)
+	assert.False(t, *rp.Rows[0].OK)
 }
