@@ -206,6 +206,15 @@ func TestFanoutOnBareHub(t *testing.T) {
 		assert.Equal(t, r.Acked*120, r.Delivered)
 		assert.GreaterOrEqual(t, r.GenCPU, 0.0, "this process's CPU is readable")
 	})
+	for _, mode := range []string{"naive", "coalesce", "batch"} {
+		t.Run("one room of 120, "+mode+" writes, loses nothing", func(t *testing.T) {
+			r, err := b.fanout(ctx, fanSpec{label: mode, targets: []string{p.URL}, write: mode, clients: 120, roomSize: 120, senders: 8, window: 8, dur: 300 * time.Millisecond})
+			require.NoError(t, err)
+			assert.True(t, r.Lossless(), "%+v", r)
+			assert.Positive(t, r.Delivered)
+			assert.Equal(t, r.Acked*120, r.Delivered)
+		})
+	}
 	t.Run("fixed-rate run samples latency and times acks", func(t *testing.T) {
 		r, err := b.fanout(ctx, fanSpec{label: "fixed", targets: []string{p.URL}, clients: 20, rate: 100, sample: 1, dur: 300 * time.Millisecond})
 		require.NoError(t, err)
@@ -255,6 +264,24 @@ func TestSmokeQuick(t *testing.T) {
 		scenarios[r.Scenario] = true
 	}
 	assert.GreaterOrEqual(t, len(scenarios), 6, "every scenario ran: %v", scenarios)
+	// the fan-out measured the three hub write modes and chatd, checked the
+	// goal hub (batched: the client opens ?batch=1) against the generator,
+	// and stated its goals against it
+	all := strings.Join(metrics, "\n")
+	for _, m := range []string{"A4 bare hub×1 on Redis, naive", "A4 bare hub×1 on Redis, coalesced", "A4 bare hub×1 on Redis, batched",
+		"anchor check: A4 hub×1 batched with 2× senders per room", "chatd×1: delivered, saturated"} {
+		assert.Contains(t, all, m)
+	}
+	var goalAnchors []string
+	for _, r := range b.rep.Rows {
+		if strings.HasPrefix(r.Scenario, "fan-out") && r.OK != nil {
+			goalAnchors = append(goalAnchors, r.Anchor)
+		}
+	}
+	assert.NotEmpty(t, goalAnchors)
+	for _, a := range goalAnchors {
+		assert.Contains(t, []string{"A4 hub×1 batched", "chatd×1"}, a, "every fan-out goal is against the coalescing hub (or, 1 vs N nodes, chatd×1)")
+	}
 	for _, c := range b.rep.Checks {
 		if strings.Contains(c.What, "bounded by") {
 			continue // a speed check: not under -race on a shared machine

@@ -23,6 +23,7 @@ type fanSpec struct {
 	targets  []string
 	clients  int
 	roomSize int     // members per room: chatd's room.capacity (set by the caller), the hub's ?cap=
+	write    string  // a bare hub's write mode (?write=: naive, coalesce, batch); "" for chatd
 	senders  int     // senders per room
 	rate     float64 // total says per second; 0 = saturated
 	window   int     // saturated: says in flight per sender (own echo not yet seen)
@@ -291,7 +292,11 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		if err != nil {
 			return err
 		}
-		ws, _, err := dialWS(ctx, base, tok, url.Values{"cap": {strconv.Itoa(s.roomSize)}})
+		q := url.Values{"cap": {strconv.Itoa(s.roomSize)}}
+		if s.write != "" {
+			q.Set("write", s.write)
+		}
+		ws, _, err := dialWS(ctx, base, tok, q)
 		if err != nil {
 			return err
 		}

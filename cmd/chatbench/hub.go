@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,14 +24,40 @@ import (
 // like chatd; seats are a counter (in memory, or INCR in Redis), a say is
 // broadcast locally (A3) or PUBLISHed and fanned out by every hub that has
 // members of the room (A4). It checks nothing: no auth, limits or history.
+//
+// How its writer writes is chosen per connection (?write=, hubWriteModes):
+// naive, one WriteMessage (a write system call and a deadline) per frame;
+// coalesce, everything queued framed by hand into one buffer and written
+// in one system call with one deadline, one frame per event, as chatd's
+// wsConn does; batch, the same with consecutive events newline-joined in
+// one frame (up to 64 KiB), as chatd does for ?batch=1. The coalescing
+// modes are the limit a server on this stack can reach; the naive one is
+// what the stack gives without that work, kept as context.
 
 const (
 	hubCapacity = 50
 	hubQueue    = 256
+	hubMaxBatch = 64 << 10 // batch mode: bytes per frame at most, as chatd's maxBatchFrame
 )
+
+// hubWrite is how a bare hub connection's writer writes (?write=).
+type hubWrite int
+
+const (
+	writeNaive    hubWrite = iota // one WriteMessage per frame
+	writeCoalesce                 // everything queued in one write, one frame per event
+	writeBatch                    // everything queued in one write, events newline-joined per frame
+)
+
+// hubWriteModes names the modes as ?write= spells them.
+var hubWriteModes = map[string]hubWrite{"naive": writeNaive, "coalesce": writeCoalesce, "batch": writeBatch}
 
 type hubClient struct {
 	conn *websocket.Conn
+	raw  net.Conn // coalescing modes: the writer frames by hand onto it
+	wmu  sync.Mutex
+	wake func() // makes the reader return (the writer gave up)
+	mode hubWrite
 	user string
 	cap  int // seats per room, from ?cap= (default hubCapacity)
 	send chan []byte
@@ -89,8 +117,21 @@ func runHub(ctx context.Context, addr, redisAddr, node string) error {
 
 func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 	c := &hubClient{conn: conn, user: conn.Query("token"), cap: hubCapacity, send: make(chan []byte, hubQueue), done: make(chan struct{})}
+	c.wake = func() { _ = conn.SetReadDeadline(time.Now()) }
 	if n, err := strconv.Atoi(conn.Query("cap")); err == nil && n > 0 {
 		c.cap = n
+	}
+	if m, ok := hubWriteModes[conn.Query("write")]; ok && m != writeNaive {
+		c.mode, c.raw = m, conn.NetConn()
+		// the library's own pong would land inside a hand-framed batch:
+		// answer pings through the writer's lock instead
+		conn.SetPingHandler(func(data string) error {
+			p := []byte(data)
+			if len(p) > 125 {
+				p = p[:125]
+			}
+			return c.writeRaw(append(appendFrameHeader(nil, websocket.PongMessage, len(p)), p...), time.Second)
+		})
 	}
 	var joined []string
 	written := make(chan struct{})
@@ -155,6 +196,10 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 // returns, and a dropped client would go on silently receiving nothing.
 func (h *hub) write(c *hubClient, finished chan<- struct{}) {
 	defer close(finished)
+	if c.mode != writeNaive {
+		c.writeCoalesced()
+		return
+	}
 	for {
 		select {
 		case p := <-c.send:
@@ -170,6 +215,97 @@ func (h *hub) write(c *hubClient, finished chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// writeCoalesced is the writer of the coalescing modes: on each wake-up it
+// takes everything queued, frames it by hand into one buffer (one frame
+// per event, or newline-joined events per frame in batch mode) and writes
+// it with one system call and one deadline, as chatd's wsConn does.
+func (c *hubClient) writeCoalesced() {
+	var events [][]byte
+	var buf []byte
+	for {
+		select {
+		case p := <-c.send:
+			events = append(events[:0], p)
+		case <-c.done:
+			p := append(binary.BigEndian.AppendUint16(nil, 1013), "send queue full"...)
+			_ = c.writeRaw(append(appendFrameHeader(nil, websocket.CloseMessage, len(p)), p...), time.Second)
+			c.wake()
+			return
+		}
+	drain:
+		for {
+			select {
+			case p := <-c.send:
+				events = append(events, p)
+			default:
+				break drain
+			}
+		}
+		buf = appendEvents(buf[:0], events, c.mode == writeBatch)
+		if err := c.writeRaw(buf, 10*time.Second); err != nil {
+			c.close()
+			c.wake()
+			return
+		}
+		clear(events) // let the payloads go
+	}
+}
+
+// writeRaw writes b onto the raw connection under the writer's lock.
+func (c *hubClient) writeRaw(b []byte, wait time.Duration) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.raw.SetWriteDeadline(time.Now().Add(wait)); err != nil {
+		return err
+	}
+	_, err := c.raw.Write(b)
+	return err
+}
+
+// appendEvents frames events as server text frames onto b: one frame per
+// event, or (batch) consecutive events joined by '\n' in one frame of at
+// most hubMaxBatch bytes (an event longer than that gets a frame alone).
+func appendEvents(b []byte, events [][]byte, batch bool) []byte {
+	if !batch {
+		for _, e := range events {
+			b = appendFrameHeader(b, websocket.TextMessage, len(e))
+			b = append(b, e...)
+		}
+		return b
+	}
+	for i := 0; i < len(events); {
+		size, j := len(events[i]), i+1
+		for j < len(events) && size+1+len(events[j]) <= hubMaxBatch {
+			size += 1 + len(events[j])
+			j++
+		}
+		b = appendFrameHeader(b, websocket.TextMessage, size)
+		for k := i; k < j; k++ {
+			if k > i {
+				b = append(b, '\n')
+			}
+			b = append(b, events[k]...)
+		}
+		i = j
+	}
+	return b
+}
+
+// appendFrameHeader appends a server frame header (FIN set, not masked).
+func appendFrameHeader(b []byte, op, n int) []byte {
+	b = append(b, 0x80|byte(op))
+	switch {
+	case n < 126:
+		b = append(b, byte(n))
+	case n <= 0xFFFF:
+		b = append(b, 126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return b
 }
 
 // join gives c a seat: the n-th seat of a lobby is in room ceil(n/cap)

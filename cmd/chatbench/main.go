@@ -36,7 +36,8 @@ import (
 var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", "settings", "idle"}
 
 // extraScenarios run only when named: anchorcheck is the fan-out's anchor
-// check alone (A4 against A4 with twice the senders, and the CPU split);
+// check alone (the coalescing hub against itself with twice the senders,
+// and the CPU split);
 // sse is one room read over WebSockets and event streams side by side.
 var extraScenarios = []string{"anchorcheck", "sse"}
 
@@ -86,7 +87,7 @@ then the goals met and missed.
 
 examples:
   go run ./cmd/chatbench -quick                                  # every scenario, ~2 minutes
-  go run ./cmd/chatbench -quick -nodes 1 -scenarios fanout       # quick fan-out: bare hub vs chatd
+  go run ./cmd/chatbench -quick -nodes 1 -scenarios fanout       # quick fan-out: bare hubs (naive, coalesced, batched) vs chatd
   go run ./cmd/chatbench -scenarios anchorcheck -nodes 1 -clients 200  # is the bare hub the limit, not chatbench?
   go run ./cmd/chatbench -json -strict > bench.json              # full run (~10 min); exit 1 on a missed goal
 

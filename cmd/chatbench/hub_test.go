@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"math"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countConn counts the Write calls made on a net.Conn: one per system
+// call on a real socket.
+type countConn struct {
+	net.Conn
+	writes atomic.Int32
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestHubCoalescedWriter: with events already queued when the writer wakes,
+// the coalescing modes write them all in one Write — a frame per event
+// (coalesce) or one newline-joined frame (batch) — and a dropped client
+// gets close 1013 and its reader woken.
+func TestHubCoalescedWriter(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		mode hubWrite
+		want []string
+	}{
+		"coalesce: one write, a frame per event": {writeCoalesce, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}},
+		"batch: one write, one frame":            {writeBatch, []string{"{\"n\":1}\n{\"n\":2}\n{\"n\":3}"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sv, cl := net.Pipe()
+			defer cl.Close()
+			raw := &countConn{Conn: sv}
+			var woken atomic.Bool
+			c := &hubClient{raw: raw, mode: tc.mode, send: make(chan []byte, hubQueue), done: make(chan struct{}),
+				wake: func() { woken.Store(true) }}
+			for i := 1; i <= 3; i++ {
+				c.send <- []byte(`{"n":` + string(rune('0'+i)) + `}`)
+			}
+			finished := make(chan struct{})
+			go (&hub{}).write(c, finished)
+
+			fr := frameReader{br: bufio.NewReader(cl)}
+			var got []string
+			for range tc.want {
+				_ = cl.SetReadDeadline(time.Now().Add(5 * time.Second))
+				p, err := fr.Next()
+				require.NoError(t, err)
+				got = append(got, string(p))
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, int32(1), raw.writes.Load(), "everything queued leaves in one write")
+
+			c.close()
+			_ = cl.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := fr.Next()
+			var ce *CloseError
+			require.True(t, errors.As(err, &ce), "%v", err)
+			assert.Equal(t, 1013, ce.Code)
+			<-finished
+			assert.True(t, woken.Load(), "the reader is woken")
+		})
+	}
+}
+
+// TestAppendEvents: batch frames hold at most hubMaxBatch bytes, an event
+// longer than that gets a frame alone, and every event comes back out in
+// order through chatbench's own reader.
+func TestAppendEvents(t *testing.T) {
+	t.Parallel()
+	big := []byte(strings.Repeat("y", hubMaxBatch+10))
+	mid := []byte(strings.Repeat("z", hubMaxBatch/2))
+	events := [][]byte{[]byte("a"), mid, mid, big, []byte("b"), []byte("c")}
+	for _, tc := range []struct {
+		batch  bool
+		frames int
+	}{{false, 6}, {true, 4}} { // batch: [a mid] [mid] [big] [b c]
+		var frames [][]byte
+		fr := frameReader{br: bufio.NewReader(bytes.NewReader(appendEvents(nil, events, tc.batch)))}
+		for {
+			p, err := fr.Next()
+			if err != nil {
+				break
+			}
+			assert.LessOrEqual(t, len(p), max(hubMaxBatch, len(big)))
+			if len(p) > hubMaxBatch {
+				assert.Equal(t, big, p, "only an event over the bound makes a frame over it")
+			}
+			frames = append(frames, bytes.Clone(p))
+		}
+		assert.Len(t, frames, tc.frames, "batch %v", tc.batch)
+		var back [][]byte
+		for _, f := range frames {
+			back = append(back, bytes.Split(f, []byte("\n"))...)
+		}
+		assert.Equal(t, events, back, "batch %v", tc.batch)
+	}
+}
+
+// TestAnchorCheck: the check passes only when more senders deliver no more
+// than the hub beyond its noise, and fails when that noise is too wide to
+// tell.
+func TestAnchorCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ratio, noise float64
+		ok           bool
+	}{
+		{1.00, 0.03, true},
+		{1.04, 0.02, true},  // within the 5% floor
+		{1.08, 0.02, false}, // over it: generator-bound
+		{1.15, 0.18, true},  // within the hub's own noise
+		{1.68, 1.03, false}, // inconclusive: too noisy
+		{0.90, 0.50, false},
+		{math.NaN(), 0.01, false},
+	} {
+		ok, why := anchorCheck(tc.ratio, tc.noise)
+		assert.Equal(t, tc.ok, ok, "ratio %.2f noise %.2f: %s", tc.ratio, tc.noise, why)
+	}
+	rp := &Report{}
+	b := &Bench{rep: rp}
+	b.hubCheck("s", "A4 hub×1 batched", []float64{400, 410, 405}, []float64{500, 520, 510})
+	require.Len(t, rp.Checks, 1)
+	assert.False(t, rp.Checks[0].OK, "2× senders delivered 1.26×: %s", rp.Checks[0].Detail)
+	require.NotNil(t, rp.Rows[0].OK)
+	assert.False(t, *rp.Rows[0].OK)
+}
