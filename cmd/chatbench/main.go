@@ -76,8 +76,6 @@ func (o Options) scale(full, quick int) int {
 	return full
 }
 
-func (o Options) has(s string) bool { return slices.Contains(o.Scenarios, s) }
-
 // usageHead is what -h prints before the flags.
 const usageHead = `usage: chatbench [flags]   (run from the chatd checkout; needs redis-server and redis-benchmark)
 
