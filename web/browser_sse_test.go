@@ -63,6 +63,15 @@ func TestBrowserFallsBackToSSE(t *testing.T) {
 	bob.waitJS(t, `texts().join('|') === 'hello over sse|hello over websocket'`, "bob has both, in the same order")
 	assert.True(t, alice.eval(t, `sentTypes().length === 0`), "alice's page sent no WebSocket frame")
 
+	// typing, both ways: bob's frame reaches alice's stream; alice's
+	// indicator goes over HTTP (POST …/typing) and reaches bob's socket
+	bob.do(t, chromedp.SendKeys(`[data-testid="composer-input"]`, "bob types"))
+	alice.waitJS(t, `text('typing') === 'bob is typing…'`, "alice sees bob typing, on the stream")
+	alice.do(t, chromedp.SendKeys(`[data-testid="composer-input"]`, "alice types"))
+	bob.waitJS(t, `text('typing') === 'alice is typing…'`, "bob sees alice typing, sent over HTTP")
+	bob.clear(t, `[data-testid="composer-input"]`)
+	alice.clear(t, `[data-testid="composer-input"]`)
+
 	// The stream is cut (a proxy timeout, a node gone): the page opens it
 	// again, still as SSE, and the position (Last-Event-ID) brings what
 	// was said meanwhile, once.
