@@ -48,12 +48,15 @@ type abuser struct {
 }
 
 func newAbuser(c *cluster) *abuser {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: abuseAddr}, Timeout: 5 * time.Second}
+	// Timeouts past a phase's 10 s: under load a dial or handshake is cut by
+	// the phase's end (and not counted), never by a client timeout that
+	// would read as an outcome of the server's.
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: abuseAddr}, Timeout: 20 * time.Second}
 	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: abuseWorkers, MaxConnsPerHost: 4 * abuseWorkers}
 	return &abuser{
 		c:      c,
 		http:   &http.Client{Transport: tr, Timeout: 20 * time.Second},
-		dialer: &websocket.Dialer{NetDialContext: d.DialContext, HandshakeTimeout: 5 * time.Second},
+		dialer: &websocket.Dialer{NetDialContext: d.DialContext, HandshakeTimeout: 20 * time.Second},
 	}
 }
 

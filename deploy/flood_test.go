@@ -162,8 +162,16 @@ func TestFloodIntoAPausedRedisIsBoundedAndDropped(t *testing.T) {
 				stored[m.Text[:11]]++
 			}
 		}
-		t.Logf("%d of the %d written flood says are in the history (the batch that was on the wire)", len(stored), sent)
-		assert.LessOrEqual(t, len(stored), 64, "at most the batch in flight: the queue was dropped")
+		t.Logf("%d of the %d written flood says are in the history (the batches that were on the wire)", len(stored), sent)
+		// The worker sends a batch (at most 64 says) and waits for its
+		// answer; on a paused Redis that answer is a read timeout (2 s,
+		// then go-redis's one retry), after which the worker sends the next
+		// batch. A loaded machine can take that long before the flooder's
+		// close drops the queue: the first batch (often a single say, the
+		// one that arrived alone) and one more may be on the wire. The rest
+		// of the 128 queued never are.
+		assert.LessOrEqual(t, len(stored), 2*64, "at most the batches in flight: the queue was dropped")
+		assert.Less(t, len(stored), sent, "not everything the flooder wrote reached Redis")
 		for text, n := range stored {
 			assert.Equal(t, 1, n, "%s stored once", text)
 		}
