@@ -463,7 +463,7 @@ func TestCleanPollIsOneCommand(t *testing.T) {
 // succeed, and the marks land once.
 func TestAFlushedScriptCacheIsLoadedAgain(t *testing.T) {
 	t.Parallel()
-	r := redistest.Real(t)
+	r := redistest.Own(t, redistest.Options{}) // SCRIPT FLUSH is server-wide: not on the server other tests share
 	ctx := context.Background()
 	tr := New(r.Client, Config{Prefix: r.Prefix, Node: "n", Logger: quiet})
 	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
