@@ -403,12 +403,15 @@ func submitTicket(ctx context.Context, tk *mmTicket) error {
 			}
 			tk.id = m[1]
 			return nil
-		case errors.As(err, &ce) && !(ce.Status >= 500 || errors.Is(err, client.ErrConflict)):
+		// 408: the node was stopped (SIGSTOP) while the request waited in its
+		// socket, and on waking found the request's read deadline passed: the
+		// request was never handled; it is sent again like a 5xx.
+		case errors.As(err, &ce) && !(ce.Status >= 500 || ce.Status == 408 || errors.Is(err, client.ErrConflict)):
 			return err // a refusal: a bug of the test or the server
 		case attempt >= 20 || ctx.Err() != nil:
 			return err
 		}
-		if !errors.As(err, &ce) || ce.Status >= 500 {
+		if !errors.As(err, &ce) || ce.Status >= 500 || ce.Status == 408 {
 			tk.unknown++ // a transport error or a 5xx: the submission may have been applied
 		}
 		time.Sleep(200 * time.Millisecond)
