@@ -1,13 +1,14 @@
 package web
 
 import (
-	"encoding/binary"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/contrib/websocket"
+
+	"github.com/chatd/chatd/internal/wsframe"
 )
 
 // wsConn is a client's realtime.Transport over a WebSocket: it writes
@@ -16,7 +17,7 @@ import (
 // many events it holds. (Writing each event with WriteMessage costs a
 // write and a deadline per event: two thirds of a loaded node's CPU.)
 // With batching on (the client opened /ws?batch=1), consecutive events go
-// in one text frame separated by '\n', up to maxBatchFrame bytes a frame.
+// in one text frame separated by '\n', up to wsframe.MaxBatch bytes a frame.
 //
 // Only the client's writer calls Write, Ping and Close, one at a time. The
 // reader never writes: pings and close frames from the peer are answered
@@ -35,39 +36,14 @@ type wsConn struct {
 }
 
 // Writing limits.
-const (
-	writeWait     = 10 * time.Second // a batch that takes longer drops the client
-	maxBatchFrame = 64 << 10
-)
+const writeWait = 10 * time.Second // a batch that takes longer drops the client
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // Write sends events as text frames in one write.
 func (w *wsConn) Write(events [][]byte) error {
 	bp := framePool.Get().(*[]byte)
-	buf := (*bp)[:0]
-	if w.batch {
-		for i := 0; i < len(events); {
-			size, j := len(events[i]), i+1
-			for j < len(events) && size+1+len(events[j]) <= maxBatchFrame {
-				size += 1 + len(events[j])
-				j++
-			}
-			buf = appendHeader(buf, websocket.TextMessage, size)
-			for k := i; k < j; k++ {
-				if k > i {
-					buf = append(buf, '\n')
-				}
-				buf = append(buf, events[k]...)
-			}
-			i = j
-		}
-	} else {
-		for _, e := range events {
-			buf = appendHeader(buf, websocket.TextMessage, len(e))
-			buf = append(buf, e...)
-		}
-	}
+	buf := wsframe.AppendEvents((*bp)[:0], events, w.batch)
 	err := w.writeRaw(buf)
 	if cap(buf) <= 1<<20 {
 		*bp = buf
@@ -78,7 +54,7 @@ func (w *wsConn) Write(events [][]byte) error {
 
 // Ping sends a ping frame.
 func (w *wsConn) Ping() error {
-	return w.writeRaw(appendHeader(nil, websocket.PingMessage, 0))
+	return w.writeRaw(wsframe.AppendHeader(nil, websocket.PingMessage, 0))
 }
 
 // control writes a control frame (a pong from the reader: wsConn's lock
@@ -87,23 +63,17 @@ func (w *wsConn) control(op int, payload []byte) error {
 	if len(payload) > 125 {
 		payload = payload[:125]
 	}
-	return w.writeRaw(append(appendHeader(nil, op, len(payload)), payload...))
+	return w.writeRaw(append(wsframe.AppendHeader(nil, op, len(payload)), payload...))
 }
 
 // Close sends a close frame (code 0: none) and closes the connection.
 func (w *wsConn) Close(code int, reason string) {
 	if code != 0 {
-		if len(reason) > 123 {
-			reason = reason[:123]
-		}
-		p := make([]byte, 2, 2+len(reason))
-		binary.BigEndian.PutUint16(p, uint16(code))
-		p = append(p, reason...)
 		w.mu.Lock()
 		if !w.released && !w.closed {
 			w.closed = true
 			_ = w.raw.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = w.raw.Write(append(appendHeader(nil, websocket.CloseMessage, len(p)), p...))
+			_, _ = w.raw.Write(wsframe.AppendClose(nil, code, reason))
 		}
 		w.mu.Unlock()
 	}
@@ -151,19 +121,4 @@ func (w *wsConn) release() {
 	w.released = true
 	w.gone.Store(true)
 	w.mu.Unlock()
-}
-
-// appendHeader appends a server frame header (FIN set, not masked).
-func appendHeader(b []byte, op, n int) []byte {
-	b = append(b, 0x80|byte(op))
-	switch {
-	case n < 126:
-		b = append(b, byte(n))
-	case n <= 0xFFFF:
-		b = append(b, 126, byte(n>>8), byte(n))
-	default:
-		b = append(b, 127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	return b
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/wsframe"
 )
 
 // The bare hub is the anchor for chatd's real-time path (A3, A4): the same
@@ -37,7 +38,6 @@ import (
 const (
 	hubCapacity = 50
 	hubQueue    = 256
-	hubMaxBatch = 64 << 10 // batch mode: bytes per frame at most, as chatd's maxBatchFrame
 )
 
 // hubWrite is how a bare hub connection's writer writes (?write=).
@@ -130,7 +130,7 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 			if len(p) > 125 {
 				p = p[:125]
 			}
-			return c.writeRaw(append(appendFrameHeader(nil, websocket.PongMessage, len(p)), p...), time.Second)
+			return c.writeRaw(append(wsframe.AppendHeader(nil, websocket.PongMessage, len(p)), p...), time.Second)
 		})
 	}
 	var joined []string
@@ -229,8 +229,7 @@ func (c *hubClient) writeCoalesced() {
 		case p := <-c.send:
 			events = append(events[:0], p)
 		case <-c.done:
-			p := append(binary.BigEndian.AppendUint16(nil, 1013), "send queue full"...)
-			_ = c.writeRaw(append(appendFrameHeader(nil, websocket.CloseMessage, len(p)), p...), time.Second)
+			_ = c.writeRaw(wsframe.AppendClose(nil, 1013, "send queue full"), time.Second)
 			c.wake()
 			return
 		}
@@ -243,7 +242,7 @@ func (c *hubClient) writeCoalesced() {
 				break drain
 			}
 		}
-		buf = appendEvents(buf[:0], events, c.mode == writeBatch)
+		buf = wsframe.AppendEvents(buf[:0], events, c.mode == writeBatch)
 		if err := c.writeRaw(buf, 10*time.Second); err != nil {
 			c.close()
 			c.wake()
@@ -262,50 +261,6 @@ func (c *hubClient) writeRaw(b []byte, wait time.Duration) error {
 	}
 	_, err := c.raw.Write(b)
 	return err
-}
-
-// appendEvents frames events as server text frames onto b: one frame per
-// event, or (batch) consecutive events joined by '\n' in one frame of at
-// most hubMaxBatch bytes (an event longer than that gets a frame alone).
-func appendEvents(b []byte, events [][]byte, batch bool) []byte {
-	if !batch {
-		for _, e := range events {
-			b = appendFrameHeader(b, websocket.TextMessage, len(e))
-			b = append(b, e...)
-		}
-		return b
-	}
-	for i := 0; i < len(events); {
-		size, j := len(events[i]), i+1
-		for j < len(events) && size+1+len(events[j]) <= hubMaxBatch {
-			size += 1 + len(events[j])
-			j++
-		}
-		b = appendFrameHeader(b, websocket.TextMessage, size)
-		for k := i; k < j; k++ {
-			if k > i {
-				b = append(b, '\n')
-			}
-			b = append(b, events[k]...)
-		}
-		i = j
-	}
-	return b
-}
-
-// appendFrameHeader appends a server frame header (FIN set, not masked).
-func appendFrameHeader(b []byte, op, n int) []byte {
-	b = append(b, 0x80|byte(op))
-	switch {
-	case n < 126:
-		b = append(b, byte(n))
-	case n <= 0xFFFF:
-		b = append(b, 126, byte(n>>8), byte(n))
-	default:
-		b = append(b, 127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
-	return b
 }
 
 // join gives c a seat: the n-th seat of a lobby is in room ceil(n/cap)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/wsframe"
 )
 
 // countConn counts the Write calls made on a net.Conn: one per system
@@ -77,27 +79,27 @@ func TestHubCoalescedWriter(t *testing.T) {
 	}
 }
 
-// TestAppendEvents: batch frames hold at most hubMaxBatch bytes, an event
+// TestAppendEvents: batch frames hold at most wsframe.MaxBatch bytes, an event
 // longer than that gets a frame alone, and every event comes back out in
 // order through chatbench's own reader.
 func TestAppendEvents(t *testing.T) {
 	t.Parallel()
-	big := []byte(strings.Repeat("y", hubMaxBatch+10))
-	mid := []byte(strings.Repeat("z", hubMaxBatch/2))
+	big := []byte(strings.Repeat("y", wsframe.MaxBatch+10))
+	mid := []byte(strings.Repeat("z", wsframe.MaxBatch/2))
 	events := [][]byte{[]byte("a"), mid, mid, big, []byte("b"), []byte("c")}
 	for _, tc := range []struct {
 		batch  bool
 		frames int
 	}{{false, 6}, {true, 4}} { // batch: [a mid] [mid] [big] [b c]
 		var frames [][]byte
-		fr := frameReader{br: bufio.NewReader(bytes.NewReader(appendEvents(nil, events, tc.batch)))}
+		fr := frameReader{br: bufio.NewReader(bytes.NewReader(wsframe.AppendEvents(nil, events, tc.batch)))}
 		for {
 			p, err := fr.Next()
 			if err != nil {
 				break
 			}
-			assert.LessOrEqual(t, len(p), max(hubMaxBatch, len(big)))
-			if len(p) > hubMaxBatch {
+			assert.LessOrEqual(t, len(p), max(wsframe.MaxBatch, len(big)))
+			if len(p) > wsframe.MaxBatch {
 				assert.Equal(t, big, p, "only an event over the bound makes a frame over it")
 			}
 			frames = append(frames, bytes.Clone(p))
