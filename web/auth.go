@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
@@ -281,29 +280,17 @@ func (s *Server) record(c *fiber.Ctx, tok, role string, err error) {
 			User string `json:"user"`
 		}
 		if json.Unmarshal(c.Body(), &body) == nil && body.User != "" {
-			target = append(target, clipUTF8(body.User, 64))
+			target = append(target, clipText(body.User, 64))
 		}
 	}
 	e := auditlog.Entry{
 		Actor: role + " " + tokenFingerprint(tok), Role: role,
 		Action: c.Method() + " " + route, Target: strings.Join(target, " "),
-		Detail: clipUTF8(string(c.Body()), auditDetailMax), Status: status, Node: s.cfg.Node,
+		Detail: clipText(string(c.Body()), auditDetailMax), Status: status, Node: s.cfg.Node,
 	}
 	if rerr := s.admin.Record(c.UserContext(), e); rerr != nil {
 		s.log.Warn("audit log: record failed", "action", e.Action, "err", rerr)
 	}
-}
-
-// clipUTF8 cuts s to at most n bytes on a rune boundary, marking a cut
-// with "…".
-func clipUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // sameSecret compares a presented secret with the configured one in

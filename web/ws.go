@@ -299,6 +299,8 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 	}
 }
 
+// clipText cuts s to at most n bytes on a rune boundary, marking a cut
+// with "…".
 func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
