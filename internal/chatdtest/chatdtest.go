@@ -290,6 +290,11 @@ func (n *Node) Pause() {
 	if err := n.Signal(syscall.SIGSTOP); err != nil {
 		n.c.tb.Fatalf("chatdtest: pause %s: %v", n.ID, err)
 	}
+	// kill(2) returns before every thread has stopped: a request sent at
+	// once could still be answered. Return once all of them have.
+	if err := n.p.waitStopped(5 * time.Second); err != nil {
+		n.c.tb.Fatalf("chatdtest: pause %s: %v", n.ID, err)
+	}
 }
 
 // Resume continues a paused process (SIGCONT).

@@ -2,6 +2,7 @@ package chatdtest
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -133,6 +134,33 @@ func (p *proc) signal(sig syscall.Signal) error {
 		return errors.New("the process has exited")
 	}
 	return p.cmd.Process.Signal(sig)
+}
+
+// waitStopped waits up to d until every thread of the process is stopped
+// (state T in /proc/PID/task/*/stat), as after SIGSTOP.
+func (p *proc) waitStopped(d time.Duration) error {
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			// the state follows the command's closing parenthesis
+			if i := bytes.LastIndexByte(b, ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not every thread stopped within %v", d)
+		}
+	}
 }
 
 // wait waits up to d for the process to exit.
