@@ -10,6 +10,8 @@ type keys struct {
 }
 
 // user: per node N that holds the user "node:N" (its expiry, unix ms),
+// "run:N" (the run that wrote the claim, which keeps it past its expiry
+// while that run's node beats; absent without Config.Run),
 // "rooms:N" (JSON array) and "conns:N" (JSON array of Conn); and
 // "last_seen" (unix ms).
 func (k keys) user(user string) string { return k.ks.Key("user", user, "presence") } // HASH
@@ -22,3 +24,6 @@ func (k keys) nodeBeats() string { return k.ks.Key("nodes", "registry", "beats")
 
 // nodeInfo: node id → JSON Node of every registered node.
 func (k keys) nodeInfo() string { return k.ks.Key("nodes", "registry", "info") } // HASH
+
+// nodeRuns: node id → run id of the process beating for it.
+func (k keys) nodeRuns() string { return k.ks.Key("nodes", "registry", "runs") } // HASH

@@ -32,34 +32,60 @@ type Node struct {
 	HeapBytes uint64 `json:"heap_bytes,omitempty"`
 	// Goroutines is the number of goroutines.
 	Goroutines int `json:"goroutines,omitempty"`
+	// Run identifies the node's process: the claims it wrote with
+	// Config.Run live while a beat carries the same run.
+	Run string `json:"run,omitempty"`
+}
+
+// Beat is what a Heartbeat learned.
+type Beat struct {
+	// Fresh is true when the node's run was not registered live before
+	// this beat: its first beat, a beat after a lapse (the node stalled
+	// for a TTL), or a registry Redis lost. Its users' claims may be gone
+	// or dead: Touch them all again.
+	Fresh bool
+	// Runs are the runs of the live nodes, this one included (for caps
+	// counted per run, see package identity's Conns).
+	Runs []string
 }
 
 // Heartbeat registers n as alive for TTL, with LastHeartbeat set to now
-// (n.LastHeartbeat is ignored). A node calls it every TTL/3; one that stops
-// drops out of Nodes after TTL. It returns an error wrapping ErrBadNode for a
-// bad id.
-func (p *Presence) Heartbeat(ctx context.Context, n Node) error {
+// (n.LastHeartbeat is ignored), and n.Run as the process beating for it. A
+// node calls it every TTL/3; one that stops drops out of Nodes after TTL,
+// and the claims its run wrote stop counting. One script, one round trip.
+// It returns an error wrapping ErrBadNode for a bad id.
+func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 	if err := checkNode(n.ID); err != nil {
-		return fmt.Errorf("presence: heartbeat: %w", err)
+		return Beat{}, fmt.Errorf("presence: heartbeat: %w", err)
 	}
 	now := p.now()
 	n.LastHeartbeat = now.UTC().Truncate(time.Millisecond)
 	b, err := json.Marshal(n)
 	if err != nil {
-		return fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
+		return Beat{}, fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
 	}
-	err = heartbeatScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo()},
-		n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b)).Err()
+	res, err := heartbeatScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo(), p.k.nodeRuns()},
+		n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run).Slice()
 	if err != nil {
-		return fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
+		return Beat{}, fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
 	}
-	return nil
+	var beat Beat
+	if len(res) == 2 {
+		beat.Fresh = res[0] == int64(1)
+		runs, _ := res[1].([]any)
+		for _, r := range runs {
+			if s, ok := r.(string); ok {
+				beat.Runs = append(beat.Runs, s)
+			}
+		}
+	}
+	return beat, nil
 }
 
 // Nodes returns the live nodes, by id, and drops the dead ones from the
 // registry: one round trip.
 func (p *Presence) Nodes(ctx context.Context) ([]Node, error) {
-	raw, err := nodesScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo()}, ms(p.now())).StringSlice()
+	raw, err := nodesScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo(), p.k.nodeRuns()}, ms(p.now())).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("presence: nodes: %w", err)
 	}
@@ -83,6 +109,7 @@ func (p *Presence) Leave(ctx context.Context, id string) error {
 	_, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.ZRem(ctx, p.k.nodeBeats(), id)
 		pipe.HDel(ctx, p.k.nodeInfo(), id)
+		pipe.HDel(ctx, p.k.nodeRuns(), id)
 		return nil
 	})
 	if err != nil {

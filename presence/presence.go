@@ -31,6 +31,12 @@ type Config struct {
 	Now func() time.Time
 	// Registerer registers the presence metrics; nil = none.
 	Registerer prometheus.Registerer
+	// Run identifies the process (the run) of the node this Presence
+	// touches for; "" = none. A claim written with a run lives as long as
+	// that run's node beats (Heartbeat with Node.Run), however old the
+	// claim: the node needs no per-user renewal (see Touch). Claims
+	// without a run live for TTL after their Touch, as before.
+	Run string
 }
 
 // Presence records who is online on which node and in which rooms, and the
@@ -41,6 +47,7 @@ type Presence struct {
 	ttl     time.Duration
 	keep    time.Duration
 	now     func() time.Time
+	run     string
 	metrics metrics
 }
 
@@ -52,6 +59,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Presence {
 		ttl:     cfg.TTL,
 		keep:    cfg.Retention,
 		now:     cfg.Now,
+		run:     cfg.Run,
 		metrics: newMetrics(cfg.Registerer),
 	}
 	if p.ttl <= 0 {
@@ -104,11 +112,21 @@ type Status struct {
 	Conns []Conn `json:"-"`
 }
 
-// Touch renews every user connected to node in ONE pipelined round trip: each
-// is online, on node, in the given rooms, seen now, for TTL. A node calls it
-// every tick with all its users; a user it stops touching goes offline by
-// itself after TTL. It returns an error wrapping names.ErrBadName for an
-// invalid user name and ErrBadNode for a bad node id, before writing anything.
+// Touch writes the claims of every user connected to node in ONE
+// pipelined round trip: each is online, on node, in the given rooms, seen
+// now. It returns an error wrapping names.ErrBadName for an invalid user
+// name and ErrBadNode for a bad node id, before writing anything.
+//
+// Without a run (Config.Run), a claim lives TTL: the node touches all its
+// users every TTL/3, two commands per user per tick, and a user it stops
+// touching goes offline by itself after TTL. With a run, a claim lives as
+// long as the run's node beats: the node touches a user when its rooms or
+// connections change, keeps its users in the online index with KeepOnline
+// (one command per 1,000 users per tick), calls Offline for a user it
+// drops, and touches everyone again when Heartbeat reports Fresh (Redis
+// lost the registry, or the node lapsed). Idle users then cost Redis
+// nothing per user but their entry in the online index; a dead node's
+// users go offline when its beats stop, as before.
 func (p *Presence) Touch(ctx context.Context, node string, users []UserState) error {
 	if err := checkNode(node); err != nil {
 		return fmt.Errorf("presence: touch: %w", err)
@@ -148,11 +166,17 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 		members := make([]redis.Z, len(users))
 		for i, u := range users {
 			key := p.k.user(u.User)
-			pipe.HSet(ctx, key, "node:"+node, exp, "rooms:"+node, roomsJSON[i], "conns:"+node, connsJSON[i], "last_seen", nowMS)
+			if p.run != "" {
+				pipe.HSet(ctx, key, "node:"+node, exp, "run:"+node, p.run, "rooms:"+node, roomsJSON[i], "conns:"+node, connsJSON[i], "last_seen", nowMS)
+			} else {
+				pipe.HSet(ctx, key, "node:"+node, exp, "rooms:"+node, roomsJSON[i], "conns:"+node, connsJSON[i], "last_seen", nowMS)
+			}
 			pipe.PExpire(ctx, key, p.keep)
 			members[i] = redis.Z{Score: float64(exp), Member: u.User}
 		}
-		pipe.ZAdd(ctx, p.k.online(), members...)
+		for start := 0; start < len(members); start += onlineChunk {
+			pipe.ZAdd(ctx, p.k.online(), members[start:min(start+onlineChunk, len(members))]...)
+		}
 		return nil
 	})
 	p.metrics.touchSeconds.Observe(time.Since(start).Seconds())
@@ -160,6 +184,43 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 		return fmt.Errorf("presence: touch %d users on %s: %w", len(users), node, err)
 	}
 	p.metrics.touched.Add(float64(len(users)))
+	return nil
+}
+
+// onlineChunk is how many users one ZADD of KeepOnline carries: large
+// enough that a tick costs one command per thousand users, small enough
+// that no single command holds Redis for long.
+const onlineChunk = 1000
+
+// KeepOnline renews users in the global online index (the count and
+// Search) for TTL: one ZADD per 1,000 users, pipelined. A node with a run
+// (Config.Run) calls it every TTL/3 with all its users instead of Touch;
+// their claims live with the node's beats. It returns an error wrapping
+// names.ErrBadName for an invalid name, before writing anything.
+func (p *Presence) KeepOnline(ctx context.Context, users []string) error {
+	for _, u := range users {
+		if err := names.User(u); err != nil {
+			return fmt.Errorf("presence: keep online: %w", err)
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	exp := float64(ms(p.now().Add(p.ttl)))
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for start := 0; start < len(users); start += onlineChunk {
+			part := users[start:min(start+onlineChunk, len(users))]
+			members := make([]redis.Z, len(part))
+			for i, u := range part {
+				members[i] = redis.Z{Score: exp, Member: u}
+			}
+			pipe.ZAdd(ctx, p.k.online(), members...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("presence: keep %d users online: %w", len(users), err)
+	}
 	return nil
 }
 
@@ -177,7 +238,7 @@ func (p *Presence) Offline(ctx context.Context, user, node string) error {
 	}
 	now := ms(p.now())
 	res, err := offlineScript.Run(ctx, p.rdb, []string{p.k.user(user)},
-		node, now, p.keep.Milliseconds()).Int64Slice()
+		node, now, p.keep.Milliseconds(), p.run).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("presence: offline %s on %s: %w", user, node, err)
 	}
@@ -192,8 +253,10 @@ func (p *Presence) Offline(ctx context.Context, user, node string) error {
 	return nil
 }
 
-// Get returns the presence of user: one [HGETALL] (and one [HDEL] the first
-// time it finds the claims of a node that died). An unknown user is
+// Get returns the presence of user: one [HGETALL], a second round trip to
+// the node registry when a claim past its expiry carries a run (is that
+// run's node still beating?), and one [HDEL] the first time it finds the
+// claims of a node that died. An unknown user is
 // offline with a zero LastSeen, not an error. It returns an error wrapping
 // names.ErrBadName for an invalid name.
 func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
@@ -211,9 +274,9 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 			st.LastSeen = time.UnixMilli(n).UTC()
 		}
 	}
-	live := map[string]bool{}
-	var newest int64
+	live := map[string]int64{} // node → its claim's expiry
 	var stale []string
+	var kept []string // claims past their expiry that a run may keep
 	for f, v := range fields {
 		n, ok := strings.CutPrefix(f, "node:")
 		if !ok {
@@ -221,12 +284,33 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 		}
 		exp, _ := strconv.ParseInt(v, 10, 64)
 		if exp <= now {
+			if _, ok := fields["run:"+n]; ok {
+				kept = append(kept, n)
+				continue
+			}
 			stale = append(stale, f, "rooms:"+n, "conns:"+n)
 			continue
 		}
-		live[n] = true
-		if exp > newest || exp == newest && n > st.Node {
-			newest, st.Node = exp, n // the node that renewed the user last
+		live[n] = exp
+	}
+	if len(kept) > 0 {
+		// A claim written by a run lives while that run's node beats.
+		alive, err := p.runsAlive(ctx, kept, now)
+		if err != nil {
+			return Status{}, fmt.Errorf("presence: get %s: %w", user, err)
+		}
+		for i, n := range kept {
+			if alive[i] == fields["run:"+n] {
+				live[n], _ = strconv.ParseInt(fields["node:"+n], 10, 64)
+				continue
+			}
+			stale = append(stale, "node:"+n, "run:"+n, "rooms:"+n, "conns:"+n)
+		}
+	}
+	var newest int64
+	for n, exp := range live {
+		if st.Node == "" || exp > newest || exp == newest && n > st.Node {
+			newest, st.Node = exp, n // the node that wrote the user last
 		}
 	}
 	st.Online = len(live) > 0
@@ -238,13 +322,14 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 				continue
 			}
 		}
+		_, isLive := live[n]
 		switch _, claimed := fields["node:"+n]; {
-		case live[n] && isRooms:
+		case isLive && isRooms:
 			var rooms []string
 			if err := json.Unmarshal([]byte(v), &rooms); err == nil {
 				st.Rooms = append(st.Rooms, rooms...)
 			}
-		case live[n]:
+		case isLive:
 			var conns []Conn
 			if err := json.Unmarshal([]byte(v), &conns); err == nil {
 				for _, c := range conns {
@@ -254,6 +339,13 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 			}
 		case !claimed:
 			stale = append(stale, f) // a Touch that raced an Offline
+		}
+	}
+	for f := range fields {
+		if n, ok := strings.CutPrefix(f, "run:"); ok {
+			if _, claimed := fields["node:"+n]; !claimed {
+				stale = append(stale, f)
+			}
 		}
 	}
 	slices.SortFunc(st.Conns, func(a, b Conn) int { return strings.Compare(a.Node+"\x00"+a.ID, b.Node+"\x00"+b.ID) })
@@ -267,6 +359,29 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// runsAlive returns, for each node, the run that beats for it now ("" when
+// the node is not live): one round trip to the registry.
+func (p *Presence) runsAlive(ctx context.Context, nodes []string, now int64) ([]string, error) {
+	var beats *redis.FloatSliceCmd
+	var runs *redis.SliceCmd
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		beats = pipe.ZMScore(ctx, p.k.nodeBeats(), nodes...)
+		runs = pipe.HMGet(ctx, p.k.nodeRuns(), nodes...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the node registry: %w", err)
+	}
+	out := make([]string, len(nodes))
+	for i, v := range runs.Val() {
+		s, _ := v.(string)
+		if i < len(beats.Val()) && int64(beats.Val()[i]) > now {
+			out[i] = s
+		}
+	}
+	return out, nil
 }
 
 // MaxSearch is the most users Search returns.

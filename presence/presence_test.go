@@ -15,6 +15,12 @@ import (
 	"github.com/chatd/chatd/names"
 )
 
+// beat is Heartbeat for the tests that only need its error.
+func beat(p *Presence, ctx context.Context, n Node) error {
+	_, err := p.Heartbeat(ctx, n)
+	return err
+}
+
 func newClock() *testkit.Clock {
 	return testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
@@ -149,7 +155,7 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 
 	t.Run("nodes register, drop out after the TTL, and leave", func(t *testing.T) {
 		for i, id := range []string{"node-c", "node-a", "node-b"} {
-			require.NoError(t, n[i].Heartbeat(ctx, Node{ID: id, Addr: "10.0.0.1:808" + id[5:], Connections: i}))
+			require.NoError(t, beat(n[i], ctx, Node{ID: id, Addr: "10.0.0.1:808" + id[5:], Connections: i}))
 		}
 		nodes, err := n[0].Nodes(ctx)
 		require.NoError(t, err)
@@ -158,8 +164,8 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		assert.Equal(t, Node{ID: "node-a", Addr: "10.0.0.1:808a", Connections: 1, LastHeartbeat: clk.Now()}, nodes[0])
 
 		clk.Add(20 * time.Second)
-		require.NoError(t, n[1].Heartbeat(ctx, Node{ID: "node-a", Connections: 5}))
-		require.NoError(t, n[2].Heartbeat(ctx, Node{ID: "node-b"}))
+		require.NoError(t, beat(n[1], ctx, Node{ID: "node-a", Connections: 5}))
+		require.NoError(t, beat(n[2], ctx, Node{ID: "node-b"}))
 		clk.Add(11 * time.Second) // node-c last beat 31s ago
 		nodes, err = n[2].Nodes(ctx)
 		require.NoError(t, err)
@@ -171,7 +177,7 @@ func testPresenceFlows(t *testing.T, r *redistest.Redis) {
 		started := clk.Now().Add(-time.Hour).UTC()
 		full := Node{ID: "node-b", Addr: "10.0.0.1:8081", Connections: 7, Version: "v1.2.3", StartedAt: started,
 			CPU: 0.25, MemoryBytes: 64 << 20, HeapBytes: 12 << 20, Goroutines: 42}
-		require.NoError(t, n[2].Heartbeat(ctx, full))
+		require.NoError(t, beat(n[2], ctx, full))
 		nodes, err = n[0].Nodes(ctx)
 		require.NoError(t, err)
 		require.Len(t, nodes, 2)
@@ -195,7 +201,7 @@ func TestRealTTLs(t *testing.T) {
 	n := cluster3(t, r, Config{TTL: 2 * time.Second, Retention: 4 * time.Second})
 
 	require.NoError(t, n[0].Touch(ctx, "node-a", []UserState{{User: "dave", Rooms: []string{"general-1"}}}))
-	require.NoError(t, n[1].Heartbeat(ctx, Node{ID: "node-b"}))
+	require.NoError(t, beat(n[1], ctx, Node{ID: "node-b"}))
 	st, err := n[2].Get(ctx, "dave")
 	require.NoError(t, err)
 	require.True(t, st.Online)
@@ -240,7 +246,7 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 	ctx := context.Background()
 	p := New(r.Client, Config{Prefix: r.Prefix})
 	require.NoError(t, p.Touch(ctx, "node-a", []UserState{{User: "erin"}}))
-	require.NoError(t, p.Heartbeat(ctx, Node{ID: "node-a"}))
+	require.NoError(t, beat(p, ctx, Node{ID: "node-a"}))
 	require.NoError(t, r.Client.ScriptFlush(ctx).Err())
 	require.NoError(t, p.Offline(ctx, "erin", "node-a"))
 	nodes, err := p.Nodes(ctx)
@@ -269,7 +275,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("bad node ids are refused", func(t *testing.T) {
 		assert.ErrorIs(t, p.Touch(ctx, "", []UserState{{User: "ok"}}), ErrBadNode)
 		assert.ErrorIs(t, p.Offline(ctx, "ok", ""), ErrBadNode)
-		assert.ErrorIs(t, p.Heartbeat(ctx, Node{ID: "{x}"}), ErrBadNode)
+		assert.ErrorIs(t, beat(p, ctx, Node{ID: "{x}"}), ErrBadNode)
 		assert.ErrorIs(t, p.Leave(ctx, ""), ErrBadNode)
 	})
 }
@@ -349,4 +355,104 @@ func TestSearchAndConns(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, got)
 	})
+}
+
+// TestClaimsLiveWithTheirRun: a node with a run writes each user once and
+// keeps it online by beating, not by touching it again; the claim goes
+// with the run (beats stop, or another run of the same node id beats).
+func TestClaimsLiveWithTheirRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		r    func(testing.TB) *redistest.Redis
+	}{
+		{"single server", redistest.New},
+		{"cluster", redistest.Cluster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := tc.r(t)
+			ctx := context.Background()
+			clk := newClock()
+			cfg := Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now}
+			a1 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-1"})
+			reader := New(r.NewClient(t), cfg)
+
+			b, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
+			require.NoError(t, err)
+			assert.True(t, b.Fresh, "a first beat is fresh")
+			assert.Equal(t, []string{"run-1"}, b.Runs)
+			b, err = a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
+			require.NoError(t, err)
+			assert.False(t, b.Fresh, "the next beat is not")
+
+			require.NoError(t, a1.Touch(ctx, "node-a", []UserState{{User: "erin", Rooms: []string{"general-1"}}}))
+			for range 5 { // 100 s: three TTLs, beating and keeping online, no Touch
+				clk.Add(20 * time.Second)
+				_, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
+				require.NoError(t, err)
+				require.NoError(t, a1.KeepOnline(ctx, []string{"erin"}))
+			}
+			st, err := reader.Get(ctx, "erin")
+			require.NoError(t, err)
+			assert.True(t, st.Online, "the claim lives with its run's beats")
+			assert.Equal(t, "node-a", st.Node)
+			assert.Equal(t, []string{"general-1"}, st.Rooms)
+			n, err := reader.Online(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), n)
+
+			t.Run("another run of the same node id does not keep the old run's claims", func(t *testing.T) {
+				a2 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-2"})
+				b, err := a2.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
+				require.NoError(t, err)
+				assert.True(t, b.Fresh, "a new run is fresh")
+				st, err := reader.Get(ctx, "erin")
+				require.NoError(t, err)
+				assert.False(t, st.Online, "run-1's claim is dead")
+				fields, err := r.Client.HKeys(ctx, reader.k.user("erin")).Result()
+				require.NoError(t, err)
+				assert.ElementsMatch(t, []string{"last_seen"}, fields, "the dead claim is dropped by the read")
+
+				require.NoError(t, a2.Touch(ctx, "node-a", []UserState{{User: "erin"}}))
+				clk.Add(40 * time.Second)
+				_, err = a2.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
+				require.NoError(t, err)
+				st, err = reader.Get(ctx, "erin")
+				require.NoError(t, err)
+				assert.True(t, st.Online)
+			})
+
+			t.Run("a claim goes offline when its node stops beating", func(t *testing.T) {
+				clk.Add(31 * time.Second)
+				st, err := reader.Get(ctx, "erin")
+				require.NoError(t, err)
+				assert.False(t, st.Online)
+				b, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
+				require.NoError(t, err)
+				assert.True(t, b.Fresh, "a beat after a lapse is fresh: touch everyone again")
+			})
+
+			t.Run("Offline by the run drops its claim, past the claim's expiry", func(t *testing.T) {
+				a3 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-3"})
+				_, err := a3.Heartbeat(ctx, Node{ID: "node-c", Run: "run-3"})
+				require.NoError(t, err)
+				require.NoError(t, a3.Touch(ctx, "node-c", []UserState{{User: "fay"}}))
+				clk.Add(time.Minute)
+				_, err = a3.Heartbeat(ctx, Node{ID: "node-c", Run: "run-3"})
+				require.NoError(t, err)
+				st, err := reader.Get(ctx, "fay")
+				require.NoError(t, err)
+				require.True(t, st.Online)
+				require.NoError(t, a3.Offline(ctx, "fay", "node-c"))
+				st, err = reader.Get(ctx, "fay")
+				require.NoError(t, err)
+				assert.Equal(t, Status{User: "fay", Rooms: []string{}, LastSeen: clk.Now()}, st)
+			})
+
+			t.Run("KeepOnline refuses a bad name before writing", func(t *testing.T) {
+				assert.ErrorIs(t, a1.KeepOnline(ctx, []string{"ok", "bad name"}), names.ErrBadName)
+			})
+		})
+	}
 }

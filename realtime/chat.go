@@ -41,6 +41,7 @@ type chatRooms interface {
 type chatPresence interface {
 	Touch(ctx context.Context, node string, users []presence.UserState) error
 	Offline(ctx context.Context, user, node string) error
+	KeepOnline(ctx context.Context, users []string) error
 	Get(ctx context.Context, user string) (presence.Status, error)
 	TTL() time.Duration
 }
@@ -102,6 +103,7 @@ type Chat struct {
 	subscribe       func(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
 	typing          throttle
 	buckets         emptyBuckets
+	pstate          presenceState
 }
 
 // CanConnect reports, before a transport is set up, whether user may open

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -379,4 +380,57 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 		return err == nil && len(m[room]) == 1
 	}, 10*time.Second, 20*time.Millisecond, "the REST member's poll sees the stored message")
 	assert.Equal(t, "stored, not replicated", res.Data["messages"].(map[string][]rooms.Message)[room][0].Text)
+}
+
+// TestIdleUsersCostRedisNoWritePerUser: a node's presence claims live with
+// its run (package presence): idle users are written once, then kept by
+// the node's heartbeat and one ZADD per thousand users per tick, not by a
+// HSET and a PEXPIRE per user per tick. And when Redis loses everything,
+// the next heartbeat finds the run unknown and the node writes its users
+// again.
+func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	n := startNode(t, r, "n1")
+	const users = 40
+	var room string
+	for i := range users {
+		c, f := n.connect(t, fmt.Sprintf("idle%02d", i))
+		room = n.joinRoom(t, c, f, "quiet")
+	}
+	online := func(user string) bool {
+		st, err := n.presence.Get(ctx, user)
+		return err == nil && st.Online && slices.Contains(st.Rooms, room)
+	}
+	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 15*time.Second, 50*time.Millisecond)
+
+	hsets := func() int64 {
+		stats, err := r.Client.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(stats, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "cmdstat_hset:calls="); ok {
+				n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	ps := &n.Chat.pstate
+	// The first tick after the start writes everyone (nothing was written
+	// by this run yet): measure the one after it.
+	require.Eventually(t, func() bool { return ps.tick.Load() >= 1 && !ps.fresh.Load() }, 15*time.Second, 20*time.Millisecond)
+	t0 := ps.tick.Load()
+	before := hsets()
+	require.Eventually(t, func() bool { return ps.tick.Load() > t0 }, 15*time.Second, 20*time.Millisecond)
+	written := hsets() - before
+	// Per tick: the heartbeat's two HSETs every 5 s and the rotation's
+	// 1/60 of the users; per-user renewal would be 40 per tick.
+	assert.Less(t, written, int64(users/2), "HSETs in one presence tick with %d idle users", users)
+	assert.True(t, online("idle00"), "still online, kept by the heartbeat")
+
+	require.NoError(t, r.Client.FlushAll(ctx).Err())
+	assert.False(t, online("idle00"), "Redis lost it")
+	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.presence.TTL()/3+10*time.Second, 100*time.Millisecond,
+		"the heartbeat after the loss is fresh, and the next tick writes every user again")
 }

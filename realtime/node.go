@@ -149,7 +149,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.rooms = rs
-	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg})
+	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Run: runID})
 	n.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: now, Logger: log, Registerer: reg})
 	nb := notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: now})
 	sf := seen.New(rdb, seen.Config{
@@ -200,6 +200,7 @@ func New(cfg Config) (*Node, error) {
 		hub: n.hub, marks: mk, rest: rest, mod: n.modGuard, caps: cp, notices: n.notices, env: env,
 		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser,
 		prefix: cfg.Prefix, publish: redisPublisher{rdb}, subscribe: n.bus.Subscribe}
+	n.Chat.pstate.fresh.Store(true) // nothing written yet
 	n.modGuard.chat = n.Chat
 	chat = n.Chat
 	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs, settings: st, wallets: sh, boards: rk,
@@ -383,11 +384,17 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) heartbeat(ctx context.Context) {
 	now := n.cfg.Now()
 	ps := n.proc.sample(now)
-	err := n.presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
+	beat, err := n.presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
 		Version: n.cfg.Version, StartedAt: n.started, CPU: ps.cpu, MemoryBytes: ps.memoryBytes, HeapBytes: ps.heapBytes,
-		Goroutines: ps.goroutines})
+		Goroutines: ps.goroutines, Run: n.Chat.runID})
 	if err != nil {
 		n.log.Debug("node heartbeat", "err", err)
+		return
+	}
+	if beat.Fresh {
+		// The registry did not know this run (first beat, a lapse, a Redis
+		// that lost its data): the users' claims are written again.
+		n.Chat.pstate.fresh.Store(true)
 	}
 }
 

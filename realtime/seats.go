@@ -3,6 +3,9 @@ package realtime
 import (
 	"context"
 	"errors"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chatd/chatd/dirty"
@@ -113,10 +116,121 @@ func (ch *Chat) renewREST(ctx context.Context, p Principal) {
 	ch.touchUser(ctx, p.User)
 }
 
-// touchPresence renews the presence of every user with a client or a
-// recently polling REST session on this node, and the names of the guests
-// with an open connection (an open WebSocket is activity).
+// presenceRefreshTicks is how many presence ticks a full rewrite of every
+// user's claim is spread over (a tenth-of-a-minute tick makes it ten
+// minutes): claims live with the node's run (package presence), so a
+// user's claim is written when its rooms or connections change, and this
+// slow rotation only heals a write that was lost (a partial failover).
+const presenceRefreshTicks = 60
+
+// presenceState is the presence loop's memory: the users it kept online
+// at its last tick, the tick count, whether everything must be written
+// again, the users whose write failed, and the stripes that order the
+// writes of one user.
+type presenceState struct {
+	fresh atomic.Bool // Heartbeat said Fresh (or nothing written yet): rewrite all
+
+	mu    sync.Mutex
+	retry map[string]struct{} // users whose touch failed: rewritten next tick
+
+	seen map[string]struct{} // only the presence loop touches it
+	tick atomic.Uint64       // ticks done
+
+	stripes [64]sync.Mutex // one user's writes, in order
+}
+
+func (ps *presenceState) stripe(user string) *sync.Mutex {
+	return &ps.stripes[maphash.String(presenceSeed, user)%uint64(len(ps.stripes))]
+}
+
+var presenceSeed = maphash.MakeSeed()
+
+// failed queues user for a rewrite at the next tick.
+func (ps *presenceState) failed(user string) {
+	ps.mu.Lock()
+	if ps.retry == nil {
+		ps.retry = map[string]struct{}{}
+	}
+	ps.retry[user] = struct{}{}
+	ps.mu.Unlock()
+}
+
+// touchPresence runs every presence tick. It keeps every user with a
+// client or a recently polling REST session on this node in the online
+// index (KeepOnline: one command per 1,000 users), and writes whole claims
+// only for the users that need it: all of them after a fresh heartbeat
+// (Redis lost them, or the node lapsed), those whose last write failed,
+// and a 1/presenceRefreshTicks slice in rotation. A user that is no
+// longer here (its REST session stopped polling) is written offline. It
+// also renews the names of the guests with an open connection (an open
+// WebSocket is activity; package identity answers from memory within a
+// quarter of the name's TTL).
 func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
+	ps := &ch.pstate
+	for _, c := range ch.hub.Clients() {
+		if c.p.Holder != "" && keeper != nil {
+			err := keeper.Admit(ctx, c.p.User, c.p.Holder, c.p.Expires)
+			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
+				c.Close(CloseSessionEnded, clipRunes(errcode.Message(err), 120))
+			}
+		}
+	}
+	full := ps.fresh.Swap(false)
+	ps.mu.Lock()
+	retry := ps.retry
+	ps.retry = nil
+	ps.mu.Unlock()
+	tick := ps.tick.Load()
+	defer ps.tick.Add(1)
+
+	// Whole claims are written under every stripe, from a snapshot taken
+	// under them: a touchUser of the same user cannot interleave.
+	for i := range ps.stripes {
+		ps.stripes[i].Lock()
+	}
+	byUser, conns := ch.localPresence()
+	var write []presence.UserState
+	all := make([]string, 0, len(byUser))
+	for u, rs := range byUser {
+		all = append(all, u)
+		_, again := retry[u]
+		if full || again || maphash.String(presenceSeed, u)%presenceRefreshTicks == tick%presenceRefreshTicks {
+			st := userState(u, rs)
+			st.Conns = conns[u]
+			write = append(write, st)
+		}
+	}
+	if len(write) > 0 {
+		if err := ch.presence.Touch(ctx, ch.node, write); err != nil {
+			ch.log.Debug("presence touch", "users", len(write), "err", err)
+			if full {
+				ps.fresh.Store(true)
+			}
+			for _, st := range write {
+				ps.failed(st.User)
+			}
+		}
+	}
+	for i := range ps.stripes {
+		ps.stripes[i].Unlock()
+	}
+	for u := range ps.seen {
+		if _, here := byUser[u]; !here {
+			ch.touchUser(ctx, u) // offline, unless it came back meanwhile
+		}
+	}
+	ps.seen = make(map[string]struct{}, len(byUser))
+	for u := range byUser {
+		ps.seen[u] = struct{}{}
+	}
+	if err := ch.presence.KeepOnline(ctx, all); err != nil {
+		ch.log.Debug("presence keep online", "users", len(all), "err", err)
+	}
+}
+
+// localPresence is every user with a client or a recently polling REST
+// session here: its rooms, and its connections.
+func (ch *Chat) localPresence() (map[string]map[string]struct{}, map[string][]presence.Conn) {
 	byUser := map[string]map[string]struct{}{}
 	add := func(user string, rs []string) {
 		m := byUser[user]
@@ -132,33 +246,20 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for _, c := range ch.hub.Clients() {
 		add(c.p.User, c.roomList())
 		conns[c.p.User] = append(conns[c.p.User], connOf(c))
-		if c.p.Holder != "" && keeper != nil {
-			err := keeper.Admit(ctx, c.p.User, c.p.Holder, c.p.Expires)
-			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
-				c.Close(CloseSessionEnded, clipRunes(errcode.Message(err), 120))
-			}
-		}
 	}
 	for user, rs := range ch.rest.sessions.all(ch.now(), ch.lease()) {
 		add(user, rs)
 	}
-	users := make([]presence.UserState, 0, len(byUser))
-	for u, rs := range byUser {
-		st := userState(u, rs)
-		st.Conns = conns[u]
-		users = append(users, st)
-	}
-	if len(users) == 0 {
-		return
-	}
-	if err := ch.presence.Touch(ctx, ch.node, users); err != nil {
-		ch.log.Debug("presence touch", "err", err)
-	}
+	return byUser, conns
 }
 
 // touchUser writes this node's presence claim for user now: the rooms of
 // its local clients and REST sessions, or offline when it has none here.
+// A write that fails is done again at the next presence tick.
 func (ch *Chat) touchUser(ctx context.Context, user string) {
+	mu := ch.pstate.stripe(user)
+	mu.Lock()
+	defer mu.Unlock()
 	set := map[string]struct{}{}
 	cs := ch.hub.UserClients(user)
 	for _, c := range cs {
@@ -173,6 +274,7 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 	if len(cs) == 0 && !restHere {
 		if err := ch.presence.Offline(ctx, user, ch.node); err != nil {
 			ch.log.Debug("presence offline", "user", user, "err", err)
+			ch.pstate.failed(user)
 		}
 		return
 	}
@@ -182,6 +284,7 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 	}
 	if err := ch.presence.Touch(ctx, ch.node, []presence.UserState{st}); err != nil {
 		ch.log.Debug("presence touch", "user", user, "err", err)
+		ch.pstate.failed(user)
 	}
 }
 

@@ -1,19 +1,26 @@
 -- presence_offline: a user's connection to one node closed cleanly.
 --
--- KEYS[1] user  HASH  node:<node> -> expiry (unix ms), rooms:<node> -> JSON,
---                     conns:<node> -> JSON, last_seen (unix ms)
+-- KEYS[1] user  HASH  node:<node> -> claim expiry (unix ms), run:<node> ->
+--                     the run (process) that wrote the claim, rooms:<node>
+--                     -> JSON, conns:<node> -> JSON, last_seen (unix ms)
 -- ARGV[1] node id
 -- ARGV[2] now (unix ms)
 -- ARGV[3] retention (ms): the real expiry of KEYS[1]
+-- ARGV[4] the calling node's run id ("" = none)
 -- returns {removed, live}: removed is 1 when the node held the user (its
 -- claim is dropped and last_seen is now), 0 when it did not (nothing
--- changed); live is the number of nodes still holding the user
+-- changed); live is the number of other nodes that may still hold the
+-- user: a claim within its expiry, or one a run keeps (whether that run is
+-- alive is in the node registry, another slot: a dead node's user stays
+-- counted until its entry in the online index runs out)
 local now = tonumber(ARGV[2])
-local exp = redis.call('HGET', KEYS[1], 'node:' .. ARGV[1])
+local node = ARGV[1]
+local exp = redis.call('HGET', KEYS[1], 'node:' .. node)
+local run = redis.call('HGET', KEYS[1], 'run:' .. node)
 local removed = 0
 if exp then
-  redis.call('HDEL', KEYS[1], 'node:' .. ARGV[1], 'rooms:' .. ARGV[1], 'conns:' .. ARGV[1])
-  if tonumber(exp) > now then
+  redis.call('HDEL', KEYS[1], 'node:' .. node, 'run:' .. node, 'rooms:' .. node, 'conns:' .. node)
+  if tonumber(exp) > now or (run and ARGV[4] ~= '' and run == ARGV[4]) then
     removed = 1
     redis.call('HSET', KEYS[1], 'last_seen', ARGV[2])
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -21,8 +28,15 @@ if exp then
 end
 local live = 0
 local fields = redis.call('HGETALL', KEYS[1])
+local runs = {}
 for i = 1, #fields, 2 do
-  if string.sub(fields[i], 1, 5) == 'node:' and tonumber(fields[i + 1]) > now then
+  if string.sub(fields[i], 1, 4) == 'run:' then
+    runs[string.sub(fields[i], 5)] = true
+  end
+end
+for i = 1, #fields, 2 do
+  if string.sub(fields[i], 1, 5) == 'node:' and
+    (tonumber(fields[i + 1]) > now or runs[string.sub(fields[i], 6)]) then
     live = live + 1
   end
 end
