@@ -95,6 +95,7 @@ examples:
   go run ./cmd/chatbench -quick                                  # every scenario, ~2 minutes
   go run ./cmd/chatbench -quick -nodes 1 -scenarios fanout       # quick fan-out: bare hubs (naive, coalesced, batched) vs chatd
   go run ./cmd/chatbench -scenarios anchorcheck -nodes 1 -clients 200  # is the bare hub the limit, not chatbench?
+  go run ./cmd/chatbench -nodes 1 -scenarios conns -conns 100000 # 100,000 idle users over 6 nodes and 6 generator processes
   go run ./cmd/chatbench -json -strict > bench.json              # full run (~10 min); exit 1 on a missed goal
 
 flags:

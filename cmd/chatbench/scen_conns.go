@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -339,7 +340,7 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 	b.rep.add(newRow(scen, "connect-and-seat rate", "users/s", []float64{float64(n-failures) / took.Seconds()}))
 	b.rep.add(newRow(scen, "chatd nodes used", "nodes", []float64{float64(len(nodes))}).
 		note("the open-file limit is 20,000 per process (hard): each node and each generator process holds at most %d; users per node %s", capN, joinInts(perNode)))
-	b.rep.check(scen, "every user connected and seated", failures == 0, "%d of %d failed; first: %s", failures, n, strings.Join(firstN(firstErrs, 3), " | "))
+	b.rep.check(scen, "every user connected and seated", failures == 0, "%d of %d failed%s", failures, n, firstErrors(firstErrs))
 	if failures > 0 && failures == n {
 		return fmt.Errorf("conns: no user connected: %s", strings.Join(firstN(firstErrs, 3), " | "))
 	}
@@ -461,7 +462,7 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 	b.rep.add(newRow(waveScen, "send → receive max", "ms", []float64{sum.Max}))
 	b.rep.add(newRow(waveScen, "wave time, first say → last delivery", "ms", []float64{float64(lastRecv-firstSend) / 1e6}))
 	b.rep.check(waveScen, "every member got its room's one message exactly once", missing == 0 && dups == 0 && wrong == 0 && refused == 0 && sum.N == live,
-		"%d deliveries of %d (sum of room sizes); %d missing, %d duplicates, %d of another room, %d says refused; %s", sum.N, live, missing, dups, wrong, refused, strings.Join(firstN(waveErrs, 3), " | "))
+		"%d deliveries of %d (sum of room sizes); %d missing, %d duplicates, %d of another room, %d says refused%s", sum.N, live, missing, dups, wrong, refused, firstErrors(waveErrs))
 	b.rep.check(scen, "no connection dropped while idle", dropped == 0, "%d dropped", dropped)
 
 	// close chatd's connections
@@ -510,7 +511,11 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 		return err
 	}
 	hubKiB := (ha[0].rss - hb[0].rss) / float64(max(1, hn-hfail)) / 1024
-	b.rep.check(hubScen, "every user connected and seated", hfail == 0, "%d of %d failed", hfail, hn)
+	var hubErrs []string
+	for _, m := range hconn {
+		hubErrs = append(hubErrs, m.FirstErrors...)
+	}
+	b.rep.check(hubScen, "every user connected and seated", hfail == 0, "%d of %d failed%s", hfail, hn, firstErrors(hubErrs))
 	b.rep.add(newRow(hubScen, "bare hub RSS per connection", "KiB", []float64{hubKiB}).
 		note("VmRSS after minus before; %d workers, connected in %.1f s; the hub serves no /metrics: RSS only", hubWorkers, htook.Seconds()))
 	b.rep.add(newRow(scen, "chatd RSS per connection vs the bare hub", "KiB", []float64{chatdKiB}).vs("bare hub (A3)", []float64{hubKiB}).goalRatio(false, 1).
@@ -534,29 +539,40 @@ func (b *Bench) connsConnect(ctx context.Context, workers []*connsWorkerProc, p 
 			return nil, 0, err
 		}
 	}
-	progress := make([]int, len(workers))
-	lastSay := time.Now()
-	out := make([]connsMsg, len(workers))
+	// every worker's answers are read at once, so that the progress
+	// summed is everyone's
+	var (
+		mu       sync.Mutex
+		progress = make([]int, len(workers))
+		lastSay  = time.Now()
+		out      = make([]connsMsg, len(workers))
+		errs     = make([]error, len(workers))
+		wg       sync.WaitGroup
+	)
 	for i, wp := range workers {
 		if wp.count <= 0 {
 			continue
 		}
-		m, err := wp.await(ctx, "connected", 30*time.Minute, func(done int) {
-			progress[i] = done
-			if time.Since(lastSay) > 5*time.Second {
-				lastSay = time.Now()
-				total := 0
-				for _, d := range progress {
-					total += d
+		wg.Go(func() {
+			m, err := wp.await(ctx, "connected", 30*time.Minute, func(done int) {
+				mu.Lock()
+				defer mu.Unlock()
+				progress[i] = done
+				if time.Since(lastSay) > 5*time.Second {
+					lastSay = time.Now()
+					total := 0
+					for _, d := range progress {
+						total += d
+					}
+					b.prog.Say("conns: %d connected and seated", total)
 				}
-				b.prog.Say("conns: %d connected and seated", total)
-			}
+			})
+			out[i], errs[i] = m, err
 		})
-		if err != nil {
-			return nil, 0, fmt.Errorf("conns connect: %w", err)
-		}
-		progress[i] = m.Done
-		out[i] = m
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, fmt.Errorf("conns connect: %w", err)
 	}
 	return out, time.Since(t0), nil
 }
@@ -598,3 +614,12 @@ func joinInts(xs []int) string {
 
 // firstN is at most the first k of xs.
 func firstN(xs []string, k int) []string { return xs[:min(k, len(xs))] }
+
+// firstErrors formats the first 3 of errs as "; first: a | b | c", or ""
+// when there are none.
+func firstErrors(errs []string) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	return "; first: " + strings.Join(firstN(errs, 3), " | ")
+}
