@@ -14,10 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMain lets the test binary serve a bare hub, as the chatbench binary
-// does when a world starts hubs (it re-executes itself with -serve-hub).
+// TestMain lets the test binary serve a bare hub or be a conns worker, as
+// the chatbench binary does when a world starts hubs (it re-executes
+// itself with -serve-hub) or the conns scenario its workers (-serve-conns).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "-serve-hub" {
+	if len(os.Args) > 1 && (os.Args[1] == "-serve-hub" || os.Args[1] == "-serve-conns") {
 		os.Args = append([]string{"chatbench"}, os.Args[1:]...)
 		main()
 		return
@@ -286,6 +287,60 @@ func TestSmokeQuick(t *testing.T) {
 		if strings.Contains(c.What, "bounded by") {
 			continue // a speed check: not under -race on a shared machine
 		}
+		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
+	}
+}
+
+// TestConnsScenario runs the conns scenario small: 300 users with at most
+// 120 connections a process, so it must start 2 more chatd nodes and 3
+// workers, each dialling from its own loopback addresses; everyone is
+// seated, the wave reaches every member once, and the figures are sane.
+func TestConnsScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts chatd")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CHATD_TEST_STRICT") == "1" {
+			t.Fatal("redis-server not on PATH (CHATD_TEST_STRICT=1)")
+		}
+		t.Skip("redis-server not on PATH")
+	}
+	opt, err := ParseFlags([]string{"-nodes", "1", "-scenarios", "conns", "-conns", "300", "-conns-cap", "120", "-conns-idle", "3s", "-quiet"}, os.Stderr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b := &Bench{opt: opt}
+	err = b.Run(ctx)
+	b.Close(err != nil)
+	require.NoError(t, err)
+	require.Empty(t, b.rep.Errors)
+	rows := map[string]*Row{}
+	for _, r := range b.rep.Rows {
+		rows[r.Metric] = r
+	}
+	val := func(metric string) float64 {
+		t.Helper()
+		r, ok := rows[metric]
+		require.True(t, ok, "row %q", metric)
+		return r.Median
+	}
+	assert.Equal(t, 3.0, val("chatd nodes used"))
+	assert.Contains(t, rows["chatd nodes used"].Note, "100, 100, 100")
+	assert.Greater(t, val("time to connect and seat all"), 0.0)
+	assert.Greater(t, val("connect-and-seat rate"), 0.0)
+	assert.Greater(t, val("chatd RSS per connection"), 0.0)
+	assert.Less(t, val("chatd RSS per connection"), 1024.0, "KiB")
+	assert.Greater(t, val("chatd goroutines per connection"), 0.5, "a reader at least")
+	assert.Greater(t, val("Redis commands per second"), 0.0, "leases and presence are renewed while idle")
+	assert.GreaterOrEqual(t, val("Redis CPU per 100,000 users"), 0.0)
+	assert.Greater(t, val("generator RSS, workers"), 0.0)
+	assert.Greater(t, val("send → receive max"), 0.0)
+	assert.GreaterOrEqual(t, val("send → receive max"), val("send → receive p50"))
+	assert.Greater(t, val("bare hub RSS per connection"), 0.0)
+	assert.Equal(t, "bare hub (A3)", rows["chatd RSS per connection vs the bare hub"].Anchor)
+	assert.Contains(t, rows["send → receive p50"].Note, "300 deliveries")
+	require.Len(t, b.rep.Checks, 4)
+	for _, c := range b.rep.Checks {
 		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
 	}
 }

@@ -38,8 +38,10 @@ var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", 
 // extraScenarios run only when named: anchorcheck is the fan-out's anchor
 // check alone (the coalescing hub against itself with twice the senders,
 // and the CPU split);
-// sse is one room read over WebSockets and event streams side by side.
-var extraScenarios = []string{"anchorcheck", "sse"}
+// sse is one room read over WebSockets and event streams side by side;
+// conns holds -conns idle users (100,000) seated in rooms over as many
+// chatd nodes and generator processes as the open-file cap needs.
+var extraScenarios = []string{"anchorcheck", "sse", "conns"}
 
 // Options are chatbench's flags.
 type Options struct {
@@ -61,11 +63,17 @@ type Options struct {
 	Window    int
 	Strict    bool
 	WSBatch   bool
+	Conns     int           // conns: users
+	ConnsCap  int           // conns: connections per process at most
+	ConnsIdle time.Duration // conns: the idle window
 
 	// hidden: serve a bare hub (chatbench starts itself this way)
 	serveHub string
 	hubRedis string
 	hubNode  string
+
+	// hidden: serve as a conns worker (plans on stdin, answers on stdout)
+	serveConns bool
 }
 
 // scale picks the full or the quick size.
@@ -87,6 +95,7 @@ examples:
   go run ./cmd/chatbench -quick                                  # every scenario, ~2 minutes
   go run ./cmd/chatbench -quick -nodes 1 -scenarios fanout       # quick fan-out: bare hubs (naive, coalesced, batched) vs chatd
   go run ./cmd/chatbench -scenarios anchorcheck -nodes 1 -clients 200  # is the bare hub the limit, not chatbench?
+  go run ./cmd/chatbench -nodes 1 -scenarios conns -conns 100000 # 100,000 idle users over 6 nodes and 6 generator processes
   go run ./cmd/chatbench -json -strict > bench.json              # full run (~10 min); exit 1 on a missed goal
 
 flags:
@@ -94,7 +103,7 @@ flags:
 
 // hiddenFlags are chatbench's internal flags (it starts itself with them
 // to serve a bare hub): they work, but -h does not list them.
-var hiddenFlags = map[string]bool{"serve-hub": true, "hub-redis": true, "hub-node": true}
+var hiddenFlags = map[string]bool{"serve-hub": true, "hub-redis": true, "hub-node": true, "serve-conns": true}
 
 // printUsage writes usageHead and every flag but the hidden ones.
 func printUsage(fs *flag.FlagSet, w io.Writer) {
@@ -140,16 +149,20 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any goal or check is missed")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&o.Keep, "keep-logs", false, "keep the process logs directory even after a clean run")
+	fs.IntVar(&o.Conns, "conns", 0, "conns: idle users, seated in rooms of 50 (default 100000, -quick 2000)")
+	fs.IntVar(&o.ConnsCap, "conns-cap", 18000, "conns: WebSockets one process may hold (chatd node or generator worker); more users start more of both (the open-file limit)")
+	fs.DurationVar(&o.ConnsIdle, "conns-idle", 0, "conns: the idle window measured (default 60s, -quick 15s; chatd renews seats every 10 s, connection leases every 20 s)")
 	fs.StringVar(&o.serveHub, "serve-hub", "", "internal: serve a bare hub on this address")
 	fs.StringVar(&o.hubRedis, "hub-redis", "", "internal: the bare hub's Redis")
 	fs.StringVar(&o.hubNode, "hub-node", "h", "internal: the bare hub's name")
+	fs.BoolVar(&o.serveConns, "serve-conns", false, "internal: serve as a conns worker (JSON lines on stdin and stdout)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
 	}
-	if o.serveHub != "" {
+	if o.serveHub != "" || o.serveConns {
 		return o, nil
 	}
 	if o.Nodes != 1 && o.Nodes != 3 {
@@ -196,6 +209,18 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	if o.Senders < 1 || o.Window < 1 {
 		return o, errors.New("-senders and -window: expected at least 1")
+	}
+	if o.Conns <= 0 {
+		o.Conns = o.scale(100000, 2000)
+	}
+	if o.ConnsCap < 1 {
+		return o, errors.New("-conns-cap: expected at least 1")
+	}
+	if ceilDiv(o.Conns, o.ConnsCap) > 250 {
+		return o, fmt.Errorf("-conns %d with -conns-cap %d: more than 250 processes", o.Conns, o.ConnsCap)
+	}
+	if o.ConnsIdle <= 0 {
+		o.ConnsIdle = time.Duration(o.scale(60, 15)) * time.Second
 	}
 	for _, c := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -311,6 +336,8 @@ func (b *Bench) scenario(ctx context.Context, s string) error {
 		return b.scenarioSettings(ctx)
 	case "idle":
 		return b.scenarioIdle(ctx)
+	case "conns":
+		return b.scenarioConns(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", s)
 }
@@ -358,6 +385,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if opt.serveConns {
+		if err := serveConns(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "conns worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if opt.serveHub != "" {
 		if err := runHub(ctx, opt.serveHub, opt.hubRedis, opt.hubNode); err != nil {
 			fmt.Fprintln(os.Stderr, "hub:", err)

@@ -113,6 +113,10 @@ type World struct {
 	Hubs      []*Proc  // bare hubs on Redis pub/sub (A4)
 	RedisProc *Proc    // the private redis-server, nil with -redis
 	procs     []*Proc
+
+	// how startChatd started chatd, for addChatd
+	chatdBin, secret, admin string
+	started                 int // chatd nodes started so far (names n1, n2, …)
 }
 
 // Close stops every process chatbench started, newest first.
@@ -218,28 +222,14 @@ func moduleRoot() (string, error) {
 
 // startChatd starts n chatd nodes on the world's Redis.
 func (w *World) startChatd(ctx context.Context, bin string, n int, secret, admin string) error {
-	for i := 1; i <= n; i++ {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		name := fmt.Sprintf("n%d", i)
-		p, err := start(w.Dir, name, bin, []string{
-			"--redis", "redis://" + w.RedisAddr + "/0", "--secret", secret, "--admin-token", admin,
-			"--node-id", name, "--addr", addr, "--log-level", "warn",
-		})
-		if err != nil {
-			return err
-		}
-		w.own(p)
-		p.Addr, p.URL = addr, "http://"+addr
+	w.chatdBin, w.secret, w.admin = bin, secret, admin
+	ps, err := w.addChatd(ctx, n)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
 		w.Nodes = append(w.Nodes, p)
 		w.Targets = append(w.Targets, p.URL)
-	}
-	for _, p := range w.Nodes {
-		if err := waitHTTP(ctx, p, "/readyz", 30*time.Second); err != nil {
-			return err
-		}
 	}
 	// The generator is one client address opening thousands of sessions
 	// and sockets: lift the per-address caps for the run.
@@ -250,6 +240,42 @@ func (w *World) startChatd(ctx context.Context, bin string, n int, secret, admin
 		}
 	}
 	return nil
+}
+
+// addChatd starts n more chatd nodes on the world's Redis, as startChatd
+// did (same binary, secret and admin token), named after the nodes the
+// world has already started, and waits until they are ready. It does not
+// add them to Nodes and Targets: a scenario that needs more nodes than
+// the run's stops them itself (World.Close stops them too).
+func (w *World) addChatd(ctx context.Context, n int) ([]*Proc, error) {
+	if w.chatdBin == "" {
+		return nil, errors.New("no chatd binary: the run did not start chatd (-targets)")
+	}
+	var ps []*Proc
+	for range n {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		w.started++
+		name := fmt.Sprintf("n%d", w.started)
+		p, err := start(w.Dir, name, w.chatdBin, []string{
+			"--redis", "redis://" + w.RedisAddr + "/0", "--secret", w.secret, "--admin-token", w.admin,
+			"--node-id", name, "--addr", addr, "--log-level", "warn",
+		})
+		if err != nil {
+			return nil, err
+		}
+		w.own(p)
+		p.Addr, p.URL = addr, "http://"+addr
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		if err := waitHTTP(ctx, p, "/readyz", 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
 }
 
 // startHubs starts the bare hubs: one without Redis and n on Redis.

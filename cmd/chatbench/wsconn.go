@@ -250,6 +250,13 @@ var wsBatch = true
 // dialWS opens base's /ws with token (and the query parameters in extra)
 // and reads the hello frame.
 func dialWS(ctx context.Context, base, token string, extra ...url.Values) (*WS, Frame, error) {
+	return dialWSVia(ctx, nil, base, token, extra...)
+}
+
+// dialWSVia is dialWS through dialer d (nil: a default dialer); the conns
+// scenario's workers give each their own loopback source address
+// (d.LocalAddr) so that no one address runs out of ephemeral ports.
+func dialWSVia(ctx context.Context, d *net.Dialer, base, token string, extra ...url.Values) (*WS, Frame, error) {
 	q := url.Values{"token": {token}}
 	for _, e := range extra {
 		for k, v := range e {
@@ -259,7 +266,7 @@ func dialWS(ctx context.Context, base, token string, extra ...url.Values) (*WS, 
 	if wsBatch {
 		q.Set("batch", "1")
 	}
-	w, err := dialRaw(ctx, base, "/ws?"+q.Encode())
+	w, err := dialRaw(ctx, d, base, "/ws?"+q.Encode())
 	if err != nil {
 		return nil, Frame{}, err
 	}
@@ -280,15 +287,17 @@ func dialWS(ctx context.Context, base, token string, extra ...url.Values) (*WS, 
 // wsGUID is RFC 6455's key suffix.
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-// dialRaw connects to base (http://host:port) and upgrades path to a
-// WebSocket. An answer other than 101 is an error naming the status and
-// the start of its body.
-func dialRaw(ctx context.Context, base, path string) (*WS, error) {
+// dialRaw connects to base (http://host:port) through d (nil: a default
+// dialer with a 10 s timeout) and upgrades path to a WebSocket. An answer
+// other than 101 is an error naming the status and the start of its body.
+func dialRaw(ctx context.Context, d *net.Dialer, base, path string) (*WS, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return nil, err
 	}
-	d := net.Dialer{Timeout: 10 * time.Second}
+	if d == nil {
+		d = &net.Dialer{Timeout: 10 * time.Second}
+	}
 	conn, err := d.DialContext(ctx, "tcp", u.Host)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", base, err)
