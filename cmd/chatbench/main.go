@@ -38,8 +38,9 @@ var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", 
 // extraScenarios run only when named: anchorcheck is the fan-out's anchor
 // check alone (the coalescing hub against itself with twice the senders,
 // and the CPU split);
-// sse is one room read over WebSockets and event streams side by side.
-var extraScenarios = []string{"anchorcheck", "sse"}
+// sse is one room read over WebSockets and event streams side by side;
+// cost is Redis CPU and commands per operation next to their floors.
+var extraScenarios = []string{"anchorcheck", "sse", "cost"}
 
 // Options are chatbench's flags.
 type Options struct {
@@ -61,6 +62,9 @@ type Options struct {
 	Window    int
 	Strict    bool
 	WSBatch   bool
+	CostUsers int           // cost: idle WebSocket users of the renewal
+	CostIdle  time.Duration // cost: the renewal's idle window
+	CostOps   int           // cost: operations per say, join and poll batch
 
 	// hidden: serve a bare hub (chatbench starts itself this way)
 	serveHub string
@@ -137,6 +141,9 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.IntVar(&o.Senders, "senders", 4, "fan-out: members per room that send")
 	fs.IntVar(&o.Window, "window", 32, "fan-out, saturated: says each sender keeps in flight")
 	fs.BoolVar(&o.WSBatch, "ws-batch", true, "open WebSockets with ?batch=1 (a server may then send several events per frame)")
+	fs.IntVar(&o.CostUsers, "cost-users", 0, "cost: idle WebSocket users of the renewal (default 5000, -quick 1000)")
+	fs.DurationVar(&o.CostIdle, "cost-idle", 0, "cost: the renewal's idle window, in slices of 20s (default 60s, -quick 20s)")
+	fs.IntVar(&o.CostOps, "cost-ops", 0, "cost: operations per say, join and poll batch (default 5000, -quick 1000)")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any goal or check is missed")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&o.Keep, "keep-logs", false, "keep the process logs directory even after a clean run")
@@ -186,6 +193,15 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	if o.Dur <= 0 {
 		o.Dur = time.Duration(o.scale(3000, 1000)) * time.Millisecond
+	}
+	if o.CostUsers <= 0 {
+		o.CostUsers = o.scale(5000, 1000)
+	}
+	if o.CostIdle <= 0 {
+		o.CostIdle = time.Duration(o.scale(60, 20)) * time.Second
+	}
+	if o.CostOps <= 0 {
+		o.CostOps = o.scale(5000, 1000)
 	}
 	if *clients == "" {
 		if o.Quick {
@@ -311,6 +327,8 @@ func (b *Bench) scenario(ctx context.Context, s string) error {
 		return b.scenarioSettings(ctx)
 	case "idle":
 		return b.scenarioIdle(ctx)
+	case "cost":
+		return b.scenarioCost(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", s)
 }
