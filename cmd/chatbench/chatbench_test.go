@@ -337,7 +337,7 @@ func TestCostQuick(t *testing.T) {
 		}
 	}
 	for _, op := range []string{"say", "join", "clean poll"} {
-		for _, m := range []string{"Redis CPU per " + op, "Redis commands per " + op, "Redis client commands per " + op} {
+		for _, m := range []string{"Redis CPU per " + op, "Redis commands per " + op, "Redis total_commands_processed per " + op} {
 			r := find(op, m)
 			positive(r, r.Values)
 			require.NotEmpty(t, r.Anchor, "%s is next to its floor", m)
