@@ -344,3 +344,75 @@ func TestConnsScenario(t *testing.T) {
 		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
 	}
 }
+
+// TestCostQuick runs the cost scenario with tiny sizes against a private
+// redis-server and one chatd: every row is there, and its figures and its
+// floor's are positive and finite.
+func TestCostQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts chatd")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CHATD_TEST_STRICT") == "1" {
+			t.Fatal("redis-server not on PATH (CHATD_TEST_STRICT=1)")
+		}
+		t.Skip("redis-server not on PATH")
+	}
+	// 10.5 s idle holds at least one seat and one presence tick (every 10 s)
+	opt, err := ParseFlags([]string{"-quick", "-nodes", "1", "-scenarios", "cost", "-repeats", "1",
+		"-cost-users", "60", "-cost-idle", "10500ms", "-cost-ops", "200", "-quiet"}, os.Stderr)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := &Bench{opt: opt}
+	err = b.Run(ctx)
+	b.Close(err != nil)
+	require.NoError(t, err)
+	require.Empty(t, b.rep.Errors)
+	rows := map[string]*Row{}
+	for _, r := range b.rep.Rows {
+		rows[r.Scenario+" | "+r.Metric] = r
+	}
+	find := func(scen, metric string) *Row {
+		t.Helper()
+		for k, r := range rows {
+			if strings.HasPrefix(k, "cost: "+scen) && strings.Contains(r.Metric, metric) {
+				return r
+			}
+		}
+		t.Fatalf("no row %q in %q; rows: %v", metric, scen, rows)
+		return nil
+	}
+	positive := func(r *Row, xs []float64) {
+		t.Helper()
+		require.NotEmpty(t, xs, "%s: %s", r.Scenario, r.Metric)
+		for _, x := range xs {
+			assert.False(t, math.IsNaN(x) || math.IsInf(x, 0), "%s: %s: %v", r.Scenario, r.Metric, xs)
+			assert.Positive(t, x, "%s: %s: %v", r.Scenario, r.Metric, xs)
+		}
+	}
+	for _, op := range []string{"say", "join", "clean poll"} {
+		for _, m := range []string{"Redis CPU per " + op, "Redis commands per " + op, "Redis total_commands_processed per " + op} {
+			r := find(op, m)
+			positive(r, r.Values)
+			require.NotEmpty(t, r.Anchor, "%s is next to its floor", m)
+			positive(r, r.AnchorValues)
+		}
+	}
+	cpu := find("say", "Redis CPU per say")
+	require.NotNil(t, cpu.OK, "the say's CPU has its goal")
+	assert.Equal(t, "ratio ≤ 2", cpu.Goal)
+	for _, m := range []string{"Redis CPU per idle user per minute", "Redis commands per idle user per minute"} {
+		r := find("renewal", m)
+		positive(r, r.Values)
+		positive(r, r.AnchorValues)
+	}
+	for _, m := range []string{"idle Redis commands per second per 100 connected users", "idle Redis CPU scaled to 100,000"} {
+		r := find("renewal", m)
+		positive(r, r.Values)
+		require.NotNil(t, r.OK, "%s has its goal", m)
+	}
+	for _, c := range b.rep.Checks {
+		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
+	}
+}

@@ -41,7 +41,8 @@ var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", 
 // sse is one room read over WebSockets and event streams side by side;
 // conns holds -conns idle users (100,000) seated in rooms over as many
 // chatd nodes and generator processes as the open-file cap needs.
-var extraScenarios = []string{"anchorcheck", "sse", "conns"}
+// cost is Redis CPU and commands per operation next to their floors.
+var extraScenarios = []string{"anchorcheck", "sse", "conns", "cost"}
 
 // Options are chatbench's flags.
 type Options struct {
@@ -66,6 +67,9 @@ type Options struct {
 	Conns     int           // conns: users
 	ConnsCap  int           // conns: connections per process at most
 	ConnsIdle time.Duration // conns: the idle window
+	CostUsers int           // cost: idle WebSocket users of the renewal
+	CostIdle  time.Duration // cost: the renewal's idle window
+	CostOps   int           // cost: operations per say, join and poll batch
 
 	// hidden: serve a bare hub (chatbench starts itself this way)
 	serveHub string
@@ -146,6 +150,9 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.IntVar(&o.Senders, "senders", 4, "fan-out: members per room that send")
 	fs.IntVar(&o.Window, "window", 32, "fan-out, saturated: says each sender keeps in flight")
 	fs.BoolVar(&o.WSBatch, "ws-batch", true, "open WebSockets with ?batch=1 (a server may then send several events per frame)")
+	fs.IntVar(&o.CostUsers, "cost-users", 0, "cost: idle WebSocket users of the renewal (default 5000, -quick 1000)")
+	fs.DurationVar(&o.CostIdle, "cost-idle", 0, "cost: the renewal's idle window, in slices of 20s (default 60s, -quick 20s)")
+	fs.IntVar(&o.CostOps, "cost-ops", 0, "cost: operations per say, join and poll batch (default 5000, -quick 1000)")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any goal or check is missed")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&o.Keep, "keep-logs", false, "keep the process logs directory even after a clean run")
@@ -199,6 +206,15 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	if o.Dur <= 0 {
 		o.Dur = time.Duration(o.scale(3000, 1000)) * time.Millisecond
+	}
+	if o.CostUsers <= 0 {
+		o.CostUsers = o.scale(5000, 1000)
+	}
+	if o.CostIdle <= 0 {
+		o.CostIdle = time.Duration(o.scale(60, 20)) * time.Second
+	}
+	if o.CostOps <= 0 {
+		o.CostOps = o.scale(5000, 1000)
 	}
 	if *clients == "" {
 		if o.Quick {
@@ -338,6 +354,8 @@ func (b *Bench) scenario(ctx context.Context, s string) error {
 		return b.scenarioIdle(ctx)
 	case "conns":
 		return b.scenarioConns(ctx)
+	case "cost":
+		return b.scenarioCost(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", s)
 }
