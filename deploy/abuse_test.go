@@ -591,7 +591,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"newlobbies:{user:*}:rate":  {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
 		"newboardsip:{user:*}:rate": {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
 		"scoreposts:{user:*}:rate":  {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
-		"{ip:*}:conns":              {2 * time.Minute, "identity connection lease", false},
+		"{ip:*}:conns":              {time.Hour + time.Minute, "identity connection key: Keep (1 h) after the address's last admission or its node's refresh", false},
 		"{session:*}:user":          {10 * time.Minute, "dirty session TTL", false},
 		"{session:*}:mask":          {10 * time.Minute, "dirty session TTL", false},
 		"{session:*}:cursor":        {10 * time.Minute, "dirty session TTL", false},

@@ -38,7 +38,27 @@ type ConnsConfig struct {
 	// Registerer receives chatd_identity_conns_total{op, result}; nil means
 	// not registered. Several Conns may share one.
 	Registerer prometheus.Registerer
+	// Live returns the runs of the live nodes (from the node registry's
+	// heartbeats), or nil when the caller does not know them now. A
+	// connection id is <run>-<n>: its run is everything before its last
+	// '-'. When Live gives runs, a lease of a live run counts however long
+	// ago it was written, so the node holding it need not Renew it: the
+	// connections of an idle node cost Redis nothing, and those of a node
+	// that died stop counting when its run leaves the registry. nil means
+	// leases count until they end, and the caller renews them.
+	Live func() []string
+	// Keep is how long an address's key lasts after its last Admit or
+	// Refresh when Live gives runs (its leases are not renewed then); 0
+	// means DefaultKeep. The node holding connections calls Refresh for
+	// their addresses every Keep/3: one PEXPIRE per address, not per
+	// lease per tick. The key of a node that died goes Keep after its last
+	// refresh, unless an admission from the address dropped its leases
+	// first.
+	Keep time.Duration
 }
+
+// DefaultKeep is ConnsConfig.Keep's default.
+const DefaultKeep = time.Hour
 
 // Conn names one leased connection: the client address as given to Admit
 // and the connection id.
@@ -56,6 +76,8 @@ type Conns struct {
 	space keyspace.Space
 	lease func() time.Duration
 	now   func() time.Time
+	live  func() []string
+	keep  time.Duration
 	calls *prometheus.CounterVec
 }
 
@@ -66,6 +88,8 @@ func NewConns(rdb redis.Cmdable, cfg ConnsConfig) *Conns {
 		space: keyspace.New(cfg.Prefix),
 		lease: cfg.Lease,
 		now:   cfg.Now,
+		live:  cfg.Live,
+		keep:  cfg.Keep,
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "chatd", Subsystem: "identity", Name: "conns_total",
 			Help: "Connection-lease calls by op (admit, renew, release) and result " +
@@ -75,10 +99,51 @@ func NewConns(rdb redis.Cmdable, cfg ConnsConfig) *Conns {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	if c.keep <= 0 {
+		c.keep = DefaultKeep
+	}
 	if cfg.Registerer != nil {
 		c.calls = promreg.Register(cfg.Registerer, c.calls)
 	}
 	return c
+}
+
+// Keep returns ConnsConfig.Keep (or its default): call Refresh every
+// Keep()/3 while Live gives runs.
+func (c *Conns) Keep() time.Duration { return c.keep }
+
+// Refresh keeps the keys of the addresses of conns for Keep(): one
+// PEXPIRE per address, pipelined (go-redis sends one pipeline per shard on
+// Cluster). Call it every Keep()/3 with the node's open connections while
+// ConnsConfig.Live gives runs; their leases count without renewal then.
+// It returns names.ErrBadName (wrapped) for a bad address or id, before
+// sending anything, or the first Redis error.
+func (c *Conns) Refresh(ctx context.Context, conns []Conn) error {
+	seen := map[string]bool{}
+	var keys []string
+	for _, cn := range conns {
+		k, err := c.key(cn.Addr, cn.ID)
+		if err != nil {
+			return fmt.Errorf("identity: refresh: %w", err)
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.PExpire(ctx, k, max(c.keep, c.Lease()))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("identity: refresh %d addresses: %w", len(keys), err)
+	}
+	return nil
 }
 
 // Lease returns the lease length in force now; renew every Lease()/3.
@@ -99,7 +164,8 @@ func (c *Conns) Lease() time.Duration {
 // means no cap, but the lease is still recorded so that a cap set later
 // counts the connections already open. Admit is idempotent: a connection
 // that holds a lease gets it renewed, even at the cap. Leases that have
-// ended are dropped by the same script. It returns names.ErrBadName
+// ended are dropped by the same script (with ConnsConfig.Live: the leases
+// that ended and whose run is not live). It returns names.ErrBadName
 // (wrapped) for an address that does not parse or a bad connection id
 // (1-MaxConnIDLen of [A-Za-z0-9_-]), or the Redis error with ok false. One
 // round trip.
@@ -112,7 +178,20 @@ func (c *Conns) Admit(ctx context.Context, addr, connID string, max int) (ok boo
 	if max < 0 {
 		max = 0
 	}
-	res, err := admitScript.Run(ctx, c.rdb, []string{k}, c.now().UnixMilli(), c.Lease().Milliseconds(), max, connID).Int64()
+	lease := c.Lease()
+	args := []any{c.now().UnixMilli(), lease.Milliseconds(), max, connID, lease.Milliseconds()}
+	if c.live != nil {
+		if runs := c.live(); len(runs) > 0 {
+			args[4] = c.keep.Milliseconds()
+			if c.keep < lease {
+				args[4] = lease.Milliseconds()
+			}
+			for _, r := range runs {
+				args = append(args, r)
+			}
+		}
+	}
+	res, err := admitScript.Run(ctx, c.rdb, []string{k}, args...).Int64()
 	if err != nil {
 		c.calls.WithLabelValues("admit", "error").Inc()
 		return false, fmt.Errorf("identity: admit connection %s: %w", connID, err)

@@ -232,3 +232,64 @@ func TestConnsKey(t *testing.T) {
 	assert.Equal(t, DefaultLease, NewConns(nil, ConnsConfig{Lease: fixed(time.Duration(0))}).Lease())
 	assert.Equal(t, time.Second, NewConns(nil, ConnsConfig{Lease: fixed(time.Second)}).Lease())
 }
+
+// TestConnsLiveRuns: with the live runs known (ConnsConfig.Live), a lease
+// of a live run counts however old, so no node renews; a lease of a run
+// that left the registry stops counting at once; and a run's own fresh
+// leases count by their end even before others see the run.
+func TestConnsLiveRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		get  func(testing.TB) *redistest.Redis
+	}{
+		{"single server", redistest.Real},
+		{"cluster", redistest.Cluster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := tc.get(t)
+			const addr = "198.51.100.7"
+			clk := newTestClock()
+			var mu sync.Mutex
+			runs := []string{"c-runa", "c-runb"}
+			live := func() []string {
+				mu.Lock()
+				defer mu.Unlock()
+				return append([]string(nil), runs...)
+			}
+			cfg := ConnsConfig{Prefix: r.Prefix, Lease: fixed(time.Minute), Now: clk.Now, Live: live, Keep: time.Hour}
+			a := NewConns(r.NewClient(t), cfg)
+			b := NewConns(r.NewClient(t), cfg)
+			require.True(t, admitted(t, a, addr, "c-runa-1", 3))
+			require.True(t, admitted(t, a, addr, "c-runa-2", 3))
+			clk.Add(10 * time.Minute) // ten leases, no renewal
+			require.True(t, admitted(t, b, addr, "c-runb-1", 3))
+			assert.False(t, admitted(t, b, addr, "c-runb-2", 3), "run a's two unrenewed leases still count: its node beats")
+			assert.True(t, admitted(t, a, addr, "c-runa-1", 3), "a holder is admitted again at the cap")
+			assert.Greater(t, connsPTTL(t, r, r.Prefix, addr), 59*time.Minute, "the key lasts Keep, not one lease")
+			require.NoError(t, r.Client.PExpire(context.Background(), connsKey(keyspace.New(r.Prefix), mustRateKey(t, addr)), time.Minute).Err())
+			require.NoError(t, a.Refresh(context.Background(), []Conn{{Addr: addr, ID: "c-runa-1"}, {Addr: addr, ID: "c-runa-2"}}))
+			assert.Greater(t, connsPTTL(t, r, r.Prefix, addr), 59*time.Minute, "Refresh keeps the key for Keep again")
+
+			mu.Lock()
+			runs = []string{"c-runb"} // node a died: its run left the registry
+			mu.Unlock()
+			assert.True(t, admitted(t, b, addr, "c-runb-2", 3), "a dead run's ended lease (c-runa-2) counts no more")
+			assert.False(t, admitted(t, b, addr, "c-runb-3", 3), "c-runa-1, admitted again just now, counts until its lease ends")
+			clk.Add(time.Minute)
+			assert.True(t, admitted(t, b, addr, "c-runb-3", 3))
+			assert.False(t, admitted(t, b, addr, "c-runb-4", 3))
+
+			require.True(t, admitted(t, a, "198.51.100.8", "c-runc-1", 1), "a run not yet in the registry")
+			assert.False(t, admitted(t, b, "198.51.100.8", "c-runb-9", 1), "its fresh lease counts by its end")
+		})
+	}
+}
+
+func mustRateKey(t *testing.T, addr string) string {
+	t.Helper()
+	k, err := RateKey(addr)
+	require.NoError(t, err)
+	return k
+}

@@ -150,11 +150,19 @@
 // limit.connections_per_ip caps the WebSockets one client address holds
 // across all nodes (an IPv6 /64 is one address, as in RateKey). Each
 // connection is a lease: a member of its address's [ZSET] scored with the
-// time its lease ends. Admit is one script: [ZREMRANGEBYSCORE] the ended
-// leases, [ZCARD] below the cap (or the connection already a member) →
-// [ZADD] now+lease and [PEXPIRE] the key for a lease. The node renews its
-// connections every lease/3 in one pipeline (ZADD XX, so an ended lease is
-// never brought back, and PEXPIRE) and releases one on close ([ZREM]).
+// time its lease ends. Admit is one script: drop the leases that count no
+// more, count the rest below the cap (or the connection already a member)
+// → [ZADD] now+lease and [PEXPIRE] the key. A lease counts while it has
+// not ended, or — when the caller gives the runs of the live nodes
+// (ConnsConfig.Live, from the node registry's heartbeats) — while the run
+// that wrote it is alive: a connection id is <run>-<n>. chatd gives the
+// runs, so its nodes do not renew their connections' leases: an idle
+// connection costs Redis nothing, and its address's key is kept with one
+// [PEXPIRE] per address every Keep/3 (Refresh; the key lasts Keep, an
+// hour). Without the runs (the registry did not answer lately) the node
+// renews its connections every lease/3 in one pipeline (ZADD XX, so an
+// ended lease is never brought back, and PEXPIRE). A connection is
+// released on close ([ZREM]).
 //
 // The naive version is a counter: [INCR] on connect, [DECR] on close. A node
 // that dies (kill -9, OOM, a partition) never sends its DECRs, and its
@@ -162,7 +170,8 @@
 // the whole network out. A SET of connection ids with a TTL on the key has
 // the same flaw member by member while other connections keep the key
 // alive. With leases nothing is permanent: a dead node's connections stop
-// counting one lease (60 s by default) after its last renewal, and a key
+// counting when its run leaves the registry (a heartbeat TTL, 30 s), or
+// one lease (60 s by default) after its last renewal, and a key
 // holds at most the cap plus the connections admitted with no cap, each
 // gone a lease after its holder stops renewing; an address with no open
 // connection has no key.
@@ -174,8 +183,9 @@
 // expired, trimmed on every write and gone with its latest expiry; in a
 // node's memory at most Config.MaxRevocations, and Config.MaxAdmits
 // admitted holders, each forgotten a TTL after its last renewal.
-// Connection leases: per address at most max(cap, open connections) members, each ending a lease
-// after its last renewal, and the key with its newest lease. Nothing this
+// Connection leases: per address at most max(cap, open connections)
+// members, each counting until its lease ends or its run dies, and the key
+// for Keep after its last admission or refresh. Nothing this
 // package writes lacks an expiry.
 //
 // [SET]: https://redis.io/commands/set/
@@ -189,9 +199,10 @@
 // [PEXPIREAT]: https://redis.io/commands/pexpireat/
 // [ZSET]: https://redis.io/docs/latest/develop/data-types/sorted-sets/
 // [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/
-// [ZCARD]: https://redis.io/commands/zcard/
 // [ZADD]: https://redis.io/commands/zadd/
 // [ZREM]: https://redis.io/commands/zrem/
 // [INCR]: https://redis.io/commands/incr/
 // [DECR]: https://redis.io/commands/decr/
+//
+// [ZCARD]: https://redis.io/commands/zcard/
 package identity

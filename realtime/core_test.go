@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -433,4 +434,44 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	assert.False(t, online("idle00"), "Redis lost it")
 	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.presence.TTL()/3+10*time.Second, 100*time.Millisecond,
 		"the heartbeat after the loss is fresh, and the next tick writes every user again")
+}
+
+// TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats: the connection ids
+// Sessions gives carry the run the heartbeat reports live, so package
+// identity counts their leases without renewal (ConnsConfig.Live): past
+// their lease's end they still hold the address's cap, and the node's
+// renewal loop sends nothing per connection.
+func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	n := startNode(t, r, "n1")
+	_, err := n.Admin.SetSetting(ctx, "limit.connections_per_ip", []byte("2"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return n.connRuns() != nil }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
+	const addr = "203.0.113.9"
+	var ids []string
+	for range 2 {
+		id, err := n.Sessions.AdmitConn(ctx, addr)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		run := id[:strings.LastIndexByte(id, '-')]
+		assert.Contains(t, n.connRuns(), run, "the id's run (before its last '-') is a live run")
+	}
+	// End both leases in Redis, as if an hour passed without renewal.
+	key := "*{ip:*}:conns"
+	keys, err := r.Client.Keys(ctx, r.Prefix+key).Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	for _, id := range ids {
+		require.NoError(t, r.Client.ZAdd(ctx, keys[0], redis.Z{Score: 1, Member: id}).Err())
+	}
+	_, err = n.Sessions.AdmitConn(ctx, addr)
+	assert.ErrorIs(t, err, ErrTooManyFromAddr, "leases of a live run count past their end")
+	n.Sessions.renewConns(ctx)
+	scores, err := r.Client.ZMScore(ctx, keys[0], ids...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []float64{1, 1}, scores, "nothing renewed them")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,6 +96,25 @@ type Node struct {
 	unwatch  func()
 	proc     procStats
 	started  time.Time // when Start was called
+	runs     atomic.Pointer[liveRuns]
+}
+
+// liveRuns is what the last heartbeat said of the live nodes' runs.
+type liveRuns struct {
+	conns []string // as connection-id runs: "c-" + run
+	at    time.Time
+}
+
+// connRuns returns the runs of the live nodes as connection ids carry
+// them, or nil when the last heartbeat that answered is older than the
+// presence TTL (then connection leases count by their ends, and are
+// renewed: see Sessions.renewConns).
+func (n *Node) connRuns() []string {
+	v := n.runs.Load()
+	if v == nil || n.cfg.Now().Sub(v.at) > n.presence.TTL() {
+		return nil
+	}
+	return v.conns
 }
 
 // New builds a node; Start starts its background work.
@@ -165,7 +185,7 @@ func New(cfg Config) (*Node, error) {
 		OnChange:   func(_ context.Context, board string, _ ranking.Entry) { mk.board(board) },
 		Permanent:  func(board string) bool { return listed(st.String(settings.PermanentBoards), board) },
 	})
-	conns := identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: now, Registerer: reg})
+	conns := identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: now, Registerer: reg, Live: n.connRuns})
 	var chat *Chat // the guests' ended sessions close their connections
 	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Logger: log,
 		TTL: func() time.Duration { return time.Duration(st.Int(settings.SessionIdleSeconds)) * time.Second },
@@ -207,7 +227,8 @@ func New(cfg Config) (*Node, error) {
 		notices: n.notices, now: now, draining: n.draining}
 	n.Game = &Game{boards: rk, shop: sh, seen: sf, follows: n.dirty, caps: cp, log: log}
 	n.Sessions = &Sessions{names: n.names, conns: conns, mod: n.modGuard, caps: cp, chat: n.Chat, settings: st,
-		hub: n.hub, runID: runID, log: log}
+		hub: n.hub, runID: runID, log: log,
+		runsKnown: func() bool { return n.connRuns() != nil }}
 	n.Chat.releaseLease = n.Sessions.ReleaseConn
 	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
 	mms := matchmaking.New(rdb, matchmaking.Config{Prefix: cfg.Prefix, Clock: now, Registerer: reg, Logger: log,
@@ -391,6 +412,11 @@ func (n *Node) heartbeat(ctx context.Context) {
 		n.log.Debug("node heartbeat", "err", err)
 		return
 	}
+	runs := make([]string, len(beat.Runs))
+	for i, r := range beat.Runs {
+		runs[i] = connRun(r)
+	}
+	n.runs.Store(&liveRuns{conns: runs, at: now})
 	if beat.Fresh {
 		// The registry did not know this run (first beat, a lapse, a Redis
 		// that lost its data): the users' claims are written again.

@@ -28,6 +28,8 @@ type nameClaims interface {
 type connLeases interface {
 	Admit(ctx context.Context, addr, connID string, max int) (ok bool, err error)
 	Renew(ctx context.Context, conns []identity.Conn) error
+	Refresh(ctx context.Context, conns []identity.Conn) error
+	Keep() time.Duration
 	Release(ctx context.Context, addr, connID string) error
 	Lease() time.Duration
 }
@@ -51,6 +53,10 @@ type Sessions struct {
 	hub      *Hub
 	runID    string
 	log      *slog.Logger
+	// runsKnown reports whether the live runs are known now (the last
+	// heartbeat answered); nil = never.
+	runsKnown func() bool
+	refreshed time.Time // when renewConns last refreshed the keys (its loop only)
 }
 
 // SignIn signs a guest in as name from client address addr and returns the
@@ -128,7 +134,7 @@ func (s *Sessions) AdmitConn(ctx context.Context, addr string) (string, error) {
 	if max := s.settings.Int(settings.ConnectionsPerNode); max > 0 && s.hub.Count() >= max {
 		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", ErrNodeFull, max)
 	}
-	id := "c-" + s.runID + "-" + strconv.FormatUint(s.chat.seq.Add(1), 36)
+	id := connRun(s.runID) + "-" + strconv.FormatUint(s.chat.seq.Add(1), 36)
 	max := s.settings.Int(settings.ConnectionsPerIP)
 	ok, err := s.conns.Admit(ctx, addr, id, max)
 	if err != nil {
@@ -158,9 +164,22 @@ func (s *Sessions) start(g *group, now func() time.Time) {
 	})
 }
 
+// connRun is a run as this node's connection ids start with it: an id is
+// connRun(run) + "-" + a sequence number, so that package identity finds
+// the run before the last '-'.
+func connRun(run string) string { return "c-" + run }
+
 // renewConns renews the per-address connection leases of this node's
-// clients, in one pipeline.
+// clients, in one pipeline, when the live runs are not known (the node
+// registry did not answer lately). While they are, a lease of this node's
+// live run counts without renewal (identity.ConnsConfig.Live): only the
+// addresses' keys are kept, one PEXPIRE per address every Keep/3.
 func (s *Sessions) renewConns(ctx context.Context) {
+	known := s.runsKnown != nil && s.runsKnown()
+	now := s.chat.now()
+	if known && now.Sub(s.refreshed) < s.conns.Keep()/3 {
+		return
+	}
 	var cs []identity.Conn
 	for _, c := range s.hub.Clients() {
 		if c.lease != "" {
@@ -168,6 +187,14 @@ func (s *Sessions) renewConns(ctx context.Context) {
 		}
 	}
 	if len(cs) == 0 {
+		return
+	}
+	if known {
+		if err := s.conns.Refresh(ctx, cs); err != nil {
+			s.log.Debug("refresh connection keys", "err", err)
+			return
+		}
+		s.refreshed = now
 		return
 	}
 	if err := s.conns.Renew(ctx, cs); err != nil {
