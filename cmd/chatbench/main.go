@@ -67,6 +67,7 @@ type Options struct {
 	Conns     int           // conns: users
 	ConnsCap  int           // conns: connections per process at most
 	ConnsIdle time.Duration // conns: the idle window
+	Rates     []float64     // fanout: fixed delivery rates (per second); nil = ½ the goal hub's ceiling
 	CostUsers int           // cost: idle WebSocket users of the renewal
 	CostIdle  time.Duration // cost: the renewal's idle window
 	CostOps   int           // cost: operations per say, join and poll batch
@@ -148,6 +149,7 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.Secret, "secret", "chatbench-secret-0123456789abcdef", "session secret given to the chatd nodes chatbench starts")
 	clients := fs.String("clients", "", "fan-out member counts, comma-separated (default 200,2000; -quick 200); up to 200 share one room, more fill rooms of 50")
 	fs.IntVar(&o.Senders, "senders", 4, "fan-out: members per room that send")
+	rates := fs.String("rates", "", "fan-out: fixed rates of the latency runs, in deliveries per second, comma-separated (e.g. 400000,1000000); default half the goal hub's ceiling")
 	fs.IntVar(&o.Window, "window", 32, "fan-out, saturated: says each sender keeps in flight")
 	fs.BoolVar(&o.WSBatch, "ws-batch", true, "open WebSockets with ?batch=1 (a server may then send several events per frame)")
 	fs.IntVar(&o.CostUsers, "cost-users", 0, "cost: idle WebSocket users of the renewal (default 5000, -quick 1000)")
@@ -237,6 +239,15 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	if o.ConnsIdle <= 0 {
 		o.ConnsIdle = time.Duration(o.scale(60, 15)) * time.Second
+	}
+	if *rates != "" {
+		for _, r := range strings.Split(*rates, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+			if err != nil || v <= 0 || v > 1e8 {
+				return o, fmt.Errorf("-rates %q: expected deliveries per second, 1..100000000", r)
+			}
+			o.Rates = append(o.Rates, v)
+		}
 	}
 	for _, c := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))

@@ -267,52 +267,72 @@ func (b *Bench) scenarioFanout(ctx context.Context) error {
 			b.cpuRow(scen, v.name+", saturated", vals[v.name])
 		}
 
-		// latency at a fixed rate: half the goal hub's ceiling, in
-		// deliveries (the naive hub is not run here: that rate may be past
-		// its own ceiling)
+		// latency at fixed rates: -rates (deliveries per second), or half
+		// the goal hub's ceiling (the naive hub is not run here: that rate
+		// may be past its own ceiling)
 		ceiling := median(get(hub1, dps))
-		rate := ceiling / 2 / float64(size)
-		fixed := []fanVariant{hub1, chatd1}
-		if nt > 1 && !big {
-			fixed = append(fixed, chatdN, hubN)
+		rates := []float64{ceiling / 2}
+		named := len(b.opt.Rates) > 0
+		if named {
+			rates = b.opt.Rates
 		}
-		fv, err := b.fanRuns(ctx, scen, fixed, n, size, rate, reps)
-		if err != nil {
-			return err
-		}
-		lat := func(v fanVariant, f func(fanResult) float64) []float64 {
-			var xs []float64
-			for _, r := range fv[v.name] {
-				xs = append(xs, f(r))
+		for _, deliveries := range rates {
+			rate := deliveries / float64(size)
+			at := fmt.Sprintf(" at %.0f says/s = %s deliveries/s (½ the %s ceiling)", rate, fmtNum(rate*float64(size)), hub1.name)
+			if named {
+				at = fmt.Sprintf(" at %.0f says/s = %s deliveries/s (%.2f × the %s ceiling)", rate, fmtNum(rate*float64(size)), deliveries/ceiling, hub1.name)
 			}
-			return xs
-		}
-		p50 := func(r fanResult) float64 { return r.Lat.P50 }
-		p99 := func(r fanResult) float64 { return r.Lat.P99 }
-		mx := func(r fanResult) float64 { return r.Lat.Max }
-		ack99 := func(r fanResult) float64 { return r.AckLat.P99 }
-		ping99 := func(r fanResult) float64 { return r.PingLat.P99 }
-		at := fmt.Sprintf(" at %.0f says/s = %s deliveries/s (½ the %s ceiling)", rate, fmtNum(rate*float64(size)), hub1.name)
-		for _, v := range fixed[1:] {
-			if v.name == hubN.name {
-				continue
+			if err := b.fanFixed(ctx, scen, at, n, size, rate, reps, hub1, chatd1, chatdN, hubN, nt > 1 && !big); err != nil {
+				return err
 			}
-			anchor := hub1
-			if v.name == chatdN.name {
-				anchor = hubN
-			}
-			b.rep.add(newRow(scen, v.name+": send→receive p50"+at, "ms", lat(v, p50)).vs(anchor.name, lat(anchor, p50)))
-			b.rep.add(newRow(scen, v.name+": send→receive p99"+at, "ms", lat(v, p99)).vs(anchor.name, lat(anchor, p99)).goalRatio(false, 1.5))
-			b.rep.add(newRow(scen, v.name+": send→receive max"+at, "ms", lat(v, mx)).vs(anchor.name, lat(anchor, mx)))
 		}
-		for _, v := range []fanVariant{hub1, chatd1} {
-			b.rep.add(newRow(scen, v.name+": say→ack p99"+at, "ms", lat(v, ack99)).vs("Redis PING p99, same run", lat(v, ping99)).
-				note("one PING every 5 ms on its own connection while the run goes"))
+	}
+	return nil
+}
+
+// fanFixed runs the fan-out's fixed-rate variants at rate says/s and adds
+// their latency rows (at names the rate).
+func (b *Bench) fanFixed(ctx context.Context, scen, at string, n, size int, rate float64, reps int, hub1, chatd1, chatdN, hubN fanVariant, multi bool) error {
+	dps := func(r fanResult) float64 { return r.DeliveredPerSec }
+	fixed := []fanVariant{hub1, chatd1}
+	if multi {
+		fixed = append(fixed, chatdN, hubN)
+	}
+	fv, err := b.fanRuns(ctx, scen, fixed, n, size, rate, reps)
+	if err != nil {
+		return err
+	}
+	lat := func(v fanVariant, f func(fanResult) float64) []float64 {
+		var xs []float64
+		for _, r := range fv[v.name] {
+			xs = append(xs, f(r))
 		}
-		b.rep.add(newRow(scen, "chatd×1: delivered"+at, "msg/s", lat(chatd1, dps)))
-		for _, v := range fixed {
-			b.cpuRow(scen, v.name+at, fv[v.name])
+		return xs
+	}
+	p50 := func(r fanResult) float64 { return r.Lat.P50 }
+	p99 := func(r fanResult) float64 { return r.Lat.P99 }
+	mx := func(r fanResult) float64 { return r.Lat.Max }
+	ack99 := func(r fanResult) float64 { return r.AckLat.P99 }
+	ping99 := func(r fanResult) float64 { return r.PingLat.P99 }
+	for _, v := range fixed[1:] {
+		if v.name == hubN.name {
+			continue
 		}
+		anchor := hub1
+		if v.name == chatdN.name {
+			anchor = hubN
+		}
+		b.rep.add(newRow(scen, v.name+": send→receive p50"+at, "ms", lat(v, p50)).vs(anchor.name, lat(anchor, p50)))
+		b.rep.add(newRow(scen, v.name+": send→receive p99"+at, "ms", lat(v, p99)).vs(anchor.name, lat(anchor, p99)).goalRatio(false, 1.5))
+		b.rep.add(newRow(scen, v.name+": send→receive max"+at, "ms", lat(v, mx)).vs(anchor.name, lat(anchor, mx)))
+	}
+	for _, v := range []fanVariant{hub1, chatd1} {
+		b.rep.add(newRow(scen, v.name+": say→ack p99"+at, "ms", lat(v, ack99)).vs("Redis PING p99, same run", lat(v, ping99)).
+			note("one PING every 5 ms on its own connection while the run goes"))
+	}
+	b.rep.add(newRow(scen, "chatd×1: delivered"+at, "msg/s", lat(chatd1, dps)))
+	for _, v := range fixed {
+		b.cpuRow(scen, v.name+at, fv[v.name])
 	}
 	return nil
 }
