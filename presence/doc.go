@@ -32,7 +32,7 @@
 // one [ZADD] per 1,000 users. A heartbeat that comes back Fresh (the
 // node's first, one after a stall of a TTL, or a Redis that lost its data)
 // makes the node Touch every user again; a slow rotation rewrites each
-// user every ten minutes in case a write was lost. Offline is one
+// user every half hour in case a write was lost. Offline is one
 // [EVALSHA] of lua/presence_offline.lua, which removes only that node's
 // claim. The hash's real TTL is Retention (30 days), renewed by every
 // Touch and Offline, so last_seen survives the claim and then goes.

@@ -117,11 +117,11 @@ func (ch *Chat) renewREST(ctx context.Context, p Principal) {
 }
 
 // presenceRefreshTicks is how many presence ticks a full rewrite of every
-// user's claim is spread over (a tenth-of-a-minute tick makes it ten
-// minutes): claims live with the node's run (package presence), so a
+// user's claim is spread over (at the default 10 s tick, half an hour):
+// claims live with the node's run (package presence), so a
 // user's claim is written when its rooms or connections change, and this
 // slow rotation only heals a write that was lost (a partial failover).
-const presenceRefreshTicks = 60
+const presenceRefreshTicks = 180
 
 // presenceState is the presence loop's memory: the users it kept online
 // at its last tick, the tick count, whether everything must be written

@@ -156,7 +156,9 @@
 // KEYS, the histories of the rooms it may touch. Each history carries its
 // own TTL instead, Config.IdleTTL from the last send in the room or the
 // last renewal of an attachment there ([PEXPIRE]; Renew passes the
-// histories of the rooms it renews in KEYS). A history therefore lives
+// histories of the rooms it renews in KEYS, each at most once per
+// IdleTTL/48 per node: a PEXPIRE per room per tick bought nothing against
+// a TTL of a day). A history therefore lives
 // while someone sits or talks in its room (a room nobody sits in loses its
 // history IdleTTL after its last use, even in a busy lobby), and never
 // outlives the lobby's idle expiry: it is refreshed only by a script that

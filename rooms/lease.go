@@ -68,18 +68,20 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 		b.idx = append(b.idx, i)
 		b.triples = append(b.triples, seq, a.User, a.ID)
 	}
+	now := s.now()
 	for _, b := range batches {
-		// KEYS: the lobby's, then the histories of the rooms renewed, whose
-		// TTLs the script refreshes (see lua/seat_renew.lua).
+		// KEYS: the lobby's, then the histories of the rooms renewed whose
+		// TTLs are due for a refresh (see lua/seat_renew.lua and
+		// historiesDue).
 		b.keys = s.lobbyKeys(b.lobby)
-		b.args = append(s.lobbyArgs(b.lobby), len(b.rooms))
-		for _, seq := range b.rooms {
+		due := s.historiesDue(now, b.lobby, b.rooms)
+		b.args = append(s.lobbyArgs(b.lobby), len(due))
+		for _, seq := range due {
 			b.keys = append(b.keys, historyKey(s.ks, b.lobby, seq))
 			b.args = append(b.args, seq)
 		}
 		b.args = append(b.args, b.triples...)
 	}
-	now := s.now()
 	var healed []*redis.Cmd
 	err = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
 		// The counts of the previous Renew ride along, repairing index
@@ -126,6 +128,38 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 	s.indexCounts(ctx, counts...) // reaped seats: at once
 	s.holdCounts(counts)          // all: with the next Renew
 	return lost, nil
+}
+
+// historiesDue returns the rooms of lobby, among seqs, whose history TTL
+// this node has not refreshed within IdleTTL/48 (30 minutes at the
+// default 24 h), and marks them refreshed now. A history lives IdleTTL
+// after its room's last renewal: refreshing it on every Renew (every 10 s
+// by default) cost a PEXPIRE per room per tick for a TTL of a day.
+func (s *Service) historiesDue(now time.Time, lobby string, seqs []int) []int {
+	every := s.idleTTL / 48
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	if s.histAt == nil {
+		s.histAt = map[string]time.Time{}
+	}
+	if len(s.histAt) > 4096 && now.Sub(s.histSwept) > every {
+		for k, at := range s.histAt {
+			if now.Sub(at) > 2*every {
+				delete(s.histAt, k)
+			}
+		}
+		s.histSwept = now
+	}
+	var due []int
+	for _, seq := range seqs {
+		k := lobby + "/" + strconv.Itoa(seq)
+		if at, ok := s.histAt[k]; ok && now.Sub(at) < every {
+			continue
+		}
+		s.histAt[k] = now
+		due = append(due, seq)
+	}
+	return due
 }
 
 // Sweep limits: lobbies per round trip, seats reaped per lobby per script run, and

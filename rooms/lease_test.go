@@ -278,3 +278,49 @@ func TestRenewOfARoomWithMoreSeatsThanLuaUnpacks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Attachment{{"big-1", "ghost", "ws1"}}, lost)
 }
+
+// TestRenewRefreshesHistoryTTLsRarely: a room's history lives IdleTTL after
+// its last renewal, so Renew refreshes its TTL once per IdleTTL/48, not on
+// every tick.
+func TestRenewRefreshesHistoryTTLsRarely(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: clock.Now, IdleTTL: 48 * time.Hour,
+		Lease: func() time.Duration { return 30 * time.Second }})[0]
+	room, err := s.Join(ctx, "hist", "ann", ws1)
+	require.NoError(t, err)
+	_, err = s.say(ctx, room.ID, "ann", "hello")
+	require.NoError(t, err)
+	lobby, seq, err := ParseRoom(room.ID)
+	require.NoError(t, err)
+	hist := historyKey(s.ks, lobby, seq)
+	atts := []Attachment{{Room: room.ID, User: "ann", ID: "ws1"}}
+	ttl := func() time.Duration {
+		d, err := r.Client.PTTL(ctx, hist).Result()
+		require.NoError(t, err)
+		return d
+	}
+	_, err = s.Renew(ctx, atts)
+	require.NoError(t, err)
+	assert.Greater(t, ttl(), 47*time.Hour, "the first Renew refreshes it")
+
+	require.NoError(t, r.Client.PExpire(ctx, hist, time.Hour).Err())
+	clock.Add(10 * time.Second)
+	_, err = s.Renew(ctx, atts)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, ttl(), time.Hour, "not again within IdleTTL/48")
+
+	for range 358 { // renewing every 10 s, to 10 s short of the hour
+		clock.Add(10 * time.Second)
+		lost, err := s.Renew(ctx, atts)
+		require.NoError(t, err)
+		require.Empty(t, lost)
+	}
+	assert.LessOrEqual(t, ttl(), time.Hour, "not within the hour")
+	clock.Add(10 * time.Second)
+	_, err = s.Renew(ctx, atts)
+	require.NoError(t, err)
+	assert.Greater(t, ttl(), 47*time.Hour, "again once IdleTTL/48 passed")
+}

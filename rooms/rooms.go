@@ -123,6 +123,10 @@ type Service struct {
 	heldMu sync.Mutex
 	held   map[string]lobbyCount // lobby → count for the next Renew to index
 
+	histMu    sync.Mutex
+	histAt    map[string]time.Time // "lobby/seq" → when Renew last refreshed its history's TTL
+	histSwept time.Time
+
 	// beforeCreate, when set (tests), runs between taking the lobby's lock
 	// and running the room-creation script.
 	beforeCreate func(ctx context.Context, l *lock.Lock)

@@ -1,7 +1,7 @@
 -- seat_renew.lua: extend many attachments of one lobby, and the leases of
 -- the seats they hold, with a few bulk commands per 1,000 attachments:
 -- ZMSCORE members, leases and attachments, then ZADD XX GT attachments and
--- leases; and refresh the history TTL of each room an attachment was
+-- leases; and refresh the history TTL of each room in KEYS an attachment was
 -- renewed in. An attachment that is not recorded is never created here,
 -- and the seat of a user none of whose listed attachments is recorded is
 -- not touched. Run with lobby_lib.lua prepended.
