@@ -550,28 +550,11 @@ func (b *Bench) costJoin(ctx context.Context, n int, bg costRate) error {
 // costPoll: clean REST polls (nothing dirty) of seated sessions, against
 // one GET of a small key per poll.
 func (b *Bench) costPoll(ctx context.Context, n int, bg costRate) error {
-	nt := len(b.w.Targets)
 	tag := b.tag("p")
 	lobby := "cp-" + tag
 	b.prog.Say("cost: %d REST sessions join %s", n, lobby)
-	ss := make([]*pollSession, n)
-	if err := parallel(ctx, n, 32, func(i int) error {
-		s := &pollSession{user: tag + "x" + strconv.Itoa(i), base: b.w.Targets[i%nt]}
-		var err error
-		if s.tok, err = b.api.Session(ctx, s.base, s.user); err != nil {
-			return err
-		}
-		var out struct {
-			Room Room `json:"room"`
-		}
-		if _, err := b.api.Do(ctx, http.MethodPost, s.base+"/api/v1/lobbies/"+lobby+"/join", s.tok, nil, &out); err != nil {
-			return err
-		}
-		s.room = out.Room.ID
-		ss[i] = s
-		_, err = b.pollOnce(ctx, s, "") // the first poll: full state
-		return err
-	}); err != nil {
+	ss, err := b.seatPollSessions(ctx, tag, lobby, n)
+	if err != nil {
 		return fmt.Errorf("set-up: %w", err)
 	}
 	var notClean atomic.Int64

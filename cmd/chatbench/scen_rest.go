@@ -457,28 +457,10 @@ type pollAnswer struct {
 // commands per clean poll; long-poll wake-up latency.
 func (b *Bench) scenarioPoll(ctx context.Context) error {
 	m := b.opt.scale(2000, 500)
-	nt := len(b.w.Targets)
 	tag := b.tag("q")
 	lobby, board := "pl-"+tag, "pb-"+tag
 	b.prog.Say("poll: %d sessions join %s", m, lobby)
-	ss := make([]*pollSession, m)
-	err := parallel(ctx, m, 32, func(i int) error {
-		s := &pollSession{user: tag + "x" + strconv.Itoa(i), base: b.w.Targets[i%nt]}
-		var err error
-		if s.tok, err = b.api.Session(ctx, s.base, s.user); err != nil {
-			return err
-		}
-		var out struct {
-			Room Room `json:"room"`
-		}
-		if _, err := b.api.Do(ctx, http.MethodPost, s.base+"/api/v1/lobbies/"+lobby+"/join", s.tok, nil, &out); err != nil {
-			return err
-		}
-		s.room = out.Room.ID
-		ss[i] = s
-		_, err = b.pollOnce(ctx, s, "") // the first poll: full state
-		return err
-	})
+	ss, err := b.seatPollSessions(ctx, tag, lobby, m)
 	if err != nil {
 		return fmt.Errorf("poll set-up: %w", err)
 	}
@@ -561,6 +543,32 @@ func (b *Bench) scenarioPoll(ctx context.Context) error {
 
 // pollOnce is one GET /poll (wait "" for none); it remembers the newest
 // message id of the session's room.
+// seatPollSessions signs n REST sessions in (users tag+"x"+i, round robin
+// over the targets), joins each to lobby and polls it once (the first
+// poll answers the full state, so later clean polls are clean).
+func (b *Bench) seatPollSessions(ctx context.Context, tag, lobby string, n int) ([]*pollSession, error) {
+	nt := len(b.w.Targets)
+	ss := make([]*pollSession, n)
+	err := parallel(ctx, n, 32, func(i int) error {
+		s := &pollSession{user: tag + "x" + strconv.Itoa(i), base: b.w.Targets[i%nt]}
+		var err error
+		if s.tok, err = b.api.Session(ctx, s.base, s.user); err != nil {
+			return err
+		}
+		var out struct {
+			Room Room `json:"room"`
+		}
+		if _, err := b.api.Do(ctx, http.MethodPost, s.base+"/api/v1/lobbies/"+lobby+"/join", s.tok, nil, &out); err != nil {
+			return err
+		}
+		s.room = out.Room.ID
+		ss[i] = s
+		_, err = b.pollOnce(ctx, s, "") // the first poll: full state
+		return err
+	})
+	return ss, err
+}
+
 func (b *Bench) pollOnce(ctx context.Context, s *pollSession, wait string) (pollAnswer, error) {
 	var a pollAnswer
 	u := s.base + "/api/v1/poll"
