@@ -31,7 +31,6 @@ type connsWorkerProc struct {
 	msgs  chan connsMsg
 	first int // its first user
 	count int // its users
-	rooms []string
 }
 
 // plan writes one plan line to the worker.
