@@ -19,10 +19,11 @@
 // A node whose Presence has a run (Config.Run) writes a user's claim with
 // Touch when the user's rooms or connections change (an [HSET] and a
 // [PEXPIRE], pipelined), and not again while the user idles: the claim
-// counts while its "node:N" expiry is in the future or while the registry
-// shows run "run:N" beating for node N. So Get is one [HGETALL] plus, for
-// a claim older than the TTL, one round trip to the registry ([ZMSCORE] of
-// the beats and [HMGET] of the runs), and drops with [HDEL] the claims of
+// counts exactly while the registry shows run "run:N" beating for node N
+// (its "node:N" expiry, an hour ahead, is for a node of an older chatd
+// during a rolling upgrade, which judges claims by it alone). So Get is
+// one [HGETALL] plus one round trip to the registry ([ZMSCORE] of the
+// beats and [HMGET] of the runs), and drops with [HDEL] the claims of
 // runs that are gone. A node that dies takes its users offline one TTL
 // later, when its beats stop, without anyone deleting anything; a node
 // restarted under the same id is a new run, so the dead run's claims do

@@ -161,6 +161,12 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 	start := time.Now()
 	now := p.now()
 	nowMS, exp := ms(now), ms(now.Add(p.ttl))
+	if p.run != "" {
+		// Readers ask the registry about a claim with a run; the expiry is
+		// for a node of an older chatd during a rolling upgrade, which
+		// judges claims by it alone (and drops those past it).
+		exp = ms(now.Add(ClaimHorizon))
+	}
 	// Two bare commands per user, no script: nothing here needs atomicity.
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		members := make([]redis.Z, len(users))
@@ -186,6 +192,13 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 	p.metrics.touched.Add(float64(len(users)))
 	return nil
 }
+
+// ClaimHorizon is the expiry written into a claim that has a run: longer
+// than the half hour in which chatd rewrites every claim, so that a node of
+// an older chatd, which judges a claim by its expiry alone, sees it live
+// during a rolling upgrade. Nodes of this version judge such a claim by
+// the registry: live exactly while its run's node beats.
+const ClaimHorizon = time.Hour
 
 // onlineChunk is how many users one ZADD of KeepOnline carries: large
 // enough that a tick costs one command per thousand users, small enough
@@ -254,9 +267,9 @@ func (p *Presence) Offline(ctx context.Context, user, node string) error {
 }
 
 // Get returns the presence of user: one [HGETALL], a second round trip to
-// the node registry when a claim past its expiry carries a run (is that
-// run's node still beating?), and one [HDEL] the first time it finds the
-// claims of a node that died. An unknown user is
+// the node registry when a claim carries a run (is that run's node still
+// beating?), and one [HDEL] the first time it finds the claims of a node
+// that died. An unknown user is
 // offline with a zero LastSeen, not an error. It returns an error wrapping
 // names.ErrBadName for an invalid name.
 func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
@@ -282,19 +295,20 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 		if !ok {
 			continue
 		}
+		if _, ok := fields["run:"+n]; ok {
+			kept = append(kept, n) // the registry decides, whatever its expiry
+			continue
+		}
 		exp, _ := strconv.ParseInt(v, 10, 64)
 		if exp <= now {
-			if _, ok := fields["run:"+n]; ok {
-				kept = append(kept, n)
-				continue
-			}
 			stale = append(stale, f, "rooms:"+n, "conns:"+n)
 			continue
 		}
 		live[n] = exp
 	}
 	if len(kept) > 0 {
-		// A claim written by a run lives while that run's node beats.
+		// A claim written by a run lives exactly while that run's node
+		// beats.
 		alive, err := p.runsAlive(ctx, kept, now)
 		if err != nil {
 			return Status{}, fmt.Errorf("presence: get %s: %w", user, err)

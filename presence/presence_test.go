@@ -387,6 +387,9 @@ func TestClaimsLiveWithTheirRun(t *testing.T) {
 			assert.False(t, b.Fresh, "the next beat is not")
 
 			require.NoError(t, a1.Touch(ctx, "node-a", []UserState{{User: "erin", Rooms: []string{"general-1"}}}))
+			exp, err := r.Client.HGet(ctx, reader.k.user("erin"), "node:node-a").Int64()
+			require.NoError(t, err)
+			assert.Equal(t, clk.Now().Add(ClaimHorizon).UnixMilli(), exp, "a node of an older chatd judges the claim by this expiry during a rolling upgrade")
 			for range 5 { // 100 s: three TTLs, beating and keeping online, no Touch
 				clk.Add(20 * time.Second)
 				_, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
