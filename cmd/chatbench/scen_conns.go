@@ -260,6 +260,17 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 		return errors.New("conns: needs chatd processes chatbench started (their pids, and more nodes); skipped with -targets")
 	}
 	n, capN := b.opt.Conns, b.opt.ConnsCap
+	// Each process may hold at most its open-file limit (raised to the hard
+	// one at start, which children inherit), less room for its Redis pool,
+	// listeners and logs.
+	files := fileLimit()
+	if files > 0 && capN > files-1000 {
+		capN = files - 1000
+		if capN < 100 {
+			return fmt.Errorf("conns: the open-file limit is %d per process: too low to hold connections (raise it: ulimit -n)", files)
+		}
+		b.prog.Say("conns: at most %d connections per process (the open-file limit is %d)", capN, files)
+	}
 	nNodes := max(len(b.w.Nodes), ceilDiv(n, capN))
 	nWorkers := ceilDiv(n, capN)
 	scen := fmt.Sprintf("conns, %d users on %d chatd nodes", n, nNodes)
@@ -363,7 +374,7 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 		note("session, WebSocket, hello, join → joined for each user; %d workers × ≤%d, 16 at a time each", nWorkers, capN))
 	b.rep.add(newRow(scen, "connect-and-seat rate", "users/s", []float64{float64(n-failures) / took.Seconds()}))
 	b.rep.add(newRow(scen, "chatd nodes used", "nodes", []float64{float64(len(nodes))}).
-		note("the open-file limit is 20,000 per process (hard): each node and each generator process holds at most %d; users per node %s", capN, joinInts(perNode)))
+		note("the open-file limit is %d per process here: each node and each generator process holds at most %d; users per node %s", files, capN, joinInts(perNode)))
 	b.rep.check(scen, "every user connected and seated", failures == 0, "%d of %d failed%s", failures, n, firstErrors(firstErrs))
 	if failures > 0 && failures == n {
 		return fmt.Errorf("conns: no user connected: %s", strings.Join(firstN(firstErrs, 3), " | "))

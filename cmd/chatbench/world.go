@@ -337,6 +337,16 @@ func waitHTTP(ctx context.Context, p *Proc, path string, limit time.Duration) er
 	}
 }
 
+// fileLimit returns this process's open-file limit (soft), or 0 when
+// unknown.
+func fileLimit() int {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil || l.Cur > 1<<30 {
+		return 0
+	}
+	return int(l.Cur)
+}
+
 // raiseFileLimit lifts the soft open-file limit to the hard one, for the
 // many client sockets (children inherit it).
 func raiseFileLimit() {
