@@ -162,7 +162,10 @@
 // hour). Without the runs (the registry did not answer lately) the node
 // renews its connections every lease/3 in one pipeline (ZADD XX, so an
 // ended lease is never brought back, and PEXPIRE). A connection is
-// released on close ([ZREM]).
+// released on close ([ZREM]). A node that stalls past its registration
+// (a heartbeat TTL, 30 s) may find its connections' ended leases dropped
+// by another node's admission meanwhile: they go uncounted until they
+// close, so the cap errs towards admitting, never towards refusing.
 //
 // The naive version is a counter: [INCR] on connect, [DECR] on close. A node
 // that dies (kill -9, OOM, a partition) never sends its DECRs, and its
