@@ -85,6 +85,7 @@ type connsUser struct {
 	lat   atomic.Int64 // send→receive of the first, ns
 	at    atomic.Int64 // when it arrived, unix ns
 	fail  atomic.Value // string: an error frame answering the say
+	tag   atomic.Value // string: the wave tag of the first wave message it got
 	done  chan struct{}
 }
 
@@ -93,7 +94,6 @@ type connsWorker struct {
 	out     *json.Encoder
 	outMu   sync.Mutex
 	users   []*connsUser
-	tag     atomic.Value // string: the wave's tag
 	dropped atomic.Int32
 }
 
@@ -111,7 +111,6 @@ func runConnsWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cw := &connsWorker{out: json.NewEncoder(out)}
-	cw.tag.Store("")
 	defer cw.closeAll()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -276,9 +275,11 @@ func (cw *connsWorker) read(u *connsUser) {
 		case "error":
 			u.fail.Store(f.Code + ": " + f.ErrText)
 		case "message":
-			tag, _ := cw.tag.Load().(string)
-			rest, ok := strings.CutPrefix(f.Msg.Text, "cw "+tag+" ")
-			if !ok || tag == "" {
+			// "cw <tag> <send time>": recorded whatever the tag, since
+			// another worker's senders may say before this worker has
+			// its wave plan; wave compares the tag.
+			tag, sentText, ok := strings.Cut(strings.TrimPrefix(f.Msg.Text, "cw "), " ")
+			if !ok || !strings.HasPrefix(f.Msg.Text, "cw ") {
 				continue
 			}
 			if f.Msg.Room != u.room {
@@ -286,7 +287,8 @@ func (cw *connsWorker) read(u *connsUser) {
 				continue
 			}
 			if u.got.Add(1) == 1 {
-				sent, _ := strconv.ParseInt(rest, 10, 64)
+				sent, _ := strconv.ParseInt(sentText, 10, 64)
+				u.tag.Store(tag)
 				u.lat.Store(now.UnixNano() - sent)
 				u.at.Store(now.UnixNano())
 			}
@@ -297,7 +299,6 @@ func (cw *connsWorker) read(u *connsUser) {
 // wave sends one say from each of p.Senders, waits until every user has
 // its room's message (or p.WaitMS), and answers "wave".
 func (cw *connsWorker) wave(ctx context.Context, p connsPlan) error {
-	cw.tag.Store(p.Tag)
 	var m connsMsg
 	m.Type = "wave"
 	for _, k := range p.Senders {
@@ -338,6 +339,10 @@ func (cw *connsWorker) wave(ctx context.Context, p connsPlan) error {
 			}
 		}
 		m.Wrong += int(u.wrong.Load())
+		if tag, _ := u.tag.Load().(string); tag != "" && tag != p.Tag {
+			m.Wrong++ // a message of another wave
+			continue
+		}
 		switch n := int(u.got.Load()); n {
 		case 0:
 			m.Missing++
