@@ -136,14 +136,14 @@ balancer_answers() {
 # this holds while the nodes are down or stopped; it logs no error).
 nginx_answers() {
   local resp try
-  # on a busy machine a connect or a read may fail once (seen: a refused
-  # connect while nginx runs): ask up to three times
-  for try in 1 2 3; do
+  # on a busy machine a connect or a read may fail (seen: a refused connect
+  # while nginx runs, three times in a row in CI): ask for up to 3 seconds
+  for try in 1 2 3 4 5 6 7 8 9 10; do
     resp=$(fetch "$lb_port" "GET / HTTP/1.0\r\nHost: a/b\r\nConnection: close\r\n\r\n") || resp=
     if [[ $resp == "HTTP/1."?" 400 "* ]] && grep -qi '^server: nginx' <<<"${resp//$'\r'/}"; then
       return 0
     fi
-    sleep 0.2
+    sleep 0.3
   done
   return 1
 }

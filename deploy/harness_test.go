@@ -18,10 +18,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/chatdtest"
@@ -353,17 +355,22 @@ func (c *cluster) waitHTTP(p *proc, url, logPath string) {
 // as nginx no longer counts it as failed.
 func (c *cluster) waitRouted(ctx context.Context, n *node) {
 	c.t.Helper()
-	var last string
-	require.Eventually(c.t, func() bool {
+	var last atomic.Value
+	last.Store("")
+	ok := assert.Eventually(c.t, func() bool {
 		var out struct {
 			Node string `json:"node"`
 		}
 		if _, err := c.do(ctx, c.lb, http.MethodGet, "/healthz", "", nil, &out); err != nil {
+			last.Store(err.Error())
 			return false
 		}
-		last = out.Node
+		last.Store(out.Node)
 		return out.Node == n.id
-	}, 15*time.Second, 50*time.Millisecond, "nginx never routed to %s again (last answer from %s)", n.id, last)
+	}, 30*time.Second, 50*time.Millisecond)
+	if !ok {
+		c.t.Fatalf("nginx never routed to %s again within 30 s (last answer: %v)", n.id, last.Load())
+	}
 }
 
 // node returns the node with id.
