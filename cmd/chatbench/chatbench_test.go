@@ -291,8 +291,8 @@ func TestSmokeQuick(t *testing.T) {
 	}
 }
 
-// TestConnsScenario runs the conns scenario small: 300 users with at most
-// 120 connections a process, so it must start 2 more chatd nodes and 3
+// TestConnsScenario runs the conns scenario small: 150 users with at most
+// 60 connections a process, so it must start 2 more chatd nodes and 3
 // workers, each dialling from its own loopback addresses; everyone is
 // seated, the wave reaches every member once, and the figures are sane.
 func TestConnsScenario(t *testing.T) {
@@ -305,7 +305,7 @@ func TestConnsScenario(t *testing.T) {
 		}
 		t.Skip("redis-server not on PATH")
 	}
-	opt, err := ParseFlags([]string{"-nodes", "1", "-scenarios", "conns", "-conns", "300", "-conns-cap", "120", "-conns-idle", "3s", "-quiet"}, os.Stderr)
+	opt, err := ParseFlags([]string{"-nodes", "1", "-scenarios", "conns", "-conns", "150", "-conns-cap", "60", "-conns-idle", "3s", "-quiet"}, os.Stderr)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -325,7 +325,7 @@ func TestConnsScenario(t *testing.T) {
 		return r.Median
 	}
 	assert.Equal(t, 3.0, val("chatd nodes used"))
-	assert.Contains(t, rows["chatd nodes used"].Note, "100, 100, 100")
+	assert.Contains(t, rows["chatd nodes used"].Note, "50, 50, 50")
 	assert.Greater(t, val("time to connect and seat all"), 0.0)
 	assert.Greater(t, val("connect-and-seat rate"), 0.0)
 	assert.Greater(t, val("chatd RSS per connection"), 0.0)
@@ -338,7 +338,7 @@ func TestConnsScenario(t *testing.T) {
 	assert.GreaterOrEqual(t, val("send → receive max"), val("send → receive p50"))
 	assert.Greater(t, val("bare hub RSS per connection"), 0.0)
 	assert.Equal(t, "bare hub (A3)", rows["chatd RSS per connection vs the bare hub"].Anchor)
-	assert.Contains(t, rows["send → receive p50"].Note, "300 deliveries")
+	assert.Contains(t, rows["send → receive p50"].Note, "150 deliveries")
 	require.Len(t, b.rep.Checks, 4)
 	for _, c := range b.rep.Checks {
 		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
