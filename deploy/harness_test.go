@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +19,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/chatdtest"
@@ -350,27 +350,62 @@ func (c *cluster) waitHTTP(p *proc, url, logPath string) {
 	}
 }
 
-// waitRouted waits until the balancer sends a request to n: least_conn
-// prefers the node with the fewest connections, a restarted one, as soon
-// as nginx no longer counts it as failed.
+// waitRouted waits until the balancer sends a connection to n again: it
+// no longer counts n as failed.
 func (c *cluster) waitRouted(ctx context.Context, n *node) {
 	c.t.Helper()
-	var last atomic.Value
-	last.Store("")
-	ok := assert.Eventually(c.t, func() bool {
+	// nginx balances by open connections (least_conn): a plain GET goes to
+	// whichever node holds the fewest, which may be another one that came
+	// back earlier and has none. So hold up to 12 WebSockets at once: as
+	// they pile onto the emptiest nodes the restarted one gets its turn,
+	// unless nginx still takes it for down.
+	tok := c.session(ctx, "probe")
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
 		var out struct {
 			Node string `json:"node"`
 		}
-		if _, err := c.do(ctx, c.lb, http.MethodGet, "/healthz", "", nil, &out); err != nil {
-			last.Store(err.Error())
-			return false
+		if _, err := c.do(ctx, c.lb, http.MethodGet, "/healthz", "", nil, &out); err == nil && out.Node == n.id {
+			return
 		}
-		last.Store(out.Node)
-		return out.Node == n.id
-	}, 30*time.Second, 50*time.Millisecond)
-	if !ok {
-		c.t.Fatalf("nginx never routed to %s again within 30 s (last answer: %v)", n.id, last.Load())
+		var held []*websocket.Conn
+		found := false
+		for range 12 {
+			u := url.URL{Scheme: "ws", Host: c.lb, Path: "/ws", RawQuery: "token=" + url.QueryEscape(tok)}
+			ws, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).DialContext(ctx, u.String(), nil)
+			if resp != nil && resp.Body != nil {
+				_ = resp.Body.Close()
+			}
+			if err != nil {
+				last = err.Error()
+				break
+			}
+			held = append(held, ws)
+			var hello struct {
+				Type string `json:"type"`
+				Node string `json:"node"`
+			}
+			_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if err := ws.ReadJSON(&hello); err != nil {
+				last = err.Error()
+				break
+			}
+			last = hello.Node
+			if hello.Node == n.id {
+				found = true
+				break
+			}
+		}
+		for _, ws := range held {
+			_ = ws.Close()
+		}
+		if found {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
+	c.t.Fatalf("nginx never routed to %s again within 30 s (last answer: %s)", n.id, last)
 }
 
 // node returns the node with id.

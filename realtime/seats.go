@@ -133,8 +133,9 @@ type presenceState struct {
 	mu    sync.Mutex
 	retry map[string]struct{} // users whose touch failed: rewritten next tick
 
-	seen map[string]struct{} // only the presence loop touches it
-	tick atomic.Uint64       // ticks done
+	seen  map[string]struct{} // only the presence loop touches it
+	tick  atomic.Uint64       // ticks done
+	fulls atomic.Uint64       // ticks that wrote every user
 
 	stripes [64]sync.Mutex // one user's writes, in order
 }
@@ -176,6 +177,9 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 		}
 	}
 	full := ps.fresh.Swap(false)
+	if full {
+		ps.fulls.Add(1)
+	}
 	ps.mu.Lock()
 	retry := ps.retry
 	ps.retry = nil
