@@ -115,6 +115,10 @@ type Server struct {
 	match    *realtime.Matchmaking
 
 	m *httpMetrics
+
+	lnMu sync.Mutex
+	ln   net.Listener // what Serve serves, for Shutdown to close
+	shut bool         // Shutdown began: Serve serves nothing more
 }
 
 // New builds a node; Start starts its background work.
@@ -214,8 +218,19 @@ func (s *Server) Node() string { return s.cfg.Node }
 // follows it. It returns once the node can serve.
 func (s *Server) Start(ctx context.Context) error { return s.node.Start(ctx) }
 
-// Serve serves HTTP and WebSocket on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+// Serve serves HTTP and WebSocket on ln until Shutdown (at once, closing
+// ln, when Shutdown came first).
+func (s *Server) Serve(ln net.Listener) error {
+	s.lnMu.Lock()
+	if s.shut {
+		s.lnMu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.ln = ln
+	s.lnMu.Unlock()
+	return s.app.Listener(ln)
+}
 
 // Shutdown drains the node within ctx: it stops accepting connections,
 // tells every WebSocket client to reconnect elsewhere (close 1012) and
@@ -223,6 +238,16 @@ func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 // attachment), lets HTTP requests finish (long polls return early), leaves
 // the node registry and stops the background work.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// fasthttp's shutdown closes only the listeners its Serve has
+	// registered: a Shutdown that came before Serve got that far would leave
+	// Serve accepting for ever. The listener is closed here as well.
+	s.lnMu.Lock()
+	s.shut = true
+	ln := s.ln
+	s.lnMu.Unlock()
+	if ln != nil {
+		defer func() { _ = ln.Close() }()
+	}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.app.ShutdownWithContext(ctx) }()
 	errs := []error{s.node.Shutdown(ctx)}
