@@ -230,9 +230,12 @@ func TestFanoutOnBareHub(t *testing.T) {
 	})
 }
 
-// TestSmokeQuick runs chatbench end to end, quick, one scenario, against
-// a private redis-server and one chatd built from this checkout.
-func TestSmokeQuick(t *testing.T) {
+// runBench runs chatbench with args (its flags) against a private
+// redis-server and chatd built from this checkout, within limit, and
+// returns the finished Bench; it skips under -short, and without
+// redis-server unless CHATD_TEST_STRICT=1, where that fails.
+func runBench(t *testing.T, limit time.Duration, args ...string) *Bench {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and starts chatd")
 	}
@@ -242,18 +245,25 @@ func TestSmokeQuick(t *testing.T) {
 		}
 		t.Skip("redis-server not on PATH")
 	}
-	// every scenario once, briefly, so none can rot: what it checks here is
-	// correctness (zero loss, rooms, answers), not speed — the goals and the
-	// anchor check need a quiet machine and a build without -race
-	opt, err := ParseFlags([]string{"-quick", "-nodes", "1", "-scenarios", "anchors,fanout,join,leaderboard,poll,settings,idle",
-		"-clients", "100", "-repeats", "1", "-dur", "500ms", "-quiet"}, os.Stderr)
+	opt, err := ParseFlags(args, os.Stderr)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	b := &Bench{opt: opt}
 	err = b.Run(ctx)
 	b.Close(err != nil)
 	require.NoError(t, err)
+	return b
+}
+
+// TestSmokeQuick runs chatbench end to end, quick, one scenario, against
+// a private redis-server and one chatd built from this checkout.
+func TestSmokeQuick(t *testing.T) {
+	// every scenario once, briefly, so none can rot: what it checks here is
+	// correctness (zero loss, rooms, answers), not speed — the goals and the
+	// anchor check need a quiet machine and a build without -race
+	b := runBench(t, 6*time.Minute, "-quick", "-nodes", "1", "-scenarios", "anchors,fanout,join,leaderboard,poll,settings,idle",
+		"-clients", "100", "-repeats", "1", "-dur", "500ms", "-quiet")
 	assert.Empty(t, b.rep.Errors)
 	var metrics []string
 	for _, r := range b.rep.Rows {
@@ -296,23 +306,7 @@ func TestSmokeQuick(t *testing.T) {
 // workers, each dialling from its own loopback addresses; everyone is
 // seated, the wave reaches every member once, and the figures are sane.
 func TestConnsScenario(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts chatd")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CHATD_TEST_STRICT") == "1" {
-			t.Fatal("redis-server not on PATH (CHATD_TEST_STRICT=1)")
-		}
-		t.Skip("redis-server not on PATH")
-	}
-	opt, err := ParseFlags([]string{"-nodes", "1", "-scenarios", "conns", "-conns", "150", "-conns-cap", "60", "-conns-idle", "3s", "-quiet"}, os.Stderr)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	b := &Bench{opt: opt}
-	err = b.Run(ctx)
-	b.Close(err != nil)
-	require.NoError(t, err)
+	b := runBench(t, 3*time.Minute, "-nodes", "1", "-scenarios", "conns", "-conns", "150", "-conns-cap", "60", "-conns-idle", "3s", "-quiet")
 	require.Empty(t, b.rep.Errors)
 	rows := map[string]*Row{}
 	for _, r := range b.rep.Rows {
@@ -349,25 +343,9 @@ func TestConnsScenario(t *testing.T) {
 // redis-server and one chatd: every row is there, and its figures and its
 // floor's are positive and finite.
 func TestCostQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts chatd")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CHATD_TEST_STRICT") == "1" {
-			t.Fatal("redis-server not on PATH (CHATD_TEST_STRICT=1)")
-		}
-		t.Skip("redis-server not on PATH")
-	}
 	// 10.5 s idle holds at least one seat and one presence tick (every 10 s)
-	opt, err := ParseFlags([]string{"-quick", "-nodes", "1", "-scenarios", "cost", "-repeats", "1",
-		"-cost-users", "60", "-cost-idle", "10500ms", "-cost-ops", "200", "-quiet"}, os.Stderr)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	b := &Bench{opt: opt}
-	err = b.Run(ctx)
-	b.Close(err != nil)
-	require.NoError(t, err)
+	b := runBench(t, 2*time.Minute, "-quick", "-nodes", "1", "-scenarios", "cost", "-repeats", "1",
+		"-cost-users", "60", "-cost-idle", "10500ms", "-cost-ops", "200", "-quiet")
 	require.Empty(t, b.rep.Errors)
 	rows := map[string]*Row{}
 	for _, r := range b.rep.Rows {

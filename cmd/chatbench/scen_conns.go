@@ -196,36 +196,6 @@ func parseMetrics(r io.Reader, names ...string) (map[string]float64, error) {
 	return out, nil
 }
 
-// redisIdle is what Redis did over a window: commands and CPU.
-type redisIdle struct {
-	cmds  map[string]int64
-	total int64   // total_commands_processed
-	cpu   float64 // used_cpu_sys + used_cpu_user, seconds
-}
-
-// readRedisIdle reads INFO commandstats, stats and cpu.
-func (b *Bench) readRedisIdle(ctx context.Context) (redisIdle, error) {
-	var r redisIdle
-	var err error
-	if r.cmds, err = b.cmdStats(ctx); err != nil {
-		return r, err
-	}
-	info, err := b.w.Redis.InfoMap(ctx, "stats", "cpu").Result()
-	if err != nil {
-		return r, err
-	}
-	if r.total, err = strconv.ParseInt(info["Stats"]["total_commands_processed"], 10, 64); err != nil {
-		return r, fmt.Errorf("INFO total_commands_processed: %w", err)
-	}
-	sys, err1 := strconv.ParseFloat(info["CPU"]["used_cpu_sys"], 64)
-	usr, err2 := strconv.ParseFloat(info["CPU"]["used_cpu_user"], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return r, fmt.Errorf("INFO cpu: %w", err)
-	}
-	r.cpu = sys + usr
-	return r, nil
-}
-
 // connsSource is worker w's n loopback source addresses for phase (0
 // chatd, 1 the bare hub), one per user as on the Internet, where what a
 // server keeps per client address (chatd's connection leases) is kept per
@@ -339,7 +309,7 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 	}
 	bgFor := time.Duration(b.opt.scale(10, 5)) * time.Second
 	b.prog.Say("conns: Redis background with nobody connected, %s", bgFor)
-	g0, err := b.readRedisIdle(ctx)
+	g0, err := b.redisUsage(ctx)
 	if err != nil {
 		return fmt.Errorf("conns: redis: %w", err)
 	}
@@ -347,12 +317,12 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 	if err := sleepCtx(ctx, bgFor); err != nil {
 		return err
 	}
-	g1, err := b.readRedisIdle(ctx)
+	g1, err := b.redisUsage(ctx)
 	if err != nil {
 		return fmt.Errorf("conns: redis: %w", err)
 	}
 	bgSecs := time.Since(tg).Seconds()
-	bgCmds, bgCores := float64(g1.total-g0.total)/bgSecs, (g1.cpu-g0.cpu)/bgSecs
+	bgCmds, bgCores := float64(g1.processed-g0.processed)/bgSecs, (g1.cpuUs-g0.cpuUs)/1e6/bgSecs
 
 	// phase connect
 	tag := b.tag("c")
@@ -388,7 +358,7 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 	if err := sleepCtx(ctx, connsSettle); err != nil {
 		return err
 	}
-	r0, err := b.readRedisIdle(ctx)
+	r0, err := b.redisUsage(ctx)
 	if err != nil {
 		return fmt.Errorf("conns: redis: %w", err)
 	}
@@ -403,7 +373,7 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 		return err
 	}
 	idleSecs := time.Since(t0).Seconds()
-	r1, err := b.readRedisIdle(ctx)
+	r1, err := b.redisUsage(ctx)
 	if err != nil {
 		return fmt.Errorf("conns: redis: %w", err)
 	}
@@ -422,9 +392,9 @@ func (b *Bench) scenarioConns(ctx context.Context) error {
 	}
 	chatdKiB := dRSS / float64(live) / 1024
 	idleScen := scen + ", idle " + b.opt.ConnsIdle.String()
-	cmdD, _ := cmdDelta(r0.cmds, r1.cmds)
-	cmdsPerSec := float64(r1.total-r0.total) / idleSecs
-	redisCores := (r1.cpu - r0.cpu) / idleSecs
+	cmdD, _ := cmdDelta(r0.calls, r1.calls)
+	cmdsPerSec := float64(r1.processed-r0.processed) / idleSecs
+	redisCores := (r1.cpuUs - r0.cpuUs) / 1e6 / idleSecs
 	var nodesCPU float64
 	for _, c := range nodeCores[:len(nodes)] {
 		nodesCPU += c

@@ -82,13 +82,8 @@ func parseUsage(s string, at time.Time) (redisUsage, error) {
 			}
 			u.processed = n
 			haveStats++
-		case strings.HasPrefix(k, "cmdstat_"):
-			for _, kv := range strings.Split(v, ",") {
-				if f, x, _ := strings.Cut(kv, "="); f == "calls" {
-					n, _ := strconv.ParseInt(x, 10, 64)
-					u.calls[strings.TrimPrefix(k, "cmdstat_")] = n
-				}
-			}
+		default:
+			addCmdstat(u.calls, k, v)
 		}
 	}
 	if haveCPU != 2 || haveStats != 1 {

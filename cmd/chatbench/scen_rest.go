@@ -390,18 +390,27 @@ func (b *Bench) cmdStats(ctx context.Context) (map[string]int64, error) {
 	}
 	out := map[string]int64{}
 	for _, l := range strings.Split(s, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "calls" {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				out[strings.TrimPrefix(name, "cmdstat_")] = n
-			}
+		if name, rest, ok := strings.Cut(strings.TrimSpace(l), ":"); ok {
+			addCmdstat(out, name, rest)
 		}
 	}
 	return out, nil
+}
+
+// addCmdstat records in calls the call count of one INFO commandstats
+// line, "cmdstat_<command>:calls=N,usec=…", split at its ':' into name
+// and rest; any other line is left alone.
+func addCmdstat(calls map[string]int64, name, rest string) {
+	cmd, ok := strings.CutPrefix(name, "cmdstat_")
+	if !ok {
+		return
+	}
+	for _, kv := range strings.Split(rest, ",") {
+		if k, v, _ := strings.Cut(kv, "="); k == "calls" {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			calls[cmd] = n
+		}
+	}
 }
 
 // cmdDelta is after-before per command, leaving INFO out.
