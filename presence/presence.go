@@ -172,17 +172,15 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 		members := make([]redis.Z, len(users))
 		for i, u := range users {
 			key := p.k.user(u.User)
+			fields := []any{"node:" + node, exp, "rooms:" + node, roomsJSON[i], "conns:" + node, connsJSON[i], "last_seen", nowMS}
 			if p.run != "" {
-				pipe.HSet(ctx, key, "node:"+node, exp, "run:"+node, p.run, "rooms:"+node, roomsJSON[i], "conns:"+node, connsJSON[i], "last_seen", nowMS)
-			} else {
-				pipe.HSet(ctx, key, "node:"+node, exp, "rooms:"+node, roomsJSON[i], "conns:"+node, connsJSON[i], "last_seen", nowMS)
+				fields = append(fields, "run:"+node, p.run)
 			}
+			pipe.HSet(ctx, key, fields...)
 			pipe.PExpire(ctx, key, p.keep)
 			members[i] = redis.Z{Score: float64(exp), Member: u.User}
 		}
-		for start := 0; start < len(members); start += onlineChunk {
-			pipe.ZAdd(ctx, p.k.online(), members[start:min(start+onlineChunk, len(members))]...)
-		}
+		p.addOnline(ctx, pipe, members)
 		return nil
 	})
 	p.metrics.touchSeconds.Observe(time.Since(start).Seconds())
@@ -205,6 +203,14 @@ const ClaimHorizon = time.Hour
 // that no single command holds Redis for long.
 const onlineChunk = 1000
 
+// addOnline queues the ZADDs of members into the online index, onlineChunk
+// to a command.
+func (p *Presence) addOnline(ctx context.Context, pipe redis.Pipeliner, members []redis.Z) {
+	for start := 0; start < len(members); start += onlineChunk {
+		pipe.ZAdd(ctx, p.k.online(), members[start:min(start+onlineChunk, len(members))]...)
+	}
+}
+
 // KeepOnline renews users in the global online index (the count and
 // Search) for TTL: one ZADD per 1,000 users, pipelined. A node with a run
 // (Config.Run) calls it every TTL/3 with all its users instead of Touch;
@@ -220,15 +226,12 @@ func (p *Presence) KeepOnline(ctx context.Context, users []string) error {
 		return nil
 	}
 	exp := float64(ms(p.now().Add(p.ttl)))
+	members := make([]redis.Z, len(users))
+	for i, u := range users {
+		members[i] = redis.Z{Score: exp, Member: u}
+	}
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for start := 0; start < len(users); start += onlineChunk {
-			part := users[start:min(start+onlineChunk, len(users))]
-			members := make([]redis.Z, len(part))
-			for i, u := range part {
-				members[i] = redis.Z{Score: exp, Member: u}
-			}
-			pipe.ZAdd(ctx, p.k.online(), members...)
-		}
+		p.addOnline(ctx, pipe, members)
 		return nil
 	})
 	if err != nil {
@@ -289,7 +292,7 @@ func (p *Presence) Get(ctx context.Context, user string) (Status, error) {
 	}
 	live := map[string]int64{} // node → its claim's expiry
 	var stale []string
-	var kept []string // claims past their expiry that a run may keep
+	var kept []string // nodes whose claim carries a run: the registry judges them
 	for f, v := range fields {
 		n, ok := strings.CutPrefix(f, "node:")
 		if !ok {
