@@ -134,9 +134,10 @@ func (c *Conns) Refresh(ctx context.Context, conns []Conn) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	keep := c.keyTTL(c.Lease())
 	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, k := range keys {
-			p.PExpire(ctx, k, max(c.keep, c.Lease()))
+			p.PExpire(ctx, k, keep)
 		}
 		return nil
 	})
@@ -145,6 +146,10 @@ func (c *Conns) Refresh(ctx context.Context, conns []Conn) error {
 	}
 	return nil
 }
+
+// keyTTL is how long an address's key lasts when leases of live runs are
+// not renewed: Keep, and never less than a lease.
+func (c *Conns) keyTTL(lease time.Duration) time.Duration { return max(c.keep, lease) }
 
 // Lease returns the lease length in force now; renew every Lease()/3.
 func (c *Conns) Lease() time.Duration {
@@ -182,10 +187,7 @@ func (c *Conns) Admit(ctx context.Context, addr, connID string, max int) (ok boo
 	args := []any{c.now().UnixMilli(), lease.Milliseconds(), max, connID, lease.Milliseconds()}
 	if c.live != nil {
 		if runs := c.live(); len(runs) > 0 {
-			args[4] = c.keep.Milliseconds()
-			if c.keep < lease {
-				args[4] = lease.Milliseconds()
-			}
+			args[4] = c.keyTTL(lease).Milliseconds()
 			for _, r := range runs {
 				args = append(args, r)
 			}
