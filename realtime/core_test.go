@@ -18,6 +18,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -484,4 +485,24 @@ func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
 	scores, err := r.Client.ZMScore(ctx, keys[0], ids...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []float64{1, 1}, scores, "nothing renewed them")
+}
+
+// TestAFailedOfflineIsWrittenAgain: a user whose offline write failed is
+// written offline at the next presence tick, even when it was in no
+// tick's snapshot (it came and went within one tick): its claim lives with
+// the node's run, so nothing else would ever drop it.
+func TestAFailedOfflineIsWrittenAgain(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	n := startNode(t, r, "n1")
+	require.NoError(t, n.presence.Touch(ctx, "n1", []presence.UserState{{User: "ghost"}}))
+	st, err := n.presence.Get(ctx, "ghost")
+	require.NoError(t, err)
+	require.True(t, st.Online, "its claim, as its connect wrote it")
+	n.Chat.pstate.failed("ghost") // as when the offline write of its disconnect failed
+	require.Eventually(t, func() bool {
+		st, err := n.presence.Get(ctx, "ghost")
+		return err == nil && !st.Online
+	}, n.presence.TTL()/3+10*time.Second, 100*time.Millisecond, "the next tick writes it offline")
 }

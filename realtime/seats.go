@@ -218,10 +218,20 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for i := range ps.stripes {
 		ps.stripes[i].Unlock()
 	}
-	for u := range ps.seen {
-		if _, here := byUser[u]; !here {
-			ch.touchUser(ctx, u) // offline, unless it came back meanwhile
+	// Offline, unless they came back meanwhile: the users here at the last
+	// tick and gone now, and the users whose write failed and who are not
+	// here (a client that came and went within one tick, whose offline
+	// write failed, was in no tick's snapshot).
+	gone := map[string]struct{}{}
+	for _, was := range []map[string]struct{}{ps.seen, retry} {
+		for u := range was {
+			if _, here := byUser[u]; !here {
+				gone[u] = struct{}{}
+			}
 		}
+	}
+	for u := range gone {
+		ch.touchUser(ctx, u)
 	}
 	ps.seen = make(map[string]struct{}, len(byUser))
 	for u := range byUser {
