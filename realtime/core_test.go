@@ -496,6 +496,8 @@ func TestAFailedOfflineIsWrittenAgain(t *testing.T) {
 	r := redistest.Real(t)
 	ctx := context.Background()
 	n := startNode(t, r, "n1")
+	// a claim with a run counts once the run beats
+	require.Eventually(t, func() bool { return n.connRuns() != nil }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
 	require.NoError(t, n.presence.Touch(ctx, "n1", []presence.UserState{{User: "ghost"}}))
 	st, err := n.presence.Get(ctx, "ghost")
 	require.NoError(t, err)
