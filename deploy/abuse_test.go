@@ -614,6 +614,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{lobby:*}:history:*":       {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 		"{lobby:*}:records":         {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 		"{lobby:*}:said:*:*:*":      {10 * time.Minute, "rooms' say idempotency record (Config.IdempotencyTTL)", false},
+		"{user:*}:said:*:*":         {10 * time.Minute, "rooms' claim of a say's idempotency key in every lobby (Config.IdempotencyTTL)", false},
 		"{user:*}:lobbies":          {24 * time.Hour, "rooms' seat-cap index of a user's lobbies", false},
 		"stats:messages:counted:*":  {time.Minute, "rooms' counter token of a send call (countedTTL)", false},
 		"{lb:*}:idem::*":            {10 * time.Second, "ranking's key of a post made without one (callKeyTTL)", false},

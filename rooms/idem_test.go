@@ -70,6 +70,25 @@ func TestIdempotentSays(t *testing.T) {
 		assert.Len(t, h, 1)
 	})
 
+	t.Run("a key reused in another lobby is refused and sends nothing", func(t *testing.T) {
+		// The send record lives in the lobby's slot; the claim in the
+		// user's catches the key in any lobby.
+		_, err := s.Join(ctx, "j", "alice", ws1)
+		require.NoError(t, err)
+		out := send(SendRequest{Room: "j-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
+		require.ErrorIs(t, out.Err, ErrIdempotencyMismatch)
+		assert.Equal(t, errcode.BadRequest, errcode.Of(out.Err))
+		h, err := s.History(ctx, "j-1", "", 10)
+		require.NoError(t, err)
+		assert.Empty(t, h)
+		ttl := r.Client.PTTL(ctx, claimKey(s.ks, "alice", "sess1:c-1")).Val()
+		assert.Greater(t, ttl, 50*time.Second, "the claim lives as long as the send record")
+		assert.LessOrEqual(t, ttl, time.Minute)
+		// A new key in that lobby is a new say.
+		out = send(SendRequest{Room: "j-1", User: "alice", Text: "hello", Key: "sess1:c-9"})
+		require.NoError(t, out.Err)
+	})
+
 	t.Run("keys are the sender's: another user's same key is another say", func(t *testing.T) {
 		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
 		require.NoError(t, out.Err)

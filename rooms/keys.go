@@ -82,6 +82,13 @@ func saidKey(ks keyspace.Space, lobby, user, key string) string {
 	return ks.Key("lobby", lobby, "said", user, key) // STRING
 }
 
+// claimKey binds user's idempotency key key to one message across every
+// lobby: "<room> <text hash>"; it expires with the send record (saidKey).
+// In the user's slot: said_claim.lua touches it alone.
+func claimKey(ks keyspace.Space, user, key string) string {
+	return ks.Key("user", user, "said", key) // STRING
+}
+
 // channelPrefix is the prefix of channel, passed in ARGV to scripts that
 // publish on a room chosen at run time (a channel is not a key).
 func channelPrefix(ks keyspace.Space, lobby string) string {

@@ -26,6 +26,7 @@ func TestKeys(t *testing.T) {
 		{"records", recordsKey(ks, "general"), "p:{lobby:general}:records"},
 		{"history", historyKey(ks, "general", 3), "p:{lobby:general}:history:3"},
 		{"said", saidKey(ks, "general", "alice", "s1:c-1"), "p:{lobby:general}:said:alice:s1:c-1"},
+		{"claim", claimKey(ks, "alice", "s1:c-1"), "p:{user:alice}:said:s1:c-1"},
 		{"counted", countedKey(ks, "ab12"), "p:stats:messages:counted:{p:stats:messages}:ab12"},
 		{"user lobbies", userLobbiesKey(ks, "alice"), "p:{user:alice}:lobbies"},
 		{"rate", rateKey(ks, "general", "alice"), "p:{lobby:general}:rate:alice"},

@@ -33,6 +33,8 @@ var (
 	roomReadSrc string
 	//go:embed lua/message_send.lua
 	messageSendSrc string
+	//go:embed lua/said_claim.lua
+	saidClaimSrc string
 	//go:embed lua/counter_add.lua
 	counterAddSrc string
 	//go:embed lua/lobbies_reserve.lua
@@ -58,6 +60,7 @@ var (
 	lobbyRoomsScript  = redisx.NewScript("rooms.lobby_rooms", lobbyRoomsSrc)
 	roomReadScript    = redisx.NewScript("rooms.room_read", roomReadSrc)
 	messageSendScript = redisx.NewScript("rooms.message_send", messageSendSrc)
+	saidClaimScript   = redisx.NewScript("rooms.said_claim", saidClaimSrc)
 	counterAddScript  = redisx.NewScript("rooms.counter_add", counterAddSrc)
 
 	lobbiesCountScript   = redisx.NewScript("rooms.lobbies_count", lobbiesCountSrc)

@@ -99,8 +99,9 @@ type SendRequest struct {
 	// and - _ . : = + / @ ~. A say with a key that User already sent in the
 	// room's lobby within Config.IdempotencyTTL is not sent again: the reply
 	// is the first message, marked Duplicate; with another text or room it
-	// is refused with ErrIdempotencyMismatch. Keys are the sender's own and
-	// per lobby: the same key in another lobby is another say.
+	// is refused with ErrIdempotencyMismatch, in any lobby (a key is bound to
+	// its first message for Config.IdempotencyTTL, even one that was
+	// refused). Keys are the sender's own.
 	Key string
 }
 
@@ -182,6 +183,9 @@ type prepared struct {
 	cmd   *redis.Cmd
 	wait  *redis.IntCmd // the WAIT behind cmd on its connection; nil without durability
 	err   error
+	// claim and bound bind the caller's key to this message in every lobby
+	// (said_claim.lua); "" for a say without a key.
+	claim, bound string
 }
 
 func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag string) prepared {
@@ -224,8 +228,12 @@ func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag str
 		key, ttl = "~"+tag, callKeyTTL
 	}
 	sum := sha256.Sum256([]byte(r.Text))
+	hash := hex.EncodeToString(sum[:8])
 	p.keys = append(p.keys, saidKey(s.ks, lobby, r.User, key))
-	p.args = append(p.args, ttl.Milliseconds(), hex.EncodeToString(sum[:8]), tag)
+	p.args = append(p.args, ttl.Milliseconds(), hash, tag)
+	if r.Key != "" {
+		p.claim, p.bound = claimKey(s.ks, r.User, r.Key), r.Room+" "+hash
+	}
 	if opt.System {
 		p.args = append(p.args, "system")
 	}
@@ -251,6 +259,7 @@ func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpti
 		}
 	}
 	out := make([]SendReply, len(reqs))
+	live = s.bindKeys(ctx, ps, live)
 	for i := range ps {
 		out[i].Err = ps[i].err
 	}
@@ -309,6 +318,47 @@ func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpti
 		}
 	}
 	return out
+}
+
+// bindKeys binds each keyed say of live to its message in every lobby, in one
+// round trip, and returns the says that may be sent: a key bound to another
+// room's or text's message fails with ErrIdempotencyMismatch, a claim that
+// Redis did not answer with its error (then nothing is sent). The send
+// script's record, in the lobby's slot, catches a key reused within the
+// lobby; this catches it across lobbies. A claim Redis applied twice (a
+// retry after a timeout) finds itself and passes.
+func (s *Service) bindKeys(ctx context.Context, ps []prepared, live []int) []int {
+	var keyed []int
+	for _, i := range live {
+		if ps[i].claim != "" {
+			keyed = append(keyed, i)
+		}
+	}
+	if len(keyed) == 0 {
+		return live
+	}
+	cmds := make(map[int]*redis.Cmd, len(keyed))
+	_ = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
+		for _, i := range keyed {
+			cmds[i] = p.Script(saidClaimScript, []string{ps[i].claim}, ps[i].bound, s.idemTTL.Milliseconds())
+		}
+	})
+	var ok []int
+	for _, i := range live {
+		if cmd := cmds[i]; cmd != nil {
+			n, err := cmd.Int()
+			switch {
+			case err != nil:
+				ps[i].err = err
+				continue
+			case n != 1:
+				ps[i].err = ErrIdempotencyMismatch
+				continue
+			}
+		}
+		ok = append(ok, i)
+	}
+	return ok
 }
 
 // definite reports whether a send that failed with err certainly did not

@@ -112,6 +112,56 @@ func TestAckEchoesRefAndErrorsKeepConnectionOpen(t *testing.T) {
 	w.next("pong")
 }
 
+// TestARefReusedForAnotherRoomIsABadRequest: the contract says the same
+// `ref` (WebSocket) or `Idempotency-Key` (REST) with another room or text
+// is bad_request and stores nothing — in any lobby, not only the first
+// message's (its send record lives in that lobby's slot).
+func TestARefReusedForAnotherRoomIsABadRequest(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	c := newCluster(t, r, 1)
+	history := func(tok, room string) int {
+		var out struct{ Messages []any }
+		require.Equal(t, 200, c.do(c.nodes[0], "GET", "/api/v1/rooms/"+room+"/messages", tok, nil, &out))
+		return len(out.Messages)
+	}
+
+	t.Run("a say's ref", func(t *testing.T) {
+		w := c.dial(c.nodes[0], "alice")
+		general, other := w.join("general"), w.join("lounge")
+		w.send(map[string]string{"type": "say", "room": general, "text": "hi", "ref": "r-1"})
+		w.next("ack")
+		for _, f := range []map[string]string{
+			{"type": "say", "room": other, "text": "hi", "ref": "r-1"},
+			{"type": "say", "room": general, "text": "other text", "ref": "r-1"},
+		} {
+			w.send(f)
+			e := w.next("error")
+			assert.Equal(t, "bad_request", e["code"], "%v", f)
+			assert.Equal(t, "r-1", e["ref"])
+		}
+		tok := c.session(c.nodes[0], "reader1")
+		assert.Equal(t, 1, history(tok, general))
+		assert.Equal(t, 0, history(tok, other), "nothing stored in the other room")
+	})
+
+	t.Run("a post's Idempotency-Key", func(t *testing.T) {
+		tok := c.session(c.nodes[0], "bob")
+		var general, other struct{ Room struct{ ID string } }
+		require.Equal(t, 200, c.do(c.nodes[0], "POST", "/api/v1/lobbies/kitchen/join", tok, nil, &general))
+		require.Equal(t, 200, c.do(c.nodes[0], "POST", "/api/v1/lobbies/garden/join", tok, nil, &other))
+		key := map[string]string{"Idempotency-Key": "k-1"}
+		st, p, _, err := c.call(c.nodes[0], "POST", "/api/v1/rooms/"+general.Room.ID+"/messages", tok, map[string]any{"text": "hi"}, key)
+		require.NoError(t, err)
+		require.Equal(t, 200, st, "%s", p)
+		st, p, _, err = c.call(c.nodes[0], "POST", "/api/v1/rooms/"+other.Room.ID+"/messages", tok, map[string]any{"text": "hi"}, key)
+		require.NoError(t, err)
+		assert.Equal(t, 400, st, "%s", p)
+		assert.Contains(t, string(p), "bad_request")
+		assert.Equal(t, 0, history(tok, other.Room.ID), "nothing stored in the other room")
+	})
+}
+
 func TestResumeReplaysExactlyTheMissedMessages(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
