@@ -290,7 +290,7 @@ func (n *Node) Ready(ctx context.Context, timeout time.Duration) error {
 	if err := probe.Err(); err != nil {
 		return fmt.Errorf("realtime: Redis refused a write: %w", err)
 	}
-	if !n.bus.Ready() {
+	if !n.bus.Confirm(ctx) {
 		return fmt.Errorf("%w: this node's pub/sub connection is not receiving yet", ErrNotReady)
 	}
 	return nil
