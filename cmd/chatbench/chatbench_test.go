@@ -72,7 +72,7 @@ func TestStats(t *testing.T) {
 		for i := 1; i <= 100; i++ {
 			l.Add(time.Duration(i) * time.Millisecond)
 		}
-		assert.Equal(t, Summary{N: 100, P50: 50, P99: 99, Max: 100}, l.Summary())
+		assert.Equal(t, Summary{N: 100, P50: 50, P99: 99, P999: 100, Max: 100}, l.Summary())
 	})
 	t.Run("spread is range over median", func(t *testing.T) {
 		assert.InDelta(t, 0.5, spread([]float64{8, 10, 13}), 1e-9)

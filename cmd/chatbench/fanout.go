@@ -32,6 +32,15 @@ type fanSpec struct {
 	pids     []int  // server processes whose CPU the run reports (unknown: none)
 	redisPid int    // the Redis process, 0 if unknown
 	redis    string // fixed rate: Redis address to PING during the run ("" for none)
+	ingress  string // a bare hub's ingress (?ingress=: sync, pipe); "" for chatd
+	// fixed rate: latency from the say's scheduled send time instead of
+	// the moment it was written (a late generator then shows as latency,
+	// not as a missing sample: no coordinated omission), and each send's
+	// lag behind its schedule recorded
+	fromSchedule bool
+	// info: read Redis's INFO cpu and commandstats at the start and end of
+	// the measured span (through rinfo)
+	rinfo func(context.Context) (redisUsage, error)
 }
 
 // fanResult is what one run measured.
@@ -51,14 +60,22 @@ type fanResult struct {
 	MaxMembers      int     `json:"max_members"`
 	Senders         int     `json:"senders"`
 	Lat             Summary `json:"latency"`
+	SendLag         Summary `json:"send_lag"` // fixed rate, fromSchedule: send time − scheduled time
 	AckLat          Summary `json:"ack_latency"`
 	PingLat         Summary `json:"redis_ping_latency"`
 	// CPU during the measured span, in cores (1 = one core all the time;
 	// -1 unknown): chatbench itself, the server processes, Redis.
-	GenCPU     float64 `json:"generator_cpu_cores"`
-	ServerCPU  float64 `json:"server_cpu_cores"`
-	RedisCPU   float64 `json:"redis_cpu_cores"`
-	FirstError string  `json:"first_error,omitempty"`
+	GenCPU    float64 `json:"generator_cpu_cores"`
+	ServerCPU float64 `json:"server_cpu_cores"`
+	RedisCPU  float64 `json:"redis_cpu_cores"`
+	// INFO over the measured span (with rinfo; -1 unknown): Redis's own
+	// used_cpu_user+used_cpu_sys in µs, and commandstats calls (commands
+	// inside scripts counted too), the INFO readings left out
+	RedisInfoCPUUs float64          `json:"redis_info_cpu_us"`
+	RedisCalls     float64          `json:"redis_calls"`
+	RedisByCmd     map[string]int64 `json:"redis_calls_by_command,omitempty"`
+	Elapsed        float64          `json:"elapsed_s"`
+	FirstError     string           `json:"first_error,omitempty"`
 }
 
 // Lossless reports delivered = acked × members, every say acked, no client
@@ -89,6 +106,7 @@ type fanClient struct {
 	lat, ackLat                        []int64 // reader only
 	last                               []seqAt // reader only: last seq seen per sender
 	sbuf                               []byte  // sender only
+	lag                                []int64 // sender only: send lag behind the schedule, ns
 	dropped                            atomic.Bool
 	started                            bool
 	done                               chan struct{}
@@ -222,9 +240,14 @@ var sayPad = func() []byte {
 
 // say sends say number k of phase: its text carries the sender, k and the
 // send time (padded to 100 bytes), its ref the phase, k and the send time.
-// Built by hand in the sender's buffer: no map, no json.Marshal.
-func (c *fanClient) say(phase, k int) error {
-	now := time.Now().UnixNano()
+// Built by hand in the sender's buffer: no map, no json.Marshal. at is the
+// send time written (unix ns): the scheduled one of an open-loop sender,
+// or 0 for now.
+func (c *fanClient) say(phase, k int, at int64) error {
+	now := at
+	if now == 0 {
+		now = time.Now().UnixNano()
+	}
 	b := append(c.sbuf[:0], `{"type":"say","room":"`...)
 	b = append(b, c.room...)
 	b = append(b, `","text":"fb `...)
@@ -296,6 +319,9 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		if s.write != "" {
 			q.Set("write", s.write)
 		}
+		if s.ingress != "" {
+			q.Set("ingress", s.ingress)
+		}
 		ws, _, err := dialWS(ctx, base, tok, q)
 		if err != nil {
 			return err
@@ -348,7 +374,7 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		}
 		warmed[c.room] = true
 		warmWant += int64(members[c.room])
-		if err := c.say(0, 0); err != nil {
+		if err := c.say(0, 0, 0); err != nil {
 			return res, fmt.Errorf("%s: warm-up say: %w", s.label, err)
 		}
 	}
@@ -367,6 +393,11 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		defer rc.Close()
 		_ = rc.Ping(ctx).Err() // connect before the clock starts
 		wg.Go(func() { pingLoop(ctx, rc, stop, &pings) })
+	}
+	var u0 redisUsage
+	var infoErr error
+	if s.rinfo != nil {
+		u0, infoErr = s.rinfo(ctx)
 	}
 	cpu := startCPU(append([]int{0, s.redisPid}, s.pids...)...)
 	t0 := time.Now()
@@ -388,7 +419,7 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 							time.Sleep(200 * time.Microsecond)
 						}
 					}
-					if err := c.say(1, k); err != nil {
+					if err := c.say(1, k, 0); err != nil {
 						c.fail(err.Error())
 						return
 					}
@@ -413,7 +444,12 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 					c.skipped.Add(1) // open loop, but bounded
 					continue
 				}
-				if err := c.say(1, k); err != nil {
+				var stamp int64
+				if s.fromSchedule {
+					stamp = at.UnixNano()
+					c.lag = append(c.lag, time.Now().UnixNano()-stamp)
+				}
+				if err := c.say(1, k, stamp); err != nil {
 					c.fail(err.Error())
 					return
 				}
@@ -428,6 +464,13 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	elapsed := time.Since(t0)
 	close(stop)
 	cores := cpu.cores()
+	res.RedisInfoCPUUs, res.RedisCalls, res.Elapsed = -1, -1, elapsed.Seconds()
+	if s.rinfo != nil && infoErr == nil {
+		if u1, err := s.rinfo(ctx); err == nil {
+			d := u0.delta(u1, costRate{})
+			res.RedisInfoCPUUs, res.RedisCalls, res.RedisByCmd = d.cpuUs, d.calls, d.byCmd
+		}
+	}
 	res.GenCPU, res.RedisCPU, res.ServerCPU = cores[0], cores[1], -1
 	if s.redisPid == 0 {
 		res.RedisCPU = -1
@@ -500,12 +543,13 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	res.OutOfOrder = sum(cs, func(c *fanClient) int64 { return c.disorder.Load() })
 	b.prog.Say("%s: closed", s.label)
 	if s.rate > 0 {
-		var lat, ack Lat
+		var lat, ack, lag Lat
 		for _, c := range cs {
 			lat.AddAll(c.lat)
 			ack.AddAll(c.ackLat)
+			lag.AddAll(c.lag)
 		}
-		res.Lat, res.AckLat, res.PingLat = lat.Summary(), ack.Summary(), pings.Summary()
+		res.Lat, res.AckLat, res.PingLat, res.SendLag = lat.Summary(), ack.Summary(), pings.Summary(), lag.Summary()
 	}
 	return res, nil
 }

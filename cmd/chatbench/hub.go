@@ -34,6 +34,11 @@ import (
 // one frame (up to 64 KiB), as chatd does for ?batch=1. The coalescing
 // modes are the limit a server on this stack can reach; the naive one is
 // what the stack gives without that work, kept as context.
+//
+// How it takes says is chosen per connection too (?ingress=, see
+// hub_ingress.go): sync, one PUBLISH on the reader per say, or pipe, a say
+// queue per connection drained by a worker that pipelines PUBLISHes, as
+// chatd's say worker does.
 
 const (
 	hubCapacity = 50
@@ -61,6 +66,7 @@ type hubClient struct {
 	user string
 	cap  int // seats per room, from ?cap= (default hubCapacity)
 	send chan []byte
+	says chan hubSay // ingress=pipe: the say worker's queue; nil: sync
 	done chan struct{}
 	once sync.Once
 }
@@ -134,10 +140,17 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 		})
 	}
 	var joined []string
-	written := make(chan struct{})
+	written, said := make(chan struct{}), make(chan struct{})
+	if conn.Query("ingress") == "pipe" && h.rdb != nil {
+		c.says = make(chan hubSay, hubSayQueue)
+		go h.sayWorker(ctx, c, said)
+	} else {
+		close(said)
+	}
 	defer func() {
 		c.close()
 		<-written // the handler's return recycles conn: the writer must be done with it
+		<-said
 		h.mu.Lock()
 		for _, r := range joined {
 			delete(h.rooms[r], c)
@@ -172,6 +185,12 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 			frame := mustJSON(map[string]any{"type": "message", "message": Message{
 				ID: id, Room: in.Room, From: c.user, Text: in.Text, TS: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 			}})
+			if c.says != nil {
+				if !c.queueSay(hubSay{room: in.Room, ref: in.Ref, id: id, frame: frame}) {
+					return
+				}
+				continue
+			}
 			if h.rdb != nil {
 				if err := h.rdb.Publish(ctx, "hub:"+in.Room, frame).Err(); err != nil {
 					c.enqueue(mustJSON(map[string]string{"type": "error", "code": "redis_unavailable", "message": err.Error(), "ref": in.Ref}))

@@ -42,7 +42,10 @@ var allScenarios = []string{"anchors", "fanout", "join", "leaderboard", "poll", 
 // conns holds -conns idle users (100,000) seated in rooms over as many
 // chatd nodes and generator processes as the open-file cap needs.
 // cost is Redis CPU and commands per operation next to their floors.
-var extraScenarios = []string{"anchorcheck", "sse", "conns", "cost"}
+// rooms50 is chatd's real shape: -rooms50-users in rooms of 50, every one
+// a sender, at -rooms50-rate says/s in all, against a hub with chatd's
+// ingress (pipelined says), on each -rooms50-nodes count.
+var extraScenarios = []string{"anchorcheck", "sse", "conns", "cost", "rooms50"}
 
 // Options are chatbench's flags.
 type Options struct {
@@ -71,6 +74,10 @@ type Options struct {
 	CostUsers int           // cost: idle WebSocket users of the renewal
 	CostIdle  time.Duration // cost: the renewal's idle window
 	CostOps   int           // cost: operations per say, join and poll batch
+	R50Users  int           // rooms50: users, all senders, in rooms of 50
+	R50Rate   float64       // rooms50: says per second, all users together
+	R50Nodes  []int         // rooms50: node counts compared (each ≤ Nodes)
+	R50Check  bool          // rooms50: also the hub at twice the rate
 
 	// hidden: serve a bare hub (chatbench starts itself this way)
 	serveHub string
@@ -102,6 +109,7 @@ examples:
   go run ./cmd/chatbench -scenarios anchorcheck -nodes 1 -clients 200  # is the bare hub the limit, not chatbench?
   go run ./cmd/chatbench -nodes 1 -scenarios conns -conns 100000 # 100,000 idle users over 6 nodes and 6 generator processes
   go run ./cmd/chatbench -json -strict > bench.json              # full run (~10 min); exit 1 on a missed goal
+  go run ./cmd/chatbench -scenarios rooms50 -rooms50-users 6000 -rooms50-rate 1000  # rooms of 50, all senders, vs a hub with chatd's ingress, 1 and 3 nodes
 
 flags:
 `
@@ -155,6 +163,10 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.IntVar(&o.CostUsers, "cost-users", 0, "cost: idle WebSocket users of the renewal (default 5000, -quick 1000)")
 	fs.DurationVar(&o.CostIdle, "cost-idle", 0, "cost: the renewal's idle window, in slices of 20s (default 60s, -quick 20s)")
 	fs.IntVar(&o.CostOps, "cost-ops", 0, "cost: operations per say, join and poll batch (default 5000, -quick 1000)")
+	fs.IntVar(&o.R50Users, "rooms50-users", 0, "rooms50: users, every one a sender, seated in rooms of 50 (default 6000, -quick 600)")
+	fs.Float64Var(&o.R50Rate, "rooms50-rate", 1000, "rooms50: says per second of all users together, on an open-loop schedule")
+	r50Nodes := fs.String("rooms50-nodes", "", "rooms50: node counts to compare chatd and the hub on, comma-separated, each at most -nodes (default 1 and -nodes)")
+	fs.BoolVar(&o.R50Check, "rooms50-2x", false, "rooms50: also run the hub at twice the rate (a check that the generator has room)")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any goal or check is missed")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&o.Keep, "keep-logs", false, "keep the process logs directory even after a clean run")
@@ -239,6 +251,29 @@ func ParseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	if o.ConnsIdle <= 0 {
 		o.ConnsIdle = time.Duration(o.scale(60, 15)) * time.Second
+	}
+	if o.R50Users <= 0 {
+		o.R50Users = o.scale(6000, 600)
+	}
+	if o.R50Users > 10000 {
+		return o, fmt.Errorf("-rooms50-users %d: at most 10000 (one generator process)", o.R50Users)
+	}
+	if !(o.R50Rate > 0 && o.R50Rate <= 100000) {
+		return o, fmt.Errorf("-rooms50-rate %v: expected says per second, more than 0 and at most 100000", o.R50Rate)
+	}
+	if *r50Nodes == "" {
+		o.R50Nodes = []int{1}
+		if o.Nodes > 1 {
+			o.R50Nodes = append(o.R50Nodes, o.Nodes)
+		}
+	} else {
+		for _, f := range strings.Split(*r50Nodes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > o.Nodes {
+				return o, fmt.Errorf("-rooms50-nodes %q: expected node counts 1..%d (-nodes)", f, o.Nodes)
+			}
+			o.R50Nodes = append(o.R50Nodes, n)
+		}
 	}
 	if *rates != "" {
 		for _, r := range strings.Split(*rates, ",") {
@@ -367,6 +402,8 @@ func (b *Bench) scenario(ctx context.Context, s string) error {
 		return b.scenarioConns(ctx)
 	case "cost":
 		return b.scenarioCost(ctx)
+	case "rooms50":
+		return b.scenarioRooms50(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", s)
 }

@@ -113,8 +113,11 @@ func procURLs(ps []*Proc) []string {
 type fanVariant struct {
 	name    string
 	targets []string
-	senders int    // senders per room; 0: the run's -senders
-	write   string // bare hubs: the write mode (?write=); "" for chatd
+	senders int     // senders per room; 0: the run's -senders
+	write   string  // bare hubs: the write mode (?write=); "" for chatd
+	ingress string  // bare hubs: how says are taken (?ingress=: sync, pipe); "" for chatd
+	rateMul float64 // fixed rate: this variant's rate is the run's × rateMul (0: × 1)
+	tune    func(*fanSpec)
 }
 
 // hubVariants are the bare hub's three write modes on the same hub
@@ -452,9 +455,16 @@ func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n, si
 			if len(pids) != len(v.targets) {
 				pids = nil // not all known: unknown
 			}
-			r, err := b.fanout(ctx, fanSpec{label: label, targets: v.targets, write: v.write, clients: n, roomSize: size,
+			spec := fanSpec{label: label, targets: v.targets, write: v.write, ingress: v.ingress, clients: n, roomSize: size,
 				senders: min(senders, size), rate: rate, window: b.opt.Window, dur: b.opt.Dur,
-				pids: pids, redisPid: b.w.redisPid(), redis: b.w.RedisAddr})
+				pids: pids, redisPid: b.w.redisPid(), redis: b.w.RedisAddr}
+			if v.rateMul > 0 {
+				spec.rate *= v.rateMul
+			}
+			if v.tune != nil {
+				v.tune(&spec)
+			}
+			r, err := b.fanout(ctx, spec)
 			if err != nil {
 				return out, err
 			}
@@ -487,8 +497,12 @@ func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n, si
 			}
 		}
 		ok := del == exp && acked == sent && dropped == 0 && refused == 0 && dups == 0 && disorder == 0
+		vrate := rate
+		if v.rateMul > 0 {
+			vrate *= v.rateMul
+		}
 		detail := fmt.Sprintf("%s: sent %d, acked %d, refused %d, delivered %d of %d, duplicates %d, out of order %d, clients dropped %d",
-			rateName(rate), sent, acked, refused, del, exp, dups, disorder, dropped)
+			rateName(vrate), sent, acked, refused, del, exp, dups, disorder, dropped)
 		if skipped > 0 {
 			detail += fmt.Sprintf(", %d sends skipped (backlog ≥ 100)", skipped)
 		}

@@ -45,13 +45,14 @@ func (l *Lat) Len() int {
 
 // Summary is a latency distribution in milliseconds.
 type Summary struct {
-	N   int     `json:"n"`
-	P50 float64 `json:"p50_ms"`
-	P99 float64 `json:"p99_ms"`
-	Max float64 `json:"max_ms"`
+	N    int     `json:"n"`
+	P50  float64 `json:"p50_ms"`
+	P99  float64 `json:"p99_ms"`
+	P999 float64 `json:"p999_ms"`
+	Max  float64 `json:"max_ms"`
 }
 
-// Summary sorts the samples and returns p50, p99 and max in ms.
+// Summary sorts the samples and returns p50, p99, p99.9 and max in ms.
 func (l *Lat) Summary() Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -61,10 +62,11 @@ func (l *Lat) Summary() Summary {
 	}
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	return Summary{
-		N:   len(l.ns),
-		P50: ms(quantileSorted(l.ns, 0.50)),
-		P99: ms(quantileSorted(l.ns, 0.99)),
-		Max: ms(l.ns[len(l.ns)-1]),
+		N:    len(l.ns),
+		P50:  ms(quantileSorted(l.ns, 0.50)),
+		P99:  ms(quantileSorted(l.ns, 0.99)),
+		P999: ms(quantileSorted(l.ns, 0.999)),
+		Max:  ms(l.ns[len(l.ns)-1]),
 	}
 }
 

@@ -224,7 +224,7 @@ func TestSay(t *testing.T) {
 	defer sv.Close()
 	c := &fanClient{i: 17, ws: &WS{conn: cl}, room: "fo-x-1"}
 	errc := make(chan error, 1)
-	go func() { errc <- c.say(1, 9) }()
+	go func() { errc <- c.say(1, 9, 0) }()
 	fr := frameReader{br: bufio.NewReader(sv)}
 	p, err := fr.Next()
 	require.NoError(t, err)
