@@ -90,11 +90,23 @@ type hub struct {
 	rooms map[string]map[*hubClient]struct{}
 	seats map[string]int // lobby → seats given (no Redis)
 	subs  map[string]chan struct{}
+	// ingress=pipe: the most says one pipeline carried (what tests read)
+	maxBatch atomic.Int64
 }
 
 // runHub serves the bare hub on addr until ctx ends.
 func runHub(ctx context.Context, addr, redisAddr, node string) error {
-	h := &hub{node: node, rooms: map[string]map[*hubClient]struct{}{}, seats: map[string]int{}, subs: map[string]chan struct{}{}}
+	return newHub(node).run(ctx, addr, redisAddr)
+}
+
+func newHub(node string) *hub {
+	return &hub{node: node, rooms: map[string]map[*hubClient]struct{}{}, seats: map[string]int{}, subs: map[string]chan struct{}{}}
+}
+
+// run serves h on addr, on the Redis at redisAddr ("" for none), until
+// ctx ends.
+func (h *hub) run(ctx context.Context, addr, redisAddr string) error {
+	node := h.node
 	if redisAddr != "" {
 		h.rdb = redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 32})
 		h.ps = h.rdb.Subscribe(ctx)

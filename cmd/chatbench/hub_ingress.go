@@ -68,6 +68,11 @@ func (h *hub) sayWorker(ctx context.Context, c *hubClient, finished chan<- struc
 				break drain
 			}
 		}
+		for n := int64(len(batch)); ; {
+			if cur := h.maxBatch.Load(); n <= cur || h.maxBatch.CompareAndSwap(cur, n) {
+				break
+			}
+		}
 		cmds, _ := h.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, s := range batch {
 				p.Publish(ctx, "hub:"+s.room, s.frame)

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/wsframe"
 )
 
@@ -140,4 +144,73 @@ func TestAnchorCheck(t *testing.T) {
 	assert.False(t, rp.Checks[0].OK, "2× senders delivered 1.26×: %s", rp.Checks[0].Detail)
 	require.NotNil(t, rp.Rows[0].OK)
 	assert.False(t, *rp.Rows[0].OK)
+}
+
+// TestHubPipelinedIngress: a burst of says on one connection of a bare hub
+// on a real Redis is acked and delivered once each, in order, both ways
+// the hub takes says; with ?ingress=pipe they go out several to a
+// pipeline (chatd's ingress), with the default sync ingress never.
+func TestHubPipelinedIngress(t *testing.T) {
+	t.Parallel()
+	rd := redistest.Real(t)
+	for name, tc := range map[string]struct {
+		ingress string
+		piped   bool
+	}{
+		"pipe: says share pipelines":  {"pipe", true},
+		"sync: one PUBLISH at a time": {"", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			addr, err := freeAddr()
+			require.NoError(t, err)
+			h := newHub("t")
+			done := make(chan error, 1)
+			go func() { done <- h.run(ctx, addr, rd.Addrs[0]) }()
+			defer func() { cancel(); <-done }()
+			p := &Proc{Name: "hub", URL: "http://" + addr}
+			require.NoError(t, waitHTTP(ctx, p, "/healthz", 10*time.Second))
+
+			q := url.Values{"write": {"batch"}}
+			if tc.ingress != "" {
+				q.Set("ingress", tc.ingress)
+			}
+			ws, _, err := dialWS(ctx, p.URL, "u1", q)
+			require.NoError(t, err)
+			defer ws.Close()
+			room, err := ws.Join(redistest.Prefix(t))
+			require.NoError(t, err)
+			const n = 100      // acks and messages together stay under the hub's send queue (hubQueue)
+			for i := range n { // all written before one answer is read
+				require.NoError(t, ws.Send(map[string]string{"type": "say", "room": room.ID, "text": strconv.Itoa(i), "ref": strconv.Itoa(i)}))
+			}
+			var acks, texts []string
+			_ = ws.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			for len(acks) < n || len(texts) < n {
+				var f Frame
+				require.NoError(t, ws.Read(&f), "acks %d, messages %d", len(acks), len(texts))
+				switch f.Type {
+				case "ack":
+					acks = append(acks, f.Ref)
+				case "message":
+					texts = append(texts, f.Msg.Text)
+				case "error":
+					t.Fatalf("error frame: %s %s", f.Code, f.ErrText)
+				}
+			}
+			want := make([]string, n)
+			for i := range want {
+				want[i] = strconv.Itoa(i)
+			}
+			assert.Equal(t, want, acks, "every say acked once, in order")
+			assert.Equal(t, want, texts, "every say delivered once, in order")
+			if tc.piped {
+				assert.Greater(t, h.maxBatch.Load(), int64(1), "says in flight together")
+			} else {
+				assert.Zero(t, h.maxBatch.Load(), "no say worker")
+			}
+		})
+	}
 }
