@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -153,6 +154,13 @@ func TestParseFlags(t *testing.T) {
 		assert.Equal(t, []int{200, 2000}, o.Clients)
 		assert.Equal(t, 5, o.Repeats)
 	})
+	t.Run("rooms50 compares 1 node and all of them", func(t *testing.T) {
+		o, err := ParseFlags([]string{"-scenarios", "rooms50"}, &sink)
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 3}, o.R50Nodes)
+		assert.Equal(t, 6000, o.R50Users)
+		assert.Equal(t, 1000.0, o.R50Rate)
+	})
 	t.Run("quick is smaller", func(t *testing.T) {
 		o, err := ParseFlags([]string{"-quick", "-scenarios", "join,poll"}, &sink)
 		require.NoError(t, err)
@@ -166,6 +174,8 @@ func TestParseFlags(t *testing.T) {
 		"a remote target is refused":     {"-targets", "http://example.com:80", "-redis", "127.0.0.1:6379"},
 		"targets without redis":          {"-targets", "http://127.0.0.1:8080"},
 		"a remote redis is refused":      {"-redis", "10.0.0.1:6379"},
+		"rooms50 on more nodes than run": {"-nodes", "1", "-rooms50-nodes", "1,3"},
+		"rooms50 at no rate":             {"-rooms50-rate", "0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseFlags(args, &sink)
@@ -392,5 +402,58 @@ func TestCostQuick(t *testing.T) {
 	}
 	for _, c := range b.rep.Checks {
 		assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
+	}
+}
+
+// TestRooms50Quick runs the rooms50 scenario small — 200 users in rooms of
+// 50, every one a sender, at 100 says/s, on 1 and 3 nodes — against chatd
+// built from this checkout and hubs with chatd's ingress: every figure of
+// both sides is there and positive, nothing is lost, duplicated or
+// reordered, and the goals are stated against the hub. Speed is not
+// judged here (-race, a shared machine).
+func TestRooms50Quick(t *testing.T) {
+	b := runBench(t, 4*time.Minute, "-nodes", "3", "-scenarios", "rooms50", "-rooms50-users", "200", "-rooms50-rate", "100",
+		"-repeats", "1", "-dur", "1500ms", "-quiet")
+	require.Empty(t, b.rep.Errors)
+	for _, nn := range []int{1, 3} {
+		scen := fmt.Sprintf("rooms of 50: 200 users, 100 says/s, %d node(s)", nn)
+		chatd, hub := fmt.Sprintf("chatd×%d", nn), fmt.Sprintf("hub×%d (chatd's ingress)", nn)
+		rows := map[string]*Row{}
+		for _, r := range b.rep.Rows {
+			if r.Scenario == scen {
+				rows[r.Metric] = r
+			}
+		}
+		for _, m := range []string{"server CPU per delivery (/proc, all nodes)", "Redis CPU per say (/proc of redis-server)",
+			"Redis CPU per say (INFO cpu, context)", "Redis commands per say (INFO commandstats)",
+			"send→receive p50", "send→receive p99", "send→receive p99.9", "delivered"} {
+			r, ok := rows[chatd+": "+m]
+			require.True(t, ok, "%s: row %q; rows %v", scen, m, rows)
+			assert.Equal(t, hub, r.Anchor, m)
+			for _, xs := range [][]float64{r.Values, r.AnchorValues} {
+				require.Len(t, xs, 1, m)
+				assert.False(t, math.IsNaN(xs[0]) || math.IsInf(xs[0], 0), "%s: %v", m, xs)
+				assert.Positive(t, xs[0], "%s: %v", m, xs)
+			}
+		}
+		for m, goal := range map[string]string{"send→receive p99": "ratio ≤ 1.5", "server CPU per delivery (/proc, all nodes)": "ratio ≤ 1.15",
+			"Redis CPU per say (/proc of redis-server)": "ratio ≤ 2"} {
+			assert.Equal(t, goal, rows[chatd+": "+m].Goal, m)
+		}
+		assert.InDelta(t, 50*100, rows[chatd+": delivered"].Median, 50*100*0.5, "every say reaches 50 members")
+		for _, v := range []string{chatd, hub} {
+			r, ok := rows[v+": generator send lag behind its schedule, p99"]
+			require.True(t, ok, "%s: the generator's lag", v)
+			assert.Contains(t, r.Note, "of the CPU the run used")
+		}
+		var checks int
+		for _, c := range b.rep.Checks {
+			if c.Scenario != scen || strings.Contains(c.What, "kept its schedule") {
+				continue // a speed check: not under -race on a shared machine
+			}
+			checks++
+			assert.True(t, c.OK, "%s: %s: %s", c.Scenario, c.What, c.Detail)
+		}
+		assert.Equal(t, 4, checks, "loss and rooms, for chatd and the hub")
 	}
 }
