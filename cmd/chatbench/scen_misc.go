@@ -271,12 +271,16 @@ func (b *Bench) scenarioIdle(ctx context.Context) error {
 
 // quiesce waits (at most 15 s) until Redis runs fewer than 1,000 commands a
 // second, so work a run left behind does not load the next one.
-func (b *Bench) quiesce(ctx context.Context) {
+func (b *Bench) quiesce(ctx context.Context) { b.quiesceBelow(ctx, 1000, 15*time.Second) }
+
+// quiesceBelow waits (at most limit) until Redis runs fewer than perSec
+// commands a second.
+func (b *Bench) quiesceBelow(ctx context.Context, perSec int64, limit time.Duration) {
 	prev, err := b.cmdStats(ctx)
 	if err != nil {
 		return
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(200 * time.Millisecond)
 		cur, err := b.cmdStats(ctx)
@@ -284,7 +288,7 @@ func (b *Bench) quiesce(ctx context.Context) {
 			return
 		}
 		_, n := cmdDelta(prev, cur)
-		if n < 200 {
+		if n < perSec/5 {
 			return
 		}
 		prev = cur
