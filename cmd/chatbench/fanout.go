@@ -38,8 +38,8 @@ type fanSpec struct {
 	// not as a missing sample: no coordinated omission), and each send's
 	// lag behind its schedule recorded
 	fromSchedule bool
-	// info: read Redis's INFO cpu and commandstats at the start and end of
-	// the measured span (through rinfo)
+	// rinfo, when set, reads Redis's INFO cpu and commandstats at the
+	// start and end of the measured span (RedisInfoCPUUs, RedisCalls)
 	rinfo func(context.Context) (redisUsage, error)
 }
 

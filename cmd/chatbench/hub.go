@@ -99,6 +99,7 @@ func runHub(ctx context.Context, addr, redisAddr, node string) error {
 	return newHub(node).run(ctx, addr, redisAddr)
 }
 
+// newHub returns a hub named node, serving nothing yet (run serves it).
 func newHub(node string) *hub {
 	return &hub{node: node, rooms: map[string]map[*hubClient]struct{}{}, seats: map[string]int{}, subs: map[string]chan struct{}{}}
 }
