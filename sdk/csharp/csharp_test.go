@@ -69,13 +69,14 @@ func build(t *testing.T) string {
 // resume with no message lost or doubled. The C# program asks for the
 // kill by printing "KILL <i>"; this test kills node i and answers "KILLED".
 // Without mono and mcs it skips, and fails under CHATD_TEST_STRICT=1.
+// CHATD_TEST_RUN=text runs only the C# tests whose name contains text.
 func TestCSharpSDK(t *testing.T) {
 	exe := build(t)
 	c := chatdtest.Start(t, chatdtest.Options{Nodes: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "mono", "--debug", exe)
-	cmd.Env = append(os.Environ(), "CHATD_URLS="+strings.Join(c.URLs(), ","), "CHATD_ADMIN_TOKEN="+c.AdminToken)
+	cmd.Env = append(os.Environ(), "CHATD_TEST_RUN="+os.Getenv("CHATD_TEST_RUN"), "CHATD_URLS="+strings.Join(c.URLs(), ","), "CHATD_ADMIN_TOKEN="+c.AdminToken)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

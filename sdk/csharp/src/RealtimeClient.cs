@@ -357,6 +357,7 @@ namespace Chatd
                 lock (mu) url = o.Urls[urlIndex % o.Urls.Count];
                 var w = new ClientWebSocket();
                 var opened = false;
+                Exception refused = null;
                 int code = 0;
                 string reason = "";
                 try
@@ -374,15 +375,7 @@ namespace Chatd
                 }
                 catch (Exception e) when (!(e is OutOfMemoryException))
                 {
-                    if (!opened)
-                    {
-                        var refused = Refusal(e.Message);
-                        if (refused != null)
-                        {
-                            Stop(-1, refused.Message, refused);
-                            break;
-                        }
-                    }
+                    refused = opened ? null : e;
                 }
                 finally
                 {
@@ -394,6 +387,15 @@ namespace Chatd
                     w.Dispose();
                 }
                 if (life.IsCancellationRequested) break;
+                if (refused != null)
+                {
+                    var why = await Probe(url).ConfigureAwait(false);
+                    if (why != null)
+                    {
+                        Stop(-1, why.Message, why);
+                        break;
+                    }
+                }
                 if (code == 4000 || code == 4001 || code == 4003)
                 {
                     var why = code == 4000 ? "the session ended: sign in again" : code == 4001 ? "kicked by an admin" : "banned";
@@ -416,13 +418,34 @@ namespace Chatd
             }
         }
 
-        // Refusal reads a refused open: ClientWebSocket says only the
-        // status; 401 and 403 end the client, anything else is retried.
-        static ChatdException Refusal(string msg)
+        static readonly System.Net.Http.HttpClient probeClient = new System.Net.Http.HttpClient { Timeout = TimeSpan.FromSeconds(10) };
+
+        // Probe asks why an open failed: a WebSocket client cannot see the
+        // refusal's status or body, so the session is checked over HTTP
+        // (GET /api/v1/settings with the token, on the same node). A 401
+        // (bad_token: signed out, expired) or 403 (banned) ends the client
+        // with the server's own error; anything else is retried.
+        async Task<ChatdException> Probe(string wsUrl)
         {
-            if (msg.Contains("401")) return new ChatdException(ErrorCodes.BadToken, "the WebSocket open was refused (401): the token is not valid or the session ended", 401);
-            if (msg.Contains("403")) return new ChatdException(ErrorCodes.Forbidden, "the WebSocket open was refused (403): banned, or the Origin is not allowed", 403);
-            return null;
+            var u = "http" + wsUrl.Substring(2);
+            if (u.EndsWith("/ws")) u = u.Substring(0, u.Length - 3);
+            try
+            {
+                using (var req = new System.Net.Http.HttpRequestMessage(System.Net.Http.HttpMethod.Get, u + "/api/v1/settings"))
+                {
+                    req.Headers.TryAddWithoutValidation("Authorization", "Bearer " + (o.Token() ?? ""));
+                    using (var res = await probeClient.SendAsync(req, life.Token).ConfigureAwait(false))
+                    {
+                        var status = (int)res.StatusCode;
+                        if (status != 401 && status != 403) return null;
+                        return ChatdException.FromBody(status, await res.Content.ReadAsStringAsync().ConfigureAwait(false), null);
+                    }
+                }
+            }
+            catch (Exception)
+            {
+                return null; // the node is unreachable: retried like the open
+            }
         }
 
         async Task Receive(ClientWebSocket w, Action onHello)

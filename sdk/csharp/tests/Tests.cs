@@ -40,6 +40,8 @@ static class Tests
         Test("poll shows dirty sections; message key and purchase key apply once", PollAndIdempotency);
         Test("leaderboard post shows on the board and in the poll", Leaderboard);
         Test("matchmaking tickets over the WebSocket and REST are matched", Matchmaking);
+        Test("sign-out closes the WebSocket with 4000 for good; a bad token is refused", ClosedForGood);
+        Test("events are raised on the given SynchronizationContext", EventsOnContext);
         Test("a killed node: reconnect to the other and resume with no loss or duplicate", KillAndResume);
         Console.WriteLine(failed == 0 ? "PASS" : "FAIL " + failed + " test(s)");
         return failed == 0 ? 0 : 1;
@@ -47,6 +49,8 @@ static class Tests
 
     static void Test(string name, Func<Task> f)
     {
+        var only = Environment.GetEnvironmentVariable("CHATD_TEST_RUN");
+        if (!string.IsNullOrEmpty(only) && !name.Contains(only)) return;
         var sw = Stopwatch.StartNew();
         try
         {
@@ -347,6 +351,68 @@ static class Tests
         var outsider = await User("mo", urls[0]);
         var forbidden = await Throws(() => outsider.JoinRoomAsync(me.Room));
         Eq(ErrorCodes.Forbidden, forbidden.Code, "a match room of other players");
+        ra.Close();
+    }
+
+    static async Task ClosedForGood()
+    {
+        var a = await User("cg", urls[1]);
+        var ra = a.Realtime();
+        var closed = new List<int>();
+        ra.ClosedForGood += (code, why) => { lock (closed) closed.Add(code); };
+        await ra.ConnectAsync();
+        await a.SignOutAsync();
+        await Until(() => { lock (closed) return closed.Count > 0; }, "the close for good");
+        lock (closed) Eq(4000, closed[0], "close code");
+        Eq(RealtimeState.Closed, ra.State, "state");
+
+        var bad = new RealtimeClient(new RealtimeOptions { Urls = new[] { urls[0].Replace("http", "ws") + "/ws" }, Token = () => "not-a-token" });
+        var e = await Throws(() => bad.ConnectAsync());
+        Eq(ErrorCodes.BadToken, e.Code, "a refused open: " + e.Message);
+        Eq(RealtimeState.Closed, bad.State, "a refused client stops");
+    }
+
+    // QueueContext runs posted callbacks on one thread of its own, as
+    // Unity's main-thread context does once a frame.
+    sealed class QueueContext : SynchronizationContext
+    {
+        readonly System.Collections.Concurrent.BlockingCollection<Action> q = new System.Collections.Concurrent.BlockingCollection<Action>();
+        public readonly Thread Thread;
+        public int Posted;
+
+        public QueueContext()
+        {
+            Thread = new Thread(() => { foreach (var a in q.GetConsumingEnumerable()) a(); }) { IsBackground = true };
+            Thread.Start();
+        }
+
+        public override void Post(SendOrPostCallback d, object state)
+        {
+            Interlocked.Increment(ref Posted);
+            q.Add(() => d(state));
+        }
+    }
+
+    static async Task EventsOnContext()
+    {
+        var ctx = new QueueContext();
+        var a = await User("cx", urls[0]);
+        var ra = a.Realtime(new RealtimeOptions { Context = ctx });
+        var wrong = 0;
+        var got = new List<string>();
+        ra.MessageReceived += m =>
+        {
+            if (Thread.CurrentThread != ctx.Thread) Interlocked.Increment(ref wrong);
+            lock (got) got.Add(m.Text);
+        };
+        ra.Joined += r => { if (Thread.CurrentThread != ctx.Thread) Interlocked.Increment(ref wrong); };
+        await ra.ConnectAsync();
+        var room = await ra.JoinAsync(Name("ctx"));
+        for (var i = 0; i < 5; i++) await ra.SayAsync(room.Id, "c" + i);
+        await Until(() => { lock (got) return got.Count == 5; }, "5 messages through the context");
+        lock (got) Eq("c0 c1 c2 c3 c4", string.Join(" ", got), "in order");
+        Eq(0, wrong, "handlers that ran off the context's thread");
+        Check(ctx.Posted >= 6, "posted to the context: " + ctx.Posted);
         ra.Close();
     }
 
