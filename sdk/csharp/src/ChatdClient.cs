@@ -287,6 +287,55 @@ namespace Chatd
             return PollAnswer.Read(r);
         }
 
+        /// <summary>
+        /// PollLoopAsync long-polls (waitSeconds, default 25) until ct fires,
+        /// handing every answer that has dirty sections to onAnswer (on the
+        /// loop's thread). Network failures, 5xx and 429 are retried with
+        /// backoff (at least the Retry-After; onError is told of each); any
+        /// other error (bad_token, banned …) ends the loop by throwing.
+        /// Cancelling ct ends it without an error.
+        /// </summary>
+        public async Task PollLoopAsync(Action<PollAnswer> onAnswer, CancellationToken ct, int waitSeconds = 25, Action<ChatdException> onError = null, Backoff backoff = null)
+        {
+            if (onAnswer == null) throw new ArgumentNullException(nameof(onAnswer));
+            backoff = backoff ?? new Backoff(TimeSpan.FromMilliseconds(500), TimeSpan.FromSeconds(30));
+            var failures = 0;
+            while (!ct.IsCancellationRequested)
+            {
+                PollAnswer ans;
+                try
+                {
+                    ans = await PollAsync(waitSeconds, ct).ConfigureAwait(false);
+                }
+                catch (ChatdException e)
+                {
+                    if (e.Code == ClientCodes.Aborted) return;
+                    if (!e.Retryable) throw;
+                    var delay = backoff.Delay(failures++);
+                    if (e.RetryAfter.HasValue && e.RetryAfter.Value > delay) delay = e.RetryAfter.Value;
+                    onError?.Invoke(e);
+                    if (!await Sleep(delay, ct).ConfigureAwait(false)) return;
+                    continue;
+                }
+                failures = 0;
+                if (ans.Dirty.Count > 0) onAnswer(ans);
+                if (waitSeconds == 0 && !await Sleep(TimeSpan.FromSeconds(1), ct).ConfigureAwait(false)) return;
+            }
+        }
+
+        static async Task<bool> Sleep(TimeSpan d, CancellationToken ct)
+        {
+            try
+            {
+                await Task.Delay(d, ct).ConfigureAwait(false);
+                return true;
+            }
+            catch (OperationCanceledException)
+            {
+                return false;
+            }
+        }
+
         // ---- realtime ----
 
         /// <summary>

@@ -273,7 +273,15 @@ namespace Chatd
         async Task<object> Call(Pending p, CancellationToken ct, TimeSpan? timeout = null)
         {
             lock (mu)
-                if (state == RealtimeState.Closed) Fail(p, Closed("the client is closed"));
+            {
+                if (state == RealtimeState.Closed)
+                {
+                    joins.Remove(p);
+                    says.Remove(p);
+                    queues.Remove(p.Ref);
+                    throw Closed("the client is closed");
+                }
+            }
             var t = timeout ?? o.CallTimeout;
             using (var cts = CancellationTokenSource.CreateLinkedTokenSource(ct))
             {

@@ -272,6 +272,18 @@ static class Tests
         var msgs = ans.Messages[room.Id];
         Eq(1, msgs.Count(m => m.Text == "once"), "the message is there once");
 
+        // The poll loop hands over the answers with dirty sections and ends
+        // without an error when cancelled.
+        var seen = new List<PollAnswer>();
+        using (var stop = new CancellationTokenSource())
+        {
+            var loop = c.PollLoopAsync(a => { lock (seen) seen.Add(a); }, stop.Token, 5);
+            var m3 = await p.PostMessageAsync(room.Id, "through the loop");
+            await Until(() => { lock (seen) return seen.Any(a => a.Messages.ContainsKey(room.Id) && a.Messages[room.Id].Any(m => m.Id == m3.Id)); }, "the loop's answer");
+            stop.Cancel();
+            await loop;
+        }
+
         // A purchase with a key buys once.
         var adm = Admin();
         var item = Name("gem");
