@@ -160,8 +160,15 @@ namespace Chatd
                     loop = Task.Run(Run);
                 }
             }
-            using (ct.Register(() => firstOpen.TrySetException(new ChatdException(ClientCodes.Aborted, "the call was cancelled"))))
+            // A cancelled wait ends this call only: the client goes on
+            // connecting, and a later ConnectAsync waits for the same open.
+            var cancelled = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+            using (ct.Register(() => cancelled.TrySetResult(true)))
+            {
+                var done = await Task.WhenAny(firstOpen.Task, cancelled.Task).ConfigureAwait(false);
+                if (done != firstOpen.Task) throw new ChatdException(ClientCodes.Aborted, "the call was cancelled");
                 await firstOpen.Task.ConfigureAwait(false);
+            }
         }
 
         /// <summary>ReconnectNow drops the connection (after a network change, say): the client reconnects and resumes as after any drop.</summary>
@@ -703,7 +710,6 @@ namespace Chatd
             firstOpen?.TrySetException(e);
             life.Cancel();
             w?.Abort();
-            Raise(() => StateChanged?.Invoke(RealtimeState.Closed));
             Raise(() => ClosedForGood?.Invoke(code, why));
         }
 

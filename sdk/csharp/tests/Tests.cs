@@ -382,6 +382,25 @@ static class Tests
         lock (closed) Eq(4000, closed[0], "close code");
         Eq(RealtimeState.Closed, ra.State, "state");
 
+        lock (closed) Eq(1, closed.Count, "one ClosedForGood");
+
+        // A ConnectAsync cancelled while no node answers throws aborted;
+        // the client goes on trying until Close.
+        var dead = new RealtimeClient(new RealtimeOptions { Urls = new[] { "ws://127.0.0.1:1/ws" }, Token = () => a.Token ?? "" });
+        var states = new List<RealtimeState>();
+        dead.StateChanged += st => { lock (states) states.Add(st); };
+        using (var cts = new CancellationTokenSource(TimeSpan.FromMilliseconds(300)))
+        {
+            var ab = await Throws(() => dead.ConnectAsync(cts.Token));
+            Eq(ClientCodes.Aborted, ab.Code, "a cancelled connect");
+        }
+        Eq(RealtimeState.Connecting, dead.State, "still connecting");
+        dead.Close();
+        Eq(RealtimeState.Closed, dead.State, "closed");
+        var late = await Throws(() => dead.ConnectAsync());
+        Eq(ClientCodes.Closed, late.Code, "a connect after Close");
+        await Until(() => { lock (states) return states.Count(x => x == RealtimeState.Closed) == 1; }, "one Closed state change");
+
         var bad = new RealtimeClient(new RealtimeOptions { Urls = new[] { urls[0].Replace("http", "ws") + "/ws" }, Token = () => "not-a-token" });
         var e = await Throws(() => bad.ConnectAsync());
         Eq(ErrorCodes.BadToken, e.Code, "a refused open: " + e.Message);
