@@ -2,9 +2,13 @@ package rooms
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
@@ -91,4 +95,31 @@ func (s *Service) checkPrivate(lobby string, users []string) error {
 		seen = append(seen, u)
 	}
 	return nil
+}
+
+// Players returns the users a private room was made for (CreatePrivate),
+// as they were given, and true, for any room id of a private lobby; for a
+// room of a public lobby, or of a lobby that does not exist, it returns
+// nil and false. It is one HGET of the lobby's records. It returns an error wrapping names.ErrBadName for a
+// malformed room id, and Redis errors.
+func (s *Service) Players(ctx context.Context, roomID string) ([]string, bool, error) {
+	lobby, _, err := ParseRoom(roomID)
+	if err != nil {
+		return nil, false, fmt.Errorf("rooms: players of %s: %w", clip(roomID), err)
+	}
+	list, err := s.rdb.HGet(ctx, recordsKey(s.ks, lobby), "private").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("rooms: players of %s: %w", roomID, err)
+	}
+	return strings.Fields(list), true, nil
+}
+
+// IsPlayer reports whether user (in any case: names compare canonically)
+// is one of players.
+func IsPlayer(players []string, user string) bool {
+	c := names.Canonical(user)
+	return slices.ContainsFunc(players, func(u string) bool { return names.Canonical(u) == c })
 }
