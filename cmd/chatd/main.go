@@ -123,6 +123,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Version:        build.Version,
 		AllowedOrigins: cfg.AllowedOrigins,
 		Auth:           cfg.Auth,
+		JWTAudience:    cfg.JWTAudience,
+		JWTIssuer:      cfg.JWTIssuer,
 		TrustedProxies: cfg.TrustedProxies,
 		Logger:         slog.New(handler), // web adds "node" to every logger it makes
 		Registry:       reg,
