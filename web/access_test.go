@@ -121,6 +121,17 @@ func TestAccessMatrix(t *testing.T) {
 		return map[string]string{"room": room, "lobby": lobby, "user": "ann", "board": "acc", "player": "ann",
 			"key": "nosuch", "file": "nosuch.js", "id": "1-1", "queue": "nosuch"}
 	}
+	// what the answers hold: an outsider sees no trace of the room in a
+	// player's presence or in its lobby's listing; a player and an admin do
+	require.Eventually(t, func() bool { return contains(cl.presence(n3, bob, "ann").Rooms, private) }, 10*time.Second, 20*time.Millisecond)
+	assert.Contains(t, cl.presence(n1, testAdmin, "ann").Rooms, private)
+	assert.NotContains(t, cl.presence(n2, eve, "ann").Rooms, private)
+	var listed struct{ Rooms []roomJSON }
+	require.Equal(t, 200, cl.do(n1, "GET", "/api/v1/lobbies/"+privateLobby+"/rooms", eve, nil, &listed))
+	assert.Empty(t, listed.Rooms, "an outsider lists no room of a private lobby")
+	require.Equal(t, 200, cl.do(n2, "GET", "/api/v1/lobbies/"+privateLobby+"/rooms", bob, nil, &listed))
+	assert.Len(t, listed.Rooms, 1, "a player lists the match's room")
+
 	// the WebSocket's frames, as each user role (a WebSocket takes a user
 	// token: the other roles are the rows of GET /ws)
 	frames := accessFrames(t)
