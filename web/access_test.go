@@ -104,6 +104,13 @@ func TestAccessMatrix(t *testing.T) {
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/rooms/"+private+"/join", bob, nil, nil))
 	cl.say(n3, bob, private, "the plan is secret")
 	privateLobby := private[:strings.LastIndexByte(private, '-')]
+	// the room's number is 12 digits of an HMAC of the match's id (with the
+	// nodes' secret), not 1: ids of matches are sequential, their rooms'
+	// are not
+	assert.Regexp(t, `^[1-9][0-9]{11}$`, private[len(privateLobby)+1:])
+	var gone struct{ Error struct{ Code string } }
+	assert.Equal(t, 404, cl.do(n1, "GET", "/api/v1/rooms/"+privateLobby+"-1", bob, nil, &gone), "room 1 of the match's lobby")
+	assert.Equal(t, "unknown_room", gone.Error.Code)
 
 	// a public room with its member, and an outsider
 	mia := cl.session(n3, "mia")

@@ -176,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
+		MatchRoomKey:    cfg.Secret, // shared by every node: one room id per match
 		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
 		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry, Version: cfg.Version,
 	})
