@@ -1,6 +1,9 @@
 package dirty
 
-import "github.com/chatd/chatd/internal/keyspace"
+import (
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
+)
 
 // keys builds every key and channel of the package. Everything about one
 // session is in the {session:S} slot, so the mark, open and wait scripts are
@@ -22,7 +25,9 @@ func (k keys) waiters(session string) string { return k.ks.Key("session", sessio
 func (k keys) cursor(session string) string { return k.ks.Key("session", session, "cursor") } // HASH
 
 // userSessions are the user's sessions, scored by expiry (unix ms).
-func (k keys) userSessions(user string) string { return k.ks.Key("user", user, "dirty", "sessions") } // ZSET
+func (k keys) userSessions(user string) string {
+	return k.ks.Key("user", names.Canonical(user), "dirty", "sessions")
+} // ZSET
 
 // liveSessions are all sessions, scored by expiry (unix ms), for MarkAll.
 func (k keys) liveSessions() string { return k.ks.Global("dirty", "sessions") } // ZSET
@@ -31,7 +36,9 @@ func (k keys) liveSessions() string { return k.ks.Global("dirty", "sessions") } 
 func (k keys) followers(topic string) string { return k.ks.Key("topic", topic, "followers") } // SET
 
 // follows are the topics a user follows, scored by when the follow lapses (unix ms).
-func (k keys) follows(user string) string { return k.ks.Key("user", user, "dirty", "follows") } // ZSET
+func (k keys) follows(user string) string {
+	return k.ks.Key("user", names.Canonical(user), "dirty", "follows")
+} // ZSET
 
 // wakeChannel is the pub/sub channel of one node's long-poll waiters.
 func (k keys) wakeChannel(node string) string { return k.ks.Global("dirty", "wake", node) } // CHANNEL

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "github.com/chatd/chatd/internal/keyspace"
+import (
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
+)
 
 // keys builds the keys of this package from the configured prefix.
 type keys struct {
@@ -8,4 +11,4 @@ type keys struct {
 }
 
 // bucket is user's token bucket: HASH {tokens: float, ts: ms}, with a TTL.
-func (k keys) bucket(user string) string { return k.space.Key("user", user, "rate") } // HASH
+func (k keys) bucket(user string) string { return k.space.Key("user", names.Canonical(user), "rate") } // HASH

@@ -35,6 +35,7 @@ type chatRooms interface {
 	MarkRead(ctx context.Context, roomID, user, id string) error
 	Unread(ctx context.Context, user string, roomIDs []string) (map[string]int, error)
 	Channel(roomID string) string
+	Players(ctx context.Context, roomID string) ([]string, bool, error)
 }
 
 // chatPresence is what the chat use case needs of presence.
@@ -355,6 +356,9 @@ func (ch *Chat) TypingREST(ctx context.Context, p Principal, room string) error 
 // Read records that the user has read room up to message id (WebSocket
 // and REST alike).
 func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
+	if err := ch.CanSee(ctx, Viewer{User: p.User}, room); err != nil {
+		return err
+	}
 	return ch.rooms.MarkRead(ctx, room, p.User, id)
 }
 
@@ -440,8 +444,19 @@ func (ch *Chat) Room(ctx context.Context, room string) (rooms.Room, error) {
 	return ch.rooms.Room(ctx, room)
 }
 
-// Rooms returns every room of a lobby.
-func (ch *Chat) Rooms(ctx context.Context, lobby string) ([]rooms.Room, error) {
+// Rooms returns every room of a lobby that v may see (CanSee): none of a
+// private lobby but to its players and the admins, as for a lobby that
+// does not exist.
+func (ch *Chat) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room, error) {
+	if err := names.Lobby(lobby); err != nil {
+		return nil, err
+	}
+	if err := ch.CanSee(ctx, v, lobby+"-1"); err != nil {
+		if errors.Is(err, rooms.ErrUnknownRoom) {
+			return nil, nil
+		}
+		return nil, err
+	}
 	return ch.rooms.Rooms(ctx, lobby)
 }
 
@@ -450,12 +465,18 @@ func (ch *Chat) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, erro
 	return ch.rooms.Lobbies(ctx, limit)
 }
 
-// Presence returns a user's presence.
-func (ch *Chat) Presence(ctx context.Context, user string) (presence.Status, error) {
+// Presence returns a user's presence as v may see it: the private rooms
+// v may not see (CanSee) are left out of its rooms.
+func (ch *Chat) Presence(ctx context.Context, v Viewer, user string) (presence.Status, error) {
 	if err := names.User(user); err != nil {
 		return presence.Status{}, err
 	}
-	return ch.presence.Get(ctx, user)
+	st, err := ch.presence.Get(ctx, user)
+	if err != nil {
+		return st, err
+	}
+	st.Rooms = ch.visibleRooms(ctx, v, st.Rooms)
+	return st, nil
 }
 
 // Unread returns, for each room p's user is seated in (on any node, over

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ type matchStore interface {
 
 // matchRooms makes the private room of a match.
 type matchRooms interface {
-	CreatePrivate(ctx context.Context, lobby string, users []string, reserve time.Duration) (rooms.Room, error)
+	CreatePrivateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (rooms.Room, error)
 }
 
 // onlineChecker tells whether a user has a live session somewhere.
@@ -67,6 +68,7 @@ type Matchmaking struct {
 	marks    *marker
 	now      func() time.Time
 	log      *slog.Logger
+	roomKey  []byte // Config.MatchRoomKey
 }
 
 // TicketRequest is a ticket as a client asks for it.
@@ -175,15 +177,24 @@ func (mm *Matchmaking) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return out, nil
 }
 
-// MatchRoom is the id of a match's private room.
-func MatchRoom(m matchmaking.Match) string { return matchmaking.MatchLobby(m) + "-1" }
+// Room is the id of a match's private room: in lobby
+// matchmaking.MatchLobby, a room number made of the match's id and
+// Config.MatchRoomKey (rooms.PrivateRoomSeq), so that nobody without the
+// key can enumerate the rooms of matches, whose ids are sequential; room 1
+// without a key.
+func (mm *Matchmaking) Room(m matchmaking.Match) string {
+	if len(mm.roomKey) == 0 {
+		return matchmaking.MatchLobby(m) + "-1"
+	}
+	return matchmaking.MatchLobby(m) + "-" + strconv.Itoa(rooms.PrivateRoomSeq(mm.roomKey, m.ID))
+}
 
 func playerOf(t matchmaking.Ticket, user string) bool {
 	return slices.ContainsFunc(t.Players(), func(u string) bool { return strings.EqualFold(u, user) })
 }
 
 // matched is the OnMatched hook (run by the queue's matcher, at least once
-// per match): the match's private room — room 1 of lobby
+// per match): the match's private room — Room(m), the only room of lobby
 // matchmaking.MatchLobby, the players' seats reserved for the queue's
 // reserve_seconds — then every player is told. Idempotent: a second call
 // finds the room and records each event once.
@@ -192,12 +203,12 @@ func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
 	if q, err := mm.svc.Queue(m.Queue); err == nil {
 		reserve = q.Reserve
 	}
-	room, err := mm.rooms.CreatePrivate(ctx, matchmaking.MatchLobby(m), m.Players, reserve)
+	room, err := mm.rooms.CreatePrivateRoom(ctx, mm.Room(m), m.Players, reserve)
 	if err != nil {
 		return fmt.Errorf("realtime: the room of match %s: %w", m.ID, err)
 	}
-	if room.ID != MatchRoom(m) {
-		return fmt.Errorf("realtime: the room of match %s is %s, not %s", m.ID, room.ID, MatchRoom(m))
+	if room.ID != mm.Room(m) {
+		return fmt.Errorf("realtime: the room of match %s is %s, not %s", m.ID, room.ID, mm.Room(m))
 	}
 	return mm.tell(ctx, matchmaking.MatchedEvents(m, room.ID, reserve))
 }

@@ -90,7 +90,7 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Matched, st.State)
 		require.NotNil(t, st.Match)
-		assert.Equal(t, room, matchmaking.MatchLobby(*st.Match)+"-1")
+		assert.Equal(t, room, n2.Match.Room(*st.Match))
 		_, err = n2.Match.Status(ctx, bob.p, "trio", tc.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket, "another user's ticket is not shown")
 	})
@@ -247,7 +247,7 @@ func TestTheHooksAreIdempotent(t *testing.T) {
 		Tickets: []matchmaking.Ticket{{ID: "TA", Queue: "pair", User: "ann"}, {ID: "TB", Queue: "pair", User: "bob"}}}
 	require.NoError(t, n.Match.matched(ctx, m))
 	require.NoError(t, n.Match.matched(ctx, m), "a hook run again (a holder died before its ack)")
-	room, err := n.Chat.Room(ctx, MatchRoom(m))
+	room, err := n.Chat.Room(ctx, n.Match.Room(m))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ann", "bob"}, room.Members)
 	x := matchmaking.Ticket{ID: "TX", Queue: "pair", User: "cy", Created: time.UnixMilli(9_000)}

@@ -42,6 +42,10 @@ type Config struct {
 	Addr string
 	// Prefix namespaces every Redis key and channel; "" = "chatd".
 	Prefix string
+	// MatchRoomKey makes the number of each match's private room (see
+	// Matchmaking.Room): every node must have the same; nil = room 1, an
+	// id anyone can guess from the match's.
+	MatchRoomKey []byte
 	// MaxConnsPerUser bounds one user's realtime clients on this node;
 	// 0 = 10, negative = no bound.
 	MaxConnsPerUser int
@@ -233,7 +237,7 @@ func New(cfg Config) (*Node, error) {
 	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
 	mms := matchmaking.New(rdb, matchmaking.Config{Prefix: cfg.Prefix, Clock: now, Registerer: reg, Logger: log,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
-	n.Match = &Matchmaking{svc: mms, rooms: rs, online: n.presence, hub: n.hub, marks: mk, now: now, log: log}
+	n.Match = &Matchmaking{svc: mms, rooms: rs, online: n.presence, hub: n.hub, marks: mk, now: now, log: log, roomKey: cfg.MatchRoomKey}
 	n.Match.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: locks,
 		OnMatched: n.Match.matched, OnExpired: n.Match.expired})
 	if err != nil {

@@ -63,7 +63,9 @@ type Sessions struct {
 // holder id the new session's token must carry. A free name is claimed for
 // a new holder; a name in use answers ErrNameTaken, unless prev is a live
 // session of that same guest (a second device or tab: the new session
-// joins the holder). Sessions per client address per minute are capped.
+// joins the holder), whatever the case of name (names compare canonically:
+// the caller keeps the guest's display name, prev.User). Sessions per
+// client address per minute are capped.
 func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principal) (holder string, err error) {
 	if err := names.User(name); err != nil {
 		return "", err
@@ -74,7 +76,7 @@ func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principa
 	if err := s.mod.checkBanned(ctx, name); err != nil {
 		return "", err
 	}
-	if prev != nil && prev.User == name && prev.Holder != "" {
+	if prev != nil && names.Canonical(prev.User) == names.Canonical(name) && prev.Holder != "" {
 		if err := s.Admit(ctx, *prev); err != nil {
 			return "", err
 		}

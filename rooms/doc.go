@@ -141,6 +141,10 @@
 // never indexes the lobby, so the listing never shows it. The naive
 // version, a room of a public lobby with seats taken for its players, is
 // joined by the next stranger who joins that lobby once a seat is freed.
+// Players reads that field (one HGET): the one rule of who may read a
+// private room — its players and the admins — is applied on top of it by
+// the realtime core (Chat.CanSee), for history, details, listing, read
+// marks and presence alike.
 //
 // # Idle lobbies are forgotten
 //

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
 )
 
 // Everything of one lobby lives in the {lobby:L} hash-tag unit, so every
@@ -72,14 +73,14 @@ func historyKey(ks keyspace.Space, lobby string, seq int) string {
 // expires when it would be full again. In the lobby's slot so that the send
 // script can take a token atomically with the append.
 func rateKey(ks keyspace.Space, lobby, user string) string {
-	return ks.Key("lobby", lobby, "rate", user) // HASH t, at
+	return ks.Key("lobby", lobby, "rate", names.Canonical(user)) // HASH t, at
 }
 
 // saidKey records the say that user made in the lobby with idempotency key
 // key: "<call>/<i> <room number> <text hash> <stream id> <ts ms>"; it
 // expires Config.IdempotencyTTL after the say.
 func saidKey(ks keyspace.Space, lobby, user, key string) string {
-	return ks.Key("lobby", lobby, "said", user, key) // STRING
+	return ks.Key("lobby", lobby, "said", names.Canonical(user), key) // STRING
 }
 
 // claimKey binds user's idempotency key key to one message across every
@@ -103,7 +104,7 @@ func channel(ks keyspace.Space, lobby string, seq int) string {
 // readKey holds user's last-read message id (padded) in each room of the
 // lobby, room number → id; it expires Config.IdleTTL after the last MarkRead.
 func readKey(ks keyspace.Space, lobby, user string) string {
-	return ks.Key("lobby", lobby, "read", user) // HASH
+	return ks.Key("lobby", lobby, "read", names.Canonical(user)) // HASH
 }
 
 // The lobby index (Lobbies) lives in one slot of its own, {rooms:index}:
@@ -148,7 +149,9 @@ func roomsTotalKey(ks keyspace.Space) string { return ks.Global("stats", "rooms"
 // or 0 once the join seated the user; the seat data, not this index, say
 // which of them count. In the user's slot: the lobbies are in slots of
 // their own.
-func userLobbiesKey(ks keyspace.Space, user string) string { return ks.Key("user", user, "lobbies") } // ZSET lobby → ms
+func userLobbiesKey(ks keyspace.Space, user string) string {
+	return ks.Key("user", names.Canonical(user), "lobbies")
+} // ZSET lobby → ms
 
 // lockName is the lock.Client name guarding room creation in a lobby: its
 // lock and fence keys share the lobby's hash tag.

@@ -2,9 +2,17 @@ package rooms
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
@@ -31,13 +39,28 @@ const MaxPrivatePlayers = 100
 // name or for no user, more than MaxPrivatePlayers or one twice, and Redis
 // errors.
 func (s *Service) CreatePrivate(ctx context.Context, lobby string, users []string, reserve time.Duration) (Room, error) {
-	if err := s.checkPrivate(lobby, users); err != nil {
-		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", clip(lobby), err)
+	return s.CreatePrivateRoom(ctx, lobby+"-1", users, reserve)
+}
+
+// CreatePrivateRoom is CreatePrivate for a room of a number the caller
+// picks: the room roomID ("{lobby}-{seq}"), its lobby's only room. A
+// number nobody can guess (PrivateRoomSeq) keeps a private room's id from
+// being enumerated, though ids of its lobby's name are sequential. A retry
+// answers the room as it was made, whatever number it asks. It returns
+// what CreatePrivate returns, and an error wrapping names.ErrBadName for a
+// malformed room id.
+func (s *Service) CreatePrivateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (Room, error) {
+	lobby, seq, err := ParseRoom(roomID)
+	if err == nil {
+		err = s.checkPrivate(lobby, users)
+	}
+	if err != nil {
+		return Room{}, fmt.Errorf("rooms: create private room %s: %w", clip(roomID), err)
 	}
 	if reserve < time.Millisecond {
 		reserve = s.leaseDur()
 	}
-	args := append(s.lobbyArgs(lobby), ms(s.now().Add(reserve)))
+	args := append(s.lobbyArgs(lobby), ms(s.now().Add(reserve)), seq)
 	for _, u := range users {
 		args = append(args, u)
 	}
@@ -48,8 +71,13 @@ func (s *Service) CreatePrivate(ctx context.Context, lobby string, users []strin
 	if len(v) == 1 && v[0] == int64(-1) {
 		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", lobby, ErrLobbyTaken)
 	}
-	if len(v) != 3 {
+	if len(v) != 4 {
 		return Room{}, fmt.Errorf("rooms: create private room in %s: %w", lobby, errUnexpectedReply)
+	}
+	if got, _ := v[3].(string); got != "" {
+		if seq, err = strconv.Atoi(got); err != nil {
+			return Room{}, fmt.Errorf("rooms: create private room in %s: %w", lobby, errUnexpectedReply)
+		}
 	}
 	list, _ := v[1].([]any)
 	members := make([]string, 0, len(list))
@@ -68,9 +96,21 @@ func (s *Service) CreatePrivate(ctx context.Context, lobby string, users []strin
 			}
 		}
 	}
-	r := s.room(lobby, 1, members)
+	r := s.room(lobby, seq, members)
 	r.Capacity = max(r.Capacity, len(users))
 	return r, nil
+}
+
+// PrivateRoomSeq returns a room number of 12 digits, from key and name
+// by HMAC-SHA256: the same on every node that holds key, and unguessable
+// without it (about 2^39 numbers). For CreatePrivateRoom, with a key the
+// nodes share and a name unique per private room (a match's id).
+func PrivateRoomSeq(key []byte, name string) int {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(name))
+	n := binary.BigEndian.Uint64(mac.Sum(nil)[:8])
+	const low, span = 100_000_000_000, 900_000_000_000 // 12 digits, no leading zero
+	return low + int(n%span)
 }
 
 func (s *Service) checkPrivate(lobby string, users []string) error {
@@ -91,4 +131,31 @@ func (s *Service) checkPrivate(lobby string, users []string) error {
 		seen = append(seen, u)
 	}
 	return nil
+}
+
+// Players returns the users a private room was made for (CreatePrivate),
+// as they were given, and true, for any room id of a private lobby; for a
+// room of a public lobby, or of a lobby that does not exist, it returns
+// nil and false. It is one HGET of the lobby's records. It returns an error wrapping names.ErrBadName for a
+// malformed room id, and Redis errors.
+func (s *Service) Players(ctx context.Context, roomID string) ([]string, bool, error) {
+	lobby, _, err := ParseRoom(roomID)
+	if err != nil {
+		return nil, false, fmt.Errorf("rooms: players of %s: %w", clip(roomID), err)
+	}
+	list, err := s.rdb.HGet(ctx, recordsKey(s.ks, lobby), "private").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("rooms: players of %s: %w", roomID, err)
+	}
+	return strings.Fields(list), true, nil
+}
+
+// IsPlayer reports whether user (in any case: names compare canonically)
+// is one of players.
+func IsPlayer(players []string, user string) bool {
+	c := names.Canonical(user)
+	return slices.ContainsFunc(players, func(u string) bool { return names.Canonical(u) == c })
 }

@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -88,4 +89,45 @@ func TestPrivateRoom(t *testing.T) {
 		_, err = s.CreatePrivate(ctx, "general", []string{"zed"}, time.Second)
 		assert.True(t, errors.Is(err, ErrLobbyTaken), "a public lobby is not made private: %v", err)
 	})
+}
+
+// TestPrivateRoomOfAGivenNumber: CreatePrivateRoom makes the room under the
+// number asked (a PrivateRoomSeq: 12 digits, the same for the same key and
+// name, another for another key), a retry answers it whatever number it
+// asks, and room 1 of its lobby does not exist.
+func TestPrivateRoomOfAGivenNumber(t *testing.T) {
+	t.Parallel()
+	r := redistest.New(t)
+	ctx := context.Background()
+	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: newClock().Now})[0]
+	seq := PrivateRoomSeq([]byte("key-a"), "duel-7")
+	assert.Equal(t, seq, PrivateRoomSeq([]byte("key-a"), "duel-7"), "one number per key and name")
+	assert.NotEqual(t, seq, PrivateRoomSeq([]byte("key-b"), "duel-7"))
+	assert.NotEqual(t, seq, PrivateRoomSeq([]byte("key-a"), "duel-8"))
+	assert.Len(t, strconv.Itoa(seq), 12)
+
+	id := "mm.duel.7-" + strconv.Itoa(seq)
+	room, err := s.CreatePrivateRoom(ctx, id, []string{"ann", "bob"}, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, id, room.ID)
+	assert.Equal(t, []string{"ann", "bob"}, room.Members)
+	again, err := s.CreatePrivateRoom(ctx, "mm.duel.7-1", []string{"ann", "bob"}, 30*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, id, again.ID, "a retry answers the room as it was made")
+	_, err = s.Room(ctx, "mm.duel.7-1")
+	assert.ErrorIs(t, err, ErrUnknownRoom)
+	got, err := s.Reclaim(ctx, id, "ann", ws1)
+	require.NoError(t, err)
+	assert.Equal(t, id, got.ID)
+	_, err = s.Send(ctx, id, "ann", "gg", SendOptions{})
+	require.NoError(t, err)
+	msgs, err := s.History(ctx, id, "", 10)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	players, private, err := s.Players(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, private)
+	assert.Equal(t, []string{"ann", "bob"}, players)
+	_, err = s.Reclaim(ctx, id, "eve", ws1)
+	assert.ErrorIs(t, err, ErrPrivateRoom)
 }

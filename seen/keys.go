@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
 )
 
 // Every key of one user's filter carries the hash tag {user:U}, so the
@@ -16,12 +17,12 @@ import (
 // metaKey describes user's filter: one field per kept generation g, "<g>" =
 // "m k c n" (bits, hashes, capacity, items counted).
 func metaKey(s keyspace.Space, user string) string {
-	return s.Key("user", user, "seen") // hash
+	return s.Key("user", names.Canonical(user), "seen") // hash
 }
 
 // bitsKey is the bitmap of the generation in slot `slot` of user's filter.
 func bitsKey(s keyspace.Space, user string, slot int) string {
-	return s.Key("user", user, "seen", "b"+strconv.Itoa(slot)) // string (bitmap of m bits)
+	return s.Key("user", names.Canonical(user), "seen", "b"+strconv.Itoa(slot)) // string (bitmap of m bits)
 }
 
 // userKeys returns the KEYS of both scripts: the description, then the bits

@@ -1,6 +1,9 @@
 package shop
 
-import "github.com/chatd/chatd/internal/keyspace"
+import (
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
+)
 
 // keys builds every key of one shop. All of them
 // carry the shop's hash tag {shop:NAME}: a purchase touches the item, the
@@ -18,14 +21,20 @@ func (k keys) item(item string) string { return k.ks.Key("shop", k.shop, "item",
 func (k keys) items() string { return k.ks.Key("shop", k.shop, "items") } // SET item names
 
 // balance is a user's coins.
-func (k keys) balance(user string) string { return k.ks.Key("shop", k.shop, "balance", user) } // STRING int64
+func (k keys) balance(user string) string {
+	return k.ks.Key("shop", k.shop, "balance", names.Canonical(user))
+} // STRING int64
 
 // inventory is what a user owns.
-func (k keys) inventory(user string) string { return k.ks.Key("shop", k.shop, "inv", user) } // HASH item -> count
+func (k keys) inventory(user string) string {
+	return k.ks.Key("shop", k.shop, "inv", names.Canonical(user))
+} // HASH item -> count
 
 // idem is the first answer to a user's purchase with one Idempotency-Key.
 // The user name holds no ':', so user and key cannot run into each other.
-func (k keys) idem(user, key string) string { return k.ks.Key("shop", k.shop, "idem", user, key) } // STRING JSON record, TTL
+func (k keys) idem(user, key string) string {
+	return k.ks.Key("shop", k.shop, "idem", names.Canonical(user), key)
+} // STRING JSON record, TTL
 
 // purchases counts successful purchases.
 func (k keys) purchases() string { return k.ks.Key("shop", k.shop, "purchases") } // STRING int64 (INCR)

@@ -177,7 +177,8 @@ func (s *Server) requireUser(c *fiber.Ctx) error {
 // too: for the reads that need no user of their own (stats, rooms,
 // presence, boards, settings), so the admin console reads with its token.
 func (s *Server) requireReader(c *fiber.Ctx) error {
-	if s.adminRole(bearer(c)) != "" {
+	if role := s.adminRole(bearer(c)); role != "" {
+		c.Locals(localRole, role)
 		return c.Next()
 	}
 	return s.requireUser(c)
@@ -298,6 +299,16 @@ func (s *Server) record(c *fiber.Ctx, tok, role string, err error) {
 func sameSecret(got, want string) bool {
 	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// viewer is who a read admitted by requireReader reads as: an admin (either
+// token) or the session's user; the rooms' access rule takes it
+// (realtime.Chat.CanSee).
+func viewer(c *fiber.Ctx) realtime.Viewer {
+	if role, _ := c.Locals(localRole).(string); role != "" {
+		return realtime.Viewer{Admin: true}
+	}
+	return realtime.Viewer{User: principal(c).User}
 }
 
 // principal is who the request acts as (set by requireUser).

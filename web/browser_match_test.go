@@ -41,7 +41,7 @@ func TestBrowserQuickMatch(t *testing.T) {
 	bob.do(t, chromedp.Click(`[data-testid="quick-match"]`))
 	for _, p := range []*page{ann, bob} {
 		p.waitJS(t, `text('match-status').startsWith('Match found with ')`, p.name+" sees the match found")
-		p.waitJS(t, `/^mm\.quick\.[0-9]+ · room 1 /.test(text('room-label'))`, p.name+" is in the match room")
+		p.waitJS(t, `/^mm\.quick\.[0-9]+ · match · /.test(text('room-label'))`, p.name+" is in the match room")
 		p.waitJS(t, `members().length === 2`, p.name+" sees both players")
 	}
 	label := roomLabel(t, ann)
@@ -86,7 +86,7 @@ func TestBrowserQuickMatchOverSSE(t *testing.T) {
 	bob.do(t, chromedp.Click(`[data-testid="quick-match"]`))
 	for _, p := range []*page{ann, bob} {
 		p.waitJS(t, `text('match-status').startsWith('Match found with ')`, p.name+" sees the match found")
-		p.waitJS(t, `/^mm\.quick\.[0-9]+ · room 1 /.test(text('room-label'))`, p.name+" is in the match room")
+		p.waitJS(t, `/^mm\.quick\.[0-9]+ · match · /.test(text('room-label'))`, p.name+" is in the match room")
 		p.waitJS(t, `members().length === 2`, p.name+" sees both players")
 	}
 	assert.Equal(t, roomLabel(t, ann), roomLabel(t, bob), "one room")

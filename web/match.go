@@ -35,7 +35,7 @@ type ticketJSON struct {
 	Players    []string          `json:"players,omitempty"`
 }
 
-func ticketOf(st matchmaking.Status) ticketJSON {
+func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
 	t := st.Ticket
 	out := ticketJSON{ID: t.ID, Queue: t.Queue, User: t.User, Party: t.Party, Skill: t.Skill, Attributes: t.Attributes,
 		Created: t.Created.UnixMilli(), State: st.State}
@@ -43,7 +43,7 @@ func ticketOf(st matchmaking.Status) ticketJSON {
 		out.Ended = st.Ended.UnixMilli()
 	}
 	if st.Match != nil {
-		out.Match, out.Room, out.Players = st.Match.ID, realtime.MatchRoom(*st.Match), st.Match.Players
+		out.Match, out.Room, out.Players = st.Match.ID, s.match.Room(*st.Match), st.Match.Players
 	}
 	return out
 }
@@ -76,7 +76,7 @@ func (s *Server) submitTicket(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"ticket": ticketOf(st)})
+	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
 }
 
 func (s *Server) ticketStatus(c *fiber.Ctx) error {
@@ -84,7 +84,7 @@ func (s *Server) ticketStatus(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"ticket": ticketOf(st)})
+	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
 }
 
 func (s *Server) cancelTicket(c *fiber.Ctx) error {
@@ -92,7 +92,7 @@ func (s *Server) cancelTicket(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"ticket": ticketOf(st)})
+	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
 }
 
 func (s *Server) listQueues(c *fiber.Ctx) error {
@@ -124,7 +124,7 @@ func (s *Server) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) 
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "queued", "ref": f.Ref, "ticket": ticketOf(st)})
+	c.SendJSON(map[string]any{"type": "queued", "ref": f.Ref, "ticket": s.ticketOf(st)})
 	return nil
 }
 
@@ -135,6 +135,6 @@ func (s *Server) dequeueFrame(ctx context.Context, c *realtime.Client, f inFrame
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": ticketOf(st)})
+	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": s.ticketOf(st)})
 	return nil
 }

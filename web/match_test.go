@@ -93,7 +93,7 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 	eve := cl.dial(n1, "eve")
 	eve.send(map[string]string{"type": "resume", "room": room, "ref": "r"})
 	assert.Equal(t, "forbidden", eve.next("error")["code"])
-	lobby := room[:len(room)-2]
+	lobby := room[:strings.LastIndexByte(room, '-')]
 	eve.send(map[string]string{"type": "join", "lobby": lobby, "ref": "j"})
 	assert.Equal(t, "forbidden", eve.next("error")["code"])
 }

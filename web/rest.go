@@ -54,7 +54,7 @@ func (s *Server) leaveRoom(c *fiber.Ctx) error {
 }
 
 func (s *Server) listRooms(c *fiber.Ctx) error {
-	rs, err := s.chat.Rooms(c.UserContext(), c.Params("lobby"))
+	rs, err := s.chat.Rooms(c.UserContext(), viewer(c), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -65,6 +65,9 @@ func (s *Server) listRooms(c *fiber.Ctx) error {
 }
 
 func (s *Server) getRoom(c *fiber.Ctx) error {
+	if err := s.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
+		return err
+	}
 	r, err := s.chat.Room(c.UserContext(), c.Params("room"))
 	if err != nil {
 		return err
@@ -112,6 +115,9 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := s.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
+		return err
+	}
 	msgs, err := s.chat.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
 	if err != nil {
 		return err
@@ -123,7 +129,7 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 }
 
 func (s *Server) getPresence(c *fiber.Ctx) error {
-	st, err := s.chat.Presence(c.UserContext(), c.Params("user"))
+	st, err := s.chat.Presence(c.UserContext(), viewer(c), c.Params("user"))
 	if err != nil {
 		return err
 	}

@@ -176,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
+		MatchRoomKey:    cfg.Secret, // shared by every node: one room id per match
 		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
 		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry, Version: cfg.Version,
 	})
@@ -327,11 +328,15 @@ func (s *Server) createSession(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	tok, _, err := s.tokens.mint(req.User, holder)
+	user := req.User
+	if prev != nil && prev.Holder == holder {
+		user = prev.User // the guest's own name in another case: one guest, one display name
+	}
+	tok, _, err := s.tokens.mint(user, holder)
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"token": tok, "user": req.User})
+	return c.JSON(fiber.Map{"token": tok, "user": user})
 }
 
 // deleteSession signs a guest out: the name is free again at once, and the

@@ -36,6 +36,11 @@ type Config struct {
 	MetricsAddr string
 	TLSCert     string // PEM certificate chain of the public listener; "" = plain HTTP
 	TLSKey      string // its PEM private key
+	// JWTAudience, when set, is an "aud" every token must name (chatd's
+	// own tokens name it); "" = the audience is not checked.
+	JWTAudience string
+	// JWTIssuer is the "iss" every token must carry; "" = "chatd".
+	JWTIssuer string
 
 	ConfigFile  string // the --config file read; "" = none
 	PrintConfig bool   // print the effective configuration and exit
@@ -70,6 +75,8 @@ var flagSpecs = []flagSpec{
 	{name: "debug-addr", env: "CHATD_DEBUG_ADDR", help: "deprecated alias of --metrics-addr"},
 	{name: "tls-cert", env: "CHATD_TLS_CERT", help: "PEM certificate chain file: serve HTTPS and wss:// on --addr (reloaded on SIGHUP); needs --tls-key"},
 	{name: "tls-key", env: "CHATD_TLS_KEY", help: "PEM private key file of --tls-cert"},
+	{name: "jwt-audience", env: "CHATD_JWT_AUDIENCE", help: "an aud every token must name (chatd's own tokens name it): a token minted for another service with the same secret is refused; empty = aud not checked"},
+	{name: "jwt-issuer", env: "CHATD_JWT_ISSUER", help: "the iss every token must carry (chatd's own tokens carry it); empty = \"chatd\""},
 }
 
 // origin says where a value came from: a flag, its environment twin, the
@@ -260,6 +267,12 @@ func (r resolved) apply(c *Config) error {
 		c.TrustedProxies = append(c.TrustedProxies, n)
 	}
 	c.TLSCert, c.TLSKey = v["tls-cert"], v["tls-key"]
+	c.JWTAudience, c.JWTIssuer = v["jwt-audience"], v["jwt-issuer"]
+	for _, f := range []string{"jwt-audience", "jwt-issuer"} {
+		if !claimValue(v[f]) {
+			return r.fail(f, "--%s %q: expected 1–256 printable ASCII characters without spaces, or empty", f, v[f])
+		}
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		if c.TLSCert == "" {
 			return r.fail("tls-key", "--tls-cert: required with --tls-key")
@@ -288,4 +301,18 @@ func (r resolved) applyMetricsAddr(c *Config) error {
 	}
 	c.MetricsAddr = addr
 	return nil
+}
+
+// claimValue reports whether s may be a JWT aud or iss to require: empty
+// (not set), or 1–256 printable ASCII characters without spaces.
+func claimValue(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

@@ -123,6 +123,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Version:        build.Version,
 		AllowedOrigins: cfg.AllowedOrigins,
 		Auth:           cfg.Auth,
+		JWTAudience:    cfg.JWTAudience,
+		JWTIssuer:      cfg.JWTIssuer,
 		TrustedProxies: cfg.TrustedProxies,
 		Logger:         slog.New(handler), // web adds "node" to every logger it makes
 		Registry:       reg,
@@ -182,8 +184,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // reloadOnHUP reloads the certificate on each SIGHUP until the returned
-// function is called (which waits for a reload in progress). A failed
-// reload is logged and the certificate in use stays.
+// function is called (which waits for a reload in progress). A refused
+// reload (certReloader.reload) is logged at WARN and the certificate in
+// use stays.
 func reloadOnHUP(certs *certReloader, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -197,7 +200,7 @@ func reloadOnHUP(certs *certReloader, log *slog.Logger) (stop func()) {
 			case <-hup:
 				leaf, err := certs.reload()
 				if err != nil {
-					log.Error("TLS certificate reload failed on SIGHUP: still serving the previous one", "err", err)
+					log.Warn("TLS certificate reload failed on SIGHUP: refused, still serving the previous one", "err", err)
 					continue
 				}
 				log.Info("TLS certificate reloaded on SIGHUP", describe(leaf)...)

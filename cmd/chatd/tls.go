@@ -16,10 +16,12 @@ import (
 // certificate (a renewal written over the old files, then SIGHUP) is served
 // from the next handshake on, without a restart and without touching open
 // connections. A reload that fails (a half-written file, a key that does
-// not match) keeps the certificate in use.
+// not match, a certificate expired or not yet valid) keeps the certificate
+// in use.
 type certReloader struct {
 	certFile, keyFile string
 	cert              atomic.Pointer[tls.Certificate]
+	now               func() time.Time // the clock validity is judged by; nil = time.Now
 
 	expiry  prometheus.Gauge
 	reloads *prometheus.CounterVec
@@ -36,7 +38,7 @@ func loadCerts(certFile, keyFile string) (*certReloader, error) {
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatd_tls_cert_reloads_total",
-			Help: "Certificate reloads on SIGHUP by result (ok, error: the previous certificate stays).",
+			Help: "Certificate reloads on SIGHUP by result (ok; error: refused — unreadable, a key that does not match, expired or not yet valid — and the previous certificate stays).",
 		}, []string{"result"}),
 	}
 	cert, err := readKeyPair(certFile, keyFile)
@@ -66,9 +68,16 @@ func (r *certReloader) set(cert *tls.Certificate) {
 	r.expiry.Set(float64(cert.Leaf.NotAfter.Unix()))
 }
 
-// reload reads the files again; on error the current certificate stays.
+// reload reads the files again and swaps the pair in if it is valid now:
+// a pair that does not load (a half-written file, a key that does not
+// match), or whose certificate has expired or is not yet valid, is refused
+// with an error saying why, counted (result "error"), and the current
+// certificate stays.
 func (r *certReloader) reload() (*x509.Certificate, error) {
 	cert, err := readKeyPair(r.certFile, r.keyFile)
+	if err == nil {
+		err = r.valid(cert.Leaf)
+	}
 	if err != nil {
 		r.reloads.WithLabelValues("error").Inc()
 		return nil, err
@@ -76,6 +85,23 @@ func (r *certReloader) reload() (*x509.Certificate, error) {
 	r.set(cert)
 	r.reloads.WithLabelValues("ok").Inc()
 	return cert.Leaf, nil
+}
+
+// valid refuses a certificate outside its validity window at the clock's
+// now: clients would refuse it at every handshake.
+func (r *certReloader) valid(c *x509.Certificate) error {
+	now := time.Now
+	if r.now != nil {
+		now = r.now
+	}
+	t := now()
+	switch {
+	case t.After(c.NotAfter):
+		return fmt.Errorf("--tls-cert %s: the certificate expired at %s", r.certFile, c.NotAfter.UTC().Format(time.RFC3339))
+	case t.Before(c.NotBefore):
+		return fmt.Errorf("--tls-cert %s: the certificate is not valid before %s", r.certFile, c.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // leaf is the certificate served now.

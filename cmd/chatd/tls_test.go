@@ -9,12 +9,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,14 +61,20 @@ func newCA(t *testing.T) *testCA {
 // and its key to certFile and keyFile.
 func (ca *testCA) issue(t *testing.T, serial int64, cn, certFile, keyFile string) {
 	t.Helper()
+	ca.issueFor(t, serial, cn, certFile, keyFile, time.Now().Add(-time.Hour), time.Now().Add(12*time.Hour))
+}
+
+// issueFor is issue with a validity window of its own.
+func (ca *testCA) issueFor(t *testing.T, serial int64, cn, certFile, keyFile string, notBefore, notAfter time.Time) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: cn},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(12 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -230,6 +239,74 @@ func TestTLSBadCertificateExits2(t *testing.T) {
 			assert.Equal(t, 2, code, errOut)
 			assert.Contains(t, errOut, "--tls-")
 			assert.NotContains(t, errOut, "chatd listening")
+		})
+	}
+}
+
+// TestTLSReloadRefusesAPairOutOfItsValidity: a SIGHUP with a certificate
+// that expired (notAfter 2020) or is not valid yet is refused — logged at
+// WARN, counted in chatd_tls_cert_reloads_total{result="error"} — and the
+// old certificate is still served (the expired one was swapped in, "INFO
+// reloaded", before).
+func TestTLSReloadRefusesAPairOutOfItsValidity(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca := newCA(t)
+	ca.issue(t, 100, "good", certFile, keyFile)
+
+	logs := &logBuffer{}
+	cmd := chatdCommand(nil, "--addr", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--secret", secret)
+	cmd.Stderr = logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	var base string
+	require.Eventually(t, func() bool {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			base = m[1] + "://" + m[2]
+			return true
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "chatd did not log its address:\n%s", logs)
+	addr := strings.TrimPrefix(base, "https://")
+	require.Equal(t, int64(100), servedSerial(t, addr, ca))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	refusals := func() string {
+		resp, err := client.Get(base + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		p, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		m := regexp.MustCompile(`(?m)^chatd_tls_cert_reloads_total\{result="error"\} (\d+)$`).FindSubmatch(p)
+		if m == nil {
+			return "0"
+		}
+		return string(m[1])
+	}
+
+	for i, tc := range []struct {
+		name                string
+		notBefore, notAfter time.Time
+		says                string
+	}{
+		{"expired", time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "expired"},
+		{"not yet valid", time.Now().Add(24 * time.Hour), time.Now().Add(48 * time.Hour), "not valid before"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca.issueFor(t, int64(200+i), tc.name, certFile, keyFile, tc.notBefore, tc.notAfter)
+			before := strings.Count(logs.String(), "TLS certificate reload failed")
+			require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+			require.Eventually(t, func() bool { return strings.Count(logs.String(), "TLS certificate reload failed") > before },
+				10*time.Second, 10*time.Millisecond, "no refusal logged:\n%s", logs)
+			assert.Regexp(t, `level=WARN msg="TLS certificate reload failed on SIGHUP: refused[^\n]*`+tc.says, logs.String())
+			assert.NotContains(t, logs.String(), "TLS certificate reloaded")
+			assert.Equal(t, int64(100), servedSerial(t, addr, ca), "the old certificate is still served")
+			assert.Equal(t, strconv.Itoa(i+1), refusals())
 		})
 	}
 }

@@ -506,7 +506,7 @@ function startApp(s, initialSettings) {
     const jump = $('jump');
     setText(jump, st.unseen > 0 ? `${st.unseen} new message${st.unseen === 1 ? '' : 's'} ↓` : 'New messages ↓');
     const r = st.room;
-    const base = r ? `${r.lobby} · room ${r.seq} — chatd` : 'chatd';
+    const base = r ? `${roomName(r)} — chatd` : 'chatd';
     document.title = st.unseen > 0 ? `(${st.unseen}) ${base}` : base;
   }
 
@@ -736,7 +736,7 @@ function startApp(s, initialSettings) {
     const r = st.room;
     if (!r) return;
     const n = r.members.length;
-    setText($('room-label'), `${r.lobby} · room ${r.seq} · ${n}/${r.capacity}`);
+    setText($('room-label'), `${roomName(r)} · ${n}/${r.capacity}`);
     setText($('member-count'), `${n}/${r.capacity}`);
     renderUnread();
     const members = [...r.members].sort((a, b) => (a === st.me ? -1 : b === st.me ? 1 : a.localeCompare(b)));
@@ -844,8 +844,11 @@ function startApp(s, initialSettings) {
     (rejoin ? $('ended-rejoin') : $('ended-signin')).focus();
   }
 
+  // roomName is a room as people read it: a match's room is "match" (its
+  // number is a long random one, PROTOCOL.md "Matchmaking").
   function roomName(r) {
-    return r ? `${r.lobby} · room ${r.seq}` : 'the room';
+    if (!r) return 'the room';
+    return r.lobby.startsWith(MATCH_LOBBY) ? `${r.lobby} · match` : `${r.lobby} · room ${r.seq}`;
   }
 
   // ---- controls ----
