@@ -87,7 +87,7 @@ func saidKey(ks keyspace.Space, lobby, user, key string) string {
 // lobby: "<room> <text hash>"; it expires with the send record (saidKey).
 // In the user's slot: said_claim.lua touches it alone.
 func claimKey(ks keyspace.Space, user, key string) string {
-	return ks.Key("user", user, "said", key) // STRING
+	return ks.Key("user", names.Canonical(user), "said", key) // STRING
 }
 
 // channelPrefix is the prefix of channel, passed in ARGV to scripts that
