@@ -135,7 +135,7 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	cutoff := ms(now) - q.MaxWait.Milliseconds()
 	maxMatches := max(1, min(h.m.cfg.MaxMatches, maxRoundTickets/q.MaxSize))
 	maxExpired := h.m.cfg.MaxMatches
-	args := []any{ms(now), q.MinSize, q.MaxSize, fnum(q.Window), fnum(q.WidenPerSecond), cutoff,
+	args := []any{ms(now), q.MinSize, q.MaxSize, luaNum(q.Window), luaNum(q.WidenPerSecond), cutoff,
 		max(h.m.cfg.Seeds, maxMatches), maxMatches, maxExpired, 2*q.MaxSize + 8}
 	for _, a := range h.acks {
 		args = append(args, a)

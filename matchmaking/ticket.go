@@ -212,7 +212,7 @@ func bucketOf(attrs string) string {
 
 // skillKey encodes f so that the strings sort as the numbers: a positive
 // number (sign bit clear) gets its sign bit set, a negative one all its
-// bits flipped. lua/pick.lua does the same with struct.pack.
+// bits flipped. lua/queue_pick.lua does the same in plain Lua (math.frexp, math.ldexp).
 func skillKey(f float64) string {
 	b := math.Float64bits(f)
 	if b>>63 == 0 {

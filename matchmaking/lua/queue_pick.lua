@@ -37,8 +37,69 @@ if #ARGV >= 11 then
   redis.call('ZREM', outbox, unpack(ARGV, 11))
 end
 
+-- IEEE 754 binary64 in plain Lua: Redis's Lua has struct.pack, the
+-- embedded Redis (miniredis, gopher-lua) has not, so both use math.frexp
+-- and math.ldexp, exact for every finite double. bytes_to_float reads the
+-- 8 big-endian bytes of a double, float_to_bytes writes them. Infinity is
+-- 1/0: gopher-lua's math.huge is the largest finite double.
+local inf = 1 / 0
+local function bytes_to_float(b)
+  local e = (b[1] % 128) * 16 + math.floor(b[2] / 16)
+  local m = b[2] % 16
+  for i = 3, 8 do
+    m = m * 256 + b[i]
+  end
+  local v
+  if e == 0 then
+    v = math.ldexp(m, -1074)
+  elseif e == 2047 then
+    if m == 0 then v = inf else v = 0 / 0 end
+  else
+    v = math.ldexp(m + 4503599627370496, e - 1075) -- 2^52
+  end
+  if b[1] >= 128 then
+    v = -v
+  end
+  return v
+end
+
+local function float_to_bytes(x)
+  local neg = x < 0 or (x == 0 and 1 / x < 0)
+  if neg then
+    x = -x
+  end
+  local e, m
+  if x ~= x then
+    e, m = 2047, 1
+  elseif x == inf then
+    e, m = 2047, 0
+  elseif x == 0 then
+    e, m = 0, 0
+  else
+    local f, ex = math.frexp(x) -- x = f * 2^ex, 0.5 <= f < 1
+    e = ex + 1022
+    if e <= 0 then
+      e, m = 0, math.ldexp(x, 1074)
+    else
+      m = math.ldexp(f, 53) - 4503599627370496
+    end
+  end
+  local b = {}
+  for i = 8, 3, -1 do
+    b[i] = m % 256
+    m = math.floor(m / 256)
+  end
+  b[2] = (e % 16) * 16 + m
+  b[1] = math.floor(e / 16)
+  if neg then
+    b[1] = b[1] + 128
+  end
+  return b
+end
+
 -- An entry's skill: 16 hex digits of its float64 bits made to sort as the
--- numbers do (see skillKey in ticket.go).
+-- numbers do (see skillKey in ticket.go): a positive number's sign bit
+-- set, a negative number's bits all flipped.
 local skills = {}
 local function skill_of(entry)
   local s = skills[entry]
@@ -56,17 +117,17 @@ local function skill_of(entry)
     end
     b[i] = v
   end
-  s = struct.unpack('>d', string.char(unpack(b)))
+  s = bytes_to_float(b)
   skills[entry] = s
   return s
 end
 
 local function skill_hex(x)
-  local p = struct.pack('>d', x)
-  local positive = string.byte(p, 1) < 128
+  local p = float_to_bytes(x)
+  local positive = p[1] < 128
   local out = {}
   for i = 1, 8 do
-    local v = string.byte(p, i)
+    local v = p[i]
     if positive then
       if i == 1 then v = v + 128 end
     else
