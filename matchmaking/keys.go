@@ -43,6 +43,15 @@ func (k keys) match(seq int64) string {
 	return k.ks.Key("mm", k.queue, "m", strconv.FormatInt(seq, 10))
 } // HASH seq, created, fence, attrs, players
 
+// fresh lists the entries submitted since the matcher last took them, in
+// submission order: each is tried once as a seed however many tickets
+// wait before it (see doc.go, fair matching).
+func (k keys) fresh() string { return k.ks.Key("mm", k.queue, "fresh") } // LIST entry, oldest first
+
+// sweep is the pool entry the matcher's sweep seeded last: each round
+// seeds the next entries of the pool after it, wrapping round.
+func (k keys) sweep() string { return k.ks.Key("mm", k.queue, "sweep") } // STRING entry
+
 // seq counts match numbers: never reset, so a match id is never reused.
 func (k keys) seq() string { return k.ks.Key("mm", k.queue, "seq") } // STRING INCR counter
 

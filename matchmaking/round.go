@@ -119,6 +119,7 @@ type pick struct {
 	first    int64
 	matches  [][]string
 	expiries []string
+	fresh    int64 // submitted tickets not yet seeded
 }
 
 // round is one matcher round: choose (queue_pick.lua), form and expire
@@ -136,11 +137,11 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	maxMatches := max(1, min(h.m.cfg.MaxMatches, maxRoundTickets/q.MaxSize))
 	maxExpired := h.m.cfg.MaxMatches
 	args := []any{ms(now), q.MinSize, q.MaxSize, luaNum(q.Window), luaNum(q.WidenPerSecond), cutoff,
-		max(h.m.cfg.Seeds, maxMatches), maxMatches, maxExpired, 2*q.MaxSize + 8}
+		max(h.m.cfg.Seeds, maxMatches), maxMatches, maxExpired, 2*q.MaxSize + 8, h.m.cfg.FreshSeeds, h.m.cfg.SweepSeeds}
 	for _, a := range h.acks {
 		args = append(args, a)
 	}
-	v, err := redisx.Run(ctx, h.svc.rdb, queuePickScript, []string{k.pool(), k.age(), k.outbox(), k.seq()}, args...).Slice()
+	v, err := redisx.Run(ctx, h.svc.rdb, queuePickScript, []string{k.pool(), k.age(), k.outbox(), k.seq(), k.fresh(), k.sweep()}, args...).Slice()
 	if err != nil {
 		return false, fmt.Errorf("pick: %w", err)
 	}
@@ -162,7 +163,7 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 		}
 	}
 	if len(p.matches) == 0 && len(p.expiries) == 0 {
-		return false, nil
+		return p.fresh > 0, nil
 	}
 	if h.m.beforeForm != nil {
 		h.m.beforeForm(ctx, h.queue, h.l)
@@ -170,15 +171,16 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	if err := h.form(ctx, q, cutoff, p); err != nil {
 		return false, err
 	}
-	return len(p.matches) == maxMatches || len(p.expiries) == maxExpired, nil
+	return len(p.matches) == maxMatches || len(p.expiries) == maxExpired || p.fresh > 0, nil
 }
 
 func parsePick(v []any) (pick, error) {
 	bad := fmt.Errorf("pick: %w", errUnexpectedReply)
-	if len(v) != 6 {
+	var p pick
+	if len(v) != 7 {
 		return pick{}, bad
 	}
-	var p pick
+	p.fresh, _ = v[6].(int64)
 	var ok [4]bool
 	p.depth, ok[0] = v[0].(int64)
 	p.oldest, ok[1] = v[1].(int64)

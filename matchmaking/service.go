@@ -186,7 +186,7 @@ func (s *Service) enqueue(ctx context.Context, q Queue, t Ticket, id string) (_ 
 	for _, p := range t.Players() {
 		args = append(args, p)
 	}
-	v, err := redisx.Run(ctx, s.rdb, ticketSubmitScript, []string{k.pool(), k.age(), k.users(), k.ticket(id)}, args...).Slice()
+	v, err := redisx.Run(ctx, s.rdb, ticketSubmitScript, []string{k.pool(), k.age(), k.users(), k.ticket(id), k.fresh()}, args...).Slice()
 	if err != nil {
 		return "", false, err
 	}

@@ -88,8 +88,8 @@ type Match struct {
 	Queue string `json:"queue"`
 	// Seq is the match's number in its queue, from 1.
 	Seq int64 `json:"seq"`
-	// Tickets are the matched tickets, the oldest (the one whose window
-	// chose the others) first.
+	// Tickets are the matched tickets: the oldest first, then the others
+	// closest in skill to the ticket whose window chose them first.
 	Tickets []Ticket `json:"tickets"`
 	// Players lists every matched user, ticket by ticket.
 	Players []string `json:"players"`

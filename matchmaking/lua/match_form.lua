@@ -15,7 +15,7 @@
 -- ARGV[5]  min players  ARGV[6]  max players
 -- ARGV[7]  cutoff, Unix ms: only a ticket created at or before it expires
 -- ARGV[8]  number of matches; then for each: its number, its ticket count
---          n, and n entries (the seed first)
+--          n, and n entries (the oldest first)
 -- then     number of expiries, and their entries
 --
 -- A match is formed only if every one of its tickets is still waiting with
