@@ -13,7 +13,7 @@
 //
 //	chatd:{mm:duel}:pool     ZSET   waiting tickets' entries, score 0 (lex order: bucket, skill)
 //	chatd:{mm:duel}:age      ZSET   the same entries scored by enqueue time (ms): oldest first, expiry
-//	chatd:{mm:duel}:users    HASH   user -> open ticket (every party member): one open ticket per user
+//	chatd:{mm:duel}:users    HASH   canonical user -> open ticket (every party member): one open ticket per person
 //	chatd:{mm:duel}:t:ID     HASH   a ticket: state, entry, user, party, skill, attributes, created, ended, match
 //	chatd:{mm:duel}:m:SEQ    HASH   a match: seq, created, fence, attributes, players (JSON)
 //	chatd:{mm:duel}:seq      STRING the match counter (INCRBY), never reset

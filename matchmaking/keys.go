@@ -30,9 +30,10 @@ func (k keys) pool() string { return k.ks.Key("mm", k.queue, "pool") } // ZSET e
 // expiry scan.
 func (k keys) age() string { return k.ks.Key("mm", k.queue, "age") } // ZSET entry -> created ms
 
-// users maps every member of an open ticket (its user and party) to the
+// users maps every member of an open ticket (its user and party), by
+// canonical name (names.Canonical: case variants are one person), to the
 // ticket: the one-open-ticket rule.
-func (k keys) users() string { return k.ks.Key("mm", k.queue, "users") } // HASH user -> ticket id
+func (k keys) users() string { return k.ks.Key("mm", k.queue, "users") } // HASH canonical user -> ticket id
 
 // ticket is a ticket's body and state; it outlives the ticket's end by the
 // status TTL, so that a poller learns how it ended.

@@ -110,14 +110,18 @@ func (t Ticket) check(q Queue) (Ticket, error) {
 	if t.Size() > q.MaxParty {
 		return t, fmt.Errorf("%w: a party of %d; queue %s takes at most %d players per ticket", ErrBadTicket, t.Size(), q.Name, q.MaxParty)
 	}
+	// One person, one place: names differing only in case are one user
+	// (names.Canonical, as at sign-in), so "SOLO" in solo's party is solo
+	// twice. The names keep the case they were given.
 	party := slices.Clone(t.Party)
-	slices.Sort(party)
+	slices.SortFunc(party, func(a, b string) int { return strings.Compare(names.Canonical(a), names.Canonical(b)) })
+	self := names.Canonical(t.User)
 	for i, p := range party {
 		if err := names.User(p); err != nil {
 			return t, fmt.Errorf("%w: party: %w", ErrBadName, err)
 		}
-		if p == t.User || (i > 0 && party[i-1] == p) {
-			return t, fmt.Errorf("%w: %s is in the party twice", ErrBadTicket, p)
+		if c := names.Canonical(p); c == self || (i > 0 && names.Canonical(party[i-1]) == c) {
+			return t, fmt.Errorf("%w: the party names %s twice (names differing only in case are one user)", ErrBadTicket, p)
 		}
 	}
 	t.Party = party

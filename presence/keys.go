@@ -1,6 +1,9 @@
 package presence
 
-import "github.com/chatd/chatd/internal/keyspace"
+import (
+	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/names"
+)
 
 // keys builds every key of the package. A user's presence is one key in the
 // {user:U} slot; the node registry in the {nodes:registry} slot; the global
@@ -14,7 +17,7 @@ type keys struct {
 // while that run's node beats; absent without Config.Run),
 // "rooms:N" (JSON array) and "conns:N" (JSON array of Conn); and
 // "last_seen" (unix ms).
-func (k keys) user(user string) string { return k.ks.Key("user", user, "presence") } // HASH
+func (k keys) user(user string) string { return k.ks.Key("user", names.Canonical(user), "presence") } // HASH
 
 // online: user → expiry (unix ms) of every online user, for the global count.
 func (k keys) online() string { return k.ks.Global("presence", "online") } // ZSET

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  pool    ZSET  entry -> 0
 -- KEYS[2]  age     ZSET  entry -> created ms
--- KEYS[3]  users   HASH  user -> open ticket id
+-- KEYS[3]  users   HASH  canonical user -> open ticket id
 -- KEYS[4]  ticket  HASH  the new ticket
 -- KEYS[5]  fresh   LIST  entries not yet seeded (queue_pick.lua takes them)
 -- ARGV[1]  ticket id
@@ -14,7 +14,7 @@
 -- ARGV[6]  party, space-separated ("" for none)
 -- ARGV[7]  skill (decimal)
 -- ARGV[8]  attributes, canonical JSON
--- ARGV[9..] the members: user, then party
+-- ARGV[9..] the members' canonical names: user, then party
 --
 -- Returns {1, id} when enqueued; {2, id} when this very ticket was enqueued
 -- already (a retried call: the members map to ARGV[1]); {0, open id, user}
