@@ -20,6 +20,7 @@
 //	chatd:{mm:duel}:outbox   ZSET   "m:SEQ" and "x:TICKET" not yet handed to the hooks
 //	chatd:{mm:duel}:fresh    LIST   entries submitted and not yet seeded, oldest first
 //	chatd:{mm:duel}:sweep    STRING the pool entry the sweep seeded last
+//	chatd:{mm:duel}:trouble  STRING since when the matcher's rounds fail (unix ms), TTL 10 s + 3 ticks
 //	chatd:{mm:duel}:lock     STRING the matcher's lock (package lock)
 //	chatd:{mm:duel}:fence    STRING the lock's fences (package lock), never reset
 //
@@ -160,6 +161,14 @@
 // the formation itself and emptied only once a hook succeeded.
 //
 // # Failure behaviour
+//
+// Rounds that fail while Redis answers (a script error, data of the wrong
+// type): from the third in a row, the holder writes the queue's trouble
+// key and refreshes it while they fail, and Status shows it on every
+// waiting ticket (Status.TroubleSince; the protocol's trouble_since), so a
+// client waiting for a match learns that matching is failing instead of
+// waiting silently; the first round that succeeds deletes it. The log
+// says it too, once per 10 s.
 //
 // Redis down: Submit, Cancel and Status return the Redis error (503); the
 // matcher's rounds fail and are retried each tick; a holder that cannot

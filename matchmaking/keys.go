@@ -53,6 +53,11 @@ func (k keys) fresh() string { return k.ks.Key("mm", k.queue, "fresh") } // LIST
 // seeds the next entries of the pool after it, wrapping round.
 func (k keys) sweep() string { return k.ks.Key("mm", k.queue, "sweep") } // STRING entry
 
+// trouble says that the queue's matcher has been failing: written by the
+// holder after failed rounds in a row, refreshed while they fail, deleted
+// by the next round that succeeds; Status shows it on waiting tickets.
+func (k keys) trouble() string { return k.ks.Key("mm", k.queue, "trouble") } // STRING since (unix ms), PX
+
 // seq counts match numbers: never reset, so a match id is never reused.
 func (k keys) seq() string { return k.ks.Key("mm", k.queue, "seq") } // STRING INCR counter
 

@@ -22,6 +22,8 @@ type holder struct {
 	l      *lock.Lock
 	lastOK time.Time // when the last refresh that succeeded was sent
 	warned time.Time // when a failed round was last logged
+	failed int       // rounds failed in a row
+	since  time.Time // when the first of them failed
 	cancel context.CancelCauseFunc
 
 	acks  []string              // outbox members announced, ZREM'd by the next pick
@@ -67,7 +69,10 @@ func (h *holder) run(ctx context.Context) error {
 				h.warned = time.Now()
 				h.svc.log.Warn("matchmaking: matcher round failed; retrying every tick", "queue", h.queue, "err", err)
 			}
+			h.fail(ctx)
 			more = false
+		case err == nil && h.failed > 0:
+			h.recovered(ctx)
 		}
 		next := h.m.cfg.Tick
 		if more {
@@ -75,6 +80,37 @@ func (h *holder) run(ctx context.Context) error {
 		}
 		t.Reset(next)
 	}
+}
+
+// troubleAfter is how many rounds in a row must fail before the waiting
+// tickets say so (Status.Trouble): one failure is a blip.
+const troubleAfter = 3
+
+// fail counts a failed round; from the troubleAfter-th in a row on, it
+// writes (and refreshes) the queue's trouble key, which Status shows on
+// its waiting tickets, so that a client waiting for a match learns that
+// matching is failing, not only the log. Best effort: when Redis itself
+// is what fails, the client's own calls fail too.
+func (h *holder) fail(ctx context.Context) {
+	if h.failed == 0 {
+		h.since = h.svc.now()
+	}
+	h.failed++
+	if h.failed < troubleAfter {
+		return
+	}
+	ttl := 10*time.Second + 3*h.m.cfg.Tick
+	_ = h.svc.rdb.Set(ctx, h.svc.keys(h.queue).trouble(), ms(h.since), ttl).Err() // best effort, see above
+}
+
+// recovered clears the trouble after a round that succeeded.
+func (h *holder) recovered(ctx context.Context) {
+	if h.failed >= troubleAfter {
+		if err := h.svc.rdb.Del(ctx, h.svc.keys(h.queue).trouble()).Err(); err != nil {
+			return // the next round tries again
+		}
+	}
+	h.failed = 0
 }
 
 // keepAlive refreshes the lease when a third of it has passed since the

@@ -297,6 +297,14 @@ func (s *Service) status(ctx context.Context, queue, id string, h map[string]str
 		return Status{}, err
 	}
 	st := Status{Ticket: t, State: State(h["state"]), Ended: fromMS(h["ended"])}
+	if st.State == Waiting {
+		since, err := s.rdb.Get(ctx, s.keys(queue).trouble()).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Status{}, err
+		}
+		st.TroubleSince = fromMS(since)
+		return st, nil
+	}
 	if st.State != Matched {
 		return st, nil
 	}

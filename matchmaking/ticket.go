@@ -77,6 +77,10 @@ type Status struct {
 	// Match is the match it is in, when State is Matched (nil when the
 	// match's record has already expired).
 	Match *Match `json:"match,omitempty"`
+	// TroubleSince, on a waiting ticket, is when the queue's matcher began
+	// to fail round after round: no match forms until it recovers (the
+	// ticket still expires at its max wait). Zero otherwise.
+	TroubleSince time.Time `json:"trouble_since,omitzero"`
 }
 
 // Match is a formed match.
