@@ -28,6 +28,10 @@ type Ticket struct {
 	// State is "waiting", "matched", "expired" or "cancelled".
 	State string `json:"state"`
 	Ended int64  `json:"ended,omitempty"` // unix ms
+	// TroubleSince (unix ms), on a waiting ticket only: the queue's
+	// matcher has failed round after round since then, so no match forms
+	// until it recovers (the ticket still expires at the max wait).
+	TroubleSince int64 `json:"trouble_since,omitempty"`
 	// Match, Room and Players are set once matched: join Room with
 	// JoinRoom (or a WebSocket resume) within the queue's reservation.
 	Match   string   `json:"match,omitempty"`

@@ -13,11 +13,14 @@
 //
 //	chatd:{mm:duel}:pool     ZSET   waiting tickets' entries, score 0 (lex order: bucket, skill)
 //	chatd:{mm:duel}:age      ZSET   the same entries scored by enqueue time (ms): oldest first, expiry
-//	chatd:{mm:duel}:users    HASH   user -> open ticket (every party member): one open ticket per user
+//	chatd:{mm:duel}:users    HASH   canonical user -> open ticket (every party member): one open ticket per person
 //	chatd:{mm:duel}:t:ID     HASH   a ticket: state, entry, user, party, skill, attributes, created, ended, match
 //	chatd:{mm:duel}:m:SEQ    HASH   a match: seq, created, fence, attributes, players (JSON)
 //	chatd:{mm:duel}:seq      STRING the match counter (INCRBY), never reset
 //	chatd:{mm:duel}:outbox   ZSET   "m:SEQ" and "x:TICKET" not yet handed to the hooks
+//	chatd:{mm:duel}:fresh    LIST   entries submitted and not yet seeded, oldest first
+//	chatd:{mm:duel}:sweep    STRING the pool entry the sweep seeded last
+//	chatd:{mm:duel}:trouble  STRING since when the matcher's rounds fail (unix ms), TTL 10 s + 3 ticks
 //	chatd:{mm:duel}:lock     STRING the matcher's lock (package lock)
 //	chatd:{mm:duel}:fence    STRING the lock's fences (package lock), never reset
 //
@@ -54,23 +57,28 @@
 //
 // Submit is one script (lua/ticket_submit.lua): [HGET] each member in the
 // user map, and only if none has an open ticket, [HSET] them, [ZADD] the
-// entry to the pool and the age index, [HSET] the ticket, [PEXPIRE]. Cancel
+// entry to the pool and the age index, [RPUSH] it to the fresh list, [HSET]
+// the ticket, [PEXPIRE]. Cancel
 // is one script taking a waiting ticket out as cancelled ([ZREM], [HDEL]).
 //
 // A queue's matcher runs on the node that holds "mm:QUEUE" (lock.TryAcquire,
 // renewed with Lock.Refresh every lease/3 from the matcher's own loop, so a
 // matcher that stalls loses the queue). Each round:
 //
-//  1. lua/queue_pick.lua chooses. It takes the oldest tickets
-//     ([ZRANGEBYSCORE] on the age index) as seeds; a seed's window is
-//     window + widen_per_second × its wait; the tickets of its bucket inside
-//     the window on either side ([ZRANGEBYLEX], [ZREVRANGEBYLEX]), no older
-//     than the seed ([ZSCORE]), are taken closest skill first while the
-//     players fit in max — a party counts all its members and is never
-//     split — and the match is chosen when it holds at least min players.
+//  1. lua/queue_pick.lua chooses. Its seeds are the oldest tickets
+//     ([ZRANGEBYSCORE] on the age index), then the fresh ones (each
+//     submitted ticket once, off the fresh list: [LRANGE], [LTRIM]), then
+//     the next ones of a sweep over the pool ([ZRANGEBYLEX] after the
+//     entry it seeded last, wrapping round). A seed's window is window +
+//     widen_per_second × its wait; the waiting tickets of its bucket inside
+//     the window on either side ([ZRANGEBYLEX], [ZREVRANGEBYLEX], [ZSCORE])
+//     are taken closest skill first while the players fit in max — a party
+//     counts all its members and is never split — and the match is chosen
+//     when it holds at least min players (its oldest ticket first).
 //     Tickets older than max wait are chosen to expire. It writes no
-//     ticket; it reserves the match numbers ([INCRBY] seq) and removes the
-//     outbox entries announced since the last round.
+//     ticket; it reserves the match numbers ([INCRBY] seq), removes the
+//     outbox entries announced since the last round and moves the fresh
+//     list and the sweep on.
 //  2. lua/match_form.lua forms, with lock.FenceCheckLua prepended: if the
 //     fence is no longer the lock's newest, it writes nothing; otherwise,
 //     for each chosen match whose tickets are all still waiting with equal
@@ -89,6 +97,31 @@
 //     record expires. So nothing formed goes unannounced; an entry may be
 //     announced twice (a holder killed after the hook, before the ack), and
 //     the hooks are idempotent by Match.ID.
+//
+// # Fair matching: bounded work, a wait no queue depth stretches
+//
+// A round seeds at most S + F + W tickets (MatchersConfig.Seeds,
+// FreshSeeds, SweepSeeds: 128, 128, 64), and each seed reads at most
+// 2 × (2 × max + 8) candidates, each a [ZSCORE]: O((S + F + W) × max ×
+// log N) for a queue of N tickets, whatever N is. Its guarantees:
+//
+//   - A ticket that, when submitted, has enough compatible tickets waiting
+//     (in its bucket, within its window) is matched in the first round
+//     that takes it off the fresh list: the round after its submission,
+//     unless more than F tickets were submitted before it and not yet
+//     seeded — then rounds run back to back, F submissions each. Its wait
+//     is about Tick + (submissions ahead of it / F) rounds: waiting
+//     tickets, however many and however unmatchable, cost it nothing.
+//   - A ticket among the oldest S is seeded every round: the longest waits
+//     get the first choice.
+//   - Tickets that become compatible only as their windows widen are found
+//     when one of them is among the oldest S, or when the sweep reaches
+//     them: within N / W rounds.
+//
+// The naive version seeded only the oldest S tickets: S tickets that can
+// never match (one address's guests, skills a million apart) made every
+// later ticket wait until they expired (#38: 59 s for two compatible
+// tickets behind 128 such).
 //
 // The pick is a separate script because the formation must name every key
 // it writes — the chosen tickets' and the match record's — in KEYS, and
@@ -129,6 +162,14 @@
 //
 // # Failure behaviour
 //
+// Rounds that fail while Redis answers (a script error, data of the wrong
+// type): from the third in a row, the holder writes the queue's trouble
+// key and refreshes it while they fail, and Status shows it on every
+// waiting ticket (Status.TroubleSince; the protocol's trouble_since), so a
+// client waiting for a match learns that matching is failing instead of
+// waiting silently; the first round that succeeds deletes it. The log
+// says it too, once per 10 s.
+//
 // Redis down: Submit, Cancel and Status return the Redis error (503); the
 // matcher's rounds fail and are retried each tick; a holder that cannot
 // refresh for a whole lease gives the queue up. A node that dies: its lease
@@ -150,6 +191,9 @@
 // [ZREVRANGEBYLEX]: https://redis.io/commands/zrevrangebylex/
 // [ZSCORE]: https://redis.io/commands/zscore/
 // [INCRBY]: https://redis.io/commands/incrby/
+// [LRANGE]: https://redis.io/commands/lrange/
+// [LTRIM]: https://redis.io/commands/ltrim/
+// [RPUSH]: https://redis.io/commands/rpush/
 // [HGET]: https://redis.io/commands/hget/
 // [HSET]: https://redis.io/commands/hset/
 // [HDEL]: https://redis.io/commands/hdel/

@@ -42,7 +42,7 @@ type TicketOpenError struct {
 }
 
 func (e *TicketOpenError) Error() string {
-	return fmt.Sprintf("%s: %s already has ticket %s in queue %s", ErrTicketOpen.Message, e.User, e.Ticket, e.Queue)
+	return fmt.Sprintf("%s: user %s already has ticket %s in queue %s", ErrTicketOpen.Message, e.User, e.Ticket, e.Queue)
 }
 
 // ErrorCode returns errcode.TicketOpen.
@@ -50,7 +50,7 @@ func (e *TicketOpenError) ErrorCode() errcode.Code { return errcode.TicketOpen }
 
 // ClientMessage words the refusal for a client.
 func (e *TicketOpenError) ClientMessage() string {
-	return fmt.Sprintf("%s already has an open ticket (%s) in queue %s; cancel it or wait for it", e.User, e.Ticket, e.Queue)
+	return fmt.Sprintf("user %s already has an open ticket (%s) in queue %s; cancel it or wait for it", e.User, e.Ticket, e.Queue)
 }
 
 // Is makes errors.Is(err, ErrTicketOpen) true.

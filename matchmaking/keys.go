@@ -30,9 +30,10 @@ func (k keys) pool() string { return k.ks.Key("mm", k.queue, "pool") } // ZSET e
 // expiry scan.
 func (k keys) age() string { return k.ks.Key("mm", k.queue, "age") } // ZSET entry -> created ms
 
-// users maps every member of an open ticket (its user and party) to the
+// users maps every member of an open ticket (its user and party), by
+// canonical name (names.Canonical: case variants are one person), to the
 // ticket: the one-open-ticket rule.
-func (k keys) users() string { return k.ks.Key("mm", k.queue, "users") } // HASH user -> ticket id
+func (k keys) users() string { return k.ks.Key("mm", k.queue, "users") } // HASH canonical user -> ticket id
 
 // ticket is a ticket's body and state; it outlives the ticket's end by the
 // status TTL, so that a poller learns how it ended.
@@ -42,6 +43,20 @@ func (k keys) ticket(id string) string { return k.ks.Key("mm", k.queue, "t", id)
 func (k keys) match(seq int64) string {
 	return k.ks.Key("mm", k.queue, "m", strconv.FormatInt(seq, 10))
 } // HASH seq, created, fence, attrs, players
+
+// fresh lists the entries submitted since the matcher last took them, in
+// submission order: each is tried once as a seed however many tickets
+// wait before it (see doc.go, fair matching).
+func (k keys) fresh() string { return k.ks.Key("mm", k.queue, "fresh") } // LIST entry, oldest first
+
+// sweep is the pool entry the matcher's sweep seeded last: each round
+// seeds the next entries of the pool after it, wrapping round.
+func (k keys) sweep() string { return k.ks.Key("mm", k.queue, "sweep") } // STRING entry
+
+// trouble says that the queue's matcher has been failing: written by the
+// holder after failed rounds in a row, refreshed while they fail, deleted
+// by the next round that succeeds; Status shows it on waiting tickets.
+func (k keys) trouble() string { return k.ks.Key("mm", k.queue, "trouble") } // STRING since (unix ms), PX
 
 // seq counts match numbers: never reset, so a match id is never reused.
 func (k keys) seq() string { return k.ks.Key("mm", k.queue, "seq") } // STRING INCR counter

@@ -19,6 +19,9 @@ func TestKeys(t *testing.T) {
 		{"match", k.match(17), "chatd:{mm:duel}:m:17"},
 		{"match counter", k.seq(), "chatd:{mm:duel}:seq"},
 		{"outbox", k.outbox(), "chatd:{mm:duel}:outbox"},
+		{"fresh", k.fresh(), "chatd:{mm:duel}:fresh"},
+		{"sweep", k.sweep(), "chatd:{mm:duel}:sweep"},
+		{"trouble", k.trouble(), "chatd:{mm:duel}:trouble"},
 		{"lock name", lockName("duel"), "mm:duel"},
 		{"user events", userEvents(keyspace.New("chatd"), "Ann"), "chatd:{user:ann}:mm:events"},
 		{"events channel", eventsChannel(keyspace.New("chatd")), "chatd:mm:events"},
@@ -32,7 +35,7 @@ func TestKeysOfAQueueShareTheLocksSlot(t *testing.T) {
 	lockKey, fenceKey := lock.New(nil, lock.Config{Prefix: "chatd"}).Keys(lockName("duel"))
 	assert.Equal(t, "chatd:{mm:duel}:fence", fenceKey)
 	want := keyspace.Slot(fenceKey)
-	for _, key := range []string{lockKey, k.pool(), k.age(), k.users(), k.ticket("X"), k.match(1), k.seq(), k.outbox()} {
+	for _, key := range []string{lockKey, k.pool(), k.age(), k.users(), k.ticket("X"), k.match(1), k.seq(), k.outbox(), k.fresh(), k.sweep(), k.trouble()} {
 		assert.Equal(t, want, keyspace.Slot(key), key)
 	}
 	other := keys{ks: keyspace.New("chatd"), queue: "team"}

@@ -44,6 +44,15 @@ type MatchersConfig struct {
 	// Seeds is how many of the oldest tickets one round tries to match;
 	// 0 = 128.
 	Seeds int
+	// FreshSeeds is how many newly submitted tickets one round tries to
+	// match, each once, wherever it sits in the queue; rounds run back to
+	// back while more wait. 0 = 128.
+	FreshSeeds int
+	// SweepSeeds is how many tickets of the sweep over the pool (skill
+	// order, wrapping round) one round tries to match: it finds the pairs
+	// that widening made compatible among tickets neither old nor new.
+	// 0 = 64.
+	SweepSeeds int
 }
 
 // Matchers runs, on every node, the matcher of each queue whose lock this
@@ -78,6 +87,8 @@ const (
 	defaultTick       = 200 * time.Millisecond
 	defaultMaxMatches = 64
 	defaultSeeds      = 128
+	defaultFreshSeeds = 128
+	defaultSweepSeeds = 64
 	maxRoundTickets   = 1024
 	drainBatch        = 256
 )
@@ -103,6 +114,12 @@ func NewMatchers(svc *Service, cfg MatchersConfig) (*Matchers, error) {
 	}
 	if cfg.Seeds <= 0 {
 		cfg.Seeds = defaultSeeds
+	}
+	if cfg.FreshSeeds <= 0 {
+		cfg.FreshSeeds = defaultFreshSeeds
+	}
+	if cfg.SweepSeeds <= 0 {
+		cfg.SweepSeeds = defaultSweepSeeds
 	}
 	return &Matchers{svc: svc, cfg: cfg, held: map[string]*holder{}}, nil
 }

@@ -321,6 +321,18 @@ func FormatQueues(qs []Queue) string {
 // fnum formats a number as JSON, exactly (shortest round-trip form).
 func fnum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
+// luaNum formats a number for a script's ARGV, exactly, so that Lua's
+// tonumber reads it on both engines: the embedded Redis's Lua (gopher-lua)
+// reads a string without a '.' as an integer, so "1e+09" is nil there and
+// "1.0e+09" is a billion.
+func luaNum(f float64) string {
+	s := fnum(f)
+	if i := strings.IndexByte(s, 'e'); i >= 0 && !strings.Contains(s[:i], ".") {
+		s = s[:i] + ".0" + s[i:]
+	}
+	return s
+}
+
 // clip shortens s for an error message.
 func clip(s string) string {
 	const max = 40

@@ -22,6 +22,8 @@ type holder struct {
 	l      *lock.Lock
 	lastOK time.Time // when the last refresh that succeeded was sent
 	warned time.Time // when a failed round was last logged
+	failed int       // rounds failed in a row
+	since  time.Time // when the first of them failed
 	cancel context.CancelCauseFunc
 
 	acks  []string              // outbox members announced, ZREM'd by the next pick
@@ -67,7 +69,10 @@ func (h *holder) run(ctx context.Context) error {
 				h.warned = time.Now()
 				h.svc.log.Warn("matchmaking: matcher round failed; retrying every tick", "queue", h.queue, "err", err)
 			}
+			h.fail(ctx)
 			more = false
+		case err == nil && h.failed > 0:
+			h.recovered(ctx)
 		}
 		next := h.m.cfg.Tick
 		if more {
@@ -75,6 +80,37 @@ func (h *holder) run(ctx context.Context) error {
 		}
 		t.Reset(next)
 	}
+}
+
+// troubleAfter is how many rounds in a row must fail before the waiting
+// tickets say so (Status.Trouble): one failure is a blip.
+const troubleAfter = 3
+
+// fail counts a failed round; from the troubleAfter-th in a row on, it
+// writes (and refreshes) the queue's trouble key, which Status shows on
+// its waiting tickets, so that a client waiting for a match learns that
+// matching is failing, not only the log. Best effort: when Redis itself
+// is what fails, the client's own calls fail too.
+func (h *holder) fail(ctx context.Context) {
+	if h.failed == 0 {
+		h.since = h.svc.now()
+	}
+	h.failed++
+	if h.failed < troubleAfter {
+		return
+	}
+	ttl := 10*time.Second + 3*h.m.cfg.Tick
+	_ = h.svc.rdb.Set(ctx, h.svc.keys(h.queue).trouble(), ms(h.since), ttl).Err() // best effort, see above
+}
+
+// recovered clears the trouble after a round that succeeded.
+func (h *holder) recovered(ctx context.Context) {
+	if h.failed >= troubleAfter {
+		if err := h.svc.rdb.Del(ctx, h.svc.keys(h.queue).trouble()).Err(); err != nil {
+			return // the next round tries again
+		}
+	}
+	h.failed = 0
 }
 
 // keepAlive refreshes the lease when a third of it has passed since the
@@ -119,6 +155,7 @@ type pick struct {
 	first    int64
 	matches  [][]string
 	expiries []string
+	fresh    int64 // submitted tickets not yet seeded
 }
 
 // round is one matcher round: choose (queue_pick.lua), form and expire
@@ -135,12 +172,12 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	cutoff := ms(now) - q.MaxWait.Milliseconds()
 	maxMatches := max(1, min(h.m.cfg.MaxMatches, maxRoundTickets/q.MaxSize))
 	maxExpired := h.m.cfg.MaxMatches
-	args := []any{ms(now), q.MinSize, q.MaxSize, fnum(q.Window), fnum(q.WidenPerSecond), cutoff,
-		max(h.m.cfg.Seeds, maxMatches), maxMatches, maxExpired, 2*q.MaxSize + 8}
+	args := []any{ms(now), q.MinSize, q.MaxSize, luaNum(q.Window), luaNum(q.WidenPerSecond), cutoff,
+		max(h.m.cfg.Seeds, maxMatches), maxMatches, maxExpired, 2*q.MaxSize + 8, h.m.cfg.FreshSeeds, h.m.cfg.SweepSeeds}
 	for _, a := range h.acks {
 		args = append(args, a)
 	}
-	v, err := redisx.Run(ctx, h.svc.rdb, queuePickScript, []string{k.pool(), k.age(), k.outbox(), k.seq()}, args...).Slice()
+	v, err := redisx.Run(ctx, h.svc.rdb, queuePickScript, []string{k.pool(), k.age(), k.outbox(), k.seq(), k.fresh(), k.sweep()}, args...).Slice()
 	if err != nil {
 		return false, fmt.Errorf("pick: %w", err)
 	}
@@ -162,7 +199,7 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 		}
 	}
 	if len(p.matches) == 0 && len(p.expiries) == 0 {
-		return false, nil
+		return p.fresh > 0, nil
 	}
 	if h.m.beforeForm != nil {
 		h.m.beforeForm(ctx, h.queue, h.l)
@@ -170,15 +207,16 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	if err := h.form(ctx, q, cutoff, p); err != nil {
 		return false, err
 	}
-	return len(p.matches) == maxMatches || len(p.expiries) == maxExpired, nil
+	return len(p.matches) == maxMatches || len(p.expiries) == maxExpired || p.fresh > 0, nil
 }
 
 func parsePick(v []any) (pick, error) {
 	bad := fmt.Errorf("pick: %w", errUnexpectedReply)
-	if len(v) != 6 {
+	var p pick
+	if len(v) != 7 {
 		return pick{}, bad
 	}
-	var p pick
+	p.fresh, _ = v[6].(int64)
 	var ok [4]bool
 	p.depth, ok[0] = v[0].(int64)
 	p.oldest, ok[1] = v[1].(int64)

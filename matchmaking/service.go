@@ -15,6 +15,7 @@ import (
 
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redisx"
+	"github.com/chatd/chatd/names"
 )
 
 // Config configures a Service. The zero value is usable (no queues).
@@ -183,16 +184,22 @@ func (s *Service) enqueue(ctx context.Context, q Queue, t Ticket, id string) (_ 
 	k := s.keys(q.Name)
 	args := []any{id, entry, ms(s.now()), s.keep(q).Milliseconds(), t.User, strings.Join(t.Party, " "),
 		strconv.FormatFloat(t.Skill, 'g', -1, 64), attrs}
+	typed := map[string]string{} // canonical → as given, for the error
 	for _, p := range t.Players() {
-		args = append(args, p)
+		c := names.Canonical(p)
+		typed[c] = p
+		args = append(args, c)
 	}
-	v, err := redisx.Run(ctx, s.rdb, ticketSubmitScript, []string{k.pool(), k.age(), k.users(), k.ticket(id)}, args...).Slice()
+	v, err := redisx.Run(ctx, s.rdb, ticketSubmitScript, []string{k.pool(), k.age(), k.users(), k.ticket(id), k.fresh()}, args...).Slice()
 	if err != nil {
 		return "", false, err
 	}
 	if len(v) == 3 && v[0] == int64(0) {
 		open, _ := v[1].(string)
 		user, _ := v[2].(string)
+		if u, ok := typed[user]; ok {
+			user = u
+		}
 		return "", false, &TicketOpenError{Queue: q.Name, User: user, Ticket: open}
 	}
 	if len(v) != 2 {
@@ -246,7 +253,7 @@ func (s *Service) CancelUser(ctx context.Context, queue, user string) (Status, e
 	if err := checkQueueName(queue); err != nil {
 		return Status{}, fmt.Errorf("matchmaking: cancel in %s: %w: %w", clip(queue), ErrUnknownQueue, err)
 	}
-	id, err := s.rdb.HGet(ctx, s.keys(queue).users(), user).Result()
+	id, err := s.rdb.HGet(ctx, s.keys(queue).users(), names.Canonical(user)).Result()
 	if errors.Is(err, redis.Nil) {
 		return Status{}, fmt.Errorf("matchmaking: cancel in %s: %w: %s has no open ticket", queue, ErrUnknownTicket, clip(user))
 	}
@@ -290,6 +297,14 @@ func (s *Service) status(ctx context.Context, queue, id string, h map[string]str
 		return Status{}, err
 	}
 	st := Status{Ticket: t, State: State(h["state"]), Ended: fromMS(h["ended"])}
+	if st.State == Waiting {
+		since, err := s.rdb.Get(ctx, s.keys(queue).trouble()).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Status{}, err
+		}
+		st.TroubleSince = fromMS(since)
+		return st, nil
+	}
 	if st.State != Matched {
 		return st, nil
 	}

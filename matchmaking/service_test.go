@@ -132,7 +132,7 @@ func TestBadInput(t *testing.T) {
 		{"no user", "duel", Ticket{}, names.ErrBadName, errcode.BadName, "user name is empty"},
 		{"a bad party member", "duel", Ticket{User: "al", Party: []string{"*"}}, names.ErrBadName, errcode.BadName, "party"},
 		{"a party too large", "duel", Ticket{User: "al", Party: []string{"bo", "cy"}}, ErrBadTicket, errcode.BadValue, "a party of 3; queue duel takes at most 2"},
-		{"the user in their own party", "duel", Ticket{User: "al", Party: []string{"al"}}, ErrBadTicket, errcode.BadValue, "al is in the party twice"},
+		{"the user in their own party", "duel", Ticket{User: "al", Party: []string{"al"}}, ErrBadTicket, errcode.BadValue, "the party names al twice"},
 		{"NaN skill", "duel", Ticket{User: "al", Skill: math.NaN()}, ErrBadTicket, errcode.BadValue, "skill must be a finite number"},
 		{"infinite skill", "duel", Ticket{User: "al", Skill: math.Inf(-1)}, ErrBadTicket, errcode.BadValue, "skill must be a finite number"},
 		{"skill too large", "duel", Ticket{User: "al", Skill: 1e10}, ErrBadTicket, errcode.BadValue, "skill must be a finite number"},

@@ -77,6 +77,10 @@ type Status struct {
 	// Match is the match it is in, when State is Matched (nil when the
 	// match's record has already expired).
 	Match *Match `json:"match,omitempty"`
+	// TroubleSince, on a waiting ticket, is when the queue's matcher began
+	// to fail round after round: no match forms until it recovers (the
+	// ticket still expires at its max wait). Zero otherwise.
+	TroubleSince time.Time `json:"trouble_since,omitzero"`
 }
 
 // Match is a formed match.
@@ -88,8 +92,8 @@ type Match struct {
 	Queue string `json:"queue"`
 	// Seq is the match's number in its queue, from 1.
 	Seq int64 `json:"seq"`
-	// Tickets are the matched tickets, the oldest (the one whose window
-	// chose the others) first.
+	// Tickets are the matched tickets: the oldest first, then the others
+	// closest in skill to the ticket whose window chose them first.
 	Tickets []Ticket `json:"tickets"`
 	// Players lists every matched user, ticket by ticket.
 	Players []string `json:"players"`
@@ -110,14 +114,18 @@ func (t Ticket) check(q Queue) (Ticket, error) {
 	if t.Size() > q.MaxParty {
 		return t, fmt.Errorf("%w: a party of %d; queue %s takes at most %d players per ticket", ErrBadTicket, t.Size(), q.Name, q.MaxParty)
 	}
+	// One person, one place: names differing only in case are one user
+	// (names.Canonical, as at sign-in), so "SOLO" in solo's party is solo
+	// twice. The names keep the case they were given.
 	party := slices.Clone(t.Party)
-	slices.Sort(party)
+	slices.SortFunc(party, func(a, b string) int { return strings.Compare(names.Canonical(a), names.Canonical(b)) })
+	self := names.Canonical(t.User)
 	for i, p := range party {
 		if err := names.User(p); err != nil {
 			return t, fmt.Errorf("%w: party: %w", ErrBadName, err)
 		}
-		if p == t.User || (i > 0 && party[i-1] == p) {
-			return t, fmt.Errorf("%w: %s is in the party twice", ErrBadTicket, p)
+		if c := names.Canonical(p); c == self || (i > 0 && names.Canonical(party[i-1]) == c) {
+			return t, fmt.Errorf("%w: the party names %s twice (names differing only in case are one user)", ErrBadTicket, p)
 		}
 	}
 	t.Party = party
@@ -212,7 +220,7 @@ func bucketOf(attrs string) string {
 
 // skillKey encodes f so that the strings sort as the numbers: a positive
 // number (sign bit clear) gets its sign bit set, a negative one all its
-// bits flipped. lua/pick.lua does the same with struct.pack.
+// bits flipped. lua/queue_pick.lua does the same in plain Lua (math.frexp, math.ldexp).
 func skillKey(f float64) string {
 	b := math.Float64bits(f)
 	if b>>63 == 0 {

@@ -101,7 +101,7 @@ func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, re
 		if err := names.User(u); err != nil {
 			return matchmaking.Status{}, fmt.Errorf("%w: party: %w", matchmaking.ErrBadName, err)
 		}
-		if strings.EqualFold(u, p.User) {
+		if names.Canonical(u) == names.Canonical(p.User) {
 			continue // the ticket's check refuses it with its own words
 		}
 		st, err := mm.online.Get(ctx, u)
@@ -109,7 +109,7 @@ func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, re
 			return matchmaking.Status{}, err
 		}
 		if !st.Online {
-			return matchmaking.Status{}, fmt.Errorf("%w: %s is not online", ErrPartyOffline, u)
+			return matchmaking.Status{}, fmt.Errorf("%w: party member %s is not online", ErrPartyOffline, u)
 		}
 	}
 	id, err := mm.svc.Submit(ctx, queue, matchmaking.Ticket{User: p.User, Party: req.Party, Skill: req.Skill, Attributes: req.Attributes})

@@ -30,9 +30,12 @@ type ticketJSON struct {
 	Created    int64             `json:"created"`
 	State      matchmaking.State `json:"state"`
 	Ended      int64             `json:"ended,omitempty"`
-	Match      string            `json:"match,omitempty"`
-	Room       string            `json:"room,omitempty"`
-	Players    []string          `json:"players,omitempty"`
+	// TroubleSince: the queue's matcher has failed since then (waiting
+	// tickets only).
+	TroubleSince int64    `json:"trouble_since,omitempty"`
+	Match        string   `json:"match,omitempty"`
+	Room         string   `json:"room,omitempty"`
+	Players      []string `json:"players,omitempty"`
 }
 
 func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
@@ -41,6 +44,9 @@ func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
 		Created: t.Created.UnixMilli(), State: st.State}
 	if !st.Ended.IsZero() {
 		out.Ended = st.Ended.UnixMilli()
+	}
+	if !st.TroubleSince.IsZero() {
+		out.TroubleSince = st.TroubleSince.UnixMilli()
 	}
 	if st.Match != nil {
 		out.Match, out.Room, out.Players = st.Match.ID, s.match.Room(*st.Match), st.Match.Players

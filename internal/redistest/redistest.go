@@ -146,6 +146,20 @@ func Real(tb testing.TB) *Redis {
 	return New(tb)
 }
 
+// InProcess starts an embedded miniredis for this test alone, whatever
+// else is available: for the tests that check that something works on the
+// embedded default of `go run ./cmd/chatd` too (its Lua interpreter,
+// gopher-lua, lacks some of Redis's libraries). Never skipped.
+func InProcess(tb testing.TB) *Redis {
+	tb.Helper()
+	e, err := embedded.Start()
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(e.Close)
+	return wrap(tb, Embedded, []string{e.Addr()}, nil)
+}
+
 // Own starts a private redis-server for this test alone, so the test can
 // kill, pause or restart it. It skips (fails when Strict) without redis-server.
 func Own(tb testing.TB, opts Options) *Redis {

@@ -5,7 +5,7 @@
 -- KEYS[1]  fence   STRING the queue lock's fence (package lock)
 -- KEYS[2]  pool    ZSET   entry -> 0
 -- KEYS[3]  age     ZSET   entry -> created ms
--- KEYS[4]  users   HASH   user -> open ticket id
+-- KEYS[4]  users   HASH   canonical user -> open ticket id
 -- KEYS[5]  outbox  ZSET   "m:SEQ" / "x:TICKET" -> ms, to announce
 -- KEYS[6..] for each match: its record key, then its tickets' keys; then
 --          the key of each ticket to expire
@@ -15,7 +15,7 @@
 -- ARGV[5]  min players  ARGV[6]  max players
 -- ARGV[7]  cutoff, Unix ms: only a ticket created at or before it expires
 -- ARGV[8]  number of matches; then for each: its number, its ticket count
---          n, and n entries (the seed first)
+--          n, and n entries (the oldest first)
 -- then     number of expiries, and their entries
 --
 -- A match is formed only if every one of its tickets is still waiting with
@@ -46,9 +46,14 @@ local function close(tkey, id, t, ...)
   for m in string.gmatch(t.party or '', '%S+') do
     members[#members + 1] = m
   end
+  -- The user map is keyed by canonical name (string.lower is
+  -- names.Canonical on the names' alphabet); tickets written before it
+  -- was are keyed as typed.
   for _, m in ipairs(members) do
-    if redis.call('HGET', users, m) == id then
-      redis.call('HDEL', users, m)
+    for _, u in ipairs({string.lower(m), m}) do
+      if redis.call('HGET', users, u) == id then
+        redis.call('HDEL', users, u)
+      end
     end
   end
   redis.call('HSET', tkey, 'ended', now, ...)

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  pool    ZSET  entry -> 0
 -- KEYS[2]  age     ZSET  entry -> created ms
--- KEYS[3]  users   HASH  user -> open ticket id
+-- KEYS[3]  users   HASH  canonical user -> open ticket id
 -- KEYS[4]  ticket  HASH  the ticket
 -- ARGV[1]  ticket id
 -- ARGV[2]  now, Unix ms
@@ -25,9 +25,14 @@ if t[1] == 'waiting' then
   for m in string.gmatch(t[4] or '', '%S+') do
     members[#members + 1] = m
   end
+  -- The user map is keyed by canonical name (string.lower is
+  -- names.Canonical on the names' alphabet); tickets written before it
+  -- was are keyed as typed.
   for _, m in ipairs(members) do
-    if redis.call('HGET', KEYS[3], m) == ARGV[1] then
-      redis.call('HDEL', KEYS[3], m)
+    for _, u in ipairs({string.lower(m), m}) do
+      if redis.call('HGET', KEYS[3], u) == ARGV[1] then
+        redis.call('HDEL', KEYS[3], u)
+      end
     end
   end
   redis.call('HSET', KEYS[4], 'state', 'cancelled', 'ended', ARGV[2])

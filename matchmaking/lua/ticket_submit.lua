@@ -3,8 +3,9 @@
 --
 -- KEYS[1]  pool    ZSET  entry -> 0
 -- KEYS[2]  age     ZSET  entry -> created ms
--- KEYS[3]  users   HASH  user -> open ticket id
+-- KEYS[3]  users   HASH  canonical user -> open ticket id
 -- KEYS[4]  ticket  HASH  the new ticket
+-- KEYS[5]  fresh   LIST  entries not yet seeded (queue_pick.lua takes them)
 -- ARGV[1]  ticket id
 -- ARGV[2]  entry (bucket, skill, size, id: see ticket.go)
 -- ARGV[3]  created, Unix ms
@@ -13,7 +14,7 @@
 -- ARGV[6]  party, space-separated ("" for none)
 -- ARGV[7]  skill (decimal)
 -- ARGV[8]  attributes, canonical JSON
--- ARGV[9..] the members: user, then party
+-- ARGV[9..] the members' canonical names: user, then party
 --
 -- Returns {1, id} when enqueued; {2, id} when this very ticket was enqueued
 -- already (a retried call: the members map to ARGV[1]); {0, open id, user}
@@ -33,9 +34,10 @@ for i = 9, #ARGV do
 end
 redis.call('ZADD', KEYS[1], 0, ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('RPUSH', KEYS[5], ARGV[2])
 redis.call('HSET', KEYS[4], 'state', 'waiting', 'entry', ARGV[2], 'created', ARGV[3],
   'user', ARGV[5], 'party', ARGV[6], 'skill', ARGV[7], 'attrs', ARGV[8])
-for i = 1, 4 do
+for i = 1, 5 do
   redis.call('PEXPIRE', KEYS[i], ARGV[4])
 end
 return {1, id}

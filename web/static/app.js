@@ -130,7 +130,7 @@ function startApp(s, initialSettings) {
     // of the waiting time, the last ticket matched or expired (its events
     // may overtake the answer to the POST), a request in flight, and the
     // match room entered (or being entered).
-    match: {ticket: null, queue: '', since: 0, timer: 0, ended: '', busy: false, room: ''},
+    match: {ticket: null, queue: '', since: 0, timer: 0, ended: '', busy: false, room: '', trouble: 0},
   };
   const view = new ChatView(st.me);
   view.onBottom = () => markSeen();
@@ -642,7 +642,9 @@ function startApp(s, initialSettings) {
     const {queue, ticket} = st.match;
     try {
       const r = await api('GET', `/matchmaking/${seg(queue)}/tickets/${seg(ticket)}`, {token: st.token});
-      if (st.match.ticket === ticket && r.ticket && r.ticket.state !== 'waiting') onDequeued(r.ticket);
+      if (st.match.ticket !== ticket || !r.ticket) return;
+      if (r.ticket.state !== 'waiting') onDequeued(r.ticket);
+      else st.match.trouble = r.ticket.trouble_since || 0;
     } catch (err) {
       if (st.match.ticket === ticket && err.code === 'unknown_ticket') matchReset('Quick match ended.');
     }
@@ -657,9 +659,13 @@ function startApp(s, initialSettings) {
     $('quick-match').disabled = false;
     setText($('quick-match'), 'Cancel');
     clearInterval(st.match.timer);
+    st.match.trouble = 0;
     const tick = () => {
       const s = Math.floor((Date.now() - st.match.since) / 1000);
-      setText($('match-status'), `Looking for players… ${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`);
+      // The ticket says when the queue's matcher is failing (trouble_since).
+      if (s > 0 && s % 10 === 0) checkTicket();
+      const note = st.match.trouble ? ' — matching is failing on the server; still waiting' : '';
+      setText($('match-status'), `Looking for players… ${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}${note}`);
     };
     tick();
     st.match.timer = setInterval(tick, 1000);
