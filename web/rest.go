@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -116,10 +117,40 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if msgs == nil {
-		msgs = []rooms.Message{}
+	return sendHistory(c, msgs)
+}
+
+// sendHistory answers {"messages": [...], "more"?: true} within
+// realtime.MaxHistoryBytes: the page ends at the last message that fits
+// and "more" says to ask again after its id. The body is built once, in a
+// buffer of its own handed to fasthttp as is (SetBodyRaw), so no response
+// buffer pooled by fasthttp grows to the size of a history.
+func sendHistory(c *fiber.Ctx, msgs []rooms.Message) error {
+	body := make([]byte, 0, 256)
+	body = append(body, `{"messages":[`...)
+	more := false
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if i > 0 && len(body)+1+len(b) > realtime.MaxHistoryBytes {
+			more = true
+			break
+		}
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, b...)
 	}
-	return c.JSON(fiber.Map{"messages": msgs})
+	body = append(body, ']')
+	if more {
+		body = append(body, `,"more":true`...)
+	}
+	body = append(body, '}')
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Response().SetBodyRaw(body)
+	return nil
 }
 
 func (s *Server) getPresence(c *fiber.Ctx) error {
