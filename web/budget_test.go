@@ -3,11 +3,13 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,4 +204,109 @@ func TestFrameFloodOfEveryTypeIsClosedWithinItsBudget(t *testing.T) {
 			assert.Less(t, calls, int64(2000))
 		})
 	}
+}
+
+// TestSessionsPerAddressNeverExceedTheSettingInAnyMinute signs in a guest
+// from one address every simulated second for three minutes, round-robin
+// over three nodes, with limit.sessions_per_ip_per_minute 10: no 60 s
+// window holds more than 10 sessions (a bucket of 10 refilling at 10/60
+// let about 20 through in the first minute), and sign-ins resume as the
+// window moves on.
+func TestSessionsPerAddressNeverExceedTheSettingInAnyMinuteBudget(t *testing.T) {
+	r := redistest.Real(t)
+	var offset atomic.Int64
+	base := time.Now()
+	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	c := newCluster(t, r, 3, nodeOpts{configure: func(cfg *Config) { cfg.Now = clock }})
+	const perMinute = 10
+	c.putSetting("limit.sessions_per_ip_per_minute", perMinute)
+	var admitted []time.Time
+	for i := 0; i < 180; i++ {
+		n := c.nodes[i%len(c.nodes)]
+		st, body, _, err := c.call(n, "POST", "/api/v1/session", "", map[string]string{"user": fmt.Sprintf("g%03d", i)}, nil)
+		require.NoError(t, err)
+		switch st {
+		case 200:
+			admitted = append(admitted, clock())
+		case 429:
+			assert.Contains(t, string(body), "rate_limited")
+		default:
+			t.Fatalf("sign-in %d: %d %s", i, st, body)
+		}
+		offset.Add(int64(time.Second))
+	}
+	for i := range admitted {
+		in := 0
+		for _, at := range admitted[i:] {
+			if at.Sub(admitted[i]) < time.Minute {
+				in++
+			}
+		}
+		assert.LessOrEqual(t, in, perMinute, "sessions in the 60 s from admission %d", i)
+	}
+	assert.GreaterOrEqual(t, len(admitted), 3*perMinute-1, "sign-ins resume as the window moves on")
+}
+
+// parkPolls starts n long polls (wait=5) on node n, each with a token of
+// toks in turn, all at once, and returns how many were answered 200 and
+// how many 429 rate_limited once all have answered.
+func parkPolls(t *testing.T, c *cluster, n *testNode, toks []string, count int) (ok, refused int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < count; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, body, _, err := c.call(n, "GET", "/api/v1/poll?wait=5", toks[i%len(toks)], nil, nil)
+			assert.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			switch st {
+			case 200:
+				ok++
+			case 429:
+				refused++
+				assert.Contains(t, string(body), `"code":"rate_limited"`)
+			default:
+				t.Errorf("poll: %d %s", st, body)
+			}
+		}()
+	}
+	wg.Wait()
+	return ok, refused
+}
+
+// TestParkedPollsAndRequestsPerAddressAreCappedBudget parks more long polls
+// from one address than its caps allow: the polls past
+// Config.MaxPollsPerAddr, then past Config.MaxRequestsPerAddr, are refused
+// 429 rate_limited at once (3,000 parked polls from one address were all
+// held), and the ones within the cap are held until their wait ends.
+func TestParkedPollsAndRequestsPerAddressAreCappedBudget(t *testing.T) {
+	r := redistest.Real(t)
+	guests := func(c *cluster, name string, k int) []string {
+		var toks []string
+		for i := 0; i < k; i++ {
+			tok := c.session(c.nodes[0], fmt.Sprintf("%s%02d", name, i))
+			c.poll(c.nodes[0], tok, "") // the first answer is at once: every section is new
+			toks = append(toks, tok)
+		}
+		return toks
+	}
+	t.Run("long polls past 64 from one address are refused", func(t *testing.T) {
+		c := newCluster(t, r, 1)
+		toks := guests(c, "poller", 40) // 2 polls a session, 8 a user: 80 within those caps
+		ok, refused := parkPolls(t, c, c.nodes[0], toks, 80)
+		assert.Equal(t, defaultMaxPollsPerAddr, ok)
+		assert.Equal(t, 80-defaultMaxPollsPerAddr, refused)
+	})
+	t.Run("requests in flight past the cap from one address are refused", func(t *testing.T) {
+		c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) {
+			cfg.MaxRequestsPerAddr, cfg.MaxPollsPerAddr = 30, -1
+		}})
+		toks := guests(c, "asker", 20)
+		ok, refused := parkPolls(t, c, c.nodes[0], toks, 40)
+		assert.Equal(t, 30, ok)
+		assert.Equal(t, 10, refused)
+	})
 }
