@@ -214,7 +214,7 @@ func (s *Server) readFrame(ctx context.Context, c *realtime.Client, typ int, buf
 	// every frame type has a rate per connection (realtime.FrameRates): a
 	// flood of any of them is refused before it costs Redis, and closes
 	// the connection like a say flood
-	if err := c.AllowFrame(f.Type, s.cfg.Now()); err != nil {
+	if err := s.chat.AllowFrame(c, f.Type); err != nil {
 		s.chat.Refuse(c, err, f.Room, f.Ref)
 		return
 	}
