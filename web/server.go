@@ -127,7 +127,11 @@ type Server struct {
 	m *httpMetrics
 
 	requests inflight // requests in flight per client address
-	polling  inflight // long polls parked per client address and per user
+	// histories bounds the history pages being built at once on this
+	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
+	// Redis while it is cut to its byte budget
+	histories chan struct{}
+	polling   inflight // long polls parked per client address and per user
 
 	lnMu sync.Mutex
 	ln   net.Listener // what Serve serves, for Shutdown to close
@@ -195,6 +199,8 @@ func New(cfg Config) (*Server, error) {
 		rdb:    cfg.Redis,
 		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience},
 		m:      newHTTPMetrics(cfg.Registry),
+
+		histories: make(chan struct{}, maxHistoryBuilds),
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
