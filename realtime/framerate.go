@@ -30,7 +30,7 @@ type FrameRate struct {
 // Redis do (docs/PROTOCOL.md, "Cost model"). A frame that is not valid
 // JSON, is binary or has an unknown type counts as "other".
 var FrameRates = map[string]FrameRate{
-	"say":     {Rate: 100, Burst: 400},
+	"say":     {Rate: 20, Burst: 50},
 	"join":    {Rate: 5, Burst: 30},
 	"leave":   {Rate: 5, Burst: 30},
 	"resume":  {Rate: 5, Burst: 30},
