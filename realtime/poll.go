@@ -282,7 +282,7 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 			msgs = msgs[i:]
 		}
 		fit, size, cut := FitMessages(msgs, budget)
-		if cut && len(out) > 0 && size > budget {
+		if len(out) > 0 && size > budget {
 			// not even one message fits in what is left: next poll
 			more = true
 			break
