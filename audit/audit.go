@@ -27,9 +27,10 @@ var ErrBadEntry = errors.New("audit: an entry needs an actor and an action")
 type Config struct {
 	// Prefix namespaces the key; "" = "chatd".
 	Prefix string
-	// TTL is how long the log is kept after its last entry; 0 = 30 days.
+	// TTL is how long each list is kept after its last entry; 0 = 30 days.
 	TTL time.Duration
-	// Max is how many entries are kept, the newest; 0 = 1000.
+	// Max is how many entries of each kind (actions, refusals) are kept,
+	// the newest; 0 = 1000.
 	Max int
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
@@ -58,13 +59,20 @@ type Entry struct {
 	Node string `json:"node"`
 }
 
+// Refused reports whether e records a refusal (answered 400 or more: a
+// read-only token trying to act, a bad request) rather than an action.
+// Refusals are kept in a list of their own, so no number of them evicts an
+// action.
+func (e Entry) Refused() bool { return e.Status >= 400 }
+
 // Log is the audit log. It is safe for concurrent use.
 type Log struct {
-	rdb redis.Cmdable
-	key string
-	ttl time.Duration
-	max int
-	now func() time.Time
+	rdb     redis.Cmdable
+	key     string // actions
+	refused string // refusals
+	ttl     time.Duration
+	max     int
+	now     func() time.Time
 }
 
 // New returns the Log kept in rdb.
@@ -78,11 +86,14 @@ func New(rdb redis.Cmdable, cfg Config) *Log {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Log{rdb: rdb, key: logKey(keyspace.New(cfg.Prefix)), ttl: cfg.TTL, max: cfg.Max, now: cfg.Now}
+	ks := keyspace.New(cfg.Prefix)
+	return &Log{rdb: rdb, key: logKey(ks), refused: refusedKey(ks), ttl: cfg.TTL, max: cfg.Max, now: cfg.Now}
 }
 
-// Record adds e, stamped now, as the newest entry: one MULTI/EXEC of
-// LPUSH, LTRIM and PEXPIRE. It returns ErrBadEntry for an entry without
+// Record adds e, stamped now, as the newest entry of its kind: an action
+// goes to the actions list, a refusal (Entry.Refused) to the refusals
+// list, each capped at Config.Max entries, so refusals never push an
+// action out. One MULTI/EXEC of LPUSH, LTRIM and PEXPIRE. It returns ErrBadEntry for an entry without
 // an actor or an action, and Redis errors.
 func (l *Log) Record(ctx context.Context, e Entry) error {
 	if e.Actor == "" || e.Action == "" {
@@ -93,10 +104,14 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("audit: record: %w", err)
 	}
+	key := l.key
+	if e.Refused() {
+		key = l.refused
+	}
 	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.LPush(ctx, l.key, b)
-		p.LTrim(ctx, l.key, 0, int64(l.max-1))
-		p.PExpire(ctx, l.key, l.ttl)
+		p.LPush(ctx, key, b)
+		p.LTrim(ctx, key, 0, int64(l.max-1))
+		p.PExpire(ctx, key, l.ttl)
 		return nil
 	})
 	if err != nil {
@@ -105,15 +120,35 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 	return nil
 }
 
-// List returns the newest entries, at most limit (1 to MaxList; out of
-// range is clamped), newest first. An entry that does not decode is
-// skipped. It returns Redis errors.
+// List returns the newest entries, actions and refusals together, at most
+// limit (1 to MaxList; out of range is clamped), newest first. An entry
+// that does not decode is skipped. It returns Redis errors.
 func (l *Log) List(ctx context.Context, limit int) ([]Entry, error) {
 	limit = min(max(limit, 1), MaxList)
-	raw, err := l.rdb.LRange(ctx, l.key, 0, int64(limit-1)).Result()
+	var acts, refs *redis.StringSliceCmd
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		acts = p.LRange(ctx, l.key, 0, int64(limit-1))
+		refs = p.LRange(ctx, l.refused, 0, int64(limit-1))
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("audit: list: %w", err)
 	}
+	a, r := decode(acts.Val()), decode(refs.Val())
+	// merge the two newest-first lists, newest first; an action first on a tie
+	out := make([]Entry, 0, min(limit, len(a)+len(r)))
+	for len(out) < limit && (len(a) > 0 || len(r) > 0) {
+		if len(r) == 0 || (len(a) > 0 && !a[0].At.Before(r[0].At)) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, r = append(out, r[0]), r[1:]
+		}
+	}
+	return out, nil
+}
+
+// decode decodes the entries of raw, skipping any that does not decode.
+func decode(raw []string) []Entry {
 	out := make([]Entry, 0, len(raw))
 	for _, s := range raw {
 		var e Entry
@@ -121,5 +156,5 @@ func (l *Log) List(ctx context.Context, limit int) ([]Entry, error) {
 			out = append(out, e)
 		}
 	}
-	return out, nil
+	return out
 }

@@ -49,3 +49,38 @@ func TestLog(t *testing.T) {
 		assert.Len(t, es, 1, "limit is honoured")
 	})
 }
+
+// TestRefusalsCannotEvictActions records three actions and then a flood of
+// refusals (a read-only token trying to act): with both lists capped at
+// Max, every action is still listed, with the newest refusals around it.
+func TestRefusalsCannotEvictActionsBudget(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	rdb := r.NewClient(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	l := New(rdb, Config{Prefix: r.Prefix, Max: 50, Now: func() time.Time { return now }})
+	for i := 1; i <= 3; i++ {
+		now = now.Add(time.Second)
+		require.NoError(t, l.Record(ctx, Entry{Actor: "admin abcd", Role: "admin", Action: "POST /moderation/ban", Target: fmt.Sprintf("u%d", i), Status: 200, Node: "n1"}))
+	}
+	for i := 0; i < 1000; i++ {
+		now = now.Add(time.Millisecond)
+		require.NoError(t, l.Record(ctx, Entry{Actor: "read 9f9f", Role: "read", Action: "PUT /settings/{key}", Status: 403, Node: "n1"}))
+	}
+	es, err := l.List(ctx, MaxList)
+	require.NoError(t, err)
+	var actions []string
+	for _, e := range es {
+		if !e.Refused() {
+			actions = append(actions, e.Target)
+		}
+	}
+	assert.Equal(t, []string{"u3", "u2", "u1"}, actions, "every action survives the refusals")
+	assert.Len(t, es, 53, "50 refusals (their cap) and 3 actions")
+	assert.Equal(t, 403, es[0].Status, "newest first: the latest refusal")
+	assert.Equal(t, "u3", es[50].Target, "the actions come after the newer refusals")
+	n, err := rdb.LLen(ctx, refusedKey(keyspace.New(r.Prefix))).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(50), n, "refusals are capped on their own")
+}

@@ -10,6 +10,12 @@
 // administers for Config.TTL keeps no log at all. List reads the newest
 // entries with [LRANGE].
 //
+// Actions (answered below 400) and refusals (400 or more: the read-only
+// token trying to act, a bad request) are two lists, each capped at
+// Config.Max: a thousand refusals in half a second, all from the read-only
+// token, cannot push one action out of the log. List merges the two by
+// time. Each list is kept Config.TTL (30 days) after its own last entry.
+//
 // The naive version — a key per action, or a list without LTRIM — grows
 // Redis with every click of the admin console, and without a TTL outlives
 // any retention policy.

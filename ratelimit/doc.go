@@ -42,6 +42,17 @@
 // ever admitted from memory — only refused. chatd_ratelimit_refusals_total
 // {source="local"|"redis"} tells the two apart.
 //
+// # A sliding window, for "N per minute" meant exactly
+//
+// A bucket of N refilling at N/60 lets N through at once and N more over
+// the next minute: 2N in 60 s. Config.Window makes a Limiter a sliding
+// window instead (lua/window_take.lua): a [ZSET] per key of the events
+// admitted, scored by their time; one script drops those older than the
+// window ([ZREMRANGEBYSCORE]), admits the event if fewer than N are left
+// ([ZCARD], [ZADD]) and sets the key to expire with the window. Any window
+// of that length holds at most N, on every node; a key holds at most N
+// members and lives one window after its last admission.
+//
 // # What is bounded
 //
 // In each Limiter, at most Config.MaxEmpty known-empty keys (100,000 by
@@ -77,4 +88,8 @@
 // [HSET]: https://redis.io/commands/hset/
 // [PEXPIRE]: https://redis.io/commands/pexpire/
 // [TIME]: https://redis.io/commands/time/
+// [ZSET]: https://redis.io/docs/latest/develop/data-types/sorted-sets/
+// [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/
+// [ZCARD]: https://redis.io/commands/zcard/
+// [ZADD]: https://redis.io/commands/zadd/
 package ratelimit

@@ -12,3 +12,7 @@ type keys struct {
 
 // bucket is user's token bucket: HASH {tokens: float, ts: ms}, with a TTL.
 func (k keys) bucket(user string) string { return k.space.Key("user", names.Canonical(user), "rate") } // HASH
+
+// window is user's sliding-window log (Config.Window): ZSET of event ids
+// scored by ms, with a TTL of the window.
+func (k keys) window(user string) string { return k.space.Key("user", names.Canonical(user), "window") } // ZSET

@@ -17,6 +17,7 @@ func TestKeys(t *testing.T) {
 		{"bucket", keys{keyspace.New("chatd")}.bucket("alice"), "chatd:{user:alice}:rate"},
 		{"bucket default prefix", keys{}.bucket("bob"), "chatd:{user:bob}:rate"},
 		{"bucket custom prefix", keys{keyspace.New("t1")}.bucket("a_b-9"), "t1:{user:a_b-9}:rate"},
+		{"window", keys{keyspace.New("chatd")}.window("alice"), "chatd:{user:alice}:window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

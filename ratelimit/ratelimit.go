@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -39,6 +40,12 @@ type Config struct {
 	// A per-minute cap of N is Rate N/60 with Burst N: N at once, then one
 	// every 60/N seconds.
 	Burst func() float64
+	// Window, when positive, makes the Limiter a sliding window instead
+	// of a token bucket: at most Burst events (rounded down) in any window
+	// of this length, exactly, logged in a ZSET per key (Rate is not
+	// used). A cap of N per minute as a bucket of N refilling at N/60 lets
+	// 2N through in 60 s; as a window of a minute it lets N. 0 = a bucket.
+	Window time.Duration
 	// Now is the clock passed to Redis with each check, and of the local
 	// refusals; nil = time.Now.
 	Now func() time.Time
@@ -61,6 +68,7 @@ type Limiter struct {
 	rate     func() float64
 	burst    func() float64
 	now      func() time.Time
+	window   time.Duration
 	checks   *prometheus.CounterVec
 	refusals *prometheus.CounterVec
 	evicted  prometheus.Counter
@@ -81,11 +89,12 @@ type emptyBucket struct {
 // New returns a Limiter over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Limiter {
 	l := &Limiter{
-		rdb:   rdb,
-		keys:  keys{keyspace.New(cfg.Prefix)},
-		rate:  cfg.Rate,
-		burst: cfg.Burst,
-		now:   cfg.Now,
+		rdb:    rdb,
+		keys:   keys{keyspace.New(cfg.Prefix)},
+		rate:   cfg.Rate,
+		burst:  cfg.Burst,
+		now:    cfg.Now,
+		window: cfg.Window,
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "chatd",
 			Subsystem: "ratelimit",
@@ -164,12 +173,19 @@ func (l *Limiter) Allow(ctx context.Context, user string) (ok bool, retryAfter t
 		l.refusals.WithLabelValues("local").Inc()
 		return false, wait, nil
 	}
-	res, err := takeScript.Run(ctx, l.rdb, []string{l.keys.bucket(user)},
-		t.UnixMilli(),
-		strconv.FormatFloat(rate, 'g', -1, 64),
-		strconv.FormatFloat(burst, 'g', -1, 64),
-		slack.Milliseconds(),
-	).Int64Slice()
+	var res []int64
+	if l.window > 0 {
+		res, err = windowScript.Run(ctx, l.rdb, []string{l.keys.window(user)},
+			t.UnixMilli(), l.window.Milliseconds(), int64(burst), eventID(),
+		).Int64Slice()
+	} else {
+		res, err = takeScript.Run(ctx, l.rdb, []string{l.keys.bucket(user)},
+			t.UnixMilli(),
+			strconv.FormatFloat(rate, 'g', -1, 64),
+			strconv.FormatFloat(burst, 'g', -1, 64),
+			slack.Milliseconds(),
+		).Int64Slice()
+	}
 	if err != nil {
 		l.checks.WithLabelValues("error").Inc()
 		return false, 0, fmt.Errorf("ratelimit: allow %s: %w", user, err)
@@ -232,4 +248,11 @@ func (l *Limiter) rememberEmpty(user string, e emptyBucket) {
 		}
 	}
 	l.empty[user] = e
+}
+
+// eventID is a unique member for a sliding-window log: 16 random hex
+// digits (two events of one key in the same millisecond, on any node, stay
+// two members).
+func eventID() string {
+	return strconv.FormatUint(rand.Uint64(), 16)
 }

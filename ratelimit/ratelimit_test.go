@@ -144,6 +144,27 @@ func TestAllow(t *testing.T) {
 		assert.Equal(t, float64(DefaultRate), rate)
 	})
 
+	t.Run("a window of a minute admits N in any 60 s, never 2N", func(t *testing.T) {
+		clk := newClock()
+		l := New(r.Client, Config{Prefix: r.Prefix, Burst: rateOf(5), Window: time.Minute, Now: clk.Now})
+		assert.Equal(t, 5, drain(t, l, "window"), "five at once")
+		_, retry, err := l.Allow(ctx, "window")
+		require.NoError(t, err)
+		assert.Equal(t, time.Minute, retry, "then none until the first leaves the window")
+		clk.Add(59*time.Second + 999*time.Millisecond)
+		ok, _, err := l.Allow(ctx, "window")
+		require.NoError(t, err)
+		assert.False(t, ok, "a bucket refilling at 5/60 would have let 4 more in by now")
+		clk.Add(time.Millisecond)
+		assert.Equal(t, 5, drain(t, l, "window"), "the window moved past all five")
+		ttl, err := r.Client.PTTL(ctx, l.keys.window("window")).Result()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, ttl, time.Minute, "the log lives one window")
+		n, err := r.Client.ZCard(ctx, l.keys.window("window")).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(5), n, "the log holds at most N events")
+	})
+
 	t.Run("a per-minute cap is rate N/60 with burst N", func(t *testing.T) {
 		clk := newClock()
 		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(5.0 / 60), Burst: rateOf(5), Now: clk.Now})

@@ -25,7 +25,7 @@ type caps struct {
 	boards   *ratelimit.Limiter // new boards per user per minute
 	boardsIP *ratelimit.Limiter // new boards per client address per minute
 	posts    *ratelimit.Limiter // score posts per user per minute
-	sessions *ratelimit.Limiter // new sessions per client address per minute
+	sessions *ratelimit.Limiter // new sessions per client address in any 60 s (a sliding window)
 }
 
 func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *caps {
@@ -36,13 +36,22 @@ func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg
 			Rate: func() float64 { return perMin() / 60 }, Burst: perMin,
 		})
 	}
+	// "per minute" of new sessions means any 60 s: a sliding window, the
+	// same on every node (a bucket of N refilling at N/60 let 2N through)
+	sessionWindow := func() *ratelimit.Limiter {
+		perMin := func() float64 { return float64(st.Int(settings.SessionsPerIPPerMin)) }
+		return ratelimit.New(rdb, ratelimit.Config{
+			Prefix: keyspace.New(prefix).Prefix() + ":sessions", Now: now, Registerer: reg,
+			Burst: perMin, Window: time.Minute,
+		})
+	}
 	return &caps{
 		settings: st,
 		lobbies:  perMinute("newlobbies", settings.NewLobbiesPerUserPerMin),
 		boards:   perMinute("newboards", settings.NewBoardsPerUserPerMin),
 		boardsIP: perMinute("newboardsip", settingNewBoardsPerIP),
 		posts:    perMinute("scoreposts", settingScorePostsPerMin),
-		sessions: perMinute("sessions", settings.SessionsPerIPPerMin),
+		sessions: sessionWindow(),
 	}
 }
 

@@ -125,7 +125,8 @@ type Client struct {
 	feeds map[string]*Feed // room → this client's feed of it
 
 	amu      sync.Mutex
-	refusals []time.Time // the latest rate-limited refusals, at most AbuseLimit
+	refusals []time.Time             // the latest rate-limited refusals, at most AbuseLimit
+	frames   map[string]*frameBucket // frame type → its bucket (AllowFrame)
 
 	says sayQueue
 

@@ -75,6 +75,10 @@ type Polls struct {
 type PollResult struct {
 	Dirty []string       `json:"dirty"`
 	Data  map[string]any `json:"data"`
+	// More (absent when false) is true when messages were left out to keep the answer within
+	// MaxPollMessageBytes: the section stays dirty, so the next poll (at
+	// once, with no wait) returns them.
+	More bool `json:"more,omitempty"`
 }
 
 // MaxPollsPerSession bounds the long polls one session may have parked on
@@ -127,10 +131,16 @@ func (ps *Polls) Poll(ctx context.Context, p Principal, wait time.Duration) (Pol
 		res.Dirty = []string{}
 	}
 	if mask != 0 {
-		if err := ps.data(ctx, p, mask, res.Data); err != nil {
+		if err := ps.data(ctx, p, mask, res.Data, &res.More); err != nil {
 			// put the bits back so the next poll retries them
 			_ = ps.dirty.MarkSessions(context.WithoutCancel(ctx), []string{p.Session}, mask)
 			return PollResult{}, err
+		}
+		if res.More {
+			// messages are left over MaxPollMessageBytes: the next poll reads them
+			if err := ps.dirty.MarkSessions(ctx, []string{p.Session}, dirty.Of(dirty.Messages)); err != nil {
+				return PollResult{}, err
+			}
 		}
 	}
 	return res, nil
@@ -158,10 +168,10 @@ func (ps *Polls) unpark(session string) {
 }
 
 // data fills data with the fresh state of each dirty section.
-func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data map[string]any) error {
+func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data map[string]any, more *bool) error {
 	var cur map[string]string
+	var err error
 	if mask.Has(dirty.Rooms) || mask.Has(dirty.Messages) {
-		var err error
 		if cur, err = ps.dirty.Cursors(ctx, p.Session); err != nil {
 			return err
 		}
@@ -182,7 +192,7 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data ma
 		data["rooms"] = list
 	}
 	if mask.Has(dirty.Messages) {
-		if err := ps.messages(ctx, p, cur, data); err != nil {
+		if *more, err = ps.messages(ctx, p, cur, data); err != nil {
 			return err
 		}
 	}
@@ -228,11 +238,26 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data ma
 }
 
 // messages reads each room's messages after the session's cursor, with the
-// core's one catch-up rule (readFrom), and moves the cursors.
-func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]string, data map[string]any) error {
+// core's one catch-up rule (readFrom), and moves the cursors. The rooms are
+// read in name order within MaxPollMessageBytes of JSON for all of them:
+// once it is spent, the rest of the rooms are not read, a room is cut at
+// the last message that fits, the Messages bit is marked again and the
+// answer says "more" (the next poll goes on from the moved cursors).
+func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]string, data map[string]any) (more bool, err error) {
 	out := map[string][]rooms.Message{}
 	next := map[string]string{}
-	for room, after := range cur {
+	ids := make([]string, 0, len(cur))
+	for room := range cur {
+		ids = append(ids, room)
+	}
+	sort.Strings(ids)
+	budget := MaxPollMessageBytes
+	for _, room := range ids {
+		if budget <= 0 {
+			more = true
+			break
+		}
+		after := cur[room]
 		// "0": the room had no message when the session entered, so
 		// everything in it now is new to the session.
 		if after == "0" {
@@ -246,7 +271,7 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if after != "" {
 			// a gap read the latest window: keep only what is after the cursor
@@ -256,18 +281,29 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 			}
 			msgs = msgs[i:]
 		}
-		if len(msgs) > 0 {
-			out[room] = msgs
-			next[room] = msgs[len(msgs)-1].ID
+		fit, size, cut := FitMessages(msgs, budget)
+		if len(out) > 0 && size > budget {
+			// not even one message fits in what is left: next poll
+			more = true
+			break
+		}
+		budget -= size
+		if cut {
+			more = true
+			budget = 0
+		}
+		if len(fit) > 0 {
+			out[room] = fit
+			next[room] = fit[len(fit)-1].ID
 		}
 	}
 	if len(next) > 0 {
 		if err := ps.dirty.SetCursor(ctx, p.Session, next); err != nil {
-			return err
+			return false, err
 		}
 	}
 	data["messages"] = out
-	return nil
+	return more, nil
 }
 
 // followedBoards returns user's entry on each board the user follows, one

@@ -107,7 +107,7 @@ var defs = []Def{
 	{Key: ConnectionsPerIP, Type: TypeInt, Default: 500, Min: 0, Max: 1000000,
 		Description: "open WebSockets from one client address across all nodes; 0 = no cap"},
 	{Key: SessionsPerIPPerMin, Type: TypeInt, Default: 120, Min: 0, Max: 1000000,
-		Description: "POST /api/v1/session per client address per minute across all nodes; 0 = no cap"},
+		Description: "POST /api/v1/session per client address in any 60 s (a sliding window) across all nodes; 0 = no cap"},
 	{Key: NewBoardsPerUserPerMin, Type: TypeInt, Default: 10, Min: 0, Max: 1000000,
 		Description: "leaderboards a user may create (first post to a board that does not exist) per minute across all nodes; 0 = no cap"},
 	{Key: NewBoardsPerIPPerMin, Type: TypeInt, Default: 30, Min: 0, Max: 1000000,

@@ -23,7 +23,15 @@ func (s *Server) poll(c *fiber.Ctx) error {
 		}
 		wait = n
 	}
-	res, err := s.polls.Poll(c.UserContext(), principal(c), time.Duration(wait)*time.Second)
+	p := principal(c)
+	if wait > 0 {
+		done, err := s.parkPoll(c, p.User)
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
+	res, err := s.polls.Poll(c.UserContext(), p, time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}

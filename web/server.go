@@ -76,6 +76,16 @@ type Config struct {
 	// MaxConnsPerUser bounds one user's WebSocket connections on this
 	// node; 0 = 10, negative = no bound.
 	MaxConnsPerUser int
+	// MaxRequestsPerAddr bounds the HTTP requests under /api/v1 (the event
+	// stream aside) one client address has in flight on this node; one
+	// more is refused 429 rate_limited. 0 = 256, negative = no bound.
+	MaxRequestsPerAddr int
+	// MaxPollsPerAddr bounds the long polls (wait > 0) one client address
+	// has parked on this node; 0 = 64, negative = no bound.
+	MaxPollsPerAddr int
+	// MaxPollsPerUser bounds the long polls one user has parked on this
+	// node, over all its sessions; 0 = 8, negative = no bound.
+	MaxPollsPerUser int
 	// Auth is "guest" (the default: POST /session mints tokens for free
 	// guest names, held while in use) or "jwt" (POST /session is off; only
 	// tokens of the operator's login service, signed with Secret).
@@ -115,6 +125,13 @@ type Server struct {
 	match    *realtime.Matchmaking
 
 	m *httpMetrics
+
+	requests inflight // requests in flight per client address
+	// histories bounds the history pages being built at once on this
+	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
+	// Redis while it is cut to its byte budget
+	histories chan struct{}
+	polling   inflight // long polls parked per client address and per user
 
 	lnMu sync.Mutex
 	ln   net.Listener // what Serve serves, for Shutdown to close
@@ -167,12 +184,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerUser == 0 {
 		cfg.MaxConnsPerUser = 10
 	}
+	if cfg.MaxRequestsPerAddr == 0 {
+		cfg.MaxRequestsPerAddr = defaultMaxRequestsPerAddr
+	}
+	if cfg.MaxPollsPerAddr == 0 {
+		cfg.MaxPollsPerAddr = defaultMaxPollsPerAddr
+	}
+	if cfg.MaxPollsPerUser == 0 {
+		cfg.MaxPollsPerUser = defaultMaxPollsPerUser
+	}
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger.With("node", cfg.Node),
 		rdb:    cfg.Redis,
 		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience},
 		m:      newHTTPMetrics(cfg.Registry),
+
+		histories: make(chan struct{}, maxHistoryBuilds),
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
@@ -282,7 +310,7 @@ func (s *Server) routes() {
 		RecoverHandler:  s.recoverWS,
 	}))
 
-	api := s.app.Group("/api/v1")
+	api := s.app.Group("/api/v1", s.capRequests)
 	api.Post("/session", s.createSession)
 	api.Delete("/session", s.requireUser, s.deleteSession)
 	s.apiRoutes(api)

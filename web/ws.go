@@ -196,11 +196,25 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 // readFrame decodes one frame the reader read and runs it.
 func (s *Server) readFrame(ctx context.Context, c *realtime.Client, typ int, buf []byte) {
 	if typ != websocket.TextMessage {
+		if err := c.AllowFrame("other", s.cfg.Now()); err != nil {
+			s.chat.Refuse(c, err, "", "")
+			return
+		}
 		s.chat.Refuse(c, errf(errcode.BadJSON, "send text frames holding one JSON object"), "", "")
 		return
 	}
 	f, err := decodeFrame(buf)
 	if err != nil {
+		if lerr := c.AllowFrame("other", s.cfg.Now()); lerr != nil {
+			err = lerr
+		}
+		s.chat.Refuse(c, err, f.Room, f.Ref)
+		return
+	}
+	// every frame type has a rate per connection (realtime.FrameRates): a
+	// flood of any of them is refused before it costs Redis, and closes
+	// the connection like a say flood
+	if err := s.chat.AllowFrame(c, f.Type); err != nil {
 		s.chat.Refuse(c, err, f.Room, f.Ref)
 		return
 	}

@@ -1,0 +1,91 @@
+package web
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/chatd/chatd/errcode"
+)
+
+// Defaults of the per-principal caps on work in flight (Config fields of
+// the same names say how to change them).
+const (
+	defaultMaxRequestsPerAddr = 256
+	defaultMaxPollsPerAddr    = 64
+	defaultMaxPollsPerUser    = 8
+)
+
+// inflight counts the requests in flight on this node per key (a client
+// address, a user): the work one principal can make a node hold at once.
+type inflight struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// acquire takes one of key's max slots; false when all are taken. A max
+// below 1 means no cap.
+func (f *inflight) acquire(key string, max int) bool {
+	if max < 1 {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	if f.n[key] >= max {
+		return false
+	}
+	f.n[key]++
+	return true
+}
+
+// release gives back a slot acquire took.
+func (f *inflight) release(key string, max int) {
+	if max < 1 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[key]--; f.n[key] <= 0 {
+		delete(f.n, key)
+	}
+}
+
+// capRequests refuses a request under /api/v1 while its client address
+// has Config.MaxRequestsPerAddr requests in flight on this node (429
+// rate_limited): a parked long poll or a slow reader holds its slot until
+// it is answered. The event stream is not counted here: it is a connection,
+// capped by limit.connections_per_ip.
+func (s *Server) capRequests(c *fiber.Ctx) error {
+	if strings.HasSuffix(c.Path(), "/events") {
+		return c.Next()
+	}
+	addr, max := s.clientIP(c), s.cfg.MaxRequestsPerAddr
+	if !s.requests.acquire(addr, max) {
+		return errf(errcode.RateLimited, "at most %d requests in flight from one address on one node; wait for an answer before sending more", max)
+	}
+	defer s.requests.release(addr, max)
+	return c.Next()
+}
+
+// parkPoll takes a long-poll slot of the client address and one of the
+// user (Config.MaxPollsPerAddr, Config.MaxPollsPerUser) and returns the
+// function that gives them back, or a rate_limited error.
+func (s *Server) parkPoll(c *fiber.Ctx, user string) (func(), error) {
+	addr := "addr:" + s.clientIP(c)
+	if !s.polling.acquire(addr, s.cfg.MaxPollsPerAddr) {
+		return nil, errf(errcode.RateLimited, "at most %d long polls parked from one address on one node; poll with wait=0 or wait for an answer", s.cfg.MaxPollsPerAddr)
+	}
+	u := "user:" + user
+	if !s.polling.acquire(u, s.cfg.MaxPollsPerUser) {
+		s.polling.release(addr, s.cfg.MaxPollsPerAddr)
+		return nil, errf(errcode.RateLimited, "at most %d long polls parked for one user on one node; poll with wait=0 or wait for an answer", s.cfg.MaxPollsPerUser)
+	}
+	return func() {
+		s.polling.release(u, s.cfg.MaxPollsPerUser)
+		s.polling.release(addr, s.cfg.MaxPollsPerAddr)
+	}, nil
+}
