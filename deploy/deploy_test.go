@@ -28,9 +28,11 @@ import (
 // as documents; the nginx config is checked by nginx itself (nginx -t) on
 // the loopback rendering that cluster.sh and the end-to-end tests run.
 
-// composeFile is the part of the Compose specification the file uses.
+// composeFile is the part of the Compose specification the file uses. It
+// has no top-level name: Debian's docker-compose 1.29 refuses one ("'name'
+// does not match any of the regexes: '^x-'"), so readCompose rejects it
+// like any other key but services, volumes and the x- extensions.
 type composeFile struct {
-	Name     string                    `yaml:"name"`
 	Services map[string]composeService `yaml:"services"`
 	Volumes  map[string]any            `yaml:"volumes"`
 	// Extensions are the x- fields that hold the YAML anchors.
@@ -77,9 +79,34 @@ func readCompose(t *testing.T) composeFile {
 	dec.KnownFields(true) // a misspelt key is an error, not a silent default
 	require.NoError(t, dec.Decode(&f))
 	for key := range f.Extensions {
-		require.True(t, strings.HasPrefix(key, "x-"), "unknown top-level key %q", key)
+		require.True(t, strings.HasPrefix(key, "x-"), "top-level key %q: Compose v1.29 accepts only services, volumes, networks, secrets, configs, version and x- extensions", key)
 	}
 	return f
+}
+
+// TestComposeV1 has the Compose implementations on this machine parse the
+// file: Debian 12's docker-compose 1.29 (python; .ci/run installs it) and
+// Compose v2 (`docker compose`) when its plugin is installed. `config -q`
+// validates the file without a Docker daemon.
+func TestComposeV1(t *testing.T) {
+	ran := 0
+	if _, err := exec.LookPath("docker-compose"); err == nil {
+		out, err := exec.Command("docker-compose", "-f", composePath, "config", "-q").CombinedOutput()
+		assert.NoError(t, err, "docker-compose 1.x refuses the file:\n%s", out)
+		ran++
+	} else if redistest.Strict() {
+		t.Fatal("docker-compose (Debian's Compose v1.29) is not installed (CHATD_TEST_STRICT=1)")
+	}
+	if _, err := exec.LookPath("docker"); err == nil {
+		if exec.Command("docker", "compose", "version").Run() == nil {
+			out, err := exec.Command("docker", "compose", "-f", composePath, "config", "-q").CombinedOutput()
+			assert.NoError(t, err, "docker compose (v2) refuses the file:\n%s", out)
+			ran++
+		}
+	}
+	if ran == 0 {
+		t.Skip("neither docker-compose nor docker compose is installed")
+	}
 }
 
 // composeDefault resolves "${VAR:-default}" the way Compose does with VAR

@@ -6,10 +6,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/chatdtest"
+	"github.com/chatd/chatd/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
@@ -184,4 +187,61 @@ func TestGettingStartedCommands(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, checked, 10, "commands checked")
+}
+
+// redisStep is the guide's throwaway-Redis step: the lines of step 5's
+// first sh block up to the one that runs redis-server, with 6379 made
+// port.
+func redisStep(t *testing.T, port int) string {
+	t.Helper()
+	for _, b := range blocks(t) {
+		if b.lang != "sh" {
+			continue
+		}
+		for i, l := range b.lines {
+			if strings.Contains(l, "redis-server") {
+				return strings.ReplaceAll(strings.Join(b.lines[:i+1], "\n"), "6379", strconv.Itoa(port))
+			}
+		}
+	}
+	t.Fatal("the guide has no redis-server step")
+	return ""
+}
+
+// The guide's Redis step fails loudly when its port answers already (a
+// bare `redis-server --daemonize yes` exits 0 there and starts nothing,
+// and the guide's two nodes would share someone else's Redis), and starts
+// a Redis that answers when the port is free.
+func TestGettingStartedRedisStep(t *testing.T) {
+	if !redistest.Available() {
+		if redistest.Strict() {
+			t.Fatal("redis-server is not installed (CHATD_TEST_STRICT=1)")
+		}
+		t.Skip("redis-server is not installed")
+	}
+
+	t.Run("a port that answers already fails the step", func(t *testing.T) {
+		other := redistest.StartServer(t, redistest.Options{})
+		_, p, err := net.SplitHostPort(other.Addr)
+		require.NoError(t, err)
+		port, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		out, err := exec.Command("sh", "-c", redisStep(t, port)).CombinedOutput()
+		assert.Error(t, err, "the step succeeded on a port another Redis holds:\n%s", out)
+		assert.Contains(t, string(out), "answers already", "the step says why")
+	})
+
+	t.Run("a free port gets a Redis that answers", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		require.NoError(t, l.Close())
+		out, err := exec.Command("sh", "-c", redisStep(t, port)).CombinedOutput()
+		t.Cleanup(func() { _ = exec.Command("redis-cli", "-p", strconv.Itoa(port), "shutdown", "nosave").Run() })
+		require.NoError(t, err, "%s", out)
+		assert.Eventually(t, func() bool {
+			pong, err := exec.Command("redis-cli", "-p", strconv.Itoa(port), "ping").Output()
+			return err == nil && strings.TrimSpace(string(pong)) == "PONG"
+		}, 20*time.Second, 50*time.Millisecond, "the guide's Redis does not answer on %d", port)
+	})
 }

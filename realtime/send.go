@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -134,6 +135,12 @@ func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (
 	}
 	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return ch.restInRoom(ctx, p, room) }}
 	res := ch.send(ctx, s, []sayReq{{room: room, text: text, ref: key}})[0]
+	if errors.Is(res.err, rooms.ErrNotSeated) {
+		// Say why: a REST client that stopped polling lost its seat, and
+		// nothing else tells it so.
+		return rooms.Message{}, fmt.Errorf("%w: you hold no seat in %s: you never joined it, you left it, or your seat lapsed because the session did not poll (a REST session keeps its seats by polling GET /api/v1/poll at least once every %s, seat.lease_seconds); join the room again",
+			rooms.ErrNotSeated, room, humanDuration(ch.lease()))
+	}
 	return res.msg, res.err
 }
 

@@ -619,6 +619,17 @@ func TestPollRenewsTheCallersSeats(t *testing.T) {
 	assert.Empty(t, msgs, "and from his messages")
 	p := c.presence(c.nodes[0], alice, "bob")
 	assert.Empty(t, p.Rooms)
+
+	// and a post of his says why he holds no seat
+	status, body, _, err := c.call(c.nodes[1], "POST", "/api/v1/rooms/"+room.ID+"/messages", bob, map[string]string{"text": "still here?"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 403, status, "%s", body)
+	assert.Equal(t, "not_seated", errCode(body))
+	var e struct{ Error struct{ Message string } }
+	require.NoError(t, json.Unmarshal(body, &e))
+	assert.Contains(t, e.Error.Message, room.ID, "the message names the room")
+	assert.Contains(t, e.Error.Message, "seat.lease_seconds", "the message names the lease that lapsed")
+	assert.Contains(t, e.Error.Message, "2 seconds", "the message gives the lease in force")
 }
 
 // cmdLog is a go-redis hook on one node's own client that records every

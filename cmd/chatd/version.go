@@ -9,7 +9,8 @@ import (
 )
 
 // buildInfo is what the binary knows of its own build, from
-// runtime/debug.ReadBuildInfo: the module version ("(devel)" for a build
+// runtime/debug.ReadBuildInfo: the version (the stamped release version,
+// else the module version: "(devel)" for a build
 // from a checkout without a version tag, or a pseudo-version), the VCS
 // revision and whether the work tree had uncommitted changes (go build
 // stamps both when it runs in a git checkout; -buildvcs=false or a build
@@ -21,14 +22,22 @@ type buildInfo struct {
 	GoVersion string
 }
 
+// version is the release version that scripts/release.sh and
+// deploy/Dockerfile stamp with -ldflags "-X main.version=vX.Y.Z". Empty in
+// any other build, which reports the module version of its build info.
+var version string
+
 func readBuildInfo() buildInfo {
 	b := buildInfo{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
+	if ok && bi.Main.Version != "" {
+		b.Version = bi.Main.Version
+	}
+	if version != "" {
+		b.Version = version
+	}
 	if !ok {
 		return b
-	}
-	if bi.Main.Version != "" {
-		b.Version = bi.Main.Version
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {

@@ -17,7 +17,9 @@ import {backoffDelay, linkSignals, sleep} from './backoff.js';
 
 /**
  * @typedef {object} HttpOptions
- * @property {string} baseUrl the server's origin (and path prefix, if any), e.g. `https://chat.example.com`
+ * @property {string} [baseUrl] the server's origin (and path prefix, if any), e.g. `https://chat.example.com`
+ * @property {string[]} [baseUrls] several nodes (or balancers) to use in turn, instead of baseUrl: requests go to
+ *   the current one, and a failure that says it is down (no answer, 502, 503, 504) moves to the next
  * @property {() => string | undefined} token the bearer token to send, read at each request
  * @property {typeof fetch} [fetch] default globalThis.fetch
  * @property {number} [retries] retries of a retryable request (default 2)
@@ -41,8 +43,14 @@ import {backoffDelay, linkSignals, sleep} from './backoff.js';
 export class Http {
   /** @param {HttpOptions} o */
   constructor(o) {
-    if (!o.baseUrl) throw new TypeError('chatd: baseUrl is required, e.g. "https://chat.example.com"');
-    this.baseUrl = o.baseUrl.replace(/\/+$/, '');
+    const urls = o.baseUrls?.length ? o.baseUrls : o.baseUrl ? [o.baseUrl] : [];
+    if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || u === '')) {
+      throw new TypeError('chatd: baseUrl (or baseUrls) is required, e.g. "https://chat.example.com"');
+    }
+    /** the base URLs, in the order they are tried */
+    this.urls = urls.map((u) => u.replace(/\/+$/, ''));
+    /** @private index of the base URL in use */
+    this.current = 0;
     this.token = o.token;
     const f = o.fetch ?? globalThis.fetch;
     if (typeof f !== 'function') throw new TypeError('chatd: no fetch: pass the fetch option');
@@ -55,6 +63,23 @@ export class Http {
     this.onRetry = o.onRetry;
   }
 
+  /** baseUrl is the base URL in use: the first one until a request to it failed. */
+  get baseUrl() {
+    return this.urls[this.current];
+  }
+
+  /**
+   * failed moves to the next base URL after one that seems down — unless
+   * another request moved already.
+   * @param {string} base
+   * @private
+   */
+  failed(base) {
+    if (this.urls.length > 1 && this.urls[this.current] === base) {
+      this.current = (this.current + 1) % this.urls.length;
+    }
+  }
+
   /**
    * request calls method /api/v1+path and returns the decoded answer;
    * a non-2xx answer throws a ChatdError with the server's code.
@@ -65,10 +90,15 @@ export class Http {
    */
   async request(method, path, o = {}) {
     for (let attempt = 0; ; attempt++) {
+      const base = this.baseUrl;
       try {
-        return await this.once(method, path, o);
+        return await this.once(method, path, o, base);
       } catch (err) {
         const e = /** @type {ChatdError} */ (err);
+        // A node that does not answer, or a balancer that says its node
+        // does not: the next request (this one's retry, or the next call)
+        // goes to the next base URL.
+        if (e.code === ClientCodes.NETWORK || e.status === 502 || e.status === 503 || e.status === 504) this.failed(base);
         if (!o.retry || !e.retryable || attempt >= this.retries || o.signal?.aborted) throw e;
         let delay = backoffDelay(attempt, this.backoff);
         if (e.retryAfter !== undefined) {
@@ -85,9 +115,10 @@ export class Http {
    * url is the address of path with query (undefined values left out).
    * @param {string} path
    * @param {Record<string, string | number | undefined>} [query]
+   * @param {string} [base] default the base URL in use
    */
-  url(path, query) {
-    let u = `${this.baseUrl}/api/v1${path}`;
+  url(path, query, base = this.baseUrl) {
+    let u = `${base}/api/v1${path}`;
     if (query) {
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, String(v));
@@ -101,8 +132,9 @@ export class Http {
    * @param {string} method
    * @param {string} path
    * @param {RequestOptions} o
+   * @param {string} base
    */
-  async once(method, path, o) {
+  async once(method, path, o, base) {
     if (o.signal?.aborted) throw abortError(o.signal);
     /** @type {Record<string, string>} */
     const headers = {Accept: 'application/json'};
@@ -115,7 +147,7 @@ export class Http {
     let res;
     let text;
     try {
-      res = await f(this.url(path, o.query), {
+      res = await f(this.url(path, o.query, base), {
         method,
         headers,
         body: o.body === undefined ? undefined : JSON.stringify(o.body),

@@ -90,7 +90,7 @@ export class RealtimeClient extends TypedEventTarget {
     this.says = new Map();
     /** @private @type {Map<string, {room: string, resolve: () => void, reject: (e: ChatdError) => void}>} */
     this.leaves = new Map();
-    /** @private @type {Map<string, {room: string, resolve: (r: Room) => void, reject: (e: ChatdError) => void}>} */
+    /** @private @type {Map<string, {room: string, after?: string, resolve: (r: Room) => void, reject: (e: ChatdError) => void}>} */
     this.enters = new Map();
     /** @private @type {Map<string, string>} resume ref → room, on the current connection */
     this.resumes = new Map();
@@ -376,7 +376,7 @@ export class RealtimeClient extends TypedEventTarget {
     }
     for (const [ref, l] of this.leaves) this.sendLeave(ref, l.room);
     for (const [ref, j] of this.joins) this.send({type: 'join', lobby: j.lobby, ref});
-    for (const [ref, e] of this.enters) this.send({type: 'resume', room: e.room, ref});
+    for (const [ref, e] of this.enters) this.send(enterFrame(e.room, e.after, ref));
     for (const [ref, s] of this.says) {
       if (s.sent > 0) this.stats.resent++;
       this.sendSay(ref, s);
@@ -398,7 +398,13 @@ export class RealtimeClient extends TypedEventTarget {
     if (!room || typeof room.id !== 'string') return;
     const had = this.roomMap.get(room.id);
     if (had) had.room = room;
-    else this.roomMap.set(room.id, {room, lastId: undefined});
+    else {
+      // An enter after a kept position starts the room there: what the
+      // replay sends again is dropped, and a reconnect resumes from it.
+      let after;
+      for (const e of this.enters.values()) if (e.room === room.id && e.after) after = e.after;
+      this.roomMap.set(room.id, {room, lastId: after});
+    }
     for (const [ref, id] of this.resumes) if (id === room.id) this.resumes.delete(ref);
     for (const [ref, e] of this.enters) {
       if (e.room === room.id) {
@@ -599,8 +605,17 @@ export class RealtimeClient extends TypedEventTarget {
    * room of other players; `unknown_room`, `room_full`,
    * `seated_elsewhere`). A room the client is in already resolves at
    * once. While disconnected it waits for the next connection.
+   *
+   * With `after`, a position the application kept (the `lastId` of
+   * `rooms()`, saved before a page reload or a restart), the server
+   * replays the messages after it instead of the latest 50, and the
+   * client drops any it is sent again: nothing missed, nothing twice. A
+   * position no longer in history is a `resume_gap` event, then the
+   * latest messages. Over the SSE fallback, `after` is not sent
+   * (`POST /rooms/{room}/join` replays nothing): read what was missed
+   * with `ChatdClient.history(room, {after})`.
    * @param {string} room
-   * @param {{signal?: AbortSignal}} [o]
+   * @param {{signal?: AbortSignal, after?: string}} [o]
    * @returns {Promise<Room>}
    */
   enter(room, o = {}) {
@@ -610,8 +625,8 @@ export class RealtimeClient extends TypedEventTarget {
         resolve(have.room);
         return () => {};
       }
-      this.enters.set(ref, {room, resolve, reject});
-      this.send({type: 'resume', room, ref});
+      this.enters.set(ref, {room, after: o.after || undefined, resolve, reject});
+      this.send(enterFrame(room, o.after, ref));
       return () => this.enters.delete(ref);
     });
   }
@@ -757,6 +772,17 @@ export class RealtimeClient extends TypedEventTarget {
       signal?.addEventListener('abort', onAbort, {once: true});
     });
   }
+}
+
+/**
+ * enterFrame is the resume frame of an enter: after the kept position, if any.
+ * @param {string} room
+ * @param {string | undefined} after
+ * @param {string} ref
+ * @returns {Record<string, unknown>}
+ */
+function enterFrame(room, after, ref) {
+  return after ? {type: 'resume', room, after, ref} : {type: 'resume', room, ref};
 }
 
 /**

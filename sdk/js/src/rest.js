@@ -25,7 +25,10 @@ import {RealtimeClient} from './realtime.js';
 
 /**
  * @typedef {object} ClientOptions
- * @property {string} baseUrl the server's origin, e.g. `https://chat.example.com` (the API is under /api/v1)
+ * @property {string} [baseUrl] the server's origin, e.g. `https://chat.example.com` (the API is under /api/v1)
+ * @property {string[]} [baseUrls] several nodes to use in turn, instead of baseUrl: a request goes to the current
+ *   one; one that finds it down (no answer, 502, 503, 504) moves to the next, and is sent there again if it is
+ *   safe to repeat. realtime() gets the same list, as WebSocket URLs
  * @property {string} [token] a token to reuse (from an earlier signIn, or a login service under --auth jwt)
  * @property {string} [user] the user of that token, if known
  * @property {typeof fetch} [fetch] default globalThis.fetch
@@ -75,9 +78,14 @@ export class ChatdClient {
     this.http = new Http({...o, token: () => this.token});
   }
 
-  /** baseUrl is the server's origin the client was made with. */
+  /** baseUrl is the base URL in use: the first of baseUrls until a request found it down. */
   get baseUrl() {
     return this.http.baseUrl;
+  }
+
+  /** baseUrls are the base URLs the client was made with, in the order they are tried. */
+  get baseUrls() {
+    return [...this.http.urls];
   }
 
   // ---- sessions ----
@@ -118,7 +126,7 @@ export class ChatdClient {
    * @returns {Promise<void>}
    */
   async signOut(o = {}) {
-    await this.http.request('DELETE', '/session', {signal: o.signal});
+    await this.http.request('DELETE', '/session', {signal: o.signal, retry: true});
     this.token = undefined;
   }
 
@@ -500,9 +508,9 @@ export class ChatdClient {
    * @returns {RealtimeClient}
    */
   realtime(o = {}) {
-    const ws = this.baseUrl.replace(/^http/, 'ws') + '/ws';
+    const ws = this.http.urls.map((u) => u.replace(/^http/, 'ws') + '/ws');
     return new RealtimeClient({
-      url: ws,
+      url: ws.length === 1 ? ws[0] : ws,
       token: () => this.token ?? '',
       probe: async () => {
         await this.settings();

@@ -9,6 +9,13 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {promisify} from 'node:util';
+import {WebSocket as WsWebSocket} from 'ws';
+
+// Node 20 has no global WebSocket without --experimental-websocket, and the
+// tests run without it: where the runtime has none, the clients the tests
+// make get the `ws` package's (a dev dependency), as an application on
+// Node 20 passes it (RealtimeOptions.WebSocket). Node 22+ uses its own.
+if (!globalThis.WebSocket) globalThis.WebSocket = /** @type {any} */ (WsWebSocket);
 
 const run = promisify(execFile);
 

@@ -6,6 +6,7 @@ import {test, before, after} from 'node:test';
 import assert from 'node:assert/strict';
 import {ChatdClient, RealtimeClient, ChatdError, ErrorCodes, CloseReasons, CloseCodes} from '../src/index.js';
 import {cluster, admin, uniqueName, eventually} from './harness.js';
+import {WebSocket as WsWebSocket} from 'ws';
 
 /** @type {Awaited<ReturnType<typeof cluster>>} */
 let c;
@@ -100,10 +101,10 @@ test('say, ack and delivery across nodes; presence, typing, read marks, ping; a 
   assert.equal(x.rt.rooms()[0].lastId, ack.id);
 });
 
-test('unbatched, with the WebSocket constructor given explicitly', {timeout: 30000}, async () => {
+test('unbatched, with the WebSocket constructor given explicitly (the ws package\'s, as on Node 20)', {timeout: 30000}, async () => {
   const api = new ChatdClient({baseUrl: c.nodes[0].url});
   await api.signIn(uniqueName());
-  const rt = new RealtimeClient({url: c.nodes[0].ws, token: /** @type {string} */ (api.token), WebSocket: globalThis.WebSocket, batch: false});
+  const rt = new RealtimeClient({url: c.nodes[0].ws, token: /** @type {string} */ (api.token), WebSocket: /** @type {any} */ (WsWebSocket), batch: false});
   clients.push(rt);
   await rt.connect();
   const room = await rt.join(uniqueName('lob'));
