@@ -38,6 +38,7 @@ type Feed struct {
 	mu       sync.Mutex
 	last     string // id of the last message delivered; "" = none yet
 	since    string // every message after it reaches Live (LiveAfter); "" = not known
+	rewound  bool   // the next CatchUp reads the latest messages (Rewind)
 	catching bool   // CatchUp runs: live messages are held
 	held     []heldMessage
 	heldB    int  // bytes held
@@ -113,14 +114,14 @@ func (f *Feed) LiveAfter(id string) {
 	f.since = id
 }
 
-// Rewind forgets the position: the next CatchUp reads the latest messages
-// (the position was trimmed from the history, or Redis lost the stream; the
-// caller has told the receiver so). Ids are still compared, so nothing
-// already delivered comes again.
+// Rewind makes the next CatchUp read the latest messages rather than after
+// the position (it was trimmed from the history, or Redis lost the stream;
+// the caller has told the receiver so). The position stays the floor ids
+// are compared with, so nothing already delivered comes again.
 func (f *Feed) Rewind() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.last = ""
+	f.rewound = true
 }
 
 // atPosition runs fn with the feed's position, under its lock: no message
@@ -164,8 +165,8 @@ const (
 	pageSize  = 100
 )
 
-// CatchUp delivers the history, then goes live. With an empty position it
-// delivers the latest `latest` messages — and, when the feed knows where
+// CatchUp delivers the history, then goes live. With an empty position (or
+// after Rewind) it delivers the latest `latest` messages not delivered yet — and, when the feed knows where
 // its receiver went live (LiveAfter) and that page does not reach back to
 // it, every message after that point instead; otherwise everything after
 // the position, up to max messages (0 = no bound), page by page. pace, when
@@ -173,7 +174,8 @@ const (
 // to drain), so a large replay never piles up in a send queue. A position
 // no longer in the history returns rooms.ErrResumeGap — before anything was
 // delivered when the first read finds it, or after the pages delivered so
-// far when the history was trimmed under a long read; the caller decides
+// far when the history was trimmed under a long read, or when max was
+// reached short of messages the receiver is owed; the caller decides
 // (typically: tell the receiver, Rewind, then CatchUp again). It never
 // skips silently. Live messages held meanwhile are delivered after the
 // history; if too many arrived they were dropped and are read from the
@@ -183,7 +185,7 @@ const (
 // caller may retry or drop it.
 func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace func(context.Context) error) error {
 	f.mu.Lock()
-	fromLatest := f.last == ""
+	fromLatest := f.last == "" || f.rewound
 	since := f.since
 	f.mu.Unlock()
 	if fromLatest {
@@ -191,14 +193,17 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 		if err != nil {
 			return err
 		}
-		if since != "" && len(msgs) == latest && latest > 0 && msgs[0].ID > since {
-			// More than a page arrived since the receiver went live: read
-			// them all, from where it went live, rather than skip them.
-			f.mu.Lock()
-			if f.last == "" {
-				f.last = since
-			}
-			f.mu.Unlock()
+		f.mu.Lock()
+		f.rewound = false
+		// More than a page arrived since the receiver went live, and it
+		// has not got them: read them all, from where it went live,
+		// rather than skip them.
+		owed := since != "" && since > f.last && len(msgs) == latest && latest > 0 && msgs[0].ID > since
+		if owed {
+			f.last = since
+		}
+		f.mu.Unlock()
+		if owed {
 			max = 0
 		} else {
 			f.page(msgs)
@@ -239,11 +244,21 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 				continue
 			}
 		}
-		if f.tryGoLive() {
+		if n == 0 {
+			// max reached: what lies between the position and the live
+			// messages is not replayed. When the receiver is owed some of
+			// it (messages up to where it went live, or held ones that were
+			// dropped), that is a gap it must be told of.
+			f.mu.Lock()
+			hole := f.overflow || (since != "" && f.last < since)
+			f.mu.Unlock()
+			if hole {
+				return rooms.ErrResumeGap
+			}
+			f.GoLive()
 			return nil
 		}
-		if n == 0 { // max reached: held messages dropped past it are not replayed
-			f.GoLive()
+		if f.tryGoLive() {
 			return nil
 		}
 	}

@@ -245,3 +245,50 @@ func TestFeedJoinNeverSkipsWhatArrivedLive(t *testing.T) {
 		})
 	}
 }
+
+// A history trimmed under a long replay, or a replay that reaches its max
+// short of where the receiver went live, is a gap the caller is told of
+// (then it rewinds and reads the latest): never a silent skip, never a
+// message twice.
+func TestFeedGapsAreReportedAndRewindDeliversNothingTwice(t *testing.T) {
+	t.Run("trimmed under the replay", func(t *testing.T) {
+		h := &history{}
+		for range 400 {
+			h.append(func(string, []byte) {})
+		}
+		var s sink
+		f := NewFeed(id(10), s.deliver)
+		f.LiveAfter(id(400))
+		reads := 0
+		hook := func() {
+			if reads++; reads == 2 {
+				h.mu.Lock()
+				h.trimmed = 300 // ids up to 300 are gone
+				h.mu.Unlock()
+			}
+		}
+		err := f.CatchUp(context.Background(), h.read(hook), JoinHistory, ResumeMax, nil)
+		require.ErrorIs(t, err, rooms.ErrResumeGap)
+		checkOnceInOrder(t, s.ids, 11, 110) // the first page, then the gap
+		f.Rewind()
+		require.NoError(t, f.CatchUp(context.Background(), h.read(nil), JoinHistory, ResumeMax, nil))
+		h.append(f.Live)
+		got := s.ids[100:]
+		checkOnceInOrder(t, got, 401-JoinHistory, 401)
+	})
+	t.Run("max reached short of where the receiver went live", func(t *testing.T) {
+		h := &history{}
+		for range 300 {
+			h.append(func(string, []byte) {})
+		}
+		var s sink
+		f := NewFeed(id(1), s.deliver)
+		f.LiveAfter(id(300))
+		err := f.CatchUp(context.Background(), h.read(nil), JoinHistory, 120, nil)
+		require.ErrorIs(t, err, rooms.ErrResumeGap, "messages 122 to 300 would be skipped")
+		checkOnceInOrder(t, s.ids, 2, 121)
+		f.Rewind()
+		require.NoError(t, f.CatchUp(context.Background(), h.read(nil), JoinHistory, 120, nil))
+		checkOnceInOrder(t, s.ids[120:], 301-JoinHistory, 300)
+	})
+}
