@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,4 +77,47 @@ func TestAJoinWhoseHistoryReadStallsGetsEveryMessageAfterJoined(t *testing.T) {
 	sent = append(sent, live)
 	fa.wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fa.messages(room), live) })
 	assert.Equal(t, sent, fa.messages(room), "every message sent after joined, once, in order")
+}
+
+// TestAGapNoReadCanFillIsToldAndCounted: a node's pub/sub connection
+// drops while its room's history lost what the node delivered last (trimmed
+// past it, or Redis lost the stream). The gap fill cannot read after it:
+// every local member is told (resume_gap, naming the room), the gap is
+// counted (chatd_room_gaps_unfilled_total), and the room goes on live. It
+// used to re-read the latest window and say nothing.
+func TestAGapNoReadCanFillIsToldAndCounted(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	reg := prometheus.NewRegistry()
+	n1 := startNode(t, r, "n1")
+	n2 := startNode(t, r, "n2", func(c *Config) { c.Registerer = reg })
+	a, fa := n1.connect(t, "alice")
+	b, fb := n2.connect(t, "bob")
+	room := n1.joinRoom(t, a, fa, "lost")
+	n2.joinRoom(t, b, fb, "lost")
+	n1.say(t, a, fa, room, "before", "r0")
+	fb.wait(t, "the first message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
+
+	ctx := context.Background()
+	keys, err := r.Client.Keys(ctx, r.Prefix+"*history*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	require.NoError(t, r.Client.Del(ctx, keys[0]).Err()) // Redis lost the stream
+	require.NoError(t, r.Client.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+
+	e := fb.first(t, "error", func(m map[string]any) bool { return m["code"] == "resume_gap" })
+	assert.Equal(t, room, e["room"])
+	unfilled := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "chatd_room_gaps_unfilled_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	assert.Equal(t, float64(1), unfilled())
+	after := n1.say(t, a, fa, room, "after", "r1")
+	fb.wait(t, "live again", func([]map[string]any) bool { return slices.Contains(fb.messages(room), after) })
 }
