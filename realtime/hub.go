@@ -214,8 +214,8 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) (s
 		r.mu.Unlock()
 		if !gone {
 			if since == "" {
-				// added before the room feed went live (or while a fill
-				// rewound it): it delivers everything after its start
+				// added before the room feed went live: it delivers
+				// everything after its start
 				since = r.start
 			}
 			return since, nil
