@@ -204,7 +204,9 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 		}
 		f.mu.Unlock()
 		if owed {
-			max = 0
+			// They would have gone out live, unpaced: so do they now. A
+			// paced replay of them could outlast the join's deadline.
+			max, pace = 0, nil
 		} else {
 			f.page(msgs)
 			if f.tryGoLive() {
