@@ -292,8 +292,12 @@ func (cn *Conn) delay(reason CloseReason, fails int) time.Duration {
 	return b.Delay(fails)
 }
 
+// roomStart is the position before a room's first message: a resume after
+// it replays the room from its oldest message (docs/PROTOCOL.md).
+const roomStart = "0-0"
+
 // install makes s the Conn's socket: every room followed is resumed after
-// its last message, then every call without an answer is sent again, in
+// its last message (or from the room's start when none came yet), then every call without an answer is sent again, in
 // its order (the same frame, with the same ref).
 func (cn *Conn) install(s *socket, reconnect bool) {
 	cn.mu.Lock()
@@ -311,6 +315,11 @@ func (cn *Conn) install(s *socket, reconnect bool) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		after := cn.rooms[id].lastID
+		if after == "" {
+			// in the room, nothing received yet: everything sent since is
+			// ours (a resume without after would be a join: the latest 50)
+			after = roomStart
+		}
 		o := &op{kind: opResume, room: id, after: after, internal: true, ref: cn.newRef(opResume)}
 		o.frame, _ = encodeFrame(outFrame{Type: "resume", Room: id, After: after, Ref: o.ref})
 		cn.byRef[o.ref] = o

@@ -216,3 +216,56 @@ func onlyFrom(ms []client.Message, from string) []client.Message {
 	}
 	return out
 }
+
+// A Conn that joined a room with no message yet and lost its node before
+// any came has no last id to resume after: it used to resume without one,
+// which is a join (the latest 50), and silently missed the rest of what
+// was sent while it was away (issue #38). It resumes from the room's start
+// instead and gets every message, once, in order.
+func TestReconnectResumesARoomJoinedEmpty(t *testing.T) {
+	skipShort(t)
+	cl := chatdtest.Start(t, chatdtest.Options{Nodes: 2})
+	ctx := ctxT(t)
+	_, err := adminOf(t, cl).SetSetting(ctx, "rate.messages_per_second", 1000)
+	require.NoError(t, err)
+	urls := cl.URLs()
+	gate := make(chan struct{})
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	rx := newClient(t, "rx", client.Config{NodeURLs: urls, Backoff: client.Backoff{Min: 50 * time.Millisecond, Max: time.Second}, NextURL: func(string) string {
+		<-gate
+		return urls[1]
+	}})
+	tx := newClient(t, "tx", client.Config{BaseURL: urls[1]})
+	crx, rrx := connect(t, rx, client.ConnOptions{})
+	ctx2, _ := connect(t, tx, client.ConnOptions{})
+	require.Equal(t, "n1", crx.Node())
+	t.Cleanup(open)
+	room, err := crx.Join(ctx, "empty")
+	require.NoError(t, err)
+	_, err = ctx2.Join(ctx, "empty")
+	require.NoError(t, err)
+	require.Equal(t, "", crx.LastID(room.ID), "nothing received yet")
+	require.Eventually(t, func() bool {
+		s, err := tx.Settings(ctx)
+		return err == nil && s.Values["rate.messages_per_second"] == float64(1000)
+	}, wait, 20*time.Millisecond)
+
+	cl.Nodes[0].Kill()
+	rrx.waitFor(t, "the disconnect", func(evs []client.Event) bool {
+		return has(evs, func(e client.DisconnectedEvent) bool { return !e.Final })
+	})
+	// more than the 50 a join replays, sent while the receiver is away
+	const total = 150
+	for i := range total {
+		_, err := ctx2.Say(ctx, room.ID, fmt.Sprintf("tx %d", i))
+		require.NoError(t, err)
+	}
+	open()
+	evs := rrx.waitFor(t, "every message", func(evs []client.Event) bool { return len(messages(evs, room.ID)) >= total })
+	hist, err := tx.History(ctx, room.ID, client.HistoryOptions{Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, hist, total)
+	assert.Equal(t, ids(hist), ids(messages(evs, room.ID)), "every message once, in order")
+	assert.False(t, has(evs, func(client.ResumeGapEvent) bool { return true }), "no gap to report")
+}

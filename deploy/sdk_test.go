@@ -57,6 +57,7 @@ type sdkMember struct {
 	lost     []string                    // rooms lost (RoomLostEvent)
 	final    error                       // the final disconnect, if any
 	discs    int                         // disconnects
+	lastDisc error                       // why the last disconnect happened
 	readDone chan struct{}
 }
 
@@ -91,6 +92,7 @@ func (m *sdkMember) read() {
 			m.lost = append(m.lost, ev.Room)
 		case client.DisconnectedEvent:
 			m.discs++
+			m.lastDisc = ev.Err
 			if ev.Final {
 				m.final = ev.Err
 			}

@@ -256,16 +256,23 @@ func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after str
 	f := NewFeed(after, func(_ string, frame []byte) { c.Send(frame) })
 	c.feeds[room.ID] = f
 	c.fmu.Unlock()
-	if err := ch.hub.addToRoom(ctx, room.ID, c, f); err != nil {
+	since, err := ch.hub.addToRoom(ctx, room.ID, c, f)
+	if err != nil {
 		c.dropFeed(room.ID)
 		return err
 	}
+	f.LiveAfter(since) // whenever the read below runs, nothing after since is skipped
 	// Other nodes learn the user is here before the client hears it joined.
 	ch.touchUser(ctx, c.p.User)
 	c.SendJSON(map[string]any{"type": "joined", "room": room})
 	read := ch.reader(room.ID)
-	err := f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
+	err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
 	if errors.Is(err, rooms.ErrResumeGap) {
+		if after == "" {
+			// a join whose own start was trimmed before it could read
+			ch.env.m.gapsUnfilled.Inc()
+			ch.log.Warn("join could not read from where it went live: client told", "room", room.ID, "user", c.p.User)
+		}
 		c.SendError(string(errcode.ResumeGap), "the message to resume after is no longer in the history; showing the latest messages", room.ID, "")
 		f.Rewind()
 		err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)

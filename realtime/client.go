@@ -344,17 +344,28 @@ func (c *Client) Closing() bool {
 }
 
 // waitDrained waits until the client's queue holds less than drainedBytes:
-// the pace of replays.
+// the pace of replays. A client whose writer stalls meanwhile with more than
+// softQueueBytes queued is closed as too slow, as Send closes it: a replay
+// waiting on a peer that stopped reading must not hold its join (and its
+// held live messages) until the frame's deadline.
 func (c *Client) waitDrained(ctx context.Context) error {
 	for {
 		c.qmu.Lock()
-		q, closing := c.queued, c.closing
+		q, closing, since := c.queued, c.closing, c.since
 		c.qmu.Unlock()
 		if closing {
 			return ErrClientClosed
 		}
 		if q < drainedBytes {
 			return nil
+		}
+		if q > softQueueBytes && c.env.clock.Now().Sub(since) > stallTimeout {
+			c.env.m.slowClients.Inc()
+			c.Close(CloseTryLater, "send queue full: you are reading too slowly")
+			if a, ok := c.t.(Aborter); ok {
+				a.Abort()
+			}
+			return ErrClientClosed
 		}
 		t := time.NewTimer(50 * time.Millisecond)
 		select {

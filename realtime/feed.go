@@ -10,8 +10,9 @@ import (
 )
 
 // ReadFunc reads up to limit messages of one room after the message id
-// after, oldest first; after == "" means the latest limit messages. It
-// returns rooms.ErrResumeGap when after is no longer in the history.
+// after, oldest first; after == "" means the latest limit messages and
+// after == StreamStart the oldest ones. It returns rooms.ErrResumeGap when
+// after is no longer in the history.
 type ReadFunc func(ctx context.Context, after string, limit int) ([]rooms.Message, error)
 
 // DeliverFunc hands one message event (id, encoded frame) on, in order. It
@@ -36,6 +37,8 @@ type Feed struct {
 
 	mu       sync.Mutex
 	last     string // id of the last message delivered; "" = none yet
+	since    string // every message after it reaches Live (LiveAfter); "" = not known
+	rewound  bool   // the next CatchUp reads the latest messages (Rewind)
 	catching bool   // CatchUp runs: live messages are held
 	held     []heldMessage
 	heldB    int  // bytes held
@@ -92,13 +95,41 @@ func (f *Feed) Live(id string, frame []byte) {
 	f.deliver(id, frame)
 }
 
-// Rewind forgets the position: the next CatchUp reads the latest messages
-// (the position was trimmed from the history, or Redis lost the stream).
-// Ids are still compared, so nothing already delivered comes again.
+// StreamStart is the position before a room's first message: a feed at
+// StreamStart has every message of the room to deliver, and a ReadFunc
+// given it reads from the oldest message. rooms.History reads "0-0" so.
+const StreamStart = "0-0"
+
+// LiveAfter records where the feed's receiver went live: every message
+// after id (StreamStart: every message) reaches Live, held while the feed
+// catches up. A catch-up without a position (a join) then never moves past
+// one of them: when the latest page it reads does not reach back to id,
+// more than that page arrived live since, and it delivers everything after
+// id instead. Without it a join that reads late (its node stalled between
+// subscribing and reading) would deliver the latest page and drop the
+// older held messages as delivered: the receiver would silently miss them.
+func (f *Feed) LiveAfter(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.since = id
+}
+
+// Rewind makes the next CatchUp read the latest messages rather than after
+// the position (it was trimmed from the history, or Redis lost the stream;
+// the caller has told the receiver so). The position stays the floor ids
+// are compared with, so nothing already delivered comes again.
 func (f *Feed) Rewind() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.last = ""
+	f.rewound = true
+}
+
+// atPosition runs fn with the feed's position, under its lock: no message
+// is delivered while fn runs.
+func (f *Feed) atPosition(fn func(last string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.last)
 }
 
 // StartAt sets the position of a feed that has none yet, and goes live:
@@ -134,34 +165,57 @@ const (
 	pageSize  = 100
 )
 
-// CatchUp delivers the history, then goes live. With an empty position it
-// delivers the latest `latest` messages; otherwise everything after the
-// position, up to max messages (0 = no bound), page by page. pace, when set,
-// is called before each page and may wait (for the receiver's writer to
-// drain), so a large replay never piles up in a send queue. A position no
-// longer in the history returns rooms.ErrResumeGap before anything was
-// delivered; the caller decides (typically: tell the client, then CatchUp
-// from ""). Live messages held meanwhile are delivered after the history;
-// if too many arrived they were dropped and are read from the history too.
+// CatchUp delivers the history, then goes live. With an empty position (or
+// after Rewind) it delivers the latest `latest` messages not delivered yet — and, when the feed knows where
+// its receiver went live (LiveAfter) and that page does not reach back to
+// it, every message after that point instead; otherwise everything after
+// the position, up to max messages (0 = no bound), page by page. pace, when
+// set, is called before each page and may wait (for the receiver's writer
+// to drain), so a large replay never piles up in a send queue. A position
+// no longer in the history returns rooms.ErrResumeGap — before anything was
+// delivered when the first read finds it, or after the pages delivered so
+// far when the history was trimmed under a long read, or when max was
+// reached short of messages the receiver is owed; the caller decides
+// (typically: tell the receiver, Rewind, then CatchUp again). It never
+// skips silently. Live messages held meanwhile are delivered after the
+// history; if too many arrived they were dropped and are read from the
+// history too.
 //
-// On any other error the feed stays in catch-up, holding live messages, so
-// the caller may retry or drop it.
+// On any error the feed stays in catch-up, holding live messages, so the
+// caller may retry or drop it.
 func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace func(context.Context) error) error {
 	f.mu.Lock()
-	fromLatest := f.last == ""
+	fromLatest := f.last == "" || f.rewound
+	since := f.since
 	f.mu.Unlock()
-	total := 0
 	if fromLatest {
 		msgs, err := read(ctx, "", latest)
 		if err != nil {
 			return err
 		}
-		f.page(msgs)
-		if f.tryGoLive() {
-			return nil
+		f.mu.Lock()
+		f.rewound = false
+		// More than a page arrived since the receiver went live, and it
+		// has not got them: read them all, from where it went live,
+		// rather than skip them.
+		owed := since != "" && since > f.last && len(msgs) == latest && latest > 0 && msgs[0].ID > since
+		if owed {
+			f.last = since
 		}
-		max = 0 // held messages were dropped: read on until caught up
+		f.mu.Unlock()
+		if owed {
+			// They would have gone out live, unpaced: so do they now. A
+			// paced replay of them could outlast the join's deadline.
+			max, pace = 0, nil
+		} else {
+			f.page(msgs)
+			if f.tryGoLive() {
+				return nil
+			}
+			max = 0 // held messages were dropped: read on until caught up
+		}
 	}
+	total := 0
 	for {
 		n := pageSize
 		if max > 0 {
@@ -173,15 +227,17 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 					return err
 				}
 			}
-			var msgs []rooms.Message
-			var err error
-			if total > 0 || fromLatest {
-				// trimmed while we read: what is left is the latest window
-				msgs, _, err = readFrom(ctx, read, f.Last(), n)
-			} else {
-				msgs, err = read(ctx, f.Last(), n)
+			after := f.Last()
+			if after == "" {
+				after = since // an empty stream at the first read: read from where the receiver went live
 			}
+			msgs, err := read(ctx, after, n)
 			if err != nil {
+				if errors.Is(err, rooms.ErrResumeGap) && after == since {
+					f.mu.Lock()
+					f.since = "" // gone: the receiver is told, the latest window follows
+					f.mu.Unlock()
+				}
 				return err
 			}
 			f.page(msgs)
@@ -190,11 +246,21 @@ func (f *Feed) CatchUp(ctx context.Context, read ReadFunc, latest, max int, pace
 				continue
 			}
 		}
-		if f.tryGoLive() {
+		if n == 0 {
+			// max reached: what lies between the position and the live
+			// messages is not replayed. When the receiver is owed some of
+			// it (messages up to where it went live, or held ones that were
+			// dropped), that is a gap it must be told of.
+			f.mu.Lock()
+			hole := f.overflow || (since != "" && f.last < since)
+			f.mu.Unlock()
+			if hole {
+				return rooms.ErrResumeGap
+			}
+			f.GoLive()
 			return nil
 		}
-		if n == 0 { // max reached: held messages dropped past it are not replayed
-			f.GoLive()
+		if f.tryGoLive() {
 			return nil
 		}
 	}

@@ -51,6 +51,12 @@ func (h *history) readHooks(pre, post func()) ReadFunc {
 			from := max(len(h.msgs)-limit, h.trimmed)
 			return append([]rooms.Message(nil), h.msgs[from:]...), nil
 		}
+		if after == StreamStart {
+			if h.trimmed > 0 {
+				return nil, rooms.ErrResumeGap
+			}
+			return append([]rooms.Message(nil), h.msgs[:min(len(h.msgs), limit)]...), nil
+		}
 		i := sort.Search(len(h.msgs), func(i int) bool { return h.msgs[i].ID >= after })
 		if i >= len(h.msgs) || h.msgs[i].ID != after || i < h.trimmed {
 			return nil, rooms.ErrResumeGap
@@ -192,4 +198,97 @@ func TestFeedHoldAgainForAGapFill(t *testing.T) {
 	h.append(f.Live) // a live one after the resubscribe, before the fill
 	require.NoError(t, f.CatchUp(context.Background(), h.read(func() { h.append(f.Live) }), JoinHistory, 0, nil))
 	checkOnceInOrder(t, s.ids, 1, len(h.msgs))
+}
+
+// TestFeedJoinNeverSkipsWhatArrivedLive is issue #38's skip: a join
+// subscribes, says joined, and only then reads "the latest JoinHistory";
+// when its node stalls in between (a SIGSTOP, a busy scheduler) and more
+// than JoinHistory messages arrive live meanwhile, that read starts after
+// messages the receiver was subscribed for. They were held, and dropped as
+// older than the page: the receiver got the last 50 of 600. A join knows
+// where it went live (LiveAfter) and never moves past that point.
+func TestFeedJoinNeverSkipsWhatArrivedLive(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before int // messages in the room before the join
+	}{
+		{"a join of an empty room gets every message sent after it", 0},
+		{"a join of a busy room gets every message sent after it", 80},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &history{}
+			for range tc.before {
+				h.append(func(string, []byte) {})
+			}
+			var s sink
+			f := NewFeed("", s.deliver)
+			since := StreamStart
+			if tc.before > 0 {
+				since = id(tc.before)
+			}
+			f.LiveAfter(since) // subscribed: every message after since reaches Live
+			// the node stalls before its first read; 600 messages pass
+			stalled := false
+			hook := func() {
+				if !stalled {
+					stalled = true
+					for range 600 {
+						h.append(f.Live)
+					}
+				}
+			}
+			require.NoError(t, f.CatchUp(context.Background(), h.read(hook), JoinHistory, ResumeMax, nil))
+			h.append(f.Live)
+			// more than JoinHistory came after the join: it replays all of
+			// them rather than the latest JoinHistory before it
+			checkOnceInOrder(t, s.ids, tc.before+1, tc.before+601)
+		})
+	}
+}
+
+// A history trimmed under a long replay, or a replay that reaches its max
+// short of where the receiver went live, is a gap the caller is told of
+// (then it rewinds and reads the latest): never a silent skip, never a
+// message twice.
+func TestFeedGapsAreReportedAndRewindDeliversNothingTwice(t *testing.T) {
+	t.Run("trimmed under the replay", func(t *testing.T) {
+		h := &history{}
+		for range 400 {
+			h.append(func(string, []byte) {})
+		}
+		var s sink
+		f := NewFeed(id(10), s.deliver)
+		f.LiveAfter(id(400))
+		reads := 0
+		hook := func() {
+			if reads++; reads == 2 {
+				h.mu.Lock()
+				h.trimmed = 300 // ids up to 300 are gone
+				h.mu.Unlock()
+			}
+		}
+		err := f.CatchUp(context.Background(), h.read(hook), JoinHistory, ResumeMax, nil)
+		require.ErrorIs(t, err, rooms.ErrResumeGap)
+		checkOnceInOrder(t, s.ids, 11, 110) // the first page, then the gap
+		f.Rewind()
+		require.NoError(t, f.CatchUp(context.Background(), h.read(nil), JoinHistory, ResumeMax, nil))
+		h.append(f.Live)
+		got := s.ids[100:]
+		checkOnceInOrder(t, got, 401-JoinHistory, 401)
+	})
+	t.Run("max reached short of where the receiver went live", func(t *testing.T) {
+		h := &history{}
+		for range 300 {
+			h.append(func(string, []byte) {})
+		}
+		var s sink
+		f := NewFeed(id(1), s.deliver)
+		f.LiveAfter(id(300))
+		err := f.CatchUp(context.Background(), h.read(nil), JoinHistory, 120, nil)
+		require.ErrorIs(t, err, rooms.ErrResumeGap, "messages 122 to 300 would be skipped")
+		checkOnceInOrder(t, s.ids, 2, 121)
+		f.Rewind()
+		require.NoError(t, f.CatchUp(context.Background(), h.read(nil), JoinHistory, 120, nil))
+		checkOnceInOrder(t, s.ids[120:], 301-JoinHistory, 300)
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/rooms"
@@ -54,6 +55,7 @@ type hubRoom struct {
 	ready chan struct{} // closed once subscribed (or failed: err set)
 	err   error
 	sub   *bus.Subscription
+	start string // the newest message id once subscribed (StreamStart: none); set before ready closes
 
 	mu      sync.Mutex        // guards members; deliveries hold it (they run under feed.mu)
 	members map[*Client]*Feed // each member's own feed of the room
@@ -169,8 +171,10 @@ func (h *Hub) Count() int { return int(h.count.Load()) }
 
 // addToRoom makes c a local member of room, subscribing the room's channel
 // first if c is the node's first member there. When it returns nil, every
-// message published from now on reaches c's feed of the room.
-func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) error {
+// message after the id it returns (StreamStart: every message) reaches c's
+// feed of the room: c's catch-up must not move past one of them
+// (Feed.LiveAfter).
+func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) (string, error) {
 	for {
 		sh := h.roomShard(room)
 		sh.mu.Lock()
@@ -181,9 +185,15 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) er
 			r.feed = NewFeed("", r.broadcast)
 			sh.rooms[room] = r
 		}
-		r.mu.Lock()
-		r.members[c] = f
-		r.mu.Unlock()
+		// Under the room feed's lock no delivery runs: every message it
+		// delivers after its position reaches the new member too.
+		var since string
+		r.feed.atPosition(func(last string) {
+			since = last
+			r.mu.Lock()
+			r.members[c] = f
+			r.mu.Unlock()
+		})
 		sh.mu.Unlock()
 
 		if first {
@@ -193,17 +203,22 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) er
 		case <-r.ready:
 		case <-ctx.Done():
 			h.removeFromRoom(room, c)
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 		if r.err != nil {
 			h.removeFromRoom(room, c)
-			return r.err
+			return "", r.err
 		}
 		r.mu.Lock()
 		gone := r.gone
 		r.mu.Unlock()
 		if !gone {
-			return nil
+			if since == "" {
+				// added before the room feed went live: it delivers
+				// everything after its start
+				since = r.start
+			}
+			return since, nil
 		}
 		// the room was torn down while we waited: join its successor
 	}
@@ -211,6 +226,9 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) er
 
 // subscribe subscribes the room's channel, then learns the newest message
 // id, from which a gap fill would start, and lets live messages through.
+// When the newest id cannot be read the room fails (Redis is down): a room
+// feed without a position could not fill a gap, nor tell a joining member
+// where it went live.
 func (r *hubRoom) subscribe(ctx context.Context) {
 	defer close(r.ready)
 	d := r.hub.d
@@ -226,11 +244,18 @@ func (r *hubRoom) subscribe(ctx context.Context) {
 	r.sub = sub
 	// The node's position starts at the newest message: messages before it
 	// are each client's own catch-up; messages after it arrive live.
-	start := ""
-	if last, err := d.read(r.id)(ctx, "", 1); err == nil && len(last) == 1 {
-		start = last[0].ID
+	last, err := d.read(r.id)(ctx, "", 1)
+	if err != nil {
+		r.err = err
+		r.hub.drop(r)
+		_ = sub.Close(context.WithoutCancel(ctx))
+		return
 	}
-	r.feed.StartAt(start)
+	r.start = StreamStart
+	if len(last) == 1 {
+		r.start = last[0].ID
+	}
+	r.feed.StartAt(r.start)
 }
 
 // removeFromRoom takes c out of room; the node unsubscribes with its last
@@ -359,16 +384,23 @@ func (r *hubRoom) resubscribed() {
 }
 
 // gapFill reads the room's stream after the last delivered id, retrying
-// while Redis comes back, and delivers what was missed.
+// while Redis comes back, and delivers what was missed. A gap it cannot
+// fill — the position was trimmed from the history or Redis lost the
+// stream, or Redis stayed away — is never skipped silently: it is logged,
+// counted (chatd_room_gaps_unfilled_total) and every member is told with a
+// resume_gap error event naming the room before the latest messages follow.
 func (r *hubRoom) gapFill(ctx context.Context) {
 	d := r.hub.d
 	read := d.read(r.id)
 	for attempt := 0; ; attempt++ {
 		d.m.gapFills.Inc()
+		from := r.feed.Last()
+		d.log.Info("room gap fill", "room", r.id, "after", from, "attempt", attempt)
 		err := r.feed.CatchUp(ctx, read, rooms.MaxHistoryLimit, 0, nil)
 		if errors.Is(err, rooms.ErrResumeGap) {
 			// the position was trimmed or Redis lost the stream: the
 			// latest window is all there is
+			r.unfilled(from, err)
 			r.feed.Rewind()
 			continue
 		}
@@ -376,11 +408,28 @@ func (r *hubRoom) gapFill(ctx context.Context) {
 			return
 		}
 		if attempt >= 50 {
-			d.log.Warn("gap fill gave up", "room", r.id, "err", err)
+			r.unfilled(from, err)
 			r.feed.GoLive()
 			return
 		}
 		sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+// unfilled reports a gap of the room after the id from that no read could
+// fill: to the log, the metric, and each member (resume_gap).
+func (r *hubRoom) unfilled(from string, err error) {
+	d := r.hub.d
+	d.m.gapsUnfilled.Inc()
+	d.log.Warn("room gap could not be filled: members told", "room", r.id, "after", from, "err", err)
+	r.mu.Lock()
+	members := make([]*Client, 0, len(r.members))
+	for c := range r.members {
+		members = append(members, c)
+	}
+	r.mu.Unlock()
+	for _, c := range members {
+		c.SendError(string(errcode.ResumeGap), "messages of this room were missed and are no longer in the history; the latest follow", r.id, "")
 	}
 }
 

@@ -7,13 +7,14 @@ import (
 )
 
 type metrics struct {
-	open        prometheus.Gauge
-	slowClients prometheus.Counter
-	delivered   prometheus.Counter
-	badEvents   prometheus.Counter
-	gapFills    prometheus.Counter
-	sayWaits    prometheus.Counter
-	floodCloses prometheus.Counter
+	open         prometheus.Gauge
+	slowClients  prometheus.Counter
+	delivered    prometheus.Counter
+	badEvents    prometheus.Counter
+	gapFills     prometheus.Counter
+	gapsUnfilled prometheus.Counter
+	sayWaits     prometheus.Counter
+	floodCloses  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,6 +34,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		gapFills: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatd_room_gap_fills_total", Help: "History reads run after the pub/sub connection came back.",
 		}),
+		gapsUnfilled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatd_room_gaps_unfilled_total", Help: "Gaps in a room's stream no history read could fill (trimmed, lost, or Redis away): its members were told (resume_gap).",
+		}),
 		sayWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatd_say_queue_full_total", Help: "Times a connection's reader waited because its queued says reached their bound.",
 		}),
@@ -46,6 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.delivered = promreg.Register(reg, m.delivered)
 		m.badEvents = promreg.Register(reg, m.badEvents)
 		m.gapFills = promreg.Register(reg, m.gapFills)
+		m.gapsUnfilled = promreg.Register(reg, m.gapsUnfilled)
 		m.sayWaits = promreg.Register(reg, m.sayWaits)
 		m.floodCloses = promreg.Register(reg, m.floodCloses)
 	}

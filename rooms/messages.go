@@ -104,6 +104,10 @@ func clip(s string) string {
 	return s
 }
 
+// streamStart is the stream id before every message: History after it reads
+// from the oldest message.
+const streamStart = "0-0"
+
 // Limits of History.
 const (
 	DefaultHistoryLimit = 100
@@ -112,7 +116,8 @@ const (
 
 // History returns up to limit messages of the room, oldest first: the
 // latest ones when after is "", else the ones sent after the message with
-// id after (padded or as Redis writes it). limit <= 0 means
+// id after (padded or as Redis writes it), from the oldest when after is
+// "0-0" (the position before every message). limit <= 0 means
 // DefaultHistoryLimit; it is capped at MaxHistoryLimit.
 //
 // It is one round trip: XRANGE from after itself, inclusive, so the reply
@@ -151,6 +156,8 @@ func (s *Service) history(ctx context.Context, roomID, after string, limit int) 
 	var rng *redis.XMessageSliceCmd
 	if raw == "" {
 		rng = pipe.XRevRangeN(ctx, key, "+", "-", int64(limit))
+	} else if raw == streamStart {
+		rng = pipe.XRangeN(ctx, key, "-", "+", int64(limit))
 	} else {
 		rng = pipe.XRangeN(ctx, key, raw, "+", int64(limit)+1)
 	}
@@ -163,6 +170,8 @@ func (s *Service) history(ctx context.Context, roomID, after string, limit int) 
 	entries := rng.Val()
 	if raw == "" {
 		slices.Reverse(entries)
+	} else if raw == streamStart {
+		// before the first message: nothing to prove
 	} else {
 		if len(entries) == 0 || entries[0].ID != raw {
 			return nil, ErrResumeGap

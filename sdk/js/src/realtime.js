@@ -27,6 +27,8 @@ import {webSocketTransport} from './transport.js';
 /** @typedef {import('./realtime-types.js').RoomState} RoomState */
 
 const MAX_FRAME = 64 << 10;
+/** The position before a room's first message: a resume after it replays the room from its oldest message. */
+const ROOM_START = '0-0';
 const encoder = new TextEncoder();
 
 /**
@@ -370,9 +372,10 @@ export class RealtimeClient extends TypedEventTarget {
       const ref = this.nextRef('r');
       this.resumes.set(ref, id);
       /** @type {Record<string, unknown>} */
-      const f = {type: 'resume', room: id, ref};
-      if (r.lastId) f.after = r.lastId;
-      this.send(f);
+      // In the room with nothing received yet: everything sent since is
+      // ours, so resume from the room's start (without `after` a resume is a
+      // join: the latest 50, the rest skipped).
+      this.send({type: 'resume', room: id, after: r.lastId || ROOM_START, ref});
     }
     for (const [ref, l] of this.leaves) this.sendLeave(ref, l.room);
     for (const [ref, j] of this.joins) this.send({type: 'join', lobby: j.lobby, ref});
@@ -500,7 +503,7 @@ export class RealtimeClient extends TypedEventTarget {
       const r = /** @type {RoomState} */ (this.roomMap.get(err.room));
       const rref = this.nextRef('r');
       this.resumes.set(rref, err.room);
-      this.send(r.lastId ? {type: 'resume', room: err.room, after: r.lastId, ref: rref} : {type: 'resume', room: err.room, ref: rref});
+      this.send({type: 'resume', room: err.room, after: r.lastId || ROOM_START, ref: rref});
     }
     this.emit('error', {error: err});
   }
