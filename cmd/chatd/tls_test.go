@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -103,13 +104,12 @@ func servedSerial(t *testing.T, addr string, ca *testCA) int64 {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 }
 
-func TestTLSWebSocketAndReload(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	ca := newCA(t)
-	ca.issue(t, 100, "first", certFile, keyFile)
-
+// startTLSChatd runs chatd serving TLS from certFile and keyFile until the
+// test ends, and returns its base URL as it logged it, the process, its
+// log, and the channel its exit arrives on (put it back for the cleanup
+// after reading it).
+func startTLSChatd(t *testing.T, certFile, keyFile string) (string, *exec.Cmd, *logBuffer, chan error) {
+	t.Helper()
 	logs := &logBuffer{}
 	cmd := chatdCommand(nil, "--addr", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--secret", secret)
 	cmd.Stderr = logs
@@ -128,6 +128,17 @@ func TestTLSWebSocketAndReload(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 10*time.Millisecond, "chatd did not log its address:\n%s", logs)
+	return base, cmd, logs, exited
+}
+
+func TestTLSWebSocketAndReload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca := newCA(t)
+	ca.issue(t, 100, "first", certFile, keyFile)
+
+	base, cmd, logs, exited := startTLSChatd(t, certFile, keyFile)
 	require.True(t, strings.HasPrefix(base, "https://"), "the log says https: %s", base)
 	addr := strings.TrimPrefix(base, "https://")
 	assert.Contains(t, logs.String(), "TLS certificate loaded")
@@ -255,24 +266,7 @@ func TestTLSReloadRefusesAPairOutOfItsValidity(t *testing.T) {
 	ca := newCA(t)
 	ca.issue(t, 100, "good", certFile, keyFile)
 
-	logs := &logBuffer{}
-	cmd := chatdCommand(nil, "--addr", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile, "--secret", secret)
-	cmd.Stderr = logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	var base string
-	require.Eventually(t, func() bool {
-		if m := listening.FindStringSubmatch(logs.String()); m != nil {
-			base = m[1] + "://" + m[2]
-			return true
-		}
-		return false
-	}, 20*time.Second, 10*time.Millisecond, "chatd did not log its address:\n%s", logs)
+	base, cmd, logs, _ := startTLSChatd(t, certFile, keyFile)
 	addr := strings.TrimPrefix(base, "https://")
 	require.Equal(t, int64(100), servedSerial(t, addr, ca))
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
