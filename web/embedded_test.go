@@ -17,13 +17,7 @@ import (
 // of the API, so no script or command the product uses is missing there.
 func TestEmbeddedRedisServesTheWholeProduct(t *testing.T) {
 	t.Parallel()
-	emb, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(emb.Close)
-	r := &redistest.Redis{Addrs: []string{emb.Addr()}, Prefix: "chatd", Kind: redistest.Embedded}
-	r.Client = redis.NewClient(&redis.Options{Addr: emb.Addr()})
-	t.Cleanup(func() { _ = r.Client.Close() })
-	c := newCluster(t, r, 1)
+	c := newEmbeddedCluster(t)
 	n := c.nodes[0]
 
 	w := c.dial(n, "alice")
@@ -85,13 +79,7 @@ func TestEmbeddedRedisServesTheWholeProduct(t *testing.T) {
 // forever.
 func TestEmbeddedRedisMatchesPlayers(t *testing.T) {
 	t.Parallel()
-	emb, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(emb.Close)
-	r := &redistest.Redis{Addrs: []string{emb.Addr()}, Prefix: "chatd", Kind: redistest.Embedded}
-	r.Client = redis.NewClient(&redis.Options{Addr: emb.Addr()})
-	t.Cleanup(func() { _ = r.Client.Close() })
-	c := newCluster(t, r, 1)
+	c := newEmbeddedCluster(t)
 	n := c.nodes[0]
 	c.putSetting("matchmaking.queues", `{"duel":{"min":2,"max":2,"window":1e9,"widen_per_second":0.5,"reserve_seconds":60}}`)
 
@@ -110,4 +98,17 @@ func TestEmbeddedRedisMatchesPlayers(t *testing.T) {
 	assert.Equal(t, "matched", tk.Ticket.State)
 	assert.Equal(t, room, tk.Ticket.Room)
 	t.Logf("matched %v after the second ticket", took)
+}
+
+// newEmbeddedCluster is one node on the embedded Redis that `go run
+// ./cmd/chatd` uses (internal/embedded), with the default prefix.
+func newEmbeddedCluster(t *testing.T) *cluster {
+	t.Helper()
+	emb, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(emb.Close)
+	r := &redistest.Redis{Addrs: []string{emb.Addr()}, Prefix: "chatd", Kind: redistest.Embedded}
+	r.Client = redis.NewClient(&redis.Options{Addr: emb.Addr()})
+	t.Cleanup(func() { _ = r.Client.Close() })
+	return newCluster(t, r, 1)
 }
