@@ -3,7 +3,6 @@ package redisx_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -62,22 +61,11 @@ return out
 func TestLuaScriptsRunOnBothEngines(t *testing.T) {
 	root := moduleRoot(t)
 	var files []string
-	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "vendor", "node_modules", "testdata":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasSuffix(path, ".lua") && filepath.Base(filepath.Dir(path)) == "lua" {
+	for _, path := range luaSources(t, root) {
+		if filepath.Base(filepath.Dir(path)) == "lua" {
 			files = append(files, path)
 		}
-		return nil
-	}))
+	}
 	sort.Strings(files)
 	require.GreaterOrEqual(t, len(files), 40, "the module's Lua scripts under %s", root)
 

@@ -55,22 +55,9 @@ import (
 func TestLuaScriptsBuildNoKeyNames(t *testing.T) {
 	root := moduleRoot(t)
 	byDir := map[string][]string{}
-	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "vendor", "node_modules", "testdata":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasSuffix(path, ".lua") {
-			byDir[filepath.Dir(path)] = append(byDir[filepath.Dir(path)], path)
-		}
-		return nil
-	}))
+	for _, path := range luaSources(t, root) {
+		byDir[filepath.Dir(path)] = append(byDir[filepath.Dir(path)], path)
+	}
 	require.NotEmpty(t, byDir, "no .lua file under %s", root)
 	files := 0
 	seen := map[string]bool{} // a library's problems show in every set it is in
@@ -588,4 +575,28 @@ func (c *luaChecker) call(x *ast.FuncCallExpr, sc *scope) {
 			check(p)
 		}
 	}
+}
+
+// luaSources returns every .lua file of the module under root, skipping
+// .git, vendor, node_modules and testdata.
+func luaSources(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "vendor", "node_modules", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".lua") {
+			files = append(files, path)
+		}
+		return nil
+	}))
+	return files
 }
