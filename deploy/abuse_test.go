@@ -587,6 +587,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{user:*}:seen":             {time.Hour, "seen.ttl_seconds (set to its min, 3600)", true},
 		"{user:*}:seen:*":           {time.Hour, "seen.ttl_seconds (set to its min, 3600)", true},
 		"sessions:{user:*}:rate":    {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
+		"sessions:{user:*}:window":  {2 * time.Minute, "new sessions per address in any 60 s: the window ZSET, kept 60 s", false},
 		"newboards:{user:*}:rate":   {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
 		"newlobbies:{user:*}:rate":  {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
 		"newboardsip:{user:*}:rate": {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
