@@ -3,6 +3,7 @@ package dirty
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -77,6 +78,16 @@ func (t *Tracker) SetCursor(ctx context.Context, session string, cur map[string]
 // It returns an error wrapping ErrBadID or names.ErrBadName for bad input,
 // or the Redis error.
 func (t *Tracker) Follow(ctx context.Context, topic, user string) error {
+	return t.FollowFor(ctx, topic, user, 0)
+}
+
+// FollowFor is Follow for at most ttl: when ttl is positive and shorter
+// than Config.FollowTTL, the follow and the user's follows index live ttl,
+// and topic's followers set lives at least ttl but keeps a longer expiry
+// (the follow never shortens other users' follows). The realtime core
+// uses it for a guest (24 h), so that what a guest who never comes back
+// follows goes within a day. It returns the errors of Follow.
+func (t *Tracker) FollowFor(ctx context.Context, topic, user string, ttl time.Duration) error {
 	if err := checkID("topic", topic); err != nil {
 		return fmt.Errorf("dirty: follow: %w", err)
 	}
@@ -84,11 +95,15 @@ func (t *Tracker) Follow(ctx context.Context, topic, user string) error {
 		return fmt.Errorf("dirty: follow: %w", err)
 	}
 	now := t.now()
-	ttl := t.follow.Milliseconds()
+	life, lengthenOnly := t.follow, "0"
+	if ttl > 0 && ttl < t.follow {
+		life, lengthenOnly = ttl, "1"
+	}
+	ms := max(1, life.Milliseconds())
 	var index *redis.Cmd
 	err := redisx.Pipelined(ctx, t.rdb, func(p *redisx.Pipe) {
-		p.Script(followersScript, []string{t.k.followers(topic)}, user, ttl)
-		index = p.Script(indexScript, []string{t.k.follows(user)}, now.UnixMilli(), now.Add(t.follow).UnixMilli(), ttl, t.maxFol, topic)
+		p.Script(followersScript, []string{t.k.followers(topic)}, user, ms, lengthenOnly)
+		index = p.Script(indexScript, []string{t.k.follows(user)}, now.UnixMilli(), now.Add(life).UnixMilli(), ms, t.maxFol, topic)
 	})
 	if err != nil {
 		return fmt.Errorf("dirty: follow %s: %w", topic, err)

@@ -65,6 +65,12 @@
 //     it no longer lists, or listing one it is not marked for, until the next
 //     Follow repairs it or the followers SET lapses FollowTTL after its last
 //     Follow (Follow's doc lists each case).
+//   - FollowFor is Follow with a shorter life (the realtime core gives a
+//     guest 24 hours): the user's follows index lives that long, and the
+//     followers SET lives at least that long but keeps a longer expiry
+//     (followers_add.lua only lengthens it then), so a guest's follow never
+//     cuts short a registered user's, and a board only guests follow
+//     leaves no followers SET after a day.
 //
 // What remains proportional to use rather than capped: a followers SET keeps
 // a user whose follow lapsed without being dropped by the cap for as long as

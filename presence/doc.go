@@ -36,7 +36,11 @@
 // user every half hour in case a write was lost. Offline is one
 // [EVALSHA] of lua/presence_offline.lua, which removes only that node's
 // claim. The hash's real TTL is Retention (30 days), renewed by every
-// Touch and Offline, so last_seen survives the claim and then goes.
+// Touch and Offline, so last_seen survives the claim and then goes. A
+// guest's record (UserState.Guest; Touch marks the hash with a guest
+// field, which Offline reads) is kept GuestRetention (24 hours) instead:
+// a guest who never comes back leaves no record after a day, even when no
+// node is left to clean up after it.
 // Without a run, a claim lives TTL after its Touch and the node renews all
 // its users every tick, as before.
 //

@@ -26,6 +26,10 @@ type Config struct {
 	// Retention is how long last_seen is kept after a user's last Touch or
 	// Offline; 0 = 30 days.
 	Retention time.Duration
+	// GuestRetention is Retention for a guest (UserState.Guest): how long
+	// the record of a guest is kept after its last Touch or Offline; 0 =
+	// 24 hours. Never longer than Retention.
+	GuestRetention time.Duration
 	// Now is the clock; nil = time.Now. Online-ness is judged by it, while
 	// the keys also carry real TTLs so that nothing outlives a dead cluster.
 	Now func() time.Time
@@ -46,6 +50,7 @@ type Presence struct {
 	k       keys
 	ttl     time.Duration
 	keep    time.Duration
+	guest   time.Duration // keep of a guest's record
 	now     func() time.Time
 	run     string
 	metrics metrics
@@ -58,6 +63,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Presence {
 		k:       keys{ks: keyspace.New(cfg.Prefix)},
 		ttl:     cfg.TTL,
 		keep:    cfg.Retention,
+		guest:   cfg.GuestRetention,
 		now:     cfg.Now,
 		run:     cfg.Run,
 		metrics: newMetrics(cfg.Registerer),
@@ -71,6 +77,10 @@ func New(rdb redis.UniversalClient, cfg Config) *Presence {
 	if p.keep < p.ttl {
 		p.keep = p.ttl
 	}
+	if p.guest <= 0 {
+		p.guest = DefaultGuestRetention
+	}
+	p.guest = min(max(p.guest, p.ttl), p.keep)
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -88,7 +98,15 @@ type UserState struct {
 	// Conns are the user's connections on the node (for the admin
 	// console); nil = none listed.
 	Conns []Conn
+	// Guest says the user is a guest (a claimed name, no account): its
+	// record is kept Config.GuestRetention, not Retention, after this
+	// Touch and after its Offline.
+	Guest bool
 }
+
+// DefaultGuestRetention is how long a guest's record is kept after its
+// last Touch or Offline when Config.GuestRetention is zero.
+const DefaultGuestRetention = 24 * time.Hour
 
 // Conn is one connection of a user on a node.
 type Conn struct {
@@ -176,8 +194,15 @@ func (p *Presence) Touch(ctx context.Context, node string, users []UserState) er
 			if p.run != "" {
 				fields = append(fields, "run:"+node, p.run)
 			}
+			keep := p.keep
+			if u.Guest {
+				// Offline reads the mark to keep the record as briefly
+				fields, keep = append(fields, "guest", 1), p.guest
+			} else {
+				pipe.HDel(ctx, key, "guest")
+			}
 			pipe.HSet(ctx, key, fields...)
-			pipe.PExpire(ctx, key, p.keep)
+			pipe.PExpire(ctx, key, keep)
 			members[i] = redis.Z{Score: float64(exp), Member: u.User}
 		}
 		p.addOnline(ctx, pipe, members)
@@ -254,7 +279,7 @@ func (p *Presence) Offline(ctx context.Context, user, node string) error {
 	}
 	now := ms(p.now())
 	res, err := offlineScript.Run(ctx, p.rdb, []string{p.k.user(user)},
-		node, now, p.keep.Milliseconds(), p.run).Int64Slice()
+		node, now, p.keep.Milliseconds(), p.run, p.guest.Milliseconds()).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("presence: offline %s on %s: %w", user, node, err)
 	}

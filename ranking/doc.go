@@ -89,7 +89,11 @@
 // [EXISTS]) lets the web layer tell the creation of a board from a post to
 // an existing one and rate-limit creations per user; together a user can
 // keep at most (creations per minute × IdleTTL) boards alive, and only by
-// posting to each of them.
+// posting to each of them. A post with PostOptions.IdleTTL (the web layer:
+// a guest's post, 24 hours) gives a board it creates that shorter life and
+// only ever lengthens an existing board's (the script reads [PTTL] first),
+// so a board only guests posted to goes within a day of the last post,
+// and a guest's post never shortens a board others keep.
 //
 // The naive alternatives fail: no TTL keeps every board ever named; a TTL
 // set once at creation deletes busy boards; a TTL on the ZSET alone leaves
@@ -167,6 +171,7 @@
 // [ZLEXCOUNT]: https://redis.io/commands/zlexcount/
 // [EXPIREAT]: https://redis.io/commands/expireat/
 // [PEXPIRE]: https://redis.io/commands/pexpire/
+// [PTTL]: https://redis.io/commands/pttl/
 // [PERSIST]: https://redis.io/commands/persist/
 // [EXISTS]: https://redis.io/commands/exists/
 // [GET]: https://redis.io/commands/get/

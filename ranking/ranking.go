@@ -157,6 +157,13 @@ type PostOptions struct {
 	// (the web layer: the posting user); "" is one scope for the board. It
 	// must be a valid user name.
 	Scope string
+	// IdleTTL, when positive and shorter than Config.IdleTTL, is how long
+	// this post keeps an idle board alive at most: a board the post
+	// creates lives IdleTTL, and an existing board keeps its expiry when
+	// that is longer, so the post never shortens it. The web layer sets it
+	// for a guest's post (24 h), so that a board only guests posted to
+	// goes within a day. Periodic and Permanent boards ignore it.
+	IdleTTL time.Duration
 }
 
 // PostResult is what a post did.
@@ -217,6 +224,10 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 	case s.idle > 0 && (s.perm == nil || !s.perm(board)):
 		idle = max(1, s.idle.Milliseconds())
 	}
+	lengthenOnly := "0"
+	if idle > 0 && opts.IdleTTL > 0 && opts.IdleTTL < s.idle {
+		idle, lengthenOnly = max(1, opts.IdleTTL.Milliseconds()), "1"
+	}
 	maxPlayers := 0
 	if s.maxP != nil {
 		maxPlayers = max(0, s.maxP())
@@ -232,7 +243,7 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 		key, scope, ttl = callKey(), "", callKeyTTL
 	}
 	keys = append(keys, idemKey(s.sp, p.id, scope, key))
-	args = append(args, fmt.Sprintf("%s\n%s\n%s\n%d\n%d", board, canon, mode, hi, lo), ttl.Milliseconds())
+	args = append(args, fmt.Sprintf("%s\n%s\n%s\n%d\n%d", board, canon, mode, hi, lo), ttl.Milliseconds(), lengthenOnly)
 	res, err := postScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		var rerr redis.Error

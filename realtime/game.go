@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/ranking"
@@ -31,7 +32,7 @@ type shopStore interface {
 
 // follower makes a user follow a topic (a board) for its polls.
 type follower interface {
-	Follow(ctx context.Context, topic, user string) error
+	FollowFor(ctx context.Context, topic, user string, ttl time.Duration) error
 }
 
 var (
@@ -88,12 +89,12 @@ func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score,
 	}
 	// follow first, then post: the mark a changing post makes reaches the
 	// poster's own sessions too
-	if err := g.follows.Follow(ctx, BoardTopic(board), p.User); err != nil {
+	if err := g.follows.FollowFor(ctx, BoardTopic(board), p.User, p.life()); err != nil {
 		g.log.Debug("follow board", "err", err)
 	}
-	opts := ranking.PostOptions{}
+	opts := ranking.PostOptions{IdleTTL: p.life()}
 	if key != "" {
-		opts = ranking.PostOptions{Key: key, Scope: p.User}
+		opts.Key, opts.Scope = key, p.User
 	}
 	res, err := g.boards.PostWith(ctx, board, player, sc, ranking.Mode(mode), opts)
 	return res.Entry, err
@@ -140,7 +141,7 @@ func (g *Game) Ranks(ctx context.Context, board string, players []string) ([]ran
 
 // MarkSeen marks items seen for p's user.
 func (g *Game) MarkSeen(ctx context.Context, p Principal, items []string) error {
-	return g.seen.Mark(ctx, p.User, items)
+	return g.seen.MarkFor(ctx, p.User, items, p.life())
 }
 
 // Unseen returns the items p's user has not seen (bloom filter: a seen

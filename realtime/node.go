@@ -173,7 +173,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.rooms = rs
-	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Run: runID})
+	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Run: runID, GuestRetention: GuestTTL})
 	n.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: now, Logger: log, Registerer: reg})
 	nb := notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: now})
 	sf := seen.New(rdb, seen.Config{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/notices"
@@ -19,7 +20,7 @@ type noticeStore interface {
 
 // seenFilter is what notice delivery needs of the seen filters.
 type seenFilter interface {
-	Mark(ctx context.Context, user string, items []string) error
+	MarkFor(ctx context.Context, user string, items []string, ttl time.Duration) error
 	Unseen(ctx context.Context, user string, items []string) ([]string, error)
 }
 
@@ -60,14 +61,16 @@ func (nb *noticeBoard) receive(_ string, p []byte) {
 		return
 	}
 	frame, _ := json.Marshal(map[string]string{"type": "notice", "id": ev.ID, "text": ev.Text})
-	users := map[string]struct{}{}
+	users := map[string]time.Duration{} // user → the life of its filter
 	for _, c := range nb.hub.Clients() {
 		c.Send(frame)
-		users[c.p.User] = struct{}{}
+		if life, ok := users[c.p.User]; !ok || life != 0 {
+			users[c.p.User] = c.p.life()
+		}
 	}
 	nb.run(func(ctx context.Context) {
-		for u := range users {
-			if err := nb.seen.Mark(ctx, u, []string{ev.ID}); err != nil {
+		for u, life := range users {
+			if err := nb.seen.MarkFor(ctx, u, []string{ev.ID}, life); err != nil {
 				nb.log.Debug("mark notice seen", "user", u, "err", err)
 			}
 		}
@@ -83,7 +86,7 @@ func (nb *noticeBoard) deliverUnseen(ctx context.Context, c *Client) {
 	}
 	// Mark first, then send: a notice is shown once (at most), even when the
 	// user's next connection opens before this one has finished.
-	if err := nb.seen.Mark(ctx, c.p.User, ids); err != nil {
+	if err := nb.seen.MarkFor(ctx, c.p.User, ids, c.p.life()); err != nil {
 		nb.log.Debug("mark notices seen", "user", c.p.User, "err", err)
 		return
 	}
@@ -94,7 +97,8 @@ func (nb *noticeBoard) deliverUnseen(ctx context.Context, c *Client) {
 
 // takeUnseen returns the poll's notices section for user and marks them
 // seen.
-func (nb *noticeBoard) takeUnseen(ctx context.Context, user string) ([]map[string]string, error) {
+func (nb *noticeBoard) takeUnseen(ctx context.Context, p Principal) ([]map[string]string, error) {
+	user := p.User
 	ids, byID, err := nb.unseen(ctx, user)
 	if err != nil {
 		return nil, err
@@ -104,7 +108,7 @@ func (nb *noticeBoard) takeUnseen(ctx context.Context, user string) ([]map[strin
 		list = append(list, map[string]string{"id": id, "text": byID[id].Text})
 	}
 	if len(ids) > 0 {
-		if err := nb.seen.Mark(ctx, user, ids); err != nil {
+		if err := nb.seen.MarkFor(ctx, user, ids, p.life()); err != nil {
 			return nil, err
 		}
 	}

@@ -228,7 +228,7 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data ma
 		data["match"] = evs
 	}
 	if mask.Has(dirty.Notices) {
-		list, err := ps.notices.takeUnseen(ctx, p.User)
+		list, err := ps.notices.takeUnseen(ctx, p)
 		if err != nil {
 			return err
 		}

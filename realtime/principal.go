@@ -17,3 +17,18 @@ type Principal struct {
 
 // Guest reports whether p is a guest session (its name is claimed).
 func (p Principal) Guest() bool { return p.Holder != "" }
+
+// GuestTTL is the longest a guest's own keys live after its last write
+// (its seen filter, its follows, its presence record, a board only guests
+// posted to): a guest who never comes back leaves nothing in Redis after a
+// day. A registered user's keys keep their longer lifetimes.
+const GuestTTL = 24 * time.Hour
+
+// life is how long p's own keys may live at most: GuestTTL for a guest,
+// 0 (each package's own default) for a registered user.
+func (p Principal) life() time.Duration {
+	if p.Guest() {
+		return GuestTTL
+	}
+	return 0
+}

@@ -26,9 +26,10 @@ type restSessions struct {
 type restSeen struct {
 	rooms []string
 	at    time.Time
+	guest bool
 }
 
-func (r *restSessions) put(user, session string, rs []string, at time.Time) {
+func (r *restSessions) put(user, session string, rs []string, at time.Time, guest bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
@@ -42,7 +43,7 @@ func (r *restSessions) put(user, session string, rs []string, at time.Time) {
 		m = map[string]restSeen{}
 		r.m[user] = m
 	}
-	m[session] = restSeen{rs, at}
+	m[session] = restSeen{rs, at, guest}
 }
 
 // of returns the rooms of user's live REST sessions here, and whether it
@@ -64,6 +65,18 @@ func (r *restSessions) of(user string, now time.Time, lease time.Duration) ([]st
 		delete(r.m, user)
 	}
 	return out, live
+}
+
+// guest reports whether one of user's REST sessions here is a guest's.
+func (r *restSessions) guest(user string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.m[user] {
+		if s.guest {
+			return true
+		}
+	}
+	return false
 }
 
 // all returns the rooms of every user with a live REST session here,

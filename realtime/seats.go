@@ -112,7 +112,7 @@ func (ch *Chat) renewREST(ctx context.Context, p Principal) {
 			}
 		}
 	}
-	ch.rest.sessions.put(p.User, p.Session, held, ch.now())
+	ch.rest.sessions.put(p.User, p.Session, held, ch.now(), p.Guest())
 	ch.touchUser(ctx, p.User)
 }
 
@@ -201,6 +201,7 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 		if full || again || maphash.String(presenceSeed, u)%presenceRefreshTicks == tick%presenceRefreshTicks {
 			st := userState(u, rs)
 			st.Conns = conns[u]
+			st.Guest = ch.guest(u)
 			write = append(write, st)
 		}
 	}
@@ -296,10 +297,23 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 	for _, c := range cs {
 		st.Conns = append(st.Conns, connOf(c))
 	}
+	st.Guest = ch.guest(user)
 	if err := ch.presence.Touch(ctx, ch.node, []presence.UserState{st}); err != nil {
 		ch.log.Debug("presence touch", "user", user, "err", err)
 		ch.pstate.failed(user)
 	}
+}
+
+// guest reports whether user is here as a guest (a connection or a REST
+// session of a guest's): its presence record is then kept
+// presence.Config.GuestRetention (GuestTTL), not 30 days.
+func (ch *Chat) guest(user string) bool {
+	for _, c := range ch.hub.UserClients(user) {
+		if c.p.Guest() {
+			return true
+		}
+	}
+	return ch.rest.sessions.guest(user)
 }
 
 // connOf is c as the presence lists it.

@@ -56,7 +56,9 @@
 // bitmap of a few KB per item in the call, [GET], the bytes changed in Lua
 // and one [SET]), start and drop generations ([HSET], [HDEL], [DEL]) and
 // [PEXPIRE] every key of the filter, so a user's filter lives Config.TTL (a
-// week) after the user's last mark. Seen and Unseen run seen_check.lua,
+// week) after the user's last mark, or the shorter TTL given to MarkFor
+// (the realtime core gives a guest's filter 24 hours: an abandoned guest's
+// filter, about 550 bytes for 50 items, goes within a day). Seen and Unseen run seen_check.lua,
 // which tests the items in every kept generation, newest first ([GETBIT],
 // or one GET per small bitmap). Each generation stores its own m and k: it
 // keeps the size it was made with when seen.capacity or seen.fp_rate change

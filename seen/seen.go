@@ -128,6 +128,15 @@ func (f *Filter) TTL() time.Duration {
 // returns ErrTooManyItems, ErrBadItem or names.ErrBadName (wrapped) for bad
 // input, ErrResized, or the Redis error.
 func (f *Filter) Mark(ctx context.Context, user string, items []string) error {
+	return f.MarkFor(ctx, user, items, 0)
+}
+
+// MarkFor is Mark with the user's filter living at most ttl from now:
+// when ttl is positive and shorter than TTL, every key of the filter then
+// lives ttl instead of TTL. The realtime core uses it for a guest (24 h),
+// so that the filter of a guest who never comes back goes within a day.
+// It returns the errors of Mark.
+func (f *Filter) MarkFor(ctx context.Context, user string, items []string, ttl time.Duration) error {
 	if err := check(user, items); err != nil {
 		return fmt.Errorf("seen: mark: %w", err)
 	}
@@ -142,9 +151,13 @@ func (f *Filter) Mark(ctx context.Context, user string, items []string) error {
 	defer func() { f.metrics.calls.WithLabelValues("mark").Observe(time.Since(start).Seconds()) }()
 	keys := userKeys(f.space, user, f.slots)
 	k := f.hashes(pl)
+	life := f.TTL()
+	if ttl > 0 && ttl < life {
+		life = max(time.Millisecond, ttl)
+	}
 	for range maxSends {
 		args := make([]any, 0, 7+3*len(pl.sizes))
-		args = append(args, f.TTL().Milliseconds(), pl.keep, f.readWhole*len(items), len(items), k, len(pl.sizes))
+		args = append(args, life.Milliseconds(), pl.keep, f.readWhole*len(items), len(items), k, len(pl.sizes))
 		for _, s := range pl.sizes {
 			args = append(args, s.m, s.k, s.c)
 		}

@@ -7,6 +7,8 @@
 -- ARGV[2] now (unix ms)
 -- ARGV[3] retention (ms): the real expiry of KEYS[1]
 -- ARGV[4] the calling node's run id ("" = none)
+-- ARGV[5] retention of a guest's record (ms): used instead of ARGV[3] when
+--         the last Touch marked the user a guest (field guest)
 -- returns {removed, live}: removed is 1 when the node held the user (its
 -- claim is dropped and last_seen is now), 0 when it did not (nothing
 -- changed); live is the number of other nodes that may still hold the
@@ -23,7 +25,11 @@ if exp then
   if tonumber(exp) > now or (run and ARGV[4] ~= '' and run == ARGV[4]) then
     removed = 1
     redis.call('HSET', KEYS[1], 'last_seen', ARGV[2])
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    if redis.call('HEXISTS', KEYS[1], 'guest') == 1 and ARGV[5] then
+      redis.call('PEXPIRE', KEYS[1], ARGV[5])
+    else
+      redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    end
   end
 end
 local live = 0

@@ -22,6 +22,9 @@
 --         on a full board is refused; the players on it may still post
 -- ARGV[9] (with KEYS[4]) what the post is: "board\nplayer\nmode\nhi\nlo"
 -- ARGV[10] (with KEYS[4]) how long the answer is kept, in ms
+-- ARGV[11] "1" when the idle TTL may only lengthen the board's life (a
+--          guest's post: a new board lives ARGV[7], an existing one keeps
+--          a longer expiry), "0" or absent to set it
 -- Returns {member, rank, changed, duplicate}: the player's member after the
 --         post, its 0-based rank, 1 if the post changed the board (a new
 --         score, or the player's name shown in another case), and 1 if
@@ -146,8 +149,12 @@ if ARGV[6] ~= '0' then
     end
   end
 elseif ARGV[7] ~= '0' then
+  local idle = tonumber(ARGV[7])
   for i = 1, 3 do
-    redis.call('PEXPIRE', KEYS[i], ARGV[7])
+    local left = redis.call('PTTL', KEYS[i])
+    if ARGV[11] ~= '1' or left < 0 or left < idle then
+      redis.call('PEXPIRE', KEYS[i], ARGV[7])
+    end
   end
 else
   for i = 1, 3 do
