@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,7 +144,9 @@ func flood(ctx context.Context, name string, attempt func(ctx context.Context, i
 					return
 				}
 				o := attempt(ctx, i)
-				if ctx.Err() != nil && strings.Contains(o, "error") {
+				// A connection's deadline is the phase's: its timeout can
+				// come a moment before ctx reports the end.
+				if (ctx.Err() != nil || time.Since(start) >= abusePhase) && strings.Contains(o, "error") {
 					return // cut by the phase's end, not an answer
 				}
 				p.add(o)
@@ -510,12 +513,13 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		ws, resp, err := a.dialer.DialContext(ctx, u.String(), nil)
 		if err != nil {
 			if resp == nil {
-				// A dial that never reached the server (this machine out of
-				// ports or backlog under CI's load) is no answer of chatd's;
-				// any other failure is, and says what it was.
-				var op *net.OpError
-				if errors.As(err, &op) && op.Op == "dial" {
-					return "not connected"
+				// One client address binds a local port per connection;
+				// earlier phases leave thousands in TIME_WAIT, and on a fast
+				// run the address runs out of ports (EADDRNOTAVAIL, CI saw
+				// 1,415): no answer of chatd's. Any other failure is, and
+				// says what it was.
+				if errors.Is(err, syscall.EADDRNOTAVAIL) {
+					return "no local port"
 				}
 				return "transport error: " + err.Error()
 			}
@@ -540,7 +544,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 	assert.LessOrEqual(t, conns.counts["101"], len(tokens)*10*3, "10 WebSockets a user a node")
 	assert.Greater(t, conns.counts["429 too_many_connections"], 0, "the address cap refused")
 	for o := range conns.counts {
-		assert.Contains(t, []string{"101", "429 too_many_connections", "429 rate_limited", "not connected"}, o, "websockets: an undocumented outcome")
+		assert.Contains(t, []string{"101", "429 too_many_connections", "429 rate_limited", "no local port"}, o, "websockets: an undocumented outcome")
 	}
 	for _, ws := range open {
 		_ = ws.Close()
