@@ -287,6 +287,16 @@ func TestFailoverSentinel(t *testing.T) {
 				assert.Equal(t, waitsBefore, waitCalls(t, master.Addr), "durability none sends no WAIT")
 			}
 
+			// The failover under test is one to a replica that holds what
+			// the master had. Under CI's load the replica's first sync can
+			// still be running here (says then answered not_durable, and
+			// Sentinel promoted an empty replica: the room was gone, the
+			// say unknown_room) — a Redis that lost its data, which other
+			// tests cover. WAIT until the replica has everything so far.
+			require.Eventually(t, func() bool {
+				n, err := master.Client(t).Wait(ctx, 1, time.Second).Result()
+				return err == nil && n >= 1
+			}, 60*time.Second, 100*time.Millisecond, "the replica catches up before the kill")
 			ready := watchReady(c)
 			killed := time.Now()
 			master.Kill(t)
