@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -232,16 +233,15 @@ func TestGettingStartedRedisStep(t *testing.T) {
 	})
 
 	t.Run("a free port gets a Redis that answers", func(t *testing.T) {
-		// A port free when asked may be taken by another test's server
-		// before the daemon binds it (the packages' tests run at once):
+		// The daemon binds every address (*:port), so the port is taken
+		// from below the ephemeral range, where the packages' outgoing
+		// connections (CI runs them at once) take their local ports; one
+		// may still be taken before the daemon binds it:
 		// the daemon's log, kept for the test, tells that apart from a
 		// step that does not start Redis, and only that case tries
 		// another port.
 		for attempt := 1; ; attempt++ {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			port := l.Addr().(*net.TCPAddr).Port
-			require.NoError(t, l.Close())
+			port := guidePort(t)
 			logFile := filepath.Join(t.TempDir(), "redis.log")
 			step := strings.Replace(redisStep(t, port), "--daemonize yes", "--daemonize yes --logfile "+logFile, 1)
 			out, err := exec.Command("sh", "-c", step).CombinedOutput()
@@ -261,4 +261,22 @@ func TestGettingStartedRedisStep(t *testing.T) {
 			t.Fatalf("the guide's Redis does not answer on %d; its log:\n%s", port, log)
 		}
 	})
+}
+
+// guidePort returns a port below Linux's ephemeral range (32768–60999)
+// that is free on every address now: the guide's Redis binds *:port,
+// which any socket holding that local port refuses.
+func guidePort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		require.NoError(t, l.Close())
+		return port
+	}
+	t.Fatal("no free port from 20000 to 31999")
+	return 0
 }
