@@ -72,7 +72,7 @@ func (a Attach) kind() string {
 // keeps the earlier due time), but it counts as gone from its expiry on. It
 // returns ErrUnknownRoom,
 // ErrBadAttachment, names.ErrBadName, and Redis errors.
-func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error) {
+func (s *Seats) Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err == nil {
 		err = names.User(user)
@@ -94,7 +94,7 @@ func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed
 				s.retire(ctx, lobby)
 			}
 			if c, ok := countOfInts(lobby, v[2:]); ok {
-				s.indexCounts(ctx, c)
+				s.lobbies.indexCounts(ctx, c)
 			}
 			return v[0] == 1, nil
 		}
@@ -103,7 +103,7 @@ func (s *Service) Detach(ctx context.Context, roomID, user, attID string) (freed
 }
 
 // lobbyKeys are KEYS[1..12] of every seat script (see lua/lobby_lib.lua).
-func (s *Service) lobbyKeys(lobby string) []string {
+func (s *base) lobbyKeys(lobby string) []string {
 	return []string{
 		membersKey(s.ks, lobby), leasesKey(s.ks, lobby), attsKey(s.ks, lobby), attIDsKey(s.ks, lobby),
 		restKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), openCapKey(s.ks, lobby),
@@ -112,14 +112,14 @@ func (s *Service) lobbyKeys(lobby string) []string {
 }
 
 // lobbyArgs are ARGV[1..7] of every seat script (see lua/lobby_lib.lua).
-func (s *Service) lobbyArgs(lobby string) []any {
+func (s *base) lobbyArgs(lobby string) []any {
 	now := s.now()
 	return []any{ms(now), ms(now.Add(s.leaseDur())), s.capNow(), lobby, channelPrefix(s.ks, lobby),
 		s.publish, s.idleTTL.Milliseconds()}
 }
 
 // runLobby runs a seat script on lobby with extra ARGV after the common ones.
-func (s *Service) runLobby(ctx context.Context, script *redis.Script, lobby string, extra ...any) *redis.Cmd {
+func (s *base) runLobby(ctx context.Context, script *redis.Script, lobby string, extra ...any) *redis.Cmd {
 	return redisx.Run(ctx, s.rdb, script, s.lobbyKeys(lobby), append(s.lobbyArgs(lobby), extra...)...)
 }
 
@@ -127,7 +127,7 @@ func (s *Service) runLobby(ctx context.Context, script *redis.Script, lobby stri
 // index. It runs after the seat script's reply, never in the same
 // pipeline: on Redis Cluster the index may live on another shard, and the
 // order against retire's ZREM is what keeps a seated lobby indexed.
-func (s *Service) register(ctx context.Context, lobby string) {
+func (s *Seats) register(ctx context.Context, lobby string) {
 	z := redis.Z{Score: float64(s.now().UnixMilli()), Member: lobby}
 	if err := s.rdb.ZAddNX(ctx, lobbiesKey(s.ks), z).Err(); err != nil {
 		s.m.counterErrors.Inc() // the next Renew in this lobby registers it
@@ -141,7 +141,7 @@ func (s *Service) register(ctx context.Context, lobby string) {
 // that got a seat meanwhile is put back. Either that look sees the seat, or
 // the seat's script ran after the ZREM and its register comes later still:
 // a lobby with a seat always ends up indexed.
-func (s *Service) retire(ctx context.Context, lobbies ...string) {
+func (s *Seats) retire(ctx context.Context, lobbies ...string) {
 	if len(lobbies) == 0 {
 		return
 	}

@@ -34,7 +34,7 @@ func BenchmarkJoin(b *testing.B) {
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
 	for i := range 49 {
-		_, err := s.Join(ctx, "seated", fmt.Sprintf("u%d", i), ws1)
+		_, err := s.Seats.Join(ctx, "seated", fmt.Sprintf("u%d", i), ws1)
 		require.NoError(b, err)
 	}
 	require.NoError(b, trivialScript.Run(ctx, r.Client, []string{r.Prefix + ":x"}).Err())
@@ -47,11 +47,11 @@ func BenchmarkJoin(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, err := s.Join(ctx, "seated", "u7", ws1); err != nil {
+		if _, err := s.Seats.Join(ctx, "seated", "u7", ws1); err != nil {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
-		if _, err := s.Join(ctx, "new", fmt.Sprintf("u%d", i), ws1); err != nil {
+		if _, err := s.Seats.Join(ctx, "new", fmt.Sprintf("u%d", i), ws1); err != nil {
 			b.Fatal(err)
 		}
 		raw += t1.Sub(t0)
@@ -75,7 +75,7 @@ func BenchmarkJoinContended(b *testing.B) {
 	var mu sync.Mutex
 	var holds, lat []float64
 	for _, s := range ss {
-		s.m.lockHold = prometheus.ObserverFunc(func(v float64) { mu.Lock(); holds = append(holds, v); mu.Unlock() })
+		s.Seats.m.lockHold = prometheus.ObserverFunc(func(v float64) { mu.Lock(); holds = append(holds, v); mu.Unlock() })
 	}
 	var n atomic.Int64
 	b.SetParallelism(16) // 32 joiners on 2 cores
@@ -86,7 +86,7 @@ func BenchmarkJoinContended(b *testing.B) {
 		for pb.Next() {
 			i := n.Add(1)
 			t0 := time.Now()
-			if _, err := ss[i%3].Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1); err != nil {
+			if _, err := ss[i%3].Seats.Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1); err != nil {
 				b.Error(err)
 				return
 			}
@@ -116,7 +116,7 @@ func BenchmarkSend(b *testing.B) {
 	r := redistest.Real(b)
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
-	_, err := s.Join(ctx, "bench", "alice", ws1)
+	_, err := s.Seats.Join(ctx, "bench", "alice", ws1)
 	require.NoError(b, err)
 	key, ch := r.Prefix+":{x}:history", r.Prefix+":{x}:events"
 	payload := `{"type":"message","message":{"id":"1764504000123-000007","room":"bench-1","from":"alice","text":"hello, world","ts":"2026-11-30T12:00:00.123Z"}}`
@@ -151,7 +151,7 @@ func BenchmarkRenew1000(b *testing.B) {
 	var seats []Attachment
 	for _, lobby := range []string{"l1", "l2"} {
 		for i := range 500 {
-			room, err := s.Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
+			room, err := s.Seats.Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
 			require.NoError(b, err)
 			seats = append(seats, Attachment{room.ID, fmt.Sprintf("u%d", i), "ws1"})
 		}
@@ -173,7 +173,7 @@ func BenchmarkRenew1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		lost, err := s.Renew(ctx, seats)
+		lost, err := s.Seats.Renew(ctx, seats)
 		if err != nil || len(lost) != 0 {
 			b.Fatal(err, len(lost))
 		}

@@ -45,29 +45,40 @@ var ErrTooManyLobbies = errcode.New(errcode.RateLimited, "rooms: seated in too m
 // The naive check, counting the lobbies in the user's presence, lags: three
 // joins before any poll all pass it, and a resume skips it.
 
+// seatCap is the cap on the lobbies a user holds seats in
+// (Config.MaxLobbiesPerUser), checked by Seats.Join and Seats.Reclaim. It
+// owns each user's index of lobbies (userLobbiesKey) and
+// lua/lobbies_reserve.lua; it reads the seat data of the lobbies.
+type seatCap struct {
+	*base
+	limit   func() int    // Config.MaxLobbiesPerUser; nil means no cap
+	pending time.Duration // reservePending of the Seats' lock TTL
+}
+
 // maxLobbies is the live cap, 0 for none.
-func (s *Service) maxLobbies() int {
-	if s.maxLobbiesPerUser == nil {
+func (s *seatCap) maxLobbies() int {
+	if s.limit == nil {
 		return 0
 	}
-	return max(s.maxLobbiesPerUser(), 0)
+	return max(s.limit(), 0)
 }
 
 // reservePending is how long a reservation counts whatever the seat data
-// say: twice the longest a seat batch may run (seatBatch's timeout).
-func (s *Service) reservePending() time.Duration { return 2 * (2*s.lockTTL + 5*time.Second) }
+// say: twice the longest a seat batch may run (seatBatch's timeout, for a
+// lock TTL of lockTTL).
+func reservePending(lockTTL time.Duration) time.Duration { return 2 * (2*lockTTL + 5*time.Second) }
 
-// reservation is a place taken in a user's index by reserveLobby, to
+// reservation is a place taken in a user's index by reserve, to
 // confirm or release once the join is done; the zero value is none.
 type reservation struct {
 	user, lobby string
 	score       int64
 }
 
-// reserveLobby checks the cap for user joining lobby and reserves a place
-// for it in the user's index. It returns an error wrapping
-// ErrTooManyLobbies at the cap, and Redis errors.
-func (s *Service) reserveLobby(ctx context.Context, user, lobby string) (reservation, error) {
+// reserve checks the cap for user joining lobby and reserves a place for
+// it in the user's index. It returns an error wrapping ErrTooManyLobbies
+// at the cap, and Redis errors.
+func (s *seatCap) reserve(ctx context.Context, user, lobby string) (reservation, error) {
 	limit := s.maxLobbies()
 	if limit == 0 {
 		return reservation{}, nil
@@ -111,7 +122,7 @@ func (s *Service) reserveLobby(ctx context.Context, user, lobby string) (reserva
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return reservation{}, err
 		}
-		pending := now.Add(-s.reservePending()).UnixMilli()
+		pending := now.Add(-s.pending).UnixMilli()
 		for i, e := range entries {
 			if e.Member != lobby && !live(seats[i]) && (e.Score == 0 || int64(e.Score) < pending) {
 				args = append(args, e.Member, int64(e.Score))
@@ -133,13 +144,13 @@ func (s *Service) reserveLobby(ctx context.Context, user, lobby string) (reserva
 
 // indexTTL is how long a user's index lives after its last change: as long
 // as an idle lobby.
-func (s *Service) indexTTL() time.Duration { return max(s.idleTTL, s.reservePending()) }
+func (s *seatCap) indexTTL() time.Duration { return max(s.idleTTL, s.pending) }
 
 // settle confirms r when the join seated its user (err nil) and releases
 // it when the join certainly did not; a join that may have seated (a Redis
 // or context error) leaves r to age out. Failures are counted, not
 // returned: the join's answer stands.
-func (s *Service) settle(ctx context.Context, r reservation, err error) {
+func (s *seatCap) settle(ctx context.Context, r reservation, err error) {
 	if r.lobby == "" {
 		return
 	}

@@ -35,7 +35,7 @@ func testSeatCap(t *testing.T, r *redistest.Redis) {
 		t.Helper()
 		var out []string
 		for _, l := range lobbies {
-			ok, err := ss[0].Seated(ctx, l+"-1", "alice")
+			ok, err := ss[0].Seats.Seated(ctx, l+"-1", "alice")
 			require.NoError(t, err)
 			if ok {
 				out = append(out, l)
@@ -55,7 +55,7 @@ func testSeatCap(t *testing.T, r *redistest.Redis) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = ss[i%3].Join(ctx, l, "alice", Attach{ID: "rest:" + l, REST: true})
+				_, errs[i] = ss[i%3].Seats.Join(ctx, l, "alice", Attach{ID: "rest:" + l, REST: true})
 			}()
 		}
 		wg.Wait()
@@ -76,52 +76,52 @@ func testSeatCap(t *testing.T, r *redistest.Redis) {
 	require.Len(t, held, 2)
 
 	t.Run("a lobby the user sits in is joined again, whatever the count", func(t *testing.T) {
-		_, err := ss[1].Join(ctx, held[0], "alice", Attach{ID: "ws:1"})
+		_, err := ss[1].Seats.Join(ctx, held[0], "alice", Attach{ID: "ws:1"})
 		require.NoError(t, err)
-		_, err = ss[2].Reclaim(ctx, held[1]+"-1", "alice", Attach{ID: "ws:2"})
+		_, err = ss[2].Seats.Reclaim(ctx, held[1]+"-1", "alice", Attach{ID: "ws:2"})
 		require.NoError(t, err)
 	})
 
 	t.Run("a resume into a third lobby is refused", func(t *testing.T) {
-		_, err := ss[0].Join(ctx, "third", "bob", ws1)
+		_, err := ss[0].Seats.Join(ctx, "third", "bob", ws1)
 		require.NoError(t, err)
-		_, err = ss[0].Reclaim(ctx, "third-1", "alice", ws1)
+		_, err = ss[0].Seats.Reclaim(ctx, "third-1", "alice", ws1)
 		require.ErrorIs(t, err, ErrTooManyLobbies)
-		ok, err := ss[0].Seated(ctx, "third-1", "alice")
+		ok, err := ss[0].Seats.Seated(ctx, "third-1", "alice")
 		require.NoError(t, err)
 		assert.False(t, ok)
 	})
 
 	t.Run("leaving one lets the next in", func(t *testing.T) {
-		require.NoError(t, ss[0].Leave(ctx, held[0]+"-1", "alice"))
-		_, err := ss[1].Reclaim(ctx, "third-1", "alice", ws1)
+		require.NoError(t, ss[0].Seats.Leave(ctx, held[0]+"-1", "alice"))
+		_, err := ss[1].Seats.Reclaim(ctx, "third-1", "alice", ws1)
 		require.NoError(t, err)
-		_, err = ss[2].Join(ctx, held[0], "alice", ws1)
+		_, err = ss[2].Seats.Join(ctx, held[0], "alice", ws1)
 		require.ErrorIs(t, err, ErrTooManyLobbies, "at the cap again")
 	})
 
 	t.Run("a join that certainly failed gives its place back", func(t *testing.T) {
-		require.NoError(t, ss[0].Leave(ctx, "third-1", "alice"))
-		_, err := ss[0].Reclaim(ctx, "nowhere-1", "alice", ws1)
+		require.NoError(t, ss[0].Seats.Leave(ctx, "third-1", "alice"))
+		_, err := ss[0].Seats.Reclaim(ctx, "nowhere-1", "alice", ws1)
 		require.ErrorIs(t, err, ErrUnknownRoom)
-		_, err = ss[0].Join(ctx, "fourth", "alice", ws1)
+		_, err = ss[0].Seats.Join(ctx, "fourth", "alice", ws1)
 		require.NoError(t, err, "the failed reclaim holds no place")
 	})
 
 	t.Run("expired seats free their place", func(t *testing.T) {
-		_, err := ss[0].Join(ctx, "fifth", "alice", ws1)
+		_, err := ss[0].Seats.Join(ctx, "fifth", "alice", ws1)
 		require.ErrorIs(t, err, ErrTooManyLobbies)
 		clock.Add(lease + time.Millisecond) // every seat of alice's lapses
-		_, err = ss[0].Join(ctx, "fifth", "alice", ws1)
+		_, err = ss[0].Seats.Join(ctx, "fifth", "alice", ws1)
 		require.NoError(t, err)
-		_, err = ss[0].Join(ctx, "sixth", "alice", ws1)
+		_, err = ss[0].Seats.Join(ctx, "sixth", "alice", ws1)
 		require.NoError(t, err)
-		_, err = ss[0].Join(ctx, "seventh", "alice", ws1)
+		_, err = ss[0].Seats.Join(ctx, "seventh", "alice", ws1)
 		require.ErrorIs(t, err, ErrTooManyLobbies)
 	})
 
 	t.Run("the user's index expires", func(t *testing.T) {
-		ttl := r.Client.PTTL(ctx, userLobbiesKey(ss[0].ks, "alice")).Val()
+		ttl := r.Client.PTTL(ctx, userLobbiesKey(ss[0].Seats.ks, "alice")).Val()
 		assert.Greater(t, ttl, time.Duration(0))
 		assert.LessOrEqual(t, ttl, DefaultIdleTTL)
 	})
@@ -129,10 +129,10 @@ func testSeatCap(t *testing.T, r *redistest.Redis) {
 	t.Run("without a cap nothing is counted or written", func(t *testing.T) {
 		free := nodes(t, r, 1, Config{})[0]
 		for i := range 5 {
-			_, err := free.Join(ctx, fmt.Sprintf("free%d", i), "carol", ws1)
+			_, err := free.Seats.Join(ctx, fmt.Sprintf("free%d", i), "carol", ws1)
 			require.NoError(t, err)
 		}
-		assert.Zero(t, r.Client.Exists(ctx, userLobbiesKey(free.ks, "carol")).Val())
+		assert.Zero(t, r.Client.Exists(ctx, userLobbiesKey(free.Seats.ks, "carol")).Val())
 	})
 }
 
@@ -144,12 +144,12 @@ func TestSeatCapReservationInFlight(t *testing.T) {
 	r := redistest.New(t)
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{MaxLobbiesPerUser: fixed(1)})[0]
-	resv, err := s.reserveLobby(ctx, "dave", "a")
+	resv, err := s.Seats.cap.reserve(ctx, "dave", "a")
 	require.NoError(t, err)
-	_, err = s.Join(ctx, "b", "dave", ws1)
+	_, err = s.Seats.Join(ctx, "b", "dave", ws1)
 	require.ErrorIs(t, err, ErrTooManyLobbies, "a's reservation is pending")
-	s.settle(ctx, resv, ErrRoomFull)
-	_, err = s.Join(ctx, "b", "dave", ws1)
+	s.Seats.cap.settle(ctx, resv, ErrRoomFull)
+	_, err = s.Seats.Join(ctx, "b", "dave", ws1)
 	require.NoError(t, err, "released")
 	assert.False(t, errors.Is(err, ErrTooManyLobbies))
 }

@@ -2,6 +2,18 @@
 // their messages: a lobby ("general") is served by rooms "general-1",
 // "general-2", … of room.capacity seats each, shared by every chatd node.
 //
+// New builds the package's parts over one Redis client, each a type that
+// owns its keys (keys.go) and scripts (scripts.go), with the Redis pattern
+// it shows described below under its name:
+//
+//   - Seats: joins, resumes, attachments, leases, the sweeper, the cap on a
+//     user's lobbies, lock-guarded room creation, and who sits where;
+//   - Messages: says (rate limited, idempotent, durable on request),
+//     history, removal, typing, the rooms' channels, the global counters;
+//   - Lobbies: the listing of lobbies by seated users;
+//   - ReadMarks: last-read ids and unread counts;
+//   - Private: private rooms for a fixed set of users (a match).
+//
 // # What it owns
 //
 // Everything of one lobby, in the {lobby:L} hash-tag unit. Lobby-wide
@@ -18,7 +30,7 @@
 // lobby listing's index ({rooms:index}); and the global message and room
 // counters.
 //
-// # The pattern: atomic seat claims, a lock only for creation, leases
+// # Seats: atomic seat claims, a lock only for creation, leases
 //
 // A join is one Lua script ([EVALSHA]): if the user already holds a live
 // seat, extend it and answer the same room; else reap the rooms whose
@@ -51,7 +63,7 @@
 // arrival order (group commit). A join storm then costs a few script calls
 // instead of one (plus lock polling) per join, and each node has at most one
 // contender for a lobby's lock; an uncontended join runs inline. The
-// queued joins are seated by a drain that the Service owns: Start gives it
+// queued joins are seated by a drain that Seats own: Start gives it
 // the run context the drains run under, Close stops new ones and waits for
 // the running ones (cancelling them when its own context ends). Without
 // Start, every join runs inline. The naive drain, a goroutine on the first
@@ -69,7 +81,7 @@
 // respect it. Holes left by leavers are filled first: a freed room goes back
 // into the open set, which is walked lowest number first.
 //
-// # Seats are held by attachments
+// # Seats: held by attachments
 //
 // A seat belongs to its user, but what keeps it is the user's presence: each
 // WebSocket connection and each REST session of the user that is in the
@@ -108,7 +120,7 @@
 // purge and reap, so that a say learns in O(log N) ([ZCOUNT] n n) whether
 // its room has REST members to mark (SendResult.HasREST).
 //
-// # A cap on the lobbies a user sits in
+// # Seats: a cap on the lobbies a user sits in
 //
 // Config.MaxLobbiesPerUser (limit.seats_per_user) bounds the lobbies a user
 // holds seats in, checked by Join and Reclaim for a lobby the user has no
@@ -126,27 +138,7 @@
 // presence, lags behind the seats (three REST joins before any poll all
 // pass it) and is skipped by a resume.
 //
-// # Private rooms
-//
-// CreatePrivate makes room 1 of a lobby of its own for a fixed set of
-// users (a matchmaking match), in one script (lua/room_private.lua): the
-// users are seated at once, each seat with a lease ending when the
-// reservation does and no attachment. A user takes their seat with
-// Reclaim, which attaches and from then on keeps it like any other seat; a
-// seat nobody attached to is reaped when its lease ends, by the lobby's
-// next seat script or the sweeper, with a "left" event. The lobby's
-// records HASH holds the users under the field "private" (a key every seat
-// script already has in KEYS): seat_claim.lua refuses a lobby join there
-// and a claim of the room by anyone else (ErrPrivateRoom), and lobby_count
-// never indexes the lobby, so the listing never shows it. The naive
-// version, a room of a public lobby with seats taken for its players, is
-// joined by the next stranger who joins that lobby once a seat is freed.
-// Players reads that field (one HGET): the one rule of who may read a
-// private room — its players and the admins — is applied on top of it by
-// the realtime core (Chat.CanSee), for history, details, listing, read
-// marks and presence alike.
-//
-// # Idle lobbies are forgotten
+// # Seats: idle lobbies are forgotten
 //
 // Lobbies are created by joining them. Without care every lobby ever joined
 // keeps its keys, and its entry in the sweeper's index, forever: 3,000
@@ -178,11 +170,31 @@
 // is removed first and its users are looked at after; a seat taken in
 // between is seen then, or its own registration comes later still.
 //
-// # The lobby listing: an index written after the script, newest stamp wins
+// # Private: rooms for a fixed set of users
 //
-// Lobbies lists lobbies by seated users from one global ZSET (lobby → minus
-// its seated users, so [ZRANGE] gives the most seated first, ties by name)
-// with a HASH of each lobby's rooms. The naive version has the seat script
+// Private.Create makes room 1 of a lobby of its own for a fixed set of
+// users (a matchmaking match), in one script (lua/room_private.lua): the
+// users are seated at once, each seat with a lease ending when the
+// reservation does and no attachment. A user takes their seat with
+// Reclaim, which attaches and from then on keeps it like any other seat; a
+// seat nobody attached to is reaped when its lease ends, by the lobby's
+// next seat script or the sweeper, with a "left" event. The lobby's
+// records HASH holds the users under the field "private" (a key every seat
+// script already has in KEYS): seat_claim.lua refuses a lobby join there
+// and a claim of the room by anyone else (ErrPrivateRoom), and lobby_count
+// never indexes the lobby, so the listing never shows it. The naive
+// version, a room of a public lobby with seats taken for its players, is
+// joined by the next stranger who joins that lobby once a seat is freed.
+// Players reads that field (one HGET): the one rule of who may read a
+// private room — its players and the admins — is applied on top of it by
+// the realtime core (Chat.CanSee), for history, details, listing, read
+// marks and presence alike.
+//
+// # Lobbies: a listing written after the script, newest stamp wins
+//
+// Lobbies.List lists lobbies by seated users from one global ZSET (lobby →
+// minus its seated users, so [ZRANGE] gives the most seated first, ties by
+// name) with a HASH of each lobby's rooms. The naive version has the seat script
 // [ZADD] the global key; on Redis Cluster that key lives in another slot and
 // the script fails with CROSSSLOT. So each seat script returns the lobby's
 // count (users and rooms, [ZCARD] each) and, when it changed, a stamp from the
@@ -198,17 +210,10 @@
 // a renewal period. A listing may be that far off; who may sit where is
 // decided by the seat scripts, never by the index.
 //
-// # Unread counts
+// # Messages: one script per say
 //
-// MarkRead keeps each user's last-read id per room in {lobby:L}:read:<user>
-// (room number → padded id; padded ids compare as strings in send order),
-// moved forward only, by one script comparing ids; the key expires
-// Config.IdleTTL after the last mark. Unread counts, per room, the history's
-// entries after that id ([XRANGE] exclusive, COUNT 1,001, capped at 1,000)
-// or [XLEN] when nothing was read, all rooms in one pipeline.
-//
-// Messages: one script checks the sender's seat, takes a token from the
-// sender's say bucket, appends to the room's history ([XADD] MAXLEN ~
+// Messages.Send: one script checks the sender's seat, takes a token from
+// the sender's say bucket, appends to the room's history ([XADD] MAXLEN ~
 // HistoryMax) and [PUBLISH]es the event on the room's channel ([SPUBLISH]
 // with Config.ShardedPubSub), so ids on the channel come in history order,
 // a message is stored and published together or not at all, and a say is
@@ -216,8 +221,7 @@
 // ({lobby:L}:rate:<user>, expiring when it would be full again), not per
 // user: a per-user key would live in another Cluster slot than the room and
 // need a second script, in series, before the send. A refused say stores,
-// publishes and counts nothing. The
-// message id is the stream id, zero-padded so ids sort as strings. History
+// publishes and counts nothing. The message id is the stream id, zero-padded so ids sort as strings. History
 // reads with [XRANGE] from the resume id itself, inclusive: when that id is
 // gone (trimmed, or Redis lost its data), ErrResumeGap says so instead of
 // silently skipping messages. Seat, leave and reap scripts publish
@@ -226,7 +230,7 @@
 // whoever is subscribed and connected at that moment: the history, not the
 // channel, is the record a subscriber fills gaps from.
 //
-// # Idempotent says
+// # Messages: idempotent says
 //
 // A read timeout does not mean a say was not stored. go-redis retries a
 // pipeline whose answer did not come in time on a new connection; when the
@@ -255,7 +259,27 @@
 // pipeline twice; INCRBY after the replies costs every say a round trip,
 // and counts nothing for a pipeline whose first run's answer was lost.
 //
-// # Every key in KEYS
+// # Messages: durability
+//
+// Redis replicates asynchronously, so a master that dies right after
+// acking a send may take the message with it when its replica is promoted. With Config.Durability "replica" the send's pipeline ends with
+// [WAIT] 1 <timeout> on the connection the scripts went out on (on Redis
+// Cluster, routed to the room's master: WAIT names no key, and go-redis
+// would pick any master) and a send no replica acknowledged returns
+// ErrNotReplicated instead of an ack. The naive version — WAIT as its own
+// call afterwards — runs on another pooled connection, whose own writes
+// are none, and answers at once.
+//
+// # ReadMarks: unread counts
+//
+// ReadMarks.MarkRead keeps each user's last-read id per room in
+// {lobby:L}:read:<user> (room number → padded id; padded ids compare as
+// strings in send order), moved forward only, by one script comparing ids; the key expires
+// Config.IdleTTL after the last mark. Unread counts, per room, the history's
+// entries after that id ([XRANGE] exclusive, COUNT 1,001, capped at 1,000)
+// or [XLEN] when nothing was read, all rooms in one pipeline.
+//
+// # All parts: every key in KEYS
 //
 // A seat script chooses the room at run time (the lowest with a free seat,
 // the rooms whose leases ran out), so it cannot be told that room's keys in
@@ -284,7 +308,7 @@
 // counts, renewal) are given it by Go, which knows the room. Channels are
 // not keys; the scripts still build channel names.
 //
-// # Scale: a lobby lives on one shard
+// # All parts: a lobby lives on one shard
 //
 // All keys of a lobby share the {lobby:L} hash tag, so on Redis Cluster a
 // lobby — its seats, rooms and every room's history and sends — is served by
@@ -302,16 +326,6 @@
 // write succeeds, and Redis runs each to the end. If Redis loses its data,
 // rooms are numbered from 1 again as users rejoin, and a History resume
 // from an id that is gone returns ErrResumeGap.
-//
-// Durability: Redis replicates asynchronously, so a master that dies right
-// after acking a send may take the message with it when its replica is
-// promoted. With Config.Durability "replica" the send's pipeline ends with
-// [WAIT] 1 <timeout> on the connection the scripts went out on (on Redis
-// Cluster, routed to the room's master: WAIT names no key, and go-redis
-// would pick any master) and a send no replica acknowledged returns
-// ErrNotReplicated instead of an ack. The naive version — WAIT as its own
-// call afterwards — runs on another pooled connection, whose own writes
-// are none, and answers at once.
 //
 // [EVALSHA]: https://redis.io/commands/evalsha/
 // [ZRANGE]: https://redis.io/commands/zrange/

@@ -20,7 +20,7 @@ const (
 // acknowledgement when Config.DurabilityTimeout is 0.
 const DefaultDurabilityTimeout = time.Second
 
-func (s *Service) durable() bool {
+func (s *Messages) durable() bool {
 	return s.durability != nil && s.durability() == DurabilityReplica
 }
 
@@ -35,7 +35,7 @@ func (s *Service) durable() bool {
 // command's first key; WAIT has none, and go-redis would send it to any
 // master. So on a Cluster each lobby (hash-tag unit, hence slot) of the
 // batch gets a WAIT routed by the lobby's rooms key (slotWait).
-func (s *Service) queueWaits(ctx context.Context, pipe redis.Pipeliner, ps []prepared, idx []int) {
+func (s *Messages) queueWaits(ctx context.Context, pipe redis.Pipeliner, ps []prepared, idx []int) {
 	timeout := s.waitFor.Milliseconds()
 	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
 		w := redis.NewIntCmd(ctx, "wait", 1, timeout)
@@ -76,7 +76,7 @@ func (w slotWait) Args() []any { return w.wire }
 
 // replicated returns nil when p's WAIT saw a replica acknowledge it, else
 // an error wrapping ErrNotReplicated.
-func (s *Service) replicated(p *prepared) error {
+func (s *Messages) replicated(p *prepared) error {
 	if p.wait == nil {
 		return fmt.Errorf("%w: no WAIT was sent", ErrNotReplicated)
 	}

@@ -105,16 +105,16 @@ func TestDurabilityReplica(t *testing.T) {
 	ctx := context.Background()
 	mode := DurabilityReplica
 	s := nodes(t, r, 1, Config{Durability: func() string { return mode }, DurabilityTimeout: 300 * time.Millisecond})[0]
-	_, err := s.Join(ctx, "dur", "alice", ws1)
+	_, err := s.Seats.Join(ctx, "dur", "alice", ws1)
 	require.NoError(t, err)
 	_, err = s.say(ctx, "dur-1", "alice", "warm-up") // the script is loaded
 	require.NoError(t, err)
 
 	t.Run("a send is acked after one WAIT in its own pipeline", func(t *testing.T) {
 		cnt := &counter{}
-		s.rdb.AddHook(cnt)
+		s.Seats.rdb.AddHook(cnt)
 		before := waitCalls(t, r.Server.Addr)
-		res, err := s.Send(ctx, "dur-1", "alice", "safe", SendOptions{})
+		res, err := s.Messages.Send(ctx, "dur-1", "alice", "safe", SendOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, 1, waitCalls(t, r.Server.Addr)-before, "one WAIT")
 		assert.EqualValues(t, 1, cnt.pipes.Load(), "in the send's pipeline: one round trip")
@@ -123,12 +123,12 @@ func TestDurabilityReplica(t *testing.T) {
 		if strings.HasSuffix(raw, "-") {
 			raw += "0"
 		}
-		got, err := rep.Client(t).XRange(ctx, historyKey(s.ks, "dur", 1), raw, raw).Result()
+		got, err := rep.Client(t).XRange(ctx, historyKey(s.Seats.ks, "dur", 1), raw, raw).Result()
 		require.NoError(t, err)
 		assert.Len(t, got, 1, "the replica holds the acked message %s at once", res.Message.ID)
 
 		before = waitCalls(t, r.Server.Addr)
-		out := s.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "a"}, {Room: "dur-1", User: "alice", Text: "b"}, {Room: "dur-1", User: "alice", Text: "c"}}, SendOptions{})
+		out := s.Messages.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "a"}, {Room: "dur-1", User: "alice", Text: "b"}, {Room: "dur-1", User: "alice", Text: "c"}}, SendOptions{})
 		for _, o := range out {
 			require.NoError(t, o.Err)
 		}
@@ -147,22 +147,22 @@ func TestDurabilityReplica(t *testing.T) {
 
 	t.Run("with the replica stopped a send is stored but answers ErrNotReplicated", func(t *testing.T) {
 		rep.Pause(t)
-		sent := testkit.Value(t, s.m.sent)
+		sent := testkit.Value(t, s.Seats.m.sent)
 		start := time.Now()
-		res, err := s.Send(ctx, "dur-1", "alice", "unsafe", SendOptions{})
+		res, err := s.Messages.Send(ctx, "dur-1", "alice", "unsafe", SendOptions{})
 		took := time.Since(start)
 		require.ErrorIs(t, err, ErrNotReplicated)
 		assert.GreaterOrEqual(t, took, 300*time.Millisecond, "WAIT waited its timeout")
 		assert.Less(t, took, 5*time.Second, "and no longer than it, give or take a loaded machine")
 		require.NotEmpty(t, res.Message.ID, "the result comes with the error")
-		h, err := s.History(ctx, "dur-1", "", 1)
+		h, err := s.Messages.History(ctx, "dur-1", "", 1)
 		require.NoError(t, err)
 		require.Len(t, h, 1)
 		assert.Equal(t, res.Message.ID, h[0].ID, "the message is stored")
-		assert.Equal(t, sent+1, testkit.Value(t, s.m.sent), "and counted as sent")
-		assert.Equal(t, 1.0, testkit.Value(t, s.m.notReplicated))
+		assert.Equal(t, sent+1, testkit.Value(t, s.Seats.m.sent), "and counted as sent")
+		assert.Equal(t, 1.0, testkit.Value(t, s.Seats.m.notReplicated))
 
-		out := s.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "x"}, {Room: "dur-1", User: "nobody", Text: "y"}}, SendOptions{})
+		out := s.Messages.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "x"}, {Room: "dur-1", User: "nobody", Text: "y"}}, SendOptions{})
 		assert.ErrorIs(t, out[0].Err, ErrNotReplicated)
 		assert.NotEmpty(t, out[0].Message.ID)
 		assert.ErrorIs(t, out[1].Err, ErrNotSeated, "a refused say stays refused")
@@ -188,7 +188,7 @@ func TestDurabilityReplicaWithoutReplica(t *testing.T) {
 	r := redistest.Real(t)
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{Durability: func() string { return DurabilityReplica }, DurabilityTimeout: 50 * time.Millisecond})[0]
-	_, err := s.Join(ctx, "alone", "alice", ws1)
+	_, err := s.Seats.Join(ctx, "alone", "alice", ws1)
 	require.NoError(t, err)
 	_, err = s.say(ctx, "alone-1", "alice", "no replica to hold it")
 	assert.ErrorIs(t, err, ErrNotReplicated)
@@ -203,16 +203,16 @@ func TestDurabilityReplicaOnCluster(t *testing.T) {
 	s := nodes(t, r, 1, Config{Durability: func() string { return DurabilityReplica }, DurabilityTimeout: 300 * time.Millisecond})[0]
 	// two lobbies whose rooms live on different masters
 	lobbies := []string{"c0"}
-	first := r.NodeOf(t, roomsKey(s.ks, "c0"))
+	first := r.NodeOf(t, roomsKey(s.Seats.ks, "c0"))
 	for i := 1; len(lobbies) < 2; i++ {
 		l := "c" + strconv.Itoa(i)
-		if r.NodeOf(t, roomsKey(s.ks, l)) != first {
+		if r.NodeOf(t, roomsKey(s.Seats.ks, l)) != first {
 			lobbies = append(lobbies, l)
 		}
 	}
-	second := r.NodeOf(t, roomsKey(s.ks, lobbies[1]))
+	second := r.NodeOf(t, roomsKey(s.Seats.ks, lobbies[1]))
 	for _, l := range lobbies {
-		_, err := s.Join(ctx, l, "alice", ws1)
+		_, err := s.Seats.Join(ctx, l, "alice", ws1)
 		require.NoError(t, err)
 		_, err = s.say(ctx, l+"-1", "alice", "warm-up")
 		require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestDurabilityReplicaOnCluster(t *testing.T) {
 	t.Run("each room's master gets the WAIT", func(t *testing.T) {
 		for round := 0; round < 3; round++ {
 			before := counts()
-			out := s.SendMany(ctx, []SendRequest{{Room: lobbies[0] + "-1", User: "alice", Text: "a"}, {Room: lobbies[1] + "-1", User: "alice", Text: "b"}, {Room: lobbies[0] + "-1", User: "alice", Text: "c"}}, SendOptions{})
+			out := s.Messages.SendMany(ctx, []SendRequest{{Room: lobbies[0] + "-1", User: "alice", Text: "a"}, {Room: lobbies[1] + "-1", User: "alice", Text: "b"}, {Room: lobbies[0] + "-1", User: "alice", Text: "c"}}, SendOptions{})
 			for _, o := range out {
 				require.NoError(t, o.Err)
 			}
@@ -246,7 +246,7 @@ func TestDurabilityReplicaOnCluster(t *testing.T) {
 	t.Run("a stopped replica fails only its master's sends", func(t *testing.T) {
 		rep := replicaOfNode(t, r, second)
 		rep.Pause(t)
-		out := s.SendMany(ctx, []SendRequest{{Room: lobbies[0] + "-1", User: "alice", Text: "kept"}, {Room: lobbies[1] + "-1", User: "alice", Text: "unsafe"}}, SendOptions{})
+		out := s.Messages.SendMany(ctx, []SendRequest{{Room: lobbies[0] + "-1", User: "alice", Text: "kept"}, {Room: lobbies[1] + "-1", User: "alice", Text: "unsafe"}}, SendOptions{})
 		assert.NoError(t, out[0].Err)
 		assert.ErrorIs(t, out[1].Err, ErrNotReplicated)
 		assert.NotEmpty(t, out[1].Message.ID)

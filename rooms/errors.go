@@ -39,11 +39,11 @@ var (
 	ErrResumeGap = errcode.New(errcode.ResumeGap, "rooms: message to resume after is no longer in history")
 
 	// ErrPrivateRoom is returned by Join for a lobby that holds a private
-	// room (CreatePrivate), and by Reclaim of such a room by a user it was
+	// room (Private.Create), and by Reclaim of such a room by a user it was
 	// not made for.
 	ErrPrivateRoom = errcode.New(errcode.Forbidden, "rooms: the room is private")
 
-	// ErrLobbyTaken is returned by CreatePrivate when the lobby holds rooms
+	// ErrLobbyTaken is returned by Private.Create when the lobby holds rooms
 	// already (a public lobby, or a private room for other users).
 	ErrLobbyTaken = errcode.New(errcode.Conflict, "rooms: the lobby is taken")
 

@@ -22,7 +22,7 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	ss := nodes(t, r, 2, Config{Capacity: fixed(2), LockTTL: 300 * time.Millisecond})
 	a, b := ss[0], ss[1]
 	for _, u := range []string{"u1", "u2"} {
-		_, err := a.Join(ctx, "duel", u, ws1)
+		_, err := a.Seats.Join(ctx, "duel", u, ws1)
 		require.NoError(t, err)
 	}
 
@@ -30,7 +30,7 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	// pause, SIGSTOP) past the lock's TTL.
 	holding, proceed := make(chan int64), make(chan struct{})
 	var once sync.Once
-	a.beforeCreate = func(_ context.Context, l *lock.Lock) {
+	a.Seats.beforeCreate = func(_ context.Context, l *lock.Lock) {
 		once.Do(func() {
 			holding <- l.Fence()
 			<-proceed
@@ -38,17 +38,17 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	}
 	got := make(chan Room)
 	go func() {
-		room, err := a.Join(ctx, "duel", "u3", ws1)
+		room, err := a.Seats.Join(ctx, "duel", "u3", ws1)
 		assert.NoError(t, err)
 		got <- room
 	}()
 	staleFence := <-holding
 
 	// Meanwhile b finds every room full, waits out a's lock and creates room 2.
-	room, err := b.Join(ctx, "duel", "u4", ws1)
+	room, err := b.Seats.Join(ctx, "duel", "u4", ws1)
 	require.NoError(t, err)
 	require.Equal(t, "duel-2", room.ID)
-	_, fenceKey := a.lock.Keys(lockName("duel"))
+	_, fenceKey := a.Seats.lock.Keys(lockName("duel"))
 	newFence, err := r.Client.Get(ctx, fenceKey).Int64()
 	require.NoError(t, err)
 	require.Greater(t, newFence, staleFence, "b's acquisition issued a newer fence")
@@ -57,8 +57,8 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	room = <-got
 
 	t.Run("the stale holder's creation is refused by the fence", func(t *testing.T) {
-		assert.Equal(t, 1.0, testkit.Value(t, a.m.fenceRejected))
-		assert.Equal(t, 2.0, testkit.Value(t, a.m.created), "two creations in all (the nodes share a registry): room 1, and b's room 2")
+		assert.Equal(t, 1.0, testkit.Value(t, a.Seats.m.fenceRejected))
+		assert.Equal(t, 2.0, testkit.Value(t, a.Seats.m.created), "two creations in all (the nodes share a registry): room 1, and b's room 2")
 	})
 
 	t.Run("the stale holder's user takes the free seat in b's room", func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestLockHolderPausedPastItsTTLCannotCreateARoom(t *testing.T) {
 	})
 
 	t.Run("the room record carries its creator's fence", func(t *testing.T) {
-		raw, err := r.Client.HGet(ctx, recordsKey(a.ks, "duel"), "2").Result()
+		raw, err := r.Client.HGet(ctx, recordsKey(a.Seats.ks, "duel"), "2").Result()
 		require.NoError(t, err)
 		var rec struct {
 			ID    string `json:"id"`

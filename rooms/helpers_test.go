@@ -34,8 +34,8 @@ func nodes(t testing.TB, r *redistest.Redis, n int, cfg Config) []*Service {
 	for i := range out {
 		s, err := New(r.NewClient(t), cfg)
 		require.NoError(t, err)
-		require.NoError(t, s.Start(context.Background())) // group commit, as a node runs it
-		t.Cleanup(func() { assert.NoError(t, s.Close(context.Background())) })
+		require.NoError(t, s.Seats.Start(context.Background())) // group commit, as a node runs it
+		t.Cleanup(func() { assert.NoError(t, s.Seats.Close(context.Background())) })
 		out[i] = s
 	}
 	return out
@@ -112,7 +112,7 @@ var ws1 = Attach{ID: "ws1"}
 
 // say sends with no rate limit and returns the message.
 func (s *Service) say(ctx context.Context, roomID, user, text string) (Message, error) {
-	r, err := s.Send(ctx, roomID, user, text, SendOptions{})
+	r, err := s.Messages.Send(ctx, roomID, user, text, SendOptions{})
 	return r.Message, err
 }
 

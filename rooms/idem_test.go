@@ -22,20 +22,20 @@ func TestIdempotentSays(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, IdempotencyTTL: time.Minute})[0]
 	for _, u := range []string{"alice", "bob", "carol"} { // carol in room 2
-		_, err := s.Join(ctx, "i", u, ws1)
+		_, err := s.Seats.Join(ctx, "i", u, ws1)
 		require.NoError(t, err)
 	}
-	events := subscribe(t, r.NewClient(t), s.Channel("i-1"))
+	events := subscribe(t, r.NewClient(t), s.Messages.Channel("i-1"))
 	opt := SendOptions{Rate: 1, Burst: 1} // one token: a second say now would be refused
 	send := func(req SendRequest) SendReply {
 		t.Helper()
-		return s.SendMany(ctx, []SendRequest{req}, opt)[0]
+		return s.Messages.SendMany(ctx, []SendRequest{req}, opt)[0]
 	}
 	first := send(SendRequest{Room: "i-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
 	require.NoError(t, first.Err)
 	require.False(t, first.Duplicate)
 	nextEvent(t, events)
-	msgs, _, err := s.Counters(ctx)
+	msgs, _, err := s.Messages.Counters(ctx)
 	require.NoError(t, err)
 
 	t.Run("the same say again answers the first message and changes nothing", func(t *testing.T) {
@@ -44,15 +44,15 @@ func TestIdempotentSays(t *testing.T) {
 		require.NoError(t, again.Err, "no rate token was needed")
 		assert.True(t, again.Duplicate)
 		assert.Equal(t, first.Message, again.Message, "same id and ts")
-		h, err := s.History(ctx, "i-1", "", 10)
+		h, err := s.Messages.History(ctx, "i-1", "", 10)
 		require.NoError(t, err)
 		assert.Equal(t, []Message{first.Message}, h)
-		n, _, err := s.Counters(ctx)
+		n, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, msgs, n, "not counted")
-		require.NoError(t, r.Client.Publish(ctx, s.Channel("i-1"), "marker").Err())
+		require.NoError(t, r.Client.Publish(ctx, s.Messages.Channel("i-1"), "marker").Err())
 		assert.Equal(t, "marker", (<-events).Payload, "nothing published")
-		assert.Zero(t, r.Client.Exists(ctx, rateKey(s.ks, "i", "alice")).Val()-1, "the bucket is the first say's")
+		assert.Zero(t, r.Client.Exists(ctx, rateKey(s.Seats.ks, "i", "alice")).Val()-1, "the bucket is the first say's")
 	})
 
 	t.Run("a key reused for another text or room is refused and sends nothing", func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestIdempotentSays(t *testing.T) {
 			assert.Equal(t, errcode.BadRequest, errcode.Of(out.Err))
 			assert.Equal(t, "Idempotency key reused for another message", errcode.Message(out.Err))
 		}
-		h, err := s.History(ctx, "i-1", "", 10)
+		h, err := s.Messages.History(ctx, "i-1", "", 10)
 		require.NoError(t, err)
 		assert.Len(t, h, 1)
 	})
@@ -73,15 +73,15 @@ func TestIdempotentSays(t *testing.T) {
 	t.Run("a key reused in another lobby is refused and sends nothing", func(t *testing.T) {
 		// The send record lives in the lobby's slot; the claim in the
 		// user's catches the key in any lobby.
-		_, err := s.Join(ctx, "j", "alice", ws1)
+		_, err := s.Seats.Join(ctx, "j", "alice", ws1)
 		require.NoError(t, err)
 		out := send(SendRequest{Room: "j-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
 		require.ErrorIs(t, out.Err, ErrIdempotencyMismatch)
 		assert.Equal(t, errcode.BadRequest, errcode.Of(out.Err))
-		h, err := s.History(ctx, "j-1", "", 10)
+		h, err := s.Messages.History(ctx, "j-1", "", 10)
 		require.NoError(t, err)
 		assert.Empty(t, h)
-		ttl := r.Client.PTTL(ctx, claimKey(s.ks, "alice", "sess1:c-1")).Val()
+		ttl := r.Client.PTTL(ctx, claimKey(s.Seats.ks, "alice", "sess1:c-1")).Val()
 		assert.Greater(t, ttl, 50*time.Second, "the claim lives as long as the send record")
 		assert.LessOrEqual(t, ttl, time.Minute)
 		// A new key in that lobby is a new say.
@@ -90,7 +90,7 @@ func TestIdempotentSays(t *testing.T) {
 	})
 
 	t.Run("keys are the sender's: another user's same key is another say", func(t *testing.T) {
-		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
+		out := s.Messages.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
 		require.NoError(t, out.Err)
 		assert.False(t, out.Duplicate)
 		assert.NotEqual(t, first.Message.ID, out.Message.ID)
@@ -98,18 +98,18 @@ func TestIdempotentSays(t *testing.T) {
 	})
 
 	t.Run("a say applied before its seat went is still answered", func(t *testing.T) {
-		require.NoError(t, s.Leave(ctx, "i-1", "bob"))
+		require.NoError(t, s.Seats.Leave(ctx, "i-1", "bob"))
 		nextEvent(t, events)
-		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
+		out := s.Messages.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "hello", Key: "sess1:c-1"}}, SendOptions{})[0]
 		require.NoError(t, out.Err)
 		assert.True(t, out.Duplicate)
-		out = s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "new", Key: "sess1:c-2"}}, SendOptions{})[0]
+		out = s.Messages.SendMany(ctx, []SendRequest{{Room: "i-1", User: "bob", Text: "new", Key: "sess1:c-2"}}, SendOptions{})[0]
 		assert.ErrorIs(t, out.Err, ErrNotSeated)
 	})
 
 	t.Run("one call sending a key twice sends it once", func(t *testing.T) {
 		clock.Add(time.Second)
-		out := s.SendMany(ctx, []SendRequest{
+		out := s.Messages.SendMany(ctx, []SendRequest{
 			{Room: "i-1", User: "alice", Text: "twice", Key: "sess1:c-3"},
 			{Room: "i-1", User: "alice", Text: "twice", Key: "sess1:c-3"},
 		}, SendOptions{})
@@ -122,7 +122,7 @@ func TestIdempotentSays(t *testing.T) {
 	})
 
 	t.Run("the record expires after the TTL", func(t *testing.T) {
-		ttl := r.Client.PTTL(ctx, saidKey(s.ks, "i", "alice", "sess1:c-1")).Val()
+		ttl := r.Client.PTTL(ctx, saidKey(s.Seats.ks, "i", "alice", "sess1:c-1")).Val()
 		assert.Greater(t, ttl, 50*time.Second)
 		assert.LessOrEqual(t, ttl, time.Minute)
 	})
@@ -139,7 +139,7 @@ func TestIdempotentSays(t *testing.T) {
 			assert.Contains(t, out.Err.Error(), tc.says)
 			assert.Equal(t, errcode.BadRequest, errcode.Of(out.Err))
 		}
-		out := s.SendMany(ctx, []SendRequest{{Room: "i-1", User: "alice", Text: "x", Key: strings.Repeat("aZ9-_.:=+/@~", 11)[:MaxIdempotencyKey]}}, SendOptions{})[0]
+		out := s.Messages.SendMany(ctx, []SendRequest{{Room: "i-1", User: "alice", Text: "x", Key: strings.Repeat("aZ9-_.:=+/@~", 11)[:MaxIdempotencyKey]}}, SendOptions{})[0]
 		assert.NoError(t, out.Err)
 		nextEvent(t, events)
 	})
@@ -162,7 +162,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	s, err := New(rdb, Config{Prefix: r.Prefix})
 	require.NoError(t, err)
-	_, err = s.Join(ctx, "retry", "alice", ws1)
+	_, err = s.Seats.Join(ctx, "retry", "alice", ws1)
 	require.NoError(t, err)
 	_, err = s.say(ctx, "retry-1", "alice", "warm-up") // the scripts are loaded
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		runs := scriptCalls(t, r.Server.Addr)
 		r.Server.Pause(t)
 		done := make(chan []SendReply)
-		go func() { done <- s.SendMany(ctx, reqs, SendOptions{}) }()
+		go func() { done <- s.Messages.SendMany(ctx, reqs, SendOptions{}) }()
 		time.Sleep(1500 * time.Millisecond)
 		r.Server.Resume(t)
 		out := <-done
@@ -193,7 +193,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		return out
 	}
 	stored := func(tag string) map[string]int {
-		h, err := s.History(ctx, "retry-1", "", MaxHistoryLimit)
+		h, err := s.Messages.History(ctx, "retry-1", "", MaxHistoryLimit)
 		require.NoError(t, err)
 		n := map[string]int{}
 		for _, m := range h {
@@ -204,7 +204,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		return n
 	}
 	counted := func() int64 {
-		n, _, err := s.Counters(ctx)
+		n, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		return n
 	}
@@ -227,7 +227,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		assert.Equal(t, before+50, counted(), "the counter counts says, once per call")
 
 		t.Run("and the same says in another call are new says", func(t *testing.T) {
-			again := s.SendMany(ctx, says("plain", false), SendOptions{})
+			again := s.Messages.SendMany(ctx, says("plain", false), SendOptions{})
 			for _, o := range again {
 				require.NoError(t, o.Err)
 				assert.False(t, o.Duplicate)
@@ -255,7 +255,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		for text, c := range n {
 			assert.Equal(t, 1, c, "%q stored once", text)
 		}
-		h, err := s.History(ctx, "retry-1", "", MaxHistoryLimit)
+		h, err := s.Messages.History(ctx, "retry-1", "", MaxHistoryLimit)
 		require.NoError(t, err)
 		for _, m := range h {
 			if strings.HasPrefix(m.Text, "keyed ") {
@@ -265,14 +265,14 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		assert.Equal(t, before+50, counted(), "counted once")
 
 		t.Run("and sending them again answers the same ids and writes nothing", func(t *testing.T) {
-			len0 := r.Client.XLen(ctx, historyKey(s.ks, "retry", 1)).Val()
-			again := s.SendMany(ctx, reqs, SendOptions{})
+			len0 := r.Client.XLen(ctx, historyKey(s.Seats.ks, "retry", 1)).Val()
+			again := s.Messages.SendMany(ctx, reqs, SendOptions{})
 			for i, o := range again {
 				require.NoError(t, o.Err)
 				assert.True(t, o.Duplicate)
 				assert.Equal(t, out[i].Message, o.Message)
 			}
-			assert.Equal(t, len0, r.Client.XLen(ctx, historyKey(s.ks, "retry", 1)).Val())
+			assert.Equal(t, len0, r.Client.XLen(ctx, historyKey(s.Seats.ks, "retry", 1)).Val())
 			assert.Equal(t, before+50, counted())
 		})
 	})

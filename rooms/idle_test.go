@@ -38,40 +38,40 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 
 	for i := range 200 {
 		lobby := fmt.Sprintf("l%d", i)
-		room, err := s.Join(ctx, lobby, "alice", ws1)
+		room, err := s.Seats.Join(ctx, lobby, "alice", ws1)
 		require.NoError(t, err)
 		_, err = s.say(ctx, room.ID, "alice", "hi")
 		require.NoError(t, err)
 		if i%2 == 0 {
-			require.NoError(t, s.Leave(ctx, room.ID, "alice"))
+			require.NoError(t, s.Seats.Leave(ctx, room.ID, "alice"))
 		} else {
-			freed, err := s.Detach(ctx, room.ID, "alice", ws1.ID)
+			freed, err := s.Seats.Detach(ctx, room.ID, "alice", ws1.ID)
 			require.NoError(t, err)
 			require.True(t, freed)
 		}
 	}
 
 	t.Run("left lobbies are out of the sweeper's index at once", func(t *testing.T) {
-		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.Seats.ks)).Val())
 		cnt := &counter{}
-		s.rdb.AddHook(cnt)
-		_, err := s.Sweep(ctx)
+		s.Seats.rdb.AddHook(cnt)
+		_, err := s.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, cnt.cmds.Load()+cnt.pipes.Load(), "the sweep visits no lobby")
 	})
 
 	// A lobby left just now, for the subtests below that must run before
 	// its keys expire, however loaded the machine.
-	room, err := s.Join(ctx, "back", "alice", ws1)
+	room, err := s.Seats.Join(ctx, "back", "alice", ws1)
 	require.NoError(t, err)
 	_, err = s.say(ctx, room.ID, "alice", "hi")
 	require.NoError(t, err)
-	require.NoError(t, s.Leave(ctx, room.ID, "alice"))
+	require.NoError(t, s.Seats.Leave(ctx, room.ID, "alice"))
 
 	t.Run("every key of an idle lobby has the idle TTL, one and the same; histories expire no later", func(t *testing.T) {
 		keys := scanLobbyKeys(t, r)
 		require.NotEmpty(t, keys)
-		lobbyAt := r.Client.PExpireTime(ctx, seqKey(s.ks, "back")).Val()
+		lobbyAt := r.Client.PExpireTime(ctx, seqKey(s.Seats.ks, "back")).Val()
 		require.Greater(t, lobbyAt, time.Duration(0))
 		histories := 0
 		for _, k := range keys {
@@ -92,20 +92,20 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 	})
 
 	t.Run("a lobby that comes back before the TTL keeps everything", func(t *testing.T) {
-		room, err := s.Join(ctx, "back", "bob", ws1)
+		room, err := s.Seats.Join(ctx, "back", "bob", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, "back-1", room.ID)
-		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.ks, "back")).Val())
-		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, seqKey(s.ks, "back")).Val())
-		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, recordsKey(s.ks, "back")).Val())
-		ttl := r.Client.PTTL(ctx, historyKey(s.ks, "back", 1)).Val()
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.Seats.ks, "back")).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, seqKey(s.Seats.ks, "back")).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, recordsKey(s.Seats.ks, "back")).Val())
+		ttl := r.Client.PTTL(ctx, historyKey(s.Seats.ks, "back", 1)).Val()
 		assert.True(t, ttl > 0 && ttl <= idle, "the history lives on its own TTL (its last send or renewal + the idle TTL): %v", ttl)
-		h, err := s.History(ctx, room.ID, "", 10)
+		h, err := s.Messages.History(ctx, room.ID, "", 10)
 		require.NoError(t, err)
 		assert.Len(t, h, 1)
-		assert.EqualValues(t, 1, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val(), "back in the sweeper's index")
-		require.NoError(t, s.Leave(ctx, room.ID, "bob"))
-		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+		assert.EqualValues(t, 1, r.Client.ZCard(ctx, lobbiesKey(s.Seats.ks)).Val(), "back in the sweeper's index")
+		require.NoError(t, s.Seats.Leave(ctx, room.ID, "bob"))
+		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.Seats.ks)).Val())
 	})
 
 	t.Run("after the TTL no key of the lobbies is left", func(t *testing.T) {
@@ -115,16 +115,16 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 	})
 
 	t.Run("a forgotten lobby starts over and works", func(t *testing.T) {
-		room, err := s.Join(ctx, "l7", "carol", ws1)
+		room, err := s.Seats.Join(ctx, "l7", "carol", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, Room{ID: "l7-1", Lobby: "l7", Seq: 1, Capacity: DefaultCapacity, Members: []string{"carol"}}, room)
-		h, err := s.History(ctx, room.ID, "", 10)
+		h, err := s.Messages.History(ctx, room.ID, "", 10)
 		require.NoError(t, err)
 		assert.Empty(t, h, "no history of the forgotten room 1")
 		_, err = s.say(ctx, room.ID, "carol", "again")
 		require.NoError(t, err)
-		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.ks, "l7")).Val())
-		assert.EqualValues(t, 1, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
+		assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, roomsKey(s.Seats.ks, "l7")).Val())
+		assert.EqualValues(t, 1, r.Client.ZCard(ctx, lobbiesKey(s.Seats.ks)).Val())
 	})
 }
 
@@ -135,10 +135,10 @@ func TestALobbyWithSeatsHasNoExpiry(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(1), Now: clock.Now, Lease: func() time.Duration { return 2 * time.Second }})[0]
 	for _, u := range []string{"a", "b"} {
-		_, err := s.Join(ctx, "busy", u, ws1)
+		_, err := s.Seats.Join(ctx, "busy", u, ws1)
 		require.NoError(t, err)
 	}
-	require.NoError(t, s.Leave(ctx, "busy-1", "a"))
+	require.NoError(t, s.Seats.Leave(ctx, "busy-1", "a"))
 	for _, k := range scanLobbyKeys(t, r) {
 		if !strings.Contains(k, ":lock") {
 			assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, k).Val(), "%s of a lobby with a seat", k)
@@ -147,10 +147,10 @@ func TestALobbyWithSeatsHasNoExpiry(t *testing.T) {
 
 	t.Run("a reap of the last seat retires the lobby", func(t *testing.T) {
 		clock.Add(3 * time.Second)
-		n, err := s.Sweep(ctx)
+		n, err := s.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)
-		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.ks)).Val())
-		assert.Greater(t, r.Client.PTTL(ctx, seqKey(s.ks, "busy")).Val(), time.Duration(0))
+		assert.Zero(t, r.Client.ZCard(ctx, lobbiesKey(s.Seats.ks)).Val())
+		assert.Greater(t, r.Client.PTTL(ctx, seqKey(s.Seats.ks, "busy")).Val(), time.Duration(0))
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // maxBatch is the most joins one seat script call carries
-// (Service.maxBatch; tests lower it).
+// (joinQueues.maxBatch; tests lower it).
 const maxBatch = 256
 
 // Join seats user in lobby: in the lowest-numbered room with a free seat,
@@ -36,9 +37,9 @@ const maxBatch = 256
 // more and only then creates room seq = INCR and seats the user, all at once.
 //
 // A join with no other join of its lobby in progress on this node runs
-// inline. Once the Service is started (Start), joins that arrive while one
+// inline. Once the Seats are started (Start), joins that arrive while one
 // is in progress are queued and seated together by the next script call
-// (group commit, in arrival order), by a drain the Service runs under its
+// (group commit, in arrival order), by a drain the Seats run under their
 // run context, so a join storm costs a few script calls rather than one
 // each, and each node has at most one contender for the lobby's lock.
 // Before Start and from Close on, every join runs inline.
@@ -50,7 +51,7 @@ const maxBatch = 256
 // the context's error, and Redis errors (Redis down or full) as they come:
 // nothing is then half created. A join whose context ended may still have
 // been seated; its lease runs out unless renewed.
-func (s *Service) Join(ctx context.Context, lobby, user string, att Attach) (Room, error) {
+func (s *Seats) Join(ctx context.Context, lobby, user string, att Attach) (Room, error) {
 	start := time.Now()
 	r, how, err := s.join(ctx, lobby, user, att)
 	if err != nil {
@@ -77,13 +78,30 @@ type joinRes struct {
 }
 
 // joinQueue holds the joins waiting for a lobby on this node while another
-// join of it is being seated. It exists (in Service.queues) exactly while
-// some goroutine is seating joins of the lobby.
+// join of it is being seated. It exists (in joinQueues.queues) exactly
+// while some goroutine is seating joins of the lobby.
 type joinQueue struct {
 	pending []*joinReq
 }
 
-func (s *Service) join(ctx context.Context, lobby, user string, att Attach) (Room, prometheus.Counter, error) {
+// joinQueues is the group commit of joins on this node (see the package
+// doc, "atomic seat claims"): the joins of a lobby that arrive while one
+// is being seated wait in its joinQueue, and a drain seats them together.
+// The drains run under the run context Start gives (Seats.Start,
+// Seats.Close); before Start and from Close on, every join seats itself.
+type joinQueues struct {
+	seat func(ctx context.Context, lobby string, batch []*joinReq) // Seats.seatBatch
+
+	mu       sync.Mutex
+	queues   map[string]*joinQueue // lobby → joins waiting for this node's drain
+	maxBatch int                   // most joins per seat script call
+	runCtx   context.Context       // the drains' context, from start; nil when not started
+	stop     context.CancelFunc    // cancels runCtx
+	closing  bool                  // close began: no new drain
+	drains   sync.WaitGroup        // running drains
+}
+
+func (s *Seats) join(ctx context.Context, lobby, user string, att Attach) (Room, prometheus.Counter, error) {
 	if err := names.Lobby(lobby); err != nil {
 		return Room{}, nil, err
 	}
@@ -93,63 +111,63 @@ func (s *Service) join(ctx context.Context, lobby, user string, att Attach) (Roo
 	if err := att.check(); err != nil {
 		return Room{}, nil, err
 	}
-	resv, err := s.reserveLobby(ctx, user, lobby)
+	resv, err := s.cap.reserve(ctx, user, lobby)
 	if err != nil {
 		return Room{}, nil, err
 	}
-	room, how, err := s.enqueue(ctx, lobby, user, att)
-	s.settle(ctx, resv, err)
+	room, how, err := s.joins.enqueue(ctx, lobby, user, att)
+	s.cap.settle(ctx, resv, err)
 	return room, how, err
 }
 
 // enqueue seats one join: inline when no other join of its lobby is in
 // progress on this node, else through the lobby's queue.
-func (s *Service) enqueue(ctx context.Context, lobby, user string, att Attach) (Room, prometheus.Counter, error) {
+func (j *joinQueues) enqueue(ctx context.Context, lobby, user string, att Attach) (Room, prometheus.Counter, error) {
 	req := &joinReq{user: user, att: att, done: make(chan joinRes, 1)}
-	s.qmu.Lock()
-	if s.runCtx == nil || s.closing {
+	j.mu.Lock()
+	if j.runCtx == nil || j.closing {
 		// Not started, or closing: no background drain may run, so every
 		// join seats itself.
-		s.qmu.Unlock()
-		s.seatBatch(ctx, lobby, []*joinReq{req})
+		j.mu.Unlock()
+		j.seat(ctx, lobby, []*joinReq{req})
 		res := <-req.done
 		return res.room, res.how, res.err
 	}
-	q := s.queues[lobby]
+	q := j.queues[lobby]
 	if q == nil {
 		// Nobody on this node is seating in this lobby: seat this join
 		// inline, then hand whatever queued meanwhile to a drain.
 		q = &joinQueue{}
-		s.queues[lobby] = q
-		s.qmu.Unlock()
-		s.seatBatch(ctx, lobby, []*joinReq{req})
-		s.qmu.Lock()
+		j.queues[lobby] = q
+		j.mu.Unlock()
+		j.seat(ctx, lobby, []*joinReq{req})
+		j.mu.Lock()
 		switch {
 		case len(q.pending) == 0:
-			delete(s.queues, lobby)
-			s.qmu.Unlock()
-		case !s.closing:
-			// The drain serves other callers: it runs under the Service's
-			// run context, not this caller's; each batch has its own
+			delete(j.queues, lobby)
+			j.mu.Unlock()
+		case !j.closing:
+			// The drain serves other callers: it runs under the Seats' run
+			// context, not this caller's; each batch has its own
 			// deadline.
-			s.drains.Add(1)
-			run := s.runCtx
-			s.qmu.Unlock()
+			j.drains.Add(1)
+			run := j.runCtx
+			j.mu.Unlock()
 			go func() {
-				defer s.drains.Done()
-				s.drain(run, lobby, q)
+				defer j.drains.Done()
+				j.drain(run, lobby, q)
 			}()
 		default:
 			// Close began meanwhile: no new drain; this caller seats the
 			// joins that queued behind it before it returns.
-			s.qmu.Unlock()
-			s.drain(context.WithoutCancel(ctx), lobby, q)
+			j.mu.Unlock()
+			j.drain(context.WithoutCancel(ctx), lobby, q)
 		}
 		res := <-req.done
 		return res.room, res.how, res.err
 	}
 	q.pending = append(q.pending, req)
-	s.qmu.Unlock()
+	j.mu.Unlock()
 	select {
 	case res := <-req.done:
 		return res.room, res.how, res.err
@@ -160,9 +178,9 @@ func (s *Service) enqueue(ctx context.Context, lobby, user string, att Attach) (
 }
 
 // drain seats the lobby's queued joins, a batch at a time, until none wait.
-func (s *Service) drain(ctx context.Context, lobby string, q *joinQueue) {
+func (j *joinQueues) drain(ctx context.Context, lobby string, q *joinQueue) {
 	for {
-		s.qmu.Lock()
+		j.mu.Lock()
 		var batch []*joinReq
 		n := 0
 		for _, r := range q.pending {
@@ -170,7 +188,7 @@ func (s *Service) drain(ctx context.Context, lobby string, q *joinQueue) {
 				n++
 				continue
 			}
-			if len(batch) == s.maxBatch {
+			if len(batch) == j.maxBatch {
 				break
 			}
 			batch = append(batch, r)
@@ -178,18 +196,18 @@ func (s *Service) drain(ctx context.Context, lobby string, q *joinQueue) {
 		}
 		q.pending = q.pending[n:]
 		if len(batch) == 0 {
-			delete(s.queues, lobby)
-			s.qmu.Unlock()
+			delete(j.queues, lobby)
+			j.mu.Unlock()
 			return
 		}
-		s.qmu.Unlock()
-		s.seatBatch(ctx, lobby, batch)
+		j.mu.Unlock()
+		j.seat(ctx, lobby, batch)
 	}
 }
 
 // seatBatch seats a batch of joins: the seat claim for all, then, for those
 // that found every room full, room creation under the lobby's lock.
-func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq) {
+func (s *Seats) seatBatch(ctx context.Context, lobby string, batch []*joinReq) {
 	ctx, cancel := context.WithTimeout(ctx, 2*s.lockTTL+5*time.Second)
 	defer cancel()
 	deadline := time.Now().Add(2 * s.lockTTL)
@@ -248,7 +266,7 @@ func (s *Service) seatBatch(ctx context.Context, lobby string, batch []*joinReq)
 }
 
 // deliver answers the joins of batch that res seated and returns the others.
-func (s *Service) deliver(lobby string, batch []*joinReq, res batchResult) (rest []*joinReq) {
+func (s *Seats) deliver(lobby string, batch []*joinReq, res batchResult) (rest []*joinReq) {
 	for i, r := range batch {
 		var how prometheus.Counter
 		switch res.codes[i] {
@@ -334,12 +352,12 @@ func parseBatch(v any, n int) (batchResult, error) {
 	return r, nil
 }
 
-func (s *Service) room(lobby string, seq int, members []string) Room {
+func (b *base) room(lobby string, seq int, members []string) Room {
 	if members == nil {
 		members = []string{}
 	}
 	slices.Sort(members)
-	return Room{ID: makeRoomID(lobby, seq), Lobby: lobby, Seq: seq, Capacity: s.capNow(), Members: members}
+	return Room{ID: makeRoomID(lobby, seq), Lobby: lobby, Seq: seq, Capacity: b.capNow(), Members: members}
 }
 
 // appendTriples appends the (user, attachment id, kind) triple of each
@@ -354,7 +372,7 @@ func appendTriples(args []any, batch []*joinReq) []any {
 // claim runs seat_claim.lua: target "" to seat each join's user in the
 // lowest room with a free seat, else the one join's user in room target;
 // each seated join's attachment is recorded.
-func (s *Service) claim(ctx context.Context, lobby, target string, batch []*joinReq) (batchResult, error) {
+func (s *Seats) claim(ctx context.Context, lobby, target string, batch []*joinReq) (batchResult, error) {
 	args := appendTriples(append(s.lobbyArgs(lobby), target), batch)
 	v, err := redisx.Run(ctx, s.rdb, seatClaimScript, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
@@ -369,7 +387,7 @@ func (s *Service) claim(ctx context.Context, lobby, target string, batch []*join
 
 // indexed keeps the sweeper's index and the lobby index in step with what
 // a seat script did.
-func (s *Service) indexed(ctx context.Context, lobby string, r batchResult) {
+func (s *Seats) indexed(ctx context.Context, lobby string, r batchResult) {
 	switch {
 	case r.idle:
 		s.retire(ctx, lobby)
@@ -378,7 +396,7 @@ func (s *Service) indexed(ctx context.Context, lobby string, r batchResult) {
 	}
 	if r.counted {
 		r.count.lobby = lobby
-		s.indexCounts(ctx, r.count)
+		s.lobbies.indexCounts(ctx, r.count)
 	}
 }
 
@@ -386,7 +404,7 @@ func (s *Service) indexed(ctx context.Context, lobby string, r batchResult) {
 // seating every join's user and recording its attachment. It returns lock.ErrNotObtained when another node
 // holds the lock and lock.ErrFenceStale when the fence had moved on by the
 // time the script ran.
-func (s *Service) create(ctx context.Context, lobby string, batch []*joinReq) (batchResult, error) {
+func (s *Seats) create(ctx context.Context, lobby string, batch []*joinReq) (batchResult, error) {
 	l, err := s.lock.TryAcquire(ctx, lockName(lobby), s.lockTTL)
 	if err != nil {
 		return batchResult{}, err

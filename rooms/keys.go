@@ -14,8 +14,13 @@ import (
 //
 // The seat data are lobby-wide keys, never one key per room: a seat script
 // picks the room at run time, and a key it named then would not be in its
-// KEYS (see doc.go, "Every key in KEYS"). Room histories are per room; the
+// KEYS (see doc.go, "every key in KEYS"). Room histories are per room; the
 // scripts that touch one get it in KEYS from Go, which knows the room.
+
+// Seats: the lobby's seat data, in its slot; every seat script (and the
+// private room script, Private) gets all of them in KEYS, with the lobby
+// lock's fence (lobbyKeys). Messages' send script reads members,
+// leases, rooms and rest; ReadMarks reads rooms.
 
 // membersKey maps each seated user of the lobby to their room number (a
 // seat whose lease ran out stays until it is reaped); a room's members are
@@ -63,6 +68,37 @@ func recordsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby",
 // (µs, strictly increasing), which orders its counts in the lobby index.
 func verKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "ver") } // STRING int
 
+// Seats, outside the lobby's slot: the sweeper's index, the room counter
+// (read by Messages.Counters) and the lobby lock.
+
+// lobbiesKey maps every lobby that has rooms to the time (unix ms) the
+// sweeper should next look at it, a lower bound of its earliest lease expiry.
+func lobbiesKey(ks keyspace.Space) string { return ks.Global("rooms", "lobbies") } // ZSET
+
+// roomsTotalKey counts rooms created, all lobbies.
+func roomsTotalKey(ks keyspace.Space) string { return ks.Global("stats", "rooms") } // STRING INCR
+
+// lockName is the lock.Client name guarding room creation in a lobby: its
+// lock and fence keys share the lobby's hash tag.
+func lockName(lobby string) string { return "lobby:" + lobby }
+
+// seatCap (Seats' cap on a user's lobbies): the user's index, in the
+// user's slot.
+
+// userLobbiesKey lists the lobbies user may hold a seat in, for
+// Config.MaxLobbiesPerUser: lobby → the time (unix ms) a join reserved it,
+// or 0 once the join seated the user; the seat data, not this index, say
+// which of them count. In the user's slot: the lobbies are in slots of
+// their own.
+func userLobbiesKey(ks keyspace.Space, user string) string {
+	return ks.Key("user", names.Canonical(user), "lobbies")
+} // ZSET lobby → ms
+
+// Messages: each room's history (read by ReadMarks too, its TTL refreshed
+// by Seats.Renew), the say buckets,
+// the idempotency records and claims, the channels (the seat scripts
+// publish presence on them too) and the global message counter.
+
 // historyKey is a room's message history, capped near Config.HistoryMax; it
 // expires Config.IdleTTL after the last send or renewal in the room.
 func historyKey(ks keyspace.Space, lobby string, seq int) string {
@@ -101,13 +137,28 @@ func channel(ks keyspace.Space, lobby string, seq int) string {
 	return channelPrefix(ks, lobby) + strconv.Itoa(seq) // CHANNEL
 }
 
+// messagesTotalKey counts messages sent, all rooms of all lobbies.
+func messagesTotalKey(ks keyspace.Space) string { return ks.Global("stats", "messages") } // STRING INCR
+
+// countedKey marks that the send call call has added its messages to
+// messagesTotalKey, so that a pipeline Redis runs twice (a client retry)
+// counts once. It lives in messagesTotalKey's slot: that name has no hash
+// tag, so Cluster hashes all of it, and a tag holding the whole name hashes
+// the same (with a tag in the prefix, both hash that one).
+func countedKey(ks keyspace.Space, call string) string {
+	total := messagesTotalKey(ks)
+	return total + ":counted:{" + total + "}:" + call // STRING, PX countedTTL
+}
+
+// ReadMarks: each user's last-read ids in the lobby, in its slot.
+
 // readKey holds user's last-read message id (padded) in each room of the
 // lobby, room number → id; it expires Config.IdleTTL after the last MarkRead.
 func readKey(ks keyspace.Space, lobby, user string) string {
 	return ks.Key("lobby", lobby, "read", names.Canonical(user)) // HASH
 }
 
-// The lobby index (Lobbies) lives in one slot of its own, {rooms:index}:
+// Lobbies: the lobby index lives in one slot of its own, {rooms:index}:
 // onlineKey, onlineInfoKey and onlineGoneKey are written together by
 // lobbies_count.lua.
 
@@ -123,36 +174,3 @@ func onlineInfoKey(ks keyspace.Space) string { return ks.Key("rooms", "index", "
 // of that count (a tombstone, trimmed after lobbyTombstone), so that an
 // older count arriving late cannot bring it back.
 func onlineGoneKey(ks keyspace.Space) string { return ks.Key("rooms", "index", "gone") } // ZSET
-
-// lobbiesKey maps every lobby that has rooms to the time (unix ms) the
-// sweeper should next look at it, a lower bound of its earliest lease expiry.
-func lobbiesKey(ks keyspace.Space) string { return ks.Global("rooms", "lobbies") } // ZSET
-
-// messagesTotalKey counts messages sent, all rooms of all lobbies.
-func messagesTotalKey(ks keyspace.Space) string { return ks.Global("stats", "messages") } // STRING INCR
-
-// countedKey marks that the send call call has added its messages to
-// messagesTotalKey, so that a pipeline Redis runs twice (a client retry)
-// counts once. It lives in messagesTotalKey's slot: that name has no hash
-// tag, so Cluster hashes all of it, and a tag holding the whole name hashes
-// the same (with a tag in the prefix, both hash that one).
-func countedKey(ks keyspace.Space, call string) string {
-	total := messagesTotalKey(ks)
-	return total + ":counted:{" + total + "}:" + call // STRING, PX countedTTL
-}
-
-// roomsTotalKey counts rooms created, all lobbies.
-func roomsTotalKey(ks keyspace.Space) string { return ks.Global("stats", "rooms") } // STRING INCR
-
-// userLobbiesKey lists the lobbies user may hold a seat in, for
-// Config.MaxLobbiesPerUser: lobby → the time (unix ms) a join reserved it,
-// or 0 once the join seated the user; the seat data, not this index, say
-// which of them count. In the user's slot: the lobbies are in slots of
-// their own.
-func userLobbiesKey(ks keyspace.Space, user string) string {
-	return ks.Key("user", names.Canonical(user), "lobbies")
-} // ZSET lobby → ms
-
-// lockName is the lock.Client name guarding room creation in a lobby: its
-// lock and fence keys share the lobby's hash tag.
-func lockName(lobby string) string { return "lobby:" + lobby }

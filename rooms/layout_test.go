@@ -23,14 +23,14 @@ func TestHistoriesLiveWhileTheirRoomIsUsed(t *testing.T) {
 	s := nodes(t, r, 1, Config{Capacity: fixed(1), IdleTTL: idle, Now: clock.Now,
 		Lease: func() time.Duration { return 10 * time.Second }})[0]
 	for _, u := range []string{"alice", "bob"} { // alice in room 1, bob in room 2
-		_, err := s.Join(ctx, "h", u, ws1)
+		_, err := s.Seats.Join(ctx, "h", u, ws1)
 		require.NoError(t, err)
 	}
 	for _, room := range []string{"h-1", "h-2"} {
 		_, err := s.say(ctx, room, map[string]string{"h-1": "alice", "h-2": "bob"}[room], "hi")
 		require.NoError(t, err)
 	}
-	h1, h2 := historyKey(s.ks, "h", 1), historyKey(s.ks, "h", 2)
+	h1, h2 := historyKey(s.Seats.ks, "h", 1), historyKey(s.Seats.ks, "h", 2)
 	ttl := func(k string) time.Duration { t.Helper(); return r.Client.PTTL(ctx, k).Val() }
 
 	t.Run("a send gives its room's history the idle TTL", func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestHistoriesLiveWhileTheirRoomIsUsed(t *testing.T) {
 	t.Run("a renewal refreshes the histories of the rooms it renews, and only those", func(t *testing.T) {
 		require.NoError(t, r.Client.PExpire(ctx, h1, time.Minute).Err())
 		require.NoError(t, r.Client.PExpire(ctx, h2, time.Minute).Err())
-		lost, err := s.Renew(ctx, attsOf("h-1", "alice"))
+		lost, err := s.Seats.Renew(ctx, attsOf("h-1", "alice"))
 		require.NoError(t, err)
 		require.Empty(t, lost)
 		assert.Greater(t, ttl(h1), idle-time.Minute, "room 1's history")
@@ -49,10 +49,10 @@ func TestHistoriesLiveWhileTheirRoomIsUsed(t *testing.T) {
 	})
 
 	t.Run("a renewal that renews nothing in a room refreshes nothing", func(t *testing.T) {
-		freed, err := s.Detach(ctx, "h-2", "bob", ws1.ID)
+		freed, err := s.Seats.Detach(ctx, "h-2", "bob", ws1.ID)
 		require.NoError(t, err)
 		require.True(t, freed)
-		lost, err := s.Renew(ctx, attsOf("h-2", "bob"))
+		lost, err := s.Seats.Renew(ctx, attsOf("h-2", "bob"))
 		require.NoError(t, err)
 		assert.Len(t, lost, 1)
 		assert.LessOrEqual(t, ttl(h2), time.Minute, "a lost attachment keeps no history alive")
@@ -60,10 +60,10 @@ func TestHistoriesLiveWhileTheirRoomIsUsed(t *testing.T) {
 
 	t.Run("the seat scripts never touch a history", func(t *testing.T) {
 		require.NoError(t, r.Client.PExpire(ctx, h1, time.Minute).Err())
-		_, err := s.Join(ctx, "h", "carol", ws1) // room 3
+		_, err := s.Seats.Join(ctx, "h", "carol", ws1) // room 3
 		require.NoError(t, err)
-		require.NoError(t, s.Leave(ctx, "h-1", "alice"))
-		_, err = s.Sweep(ctx)
+		require.NoError(t, s.Seats.Leave(ctx, "h-1", "alice"))
+		_, err = s.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.LessOrEqual(t, ttl(h1), time.Minute)
 	})
@@ -76,21 +76,21 @@ func TestAnExpiredRESTAttachmentStopsMarkingItsRoom(t *testing.T) {
 	clock := newClock()
 	const lease = 10 * time.Second
 	s := nodes(t, r, 1, Config{Now: clock.Now, Lease: func() time.Duration { return lease }})[0]
-	room, err := s.Join(ctx, "p", "alice", Attach{ID: "rest:1", REST: true})
+	room, err := s.Seats.Join(ctx, "p", "alice", Attach{ID: "rest:1", REST: true})
 	require.NoError(t, err)
-	_, err = s.Join(ctx, "p", "alice", Attach{ID: "ws:1"})
+	_, err = s.Seats.Join(ctx, "p", "alice", Attach{ID: "ws:1"})
 	require.NoError(t, err)
-	res, err := s.Send(ctx, room.ID, "alice", "hi", SendOptions{})
+	res, err := s.Messages.Send(ctx, room.ID, "alice", "hi", SendOptions{})
 	require.NoError(t, err)
 	require.True(t, res.HasREST)
 	// Only the WebSocket is renewed: the REST session died without a detach.
 	for range 2 {
 		clock.Add(lease * 6 / 10)
-		lost, err := s.Renew(ctx, []Attachment{{room.ID, "alice", "ws:1"}})
+		lost, err := s.Seats.Renew(ctx, []Attachment{{room.ID, "alice", "ws:1"}})
 		require.NoError(t, err)
 		require.Empty(t, lost)
 	}
-	res, err = s.Send(ctx, room.ID, "alice", "hi", SendOptions{})
+	res, err = s.Messages.Send(ctx, room.ID, "alice", "hi", SendOptions{})
 	require.NoError(t, err)
 	assert.False(t, res.HasREST, "the renewal dropped the expired REST attachment it did not list")
 	assert.Equal(t, map[string][]string{"alice": {"ws:1"}}, attachments(t, r, "p"))
@@ -105,13 +105,13 @@ func TestSeatScriptsDuringASlotMigration(t *testing.T) {
 	var atts []Attachment
 	for i := range 9 {
 		u := "u" + strconv.Itoa(i)
-		room, err := s.Join(ctx, lobby, u, ws1)
+		room, err := s.Seats.Join(ctx, lobby, u, ws1)
 		require.NoError(t, err)
 		_, err = s.say(ctx, room.ID, u, "hi")
 		require.NoError(t, err)
 		atts = append(atts, Attachment{room.ID, u, ws1.ID})
 	}
-	from := r.NodeOf(t, roomsKey(s.ks, lobby))
+	from := r.NodeOf(t, roomsKey(s.Seats.ks, lobby))
 	var to *redistest.Server
 	for _, n := range r.Nodes {
 		if n != from {
@@ -120,14 +120,14 @@ func TestSeatScriptsDuringASlotMigration(t *testing.T) {
 		}
 	}
 	src, dst := from.Client(t), to.Client(t)
-	slot := int(src.ClusterKeySlot(ctx, roomsKey(s.ks, lobby)).Val())
+	slot := int(src.ClusterKeySlot(ctx, roomsKey(s.Seats.ks, lobby)).Val())
 	srcID := src.Do(ctx, "CLUSTER", "MYID").Val()
 	dstID := dst.Do(ctx, "CLUSTER", "MYID").Val()
 	require.NoError(t, dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
 	require.NoError(t, src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
 	// Half the lobby moves: room 2's history and the seats, not the rest.
 	port := to.Addr[len("127.0.0.1:"):]
-	for _, k := range []string{historyKey(s.ks, lobby, 2), membersKey(s.ks, lobby), leasesKey(s.ks, lobby)} {
+	for _, k := range []string{historyKey(s.Seats.ks, lobby, 2), membersKey(s.Seats.ks, lobby), leasesKey(s.Seats.ks, lobby)} {
 		require.NoError(t, src.Do(ctx, "MIGRATE", "127.0.0.1", port, k, 0, 5000).Err())
 	}
 
@@ -136,20 +136,20 @@ func TestSeatScriptsDuringASlotMigration(t *testing.T) {
 		// it builds has moved: the write before it stands.
 		naive := redis.NewScript(`redis.call('INCR', KEYS[1])
 return redis.call('ZCARD', (string.gsub(KEYS[1], ':seq$', ':members')))`)
-		before := src.Get(ctx, seqKey(s.ks, lobby)).Val()
-		err := naive.Run(ctx, src, []string{seqKey(s.ks, lobby)}).Err()
+		before := src.Get(ctx, seqKey(s.Seats.ks, lobby)).Val()
+		err := naive.Run(ctx, src, []string{seqKey(s.Seats.ks, lobby)}).Err()
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "non local key", "it ran until the key it built")
-		assert.NotEqual(t, before, src.Get(ctx, seqKey(s.ks, lobby)).Val(), "the room counter moved, the rest did not")
-		require.NoError(t, src.Set(ctx, seqKey(s.ks, lobby), before, 0).Err())
+		assert.NotEqual(t, before, src.Get(ctx, seqKey(s.Seats.ks, lobby)).Val(), "the room counter moved, the rest did not")
+		require.NoError(t, src.Set(ctx, seqKey(s.Seats.ks, lobby), before, 0).Err())
 	})
 
 	var joinErr, leaveErr error
 	t.Run("while the lobby is split, every seat operation fails whole or runs whole", func(t *testing.T) {
-		_, joinErr = s.Join(ctx, lobby, "late", ws1)
-		_, renewErr := s.Renew(ctx, atts)
-		leaveErr = s.Leave(ctx, "moving-1", "u0")
-		_, detachErr := s.Detach(ctx, "moving-3", "u8", ws1.ID)
+		_, joinErr = s.Seats.Join(ctx, lobby, "late", ws1)
+		_, renewErr := s.Seats.Renew(ctx, atts)
+		leaveErr = s.Seats.Leave(ctx, "moving-1", "u0")
+		_, detachErr := s.Seats.Detach(ctx, "moving-3", "u8", ws1.ID)
 		_, sendErr := s.say(ctx, "moving-2", "u3", "during")
 		t.Logf("join %v; renew %v; leave %v; detach %v; send %v", joinErr, renewErr, leaveErr, detachErr, sendErr)
 		for _, err := range []error{joinErr, renewErr, leaveErr, detachErr, sendErr} {
@@ -179,11 +179,11 @@ return redis.call('ZCARD', (string.gsub(KEYS[1], ':seq$', ':members')))`)
 			assert.Equal(t, [2]int{3, 9}, [2]int{rooms, seats}, "the refused join and leave changed nothing")
 		}
 		attachments(t, r, lobby)
-		_, err := s.Join(ctx, lobby, "after", ws1)
+		_, err := s.Seats.Join(ctx, lobby, "after", ws1)
 		require.NoError(t, err)
-		_, err = s.Renew(ctx, atts)
+		_, err = s.Seats.Renew(ctx, atts)
 		require.NoError(t, err)
-		h, err := s.History(ctx, "moving-2", "", 10)
+		h, err := s.Messages.History(ctx, "moving-2", "", 10)
 		require.NoError(t, err)
 		assert.NotEmpty(t, h)
 		checkLobby(t, r, lobby, 3)
@@ -199,38 +199,38 @@ func TestPipelinesAfterAScriptFlush(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{})
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{})[0]
-	room, err := s.Join(ctx, "f", "alice", ws1)
+	room, err := s.Seats.Join(ctx, "f", "alice", ws1)
 	require.NoError(t, err)
-	_, err = s.Join(ctx, "g", "alice", ws1)
+	_, err = s.Seats.Join(ctx, "g", "alice", ws1)
 	require.NoError(t, err)
 	_, err = s.say(ctx, room.ID, "alice", "hi")
 	require.NoError(t, err)
 	flush := func() { t.Helper(); require.NoError(t, r.Client.ScriptFlush(ctx).Err()) }
 
 	flush()
-	lost, err := s.Renew(ctx, append(attsOf("f-1", "alice"), attsOf("g-1", "alice")...))
+	lost, err := s.Seats.Renew(ctx, append(attsOf("f-1", "alice"), attsOf("g-1", "alice")...))
 	require.NoError(t, err)
 	assert.Empty(t, lost)
 	flush()
-	_, err = s.Sweep(ctx)
+	_, err = s.Seats.Sweep(ctx)
 	require.NoError(t, err)
 	flush()
-	got, err := s.RoomMany(ctx, []string{"f-1", "g-1"})
+	got, err := s.Seats.RoomMany(ctx, []string{"f-1", "g-1"})
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
 	flush()
-	u, err := s.Unread(ctx, "bob", []string{"f-1", "g-1"})
+	u, err := s.ReadMarks.Unread(ctx, "bob", []string{"f-1", "g-1"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"f-1": 1, "g-1": 0}, u)
 	flush()
-	out := s.SendMany(ctx, []SendRequest{{Room: "f-1", User: "alice", Text: "a", Key: "k1"}, {Room: "g-1", User: "alice", Text: "b"}}, SendOptions{})
+	out := s.Messages.SendMany(ctx, []SendRequest{{Room: "f-1", User: "alice", Text: "a", Key: "k1"}, {Room: "g-1", User: "alice", Text: "b"}}, SendOptions{})
 	require.NoError(t, out[0].Err)
 	require.NoError(t, out[1].Err)
-	n, _, err := s.Counters(ctx)
+	n, _, err := s.Messages.Counters(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n)
 	flush()
-	s.indexCounts(ctx, lobbyCount{lobby: "f", online: 1, rooms: 1, stamp: 1 << 60, changed: true},
+	s.Lobbies.indexCounts(ctx, lobbyCount{lobby: "f", online: 1, rooms: 1, stamp: 1 << 60, changed: true},
 		lobbyCount{lobby: "g", online: 1, rooms: 1, stamp: 1 << 60, changed: true})
-	assert.Zero(t, testkit.Value(t, s.m.counterErrors))
+	assert.Zero(t, testkit.Value(t, s.Seats.m.counterErrors))
 }

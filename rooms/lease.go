@@ -33,7 +33,7 @@ import (
 // Reclaim). Call it for the node's attachments at least every third of the
 // lease. A malformed room id, user or attachment id is returned as lost.
 // It returns Redis errors wrapped; lost is then nil.
-func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachment, err error) {
+func (s *Seats) Renew(ctx context.Context, atts []Attachment) (lost []Attachment, err error) {
 	if len(atts) == 0 {
 		return nil, nil
 	}
@@ -86,7 +86,7 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 	err = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
 		// The counts of the previous Renew ride along, repairing index
 		// entries whose write failed; stamps make a count that old harmless.
-		healed = s.queueCounts(p)
+		healed = s.lobbies.queueCounts(p)
 		for _, b := range batches {
 			b.cmd = p.Script(seatRenewScript, b.keys, b.args...)
 			// Keep the lobby known to the sweeper, should its index entry be lost.
@@ -96,7 +96,7 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 	if err != nil {
 		return nil, fmt.Errorf("rooms: renew %d attachments: %w", len(atts), err)
 	}
-	s.checkCounts(healed)
+	s.lobbies.checkCounts(healed)
 	var idle []string
 	counts := make([]lobbyCount, 0, len(batches))
 	for _, b := range batches {
@@ -125,8 +125,8 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 		}
 	}
 	s.retire(ctx, idle...)
-	s.indexCounts(ctx, counts...) // reaped seats: at once
-	s.holdCounts(counts)          // all: with the next Renew
+	s.lobbies.indexCounts(ctx, counts...) // reaped seats: at once
+	s.lobbies.holdCounts(counts)          // all: with the next Renew
 	return lost, nil
 }
 
@@ -135,7 +135,7 @@ func (s *Service) Renew(ctx context.Context, atts []Attachment) (lost []Attachme
 // default 24 h), and marks them refreshed now. A history lives IdleTTL
 // after its room's last renewal: refreshing it on every Renew (every 10 s
 // by default) cost a PEXPIRE per room per tick for a TTL of a day.
-func (s *Service) historiesDue(now time.Time, lobby string, seqs []int) []int {
+func (s *Seats) historiesDue(now time.Time, lobby string, seqs []int) []int {
 	every := s.idleTTL / 48
 	s.histMu.Lock()
 	defer s.histMu.Unlock()
@@ -179,7 +179,7 @@ const (
 // Config.IdleTTL), so lobbies joined once are not swept forever; its next
 // seat puts it back. Several nodes may sweep at once.
 // It returns Redis errors wrapped, with the count reaped so far.
-func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
+func (s *Seats) Sweep(ctx context.Context) (reaped int, err error) {
 	now := s.now()
 	nowMs := now.UnixMilli()
 	leaseMs := s.leaseDur().Milliseconds()
@@ -246,7 +246,7 @@ func (s *Service) Sweep(ctx context.Context) (reaped int, err error) {
 			}
 		}
 		s.retire(ctx, idle...)
-		s.indexCounts(ctx, counts...)
+		s.lobbies.indexCounts(ctx, counts...)
 		if len(lobbies) < sweepLobbies && !anyDue(next, nowMs) {
 			return reaped, nil
 		}
@@ -267,7 +267,7 @@ func anyDue(zs []redis.Z, nowMs int64) bool {
 // ends, logging and counting failures, and returns nil then. Run one per
 // node; with many nodes each lobby is still swept about once per interval
 // per node, and a sweep with nothing due costs one round trip.
-func (s *Service) RunSweeper(ctx context.Context, every time.Duration) error {
+func (s *Seats) RunSweeper(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		every = time.Second
 	}

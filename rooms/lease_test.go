@@ -51,32 +51,32 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 	ss := nodes(t, r, 3, Config{Capacity: fixed(10), Now: clock.Now, Lease: func() time.Duration { return lease }})
 	a, b, c := ss[0], ss[1], ss[2]
 	for _, u := range names10("a") {
-		room, err := a.Join(ctx, "arena", u, ws1)
+		room, err := a.Seats.Join(ctx, "arena", u, ws1)
 		require.NoError(t, err)
 		require.Equal(t, "arena-1", room.ID)
 	}
 	for _, u := range names10("b")[:5] {
-		room, err := b.Join(ctx, "arena", u, ws1)
+		room, err := b.Seats.Join(ctx, "arena", u, ws1)
 		require.NoError(t, err)
 		require.Equal(t, "arena-2", room.ID)
 	}
-	events := subscribe(t, r.NewClient(t), a.Channel("arena-1"))
+	events := subscribe(t, r.NewClient(t), a.Messages.Channel("arena-1"))
 
 	// b renews its seats, a does not; then a's leases run out.
 	clock.Add(1500 * time.Millisecond)
-	lost, err := b.Renew(ctx, attsOf("arena-2", names10("b")[:5]...))
+	lost, err := b.Seats.Renew(ctx, attsOf("arena-2", names10("b")[:5]...))
 	require.NoError(t, err)
 	require.Empty(t, lost)
 	clock.Add(lease - 1500*time.Millisecond + time.Millisecond)
 
 	t.Run("one sweep after the lease removes the silent node's members", func(t *testing.T) {
-		n, err := c.Sweep(ctx)
+		n, err := c.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 10, n)
-		room, err := c.Room(ctx, "arena-1")
+		room, err := c.Seats.Room(ctx, "arena-1")
 		require.NoError(t, err)
 		assert.Empty(t, room.Members)
-		room, err = c.Room(ctx, "arena-2")
+		room, err = c.Seats.Room(ctx, "arena-2")
 		require.NoError(t, err)
 		assert.Len(t, room.Members, 5, "the renewing node keeps its seats")
 		for range 10 {
@@ -87,24 +87,24 @@ func TestNodeThatStopsRenewingLosesItsSeats(t *testing.T) {
 
 	t.Run("new joiners take the freed seats and no room is made", func(t *testing.T) {
 		for _, u := range names10("n") {
-			room, err := c.Join(ctx, "arena", u, ws1)
+			room, err := c.Seats.Join(ctx, "arena", u, ws1)
 			require.NoError(t, err)
 			assert.Equal(t, "arena-1", room.ID)
 		}
-		list, err := c.Rooms(ctx, "arena")
+		list, err := c.Seats.Rooms(ctx, "arena")
 		require.NoError(t, err)
 		assert.Len(t, list, 2)
 		checkLobby(t, r, "arena", 10)
 	})
 
 	t.Run("the silent node learns its seats are lost", func(t *testing.T) {
-		lost, err := a.Renew(ctx, attsOf("arena-1", names10("a")...))
+		lost, err := a.Seats.Renew(ctx, attsOf("arena-1", names10("a")...))
 		require.NoError(t, err)
 		assert.Len(t, lost, 10)
 	})
 
 	t.Run("a second sweep finds nothing", func(t *testing.T) {
-		n, err := c.Sweep(ctx)
+		n, err := c.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, n)
 	})
@@ -117,13 +117,13 @@ func TestJoinReapsExpiredSeatsWithoutASweep(t *testing.T) {
 	clock := newClock()
 	ss := nodes(t, r, 2, Config{Capacity: fixed(3), Now: clock.Now, Lease: func() time.Duration { return 2 * time.Second }})
 	for _, u := range []string{"x", "y", "z"} {
-		_, err := ss[0].Join(ctx, "lobby", u, ws1)
+		_, err := ss[0].Seats.Join(ctx, "lobby", u, ws1)
 		require.NoError(t, err)
 	}
-	events := subscribe(t, r.NewClient(t), ss[0].Channel("lobby-1"))
+	events := subscribe(t, r.NewClient(t), ss[0].Messages.Channel("lobby-1"))
 	clock.Add(2 * time.Second) // a lease expiring now is over
 
-	room, err := ss[1].Join(ctx, "lobby", "w", ws1)
+	room, err := ss[1].Seats.Join(ctx, "lobby", "w", ws1)
 	require.NoError(t, err)
 	assert.Equal(t, Room{ID: "lobby-1", Lobby: "lobby", Seq: 1, Capacity: 3, Members: []string{"w"}}, room)
 	var states []string
@@ -138,7 +138,7 @@ func TestJoinReapsExpiredSeatsWithoutASweep(t *testing.T) {
 	})
 
 	t.Run("a rejoin after the lease ran out is a new seat", func(t *testing.T) {
-		room, err := ss[0].Join(ctx, "lobby", "x", ws1)
+		room, err := ss[0].Seats.Join(ctx, "lobby", "x", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"w", "x"}, room.Members)
 	})
@@ -154,21 +154,21 @@ func TestRenew(t *testing.T) {
 	for _, lobby := range []string{"l1", "l2", "l3"} {
 		for i := range 20 {
 			u := fmt.Sprintf("u%d", i)
-			room, err := s.Join(ctx, lobby, u, ws1)
+			room, err := s.Seats.Join(ctx, lobby, u, ws1)
 			require.NoError(t, err)
 			seats = append(seats, Attachment{Room: room.ID, User: u, ID: "ws1"})
 		}
 	}
 	bogus := []Attachment{{"l1-1", "nobody", "ws1"}, {"l9-1", "u1", "ws1"}, {"not a room", "u1", "ws1"}, {"l2-1", "", "ws1"},
 		{"l1-1", "u1", "ws2"}, {"l1-1", "u1", "bad id"}}
-	_, err := s.Renew(ctx, seats[:1]) // loads the script
+	_, err := s.Seats.Renew(ctx, seats[:1]) // loads the script
 	require.NoError(t, err)
 	cnt := &counter{}
-	s.rdb.AddHook(cnt)
+	s.Seats.rdb.AddHook(cnt)
 
 	t.Run("all seats of all lobbies renew in one pipelined round trip", func(t *testing.T) {
 		clock.Add(9 * time.Second)
-		lost, err := s.Renew(ctx, append(append([]Attachment{}, seats...), bogus...))
+		lost, err := s.Seats.Renew(ctx, append(append([]Attachment{}, seats...), bogus...))
 		require.NoError(t, err)
 		assert.ElementsMatch(t, bogus, lost, "only the seats that never existed are lost")
 		assert.EqualValues(t, 1, cnt.pipes.Load())
@@ -177,24 +177,24 @@ func TestRenew(t *testing.T) {
 
 	t.Run("renewed seats outlive their first lease", func(t *testing.T) {
 		clock.Add(5 * time.Second) // 14s after joining, 5s after renewing
-		n, err := s.Sweep(ctx)
+		n, err := s.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, n)
-		ok, err := s.Seated(ctx, seats[0].Room, seats[0].User)
+		ok, err := s.Seats.Seated(ctx, seats[0].Room, seats[0].User)
 		require.NoError(t, err)
 		assert.True(t, ok)
 	})
 
 	t.Run("a freed seat is lost", func(t *testing.T) {
-		require.NoError(t, s.Leave(ctx, seats[0].Room, seats[0].User))
-		lost, err := s.Renew(ctx, seats[:2])
+		require.NoError(t, s.Seats.Leave(ctx, seats[0].Room, seats[0].User))
+		lost, err := s.Seats.Renew(ctx, seats[:2])
 		require.NoError(t, err)
 		assert.Equal(t, seats[:1], lost)
 	})
 
 	t.Run("renewing nothing sends nothing", func(t *testing.T) {
 		before := cnt.cmds.Load() + cnt.pipes.Load()
-		lost, err := s.Renew(ctx, nil)
+		lost, err := s.Seats.Renew(ctx, nil)
 		require.NoError(t, err)
 		assert.Empty(t, lost)
 		assert.Equal(t, before, cnt.cmds.Load()+cnt.pipes.Load())
@@ -209,17 +209,17 @@ func TestSweep(t *testing.T) {
 	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, Lease: func() time.Duration { return 3 * time.Second }})[0]
 	for _, lobby := range []string{"s1", "s2", "s3"} {
 		for _, u := range []string{"a", "b", "c", "d", "e"} {
-			_, err := s.Join(ctx, lobby, u, ws1)
+			_, err := s.Seats.Join(ctx, lobby, u, ws1)
 			require.NoError(t, err)
 		}
 	}
-	_, err := s.Sweep(ctx)
+	_, err := s.Seats.Sweep(ctx)
 	require.NoError(t, err)
 
 	t.Run("a sweep with nothing due is one command", func(t *testing.T) {
 		cnt := &counter{}
-		s.rdb.AddHook(cnt)
-		n, err := s.Sweep(ctx)
+		s.Seats.rdb.AddHook(cnt)
+		n, err := s.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, n)
 		assert.EqualValues(t, 1, cnt.cmds.Load()+cnt.pipes.Load())
@@ -227,7 +227,7 @@ func TestSweep(t *testing.T) {
 
 	t.Run("a sweep after the lease reaps every lobby", func(t *testing.T) {
 		clock.Add(3 * time.Second)
-		n, err := s.Sweep(ctx)
+		n, err := s.Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 15, n)
 		for _, lobby := range []string{"s1", "s2", "s3"} {
@@ -238,15 +238,15 @@ func TestSweep(t *testing.T) {
 	})
 
 	t.Run("the sweeper loop reaps by itself", func(t *testing.T) {
-		_, err := s.Join(ctx, "s1", "late", ws1)
+		_, err := s.Seats.Join(ctx, "s1", "late", ws1)
 		require.NoError(t, err)
 		clock.Add(4 * time.Second)
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
-		go func() { done <- s.RunSweeper(sctx, 5*time.Millisecond) }()
+		go func() { done <- s.Seats.RunSweeper(sctx, 5*time.Millisecond) }()
 		require.Eventually(t, func() bool {
-			ok, err := s.Seated(ctx, "s1-1", "late")
-			return err == nil && !ok && r.Client.ZCount(ctx, membersKey(s.ks, "s1"), "1", "1").Val() == 0
+			ok, err := s.Seats.Seated(ctx, "s1-1", "late")
+			return err == nil && !ok && r.Client.ZCount(ctx, membersKey(s.Seats.ks, "s1"), "1", "1").Val() == 0
 		}, 5*time.Second, 10*time.Millisecond)
 		cancel()
 		assert.NoError(t, <-done)
@@ -266,7 +266,7 @@ func TestRenewOfARoomWithMoreSeatsThanLuaUnpacks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			u := fmt.Sprintf("u%d", i)
-			room, err := s.Join(ctx, "big", u, ws1)
+			room, err := s.Seats.Join(ctx, "big", u, ws1)
 			assert.NoError(t, err)
 			mu.Lock()
 			seats = append(seats, Attachment{room.ID, u, "ws1"})
@@ -274,7 +274,7 @@ func TestRenewOfARoomWithMoreSeatsThanLuaUnpacks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	lost, err := s.Renew(ctx, append(seats, Attachment{"big-1", "ghost", "ws1"}))
+	lost, err := s.Seats.Renew(ctx, append(seats, Attachment{"big-1", "ghost", "ws1"}))
 	require.NoError(t, err)
 	assert.Equal(t, []Attachment{{"big-1", "ghost", "ws1"}}, lost)
 }
@@ -289,38 +289,38 @@ func TestRenewRefreshesHistoryTTLsRarely(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: clock.Now, IdleTTL: 48 * time.Hour,
 		Lease: func() time.Duration { return 30 * time.Second }})[0]
-	room, err := s.Join(ctx, "hist", "ann", ws1)
+	room, err := s.Seats.Join(ctx, "hist", "ann", ws1)
 	require.NoError(t, err)
 	_, err = s.say(ctx, room.ID, "ann", "hello")
 	require.NoError(t, err)
 	lobby, seq, err := ParseRoom(room.ID)
 	require.NoError(t, err)
-	hist := historyKey(s.ks, lobby, seq)
+	hist := historyKey(s.Seats.ks, lobby, seq)
 	atts := []Attachment{{Room: room.ID, User: "ann", ID: "ws1"}}
 	ttl := func() time.Duration {
 		d, err := r.Client.PTTL(ctx, hist).Result()
 		require.NoError(t, err)
 		return d
 	}
-	_, err = s.Renew(ctx, atts)
+	_, err = s.Seats.Renew(ctx, atts)
 	require.NoError(t, err)
 	assert.Greater(t, ttl(), 47*time.Hour, "the first Renew refreshes it")
 
 	require.NoError(t, r.Client.PExpire(ctx, hist, time.Hour).Err())
 	clock.Add(10 * time.Second)
-	_, err = s.Renew(ctx, atts)
+	_, err = s.Seats.Renew(ctx, atts)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, ttl(), time.Hour, "not again within IdleTTL/48")
 
 	for range 358 { // renewing every 10 s, to 10 s short of the hour
 		clock.Add(10 * time.Second)
-		lost, err := s.Renew(ctx, atts)
+		lost, err := s.Seats.Renew(ctx, atts)
 		require.NoError(t, err)
 		require.Empty(t, lost)
 	}
 	assert.LessOrEqual(t, ttl(), time.Hour, "not within the hour")
 	clock.Add(10 * time.Second)
-	_, err = s.Renew(ctx, atts)
+	_, err = s.Seats.Renew(ctx, atts)
 	require.NoError(t, err)
 	assert.Greater(t, ttl(), 47*time.Hour, "again once IdleTTL/48 passed")
 }

@@ -46,8 +46,8 @@ func stalledLobby(t *testing.T, s *Service, lobby string, n int, queued bool) (r
 	ctx := context.Background()
 	holding, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	prev := s.beforeCreate
-	s.beforeCreate = func(ctx context.Context, l *lock.Lock) {
+	prev := s.Seats.beforeCreate
+	s.Seats.beforeCreate = func(ctx context.Context, l *lock.Lock) {
 		first := false
 		once.Do(func() { first = true })
 		if first {
@@ -59,7 +59,7 @@ func stalledLobby(t *testing.T, s *Service, lobby string, n int, queued bool) (r
 	}
 	out := make(chan error, n+1)
 	go func() {
-		_, err := s.Join(ctx, lobby, "u0", ws1)
+		_, err := s.Seats.Join(ctx, lobby, "u0", ws1)
 		out <- err
 	}()
 	<-holding
@@ -68,16 +68,16 @@ func stalledLobby(t *testing.T, s *Service, lobby string, n int, queued bool) (r
 		started.Add(1)
 		go func() {
 			started.Done()
-			_, err := s.Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
+			_, err := s.Seats.Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
 			out <- err
 		}()
 	}
 	started.Wait()
 	if queued {
 		require.Eventually(t, func() bool {
-			s.qmu.Lock()
-			defer s.qmu.Unlock()
-			q := s.queues[lobby]
+			s.Seats.joins.mu.Lock()
+			defer s.Seats.joins.mu.Unlock()
+			q := s.Seats.joins.queues[lobby]
 			return q != nil && len(q.pending) == n
 		}, 10*time.Second, time.Millisecond, "every join is queued behind u0's")
 	}
@@ -92,7 +92,7 @@ func TestGroupCommitRunsUnderTheStartedService(t *testing.T) {
 	t.Run("started: the queued joins are seated by a drain in one batch", func(t *testing.T) {
 		s := nodes(t, r, 1, Config{})[0]
 		calls := &seatCalls{}
-		s.rdb.AddHook(calls)
+		s.Seats.rdb.AddHook(calls)
 		release, out := stalledLobby(t, s, "gc", 60, true)
 		before := calls.n.Load() // u0's claim and its creation, held
 		release()
@@ -108,17 +108,17 @@ func TestGroupCommitRunsUnderTheStartedService(t *testing.T) {
 		s, err := New(r.NewClient(t), Config{Prefix: r.Prefix, Registerer: prometheus.NewRegistry()})
 		require.NoError(t, err)
 		calls := &seatCalls{}
-		s.rdb.AddHook(calls)
+		s.Seats.rdb.AddHook(calls)
 		release, out := stalledLobby(t, s, "inline", 60, false)
 		release()
 		for range 61 {
 			require.NoError(t, <-out)
 		}
 		assert.GreaterOrEqual(t, calls.n.Load(), int64(60))
-		s.qmu.Lock()
-		assert.Empty(t, s.queues, "nothing was queued")
-		s.qmu.Unlock()
-		_, err = s.Join(ctx, "inline", "late", ws1)
+		s.Seats.joins.mu.Lock()
+		assert.Empty(t, s.Seats.joins.queues, "nothing was queued")
+		s.Seats.joins.mu.Unlock()
+		_, err = s.Seats.Join(ctx, "inline", "late", ws1)
 		require.NoError(t, err)
 	})
 }
@@ -132,7 +132,7 @@ func TestCloseWaitsForTheDrains(t *testing.T) {
 	drainHeld := func(s *Service) (holding <-chan struct{}, proceed chan struct{}) {
 		h, p := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		s.beforeCreate = func(ctx context.Context, _ *lock.Lock) {
+		s.Seats.beforeCreate = func(ctx context.Context, _ *lock.Lock) {
 			once.Do(func() {
 				close(h)
 				select {
@@ -144,9 +144,9 @@ func TestCloseWaitsForTheDrains(t *testing.T) {
 		return h, p
 	}
 	queueGone := func(s *Service, lobby string) bool {
-		s.qmu.Lock()
-		defer s.qmu.Unlock()
-		return s.queues[lobby] == nil
+		s.Seats.joins.mu.Lock()
+		defer s.Seats.joins.mu.Unlock()
+		return s.Seats.joins.queues[lobby] == nil
 	}
 
 	t.Run("Close lets a running drain finish its batch", func(t *testing.T) {
@@ -156,8 +156,8 @@ func TestCloseWaitsForTheDrains(t *testing.T) {
 		release()
 		<-holding // the drain is in its batch
 		closed := make(chan error, 1)
-		go func() { closed <- s.Close(ctx) }()
-		require.Eventually(t, func() bool { s.qmu.Lock(); defer s.qmu.Unlock(); return s.closing }, 10*time.Second, time.Millisecond)
+		go func() { closed <- s.Seats.Close(ctx) }()
+		require.Eventually(t, func() bool { s.Seats.joins.mu.Lock(); defer s.Seats.joins.mu.Unlock(); return s.Seats.joins.closing }, 10*time.Second, time.Millisecond)
 		select {
 		case err := <-closed:
 			t.Fatalf("Close returned (%v) while its drain was running", err)
@@ -171,10 +171,10 @@ func TestCloseWaitsForTheDrains(t *testing.T) {
 		}
 
 		t.Run("then joins run inline, and the Service starts again", func(t *testing.T) {
-			_, err := s.Join(ctx, "close", "late", ws1)
+			_, err := s.Seats.Join(ctx, "close", "late", ws1)
 			require.NoError(t, err)
-			require.NoError(t, s.Start(ctx))
-			assert.ErrorIs(t, s.Start(ctx), ErrStarted)
+			require.NoError(t, s.Seats.Start(ctx))
+			assert.ErrorIs(t, s.Seats.Start(ctx), ErrStarted)
 		})
 	})
 
@@ -186,7 +186,7 @@ func TestCloseWaitsForTheDrains(t *testing.T) {
 		<-holding
 		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
-		err := s.Close(cctx)
+		err := s.Seats.Close(cctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.True(t, queueGone(s, "cancel"), "the cancelled drain had returned when Close did")
 		ok, failed := 0, 0
@@ -205,6 +205,6 @@ func TestCloseWaitsForTheDrains(t *testing.T) {
 	t.Run("Close of a Service never started is nil", func(t *testing.T) {
 		s, err := New(r.Client, Config{Prefix: r.Prefix, Registerer: prometheus.NewRegistry()})
 		require.NoError(t, err)
-		assert.NoError(t, s.Close(ctx))
+		assert.NoError(t, s.Seats.Close(ctx))
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,14 +26,29 @@ const lobbyTombstone = 10 * time.Minute
 // lobbyCountBatch is the most lobbies one lobbies_count.lua call takes.
 const lobbyCountBatch = 500
 
-// LobbyInfo is a lobby with seated users, as Lobbies lists it.
+// LobbyInfo is a lobby with seated users, as Lobbies.List lists it.
 type LobbyInfo struct {
 	Lobby  string
 	Online int // seated users (a seat whose lease ran out counts until it is reaped)
 	Rooms  int // rooms the lobby has (rooms are kept until the lobby idles out)
 }
 
-// Lobbies returns up to limit lobbies that have seated users, most seated
+// Lobbies lists the lobbies that have seated users (List), from one global
+// index in a slot of its own ({rooms:index}: onlineKey, onlineInfoKey,
+// onlineGoneKey), written by lua/lobbies_count.lua and read by
+// lua/lobbies_top.lua. The seat scripts cannot write it (CROSSSLOT on
+// Cluster): Seats hands it each lobby's count after the script's reply
+// (indexCounts), and holds the counts it saw for the next Renew to send
+// along (holdCounts, queueCounts). See the package doc, "the lobby
+// listing".
+type Lobbies struct {
+	*base
+
+	heldMu sync.Mutex
+	held   map[string]lobbyCount // lobby → count for the next Renew to index
+}
+
+// List returns up to limit lobbies that have seated users, most seated
 // first and ties by name: one read of the global lobby index. limit 0 or
 // less means DefaultLobbiesLimit (50); above MaxLobbiesLimit (500) means 500.
 //
@@ -46,7 +62,7 @@ type LobbyInfo struct {
 // newest. That is what a lobby listing needs — a popularity view, not a
 // seat ledger; whether a user may join is decided by the seat scripts.
 // It returns Redis errors wrapped.
-func (s *Service) Lobbies(ctx context.Context, limit int) ([]LobbyInfo, error) {
+func (s *Lobbies) List(ctx context.Context, limit int) ([]LobbyInfo, error) {
 	if limit <= 0 {
 		limit = DefaultLobbiesLimit
 	}
@@ -104,7 +120,7 @@ func countOfInts(lobby string, v []int64) (lobbyCount, bool) {
 // seat scripts' replies; a failure is counted (counterErrors) and left to
 // the next Renew of a node with an attachment in the lobby, which sends
 // every count along (holdCounts): the seat operation itself succeeded.
-func (s *Service) indexCounts(ctx context.Context, counts ...lobbyCount) {
+func (s *Lobbies) indexCounts(ctx context.Context, counts ...lobbyCount) {
 	var changed []lobbyCount
 	for _, c := range counts {
 		if c.changed && c.stamp > 0 {
@@ -145,7 +161,7 @@ func countArgs(counts []lobbyCount) [][]any {
 
 // holdCounts keeps counts for the next Renew to send along (queueCounts),
 // replacing older ones of the same lobby.
-func (s *Service) holdCounts(counts []lobbyCount) {
+func (s *Lobbies) holdCounts(counts []lobbyCount) {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
 	if s.held == nil {
@@ -160,7 +176,7 @@ func (s *Service) holdCounts(counts []lobbyCount) {
 
 // queueCounts adds the counts held by holdCounts to p, in batches, and
 // forgets them; it returns the scripts' commands, for checkCounts.
-func (s *Service) queueCounts(p *redisx.Pipe) []*redis.Cmd {
+func (s *Lobbies) queueCounts(p *redisx.Pipe) []*redis.Cmd {
 	s.heldMu.Lock()
 	held := s.held
 	s.held = nil
@@ -177,7 +193,7 @@ func (s *Service) queueCounts(p *redisx.Pipe) []*redis.Cmd {
 }
 
 // checkCounts counts the index writes that failed.
-func (s *Service) checkCounts(cmds []*redis.Cmd) {
+func (s *Lobbies) checkCounts(cmds []*redis.Cmd) {
 	for _, cmd := range cmds {
 		if cmd.Err() != nil {
 			s.m.counterErrors.Inc()
@@ -186,6 +202,6 @@ func (s *Service) checkCounts(cmds []*redis.Cmd) {
 }
 
 // countKeys are the KEYS of lobbies_count.lua.
-func (s *Service) countKeys() []string {
+func (s *Lobbies) countKeys() []string {
 	return []string{onlineKey(s.ks), onlineInfoKey(s.ks), onlineGoneKey(s.ks)}
 }

@@ -43,18 +43,18 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 	join := func(s *Service, lobby string, users ...string) {
 		t.Helper()
 		for _, u := range users {
-			_, err := s.Join(ctx, lobby, u, ws1)
+			_, err := s.Seats.Join(ctx, lobby, u, ws1)
 			require.NoError(t, err)
 		}
 	}
 	list := func(limit int) []LobbyInfo {
 		t.Helper()
-		l, err := ss[1].Lobbies(ctx, limit)
+		l, err := ss[1].Lobbies.List(ctx, limit)
 		require.NoError(t, err)
 		return l
 	}
 
-	l, err := ss[0].Lobbies(ctx, 0)
+	l, err := ss[0].Lobbies.List(ctx, 0)
 	require.NoError(t, err)
 	assert.Empty(t, l, "no lobby yet")
 
@@ -71,8 +71,8 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 	})
 
 	t.Run("leaves and detaches count down; a lobby with nobody seated leaves the list", func(t *testing.T) {
-		require.NoError(t, ss[0].Leave(ctx, "alpha-1", "u1"))
-		freed, err := ss[1].Detach(ctx, "beta-1", "u1", ws1.ID)
+		require.NoError(t, ss[0].Seats.Leave(ctx, "alpha-1", "u1"))
+		freed, err := ss[1].Seats.Detach(ctx, "beta-1", "u1", ws1.ID)
 		require.NoError(t, err)
 		require.True(t, freed)
 		assert.Equal(t, []LobbyInfo{{"gamma", 3, 2}, {"alpha", 2, 2}}, list(0))
@@ -80,10 +80,10 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 
 	t.Run("seats reaped by the sweeper count down", func(t *testing.T) {
 		clock.Add(5 * time.Second)
-		_, err := ss[1].Renew(ctx, attsOf("gamma-1", "u1", "u2"))
+		_, err := ss[1].Seats.Renew(ctx, attsOf("gamma-1", "u1", "u2"))
 		require.NoError(t, err)
 		clock.Add(6 * time.Second) // gamma-2's u3 and alpha's seats are 11s old
-		n, err := ss[0].Sweep(ctx)
+		n, err := ss[0].Seats.Sweep(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 3, n)
 		assert.Equal(t, []LobbyInfo{{"gamma", 2, 2}}, list(0))
@@ -94,9 +94,9 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 		require.NoError(t, r.Client.ZRem(ctx, onlineKey(ks), "gamma").Err())
 		require.NoError(t, r.Client.HDel(ctx, onlineInfoKey(ks), "gamma").Err())
 		assert.Empty(t, list(0))
-		_, err := ss[1].Renew(ctx, attsOf("gamma-1", "u1", "u2")) // holds the count
+		_, err := ss[1].Seats.Renew(ctx, attsOf("gamma-1", "u1", "u2")) // holds the count
 		require.NoError(t, err)
-		_, err = ss[1].Renew(ctx, attsOf("gamma-1", "u1", "u2")) // sends it along
+		_, err = ss[1].Seats.Renew(ctx, attsOf("gamma-1", "u1", "u2")) // sends it along
 		require.NoError(t, err)
 		assert.Equal(t, []LobbyInfo{{"gamma", 2, 2}}, list(0))
 	})
@@ -107,9 +107,9 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 		var stamp int64
 		_, err = fmt.Sscanf(info, "%d", &stamp)
 		require.NoError(t, err)
-		ss[0].indexCounts(ctx, lobbyCount{lobby: "gamma", online: 40, rooms: 9, stamp: stamp - 1, changed: true})
+		ss[0].Lobbies.indexCounts(ctx, lobbyCount{lobby: "gamma", online: 40, rooms: 9, stamp: stamp - 1, changed: true})
 		assert.Equal(t, []LobbyInfo{{"gamma", 2, 2}}, list(0))
-		ss[0].indexCounts(ctx, lobbyCount{lobby: "gamma", online: 2, rooms: 2, stamp: stamp, changed: true})
+		ss[0].Lobbies.indexCounts(ctx, lobbyCount{lobby: "gamma", online: 2, rooms: 2, stamp: stamp, changed: true})
 		assert.Equal(t, []LobbyInfo{{"gamma", 2, 2}}, list(0), "the same count again changes nothing")
 	})
 
@@ -119,20 +119,20 @@ func testLobbies(t *testing.T, r *redistest.Redis) {
 		var before int64
 		_, err = fmt.Sscanf(info, "%d", &before)
 		require.NoError(t, err)
-		require.NoError(t, ss[0].Leave(ctx, "gamma-1", "u1"))
-		require.NoError(t, ss[1].Leave(ctx, "gamma-1", "u2"))
+		require.NoError(t, ss[0].Seats.Leave(ctx, "gamma-1", "u1"))
+		require.NoError(t, ss[1].Seats.Leave(ctx, "gamma-1", "u2"))
 		assert.Empty(t, list(0))
 		gone, err := r.Client.ZScore(ctx, onlineGoneKey(ks), "gamma").Result()
 		require.NoError(t, err)
 		assert.Greater(t, int64(gone), before, "the tombstone's stamp is newer")
-		ss[0].indexCounts(ctx, lobbyCount{lobby: "gamma", online: 2, rooms: 2, stamp: before, changed: true})
+		ss[0].Lobbies.indexCounts(ctx, lobbyCount{lobby: "gamma", online: 2, rooms: 2, stamp: before, changed: true})
 		assert.Empty(t, list(0), "the late count is refused")
 	})
 
 	t.Run("a lobby rejoined after its keys expired is indexed again", func(t *testing.T) {
 		keys, err := r.Client.Keys(ctx, r.Prefix+":{lobby:gamma}:*").Result()
 		if r.Kind == redistest.Clusters {
-			keys = append([]string(nil), ss[0].lobbyKeys("gamma")...) // KEYS reaches one master only: delete the known ones
+			keys = append([]string(nil), ss[0].Seats.lobbyKeys("gamma")...) // KEYS reaches one master only: delete the known ones
 			keys = append(keys, historyKey(ks, "gamma", 1), historyKey(ks, "gamma", 2))
 		}
 		require.NoError(t, err)
@@ -164,9 +164,9 @@ func TestLobbiesStorm(t *testing.T) {
 		go func() {
 			s := ss[i%len(ss)]
 			u := "u" + strconv.Itoa(i)
-			room, err := s.Join(ctx, "storm", u, ws1)
+			room, err := s.Seats.Join(ctx, "storm", u, ws1)
 			if err == nil && i%3 == 0 {
-				err = s.Leave(ctx, room.ID, u)
+				err = s.Seats.Leave(ctx, room.ID, u)
 			}
 			errs <- err
 		}()
@@ -175,7 +175,7 @@ func TestLobbiesStorm(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	rooms, seats := checkLobby(t, r, "storm", 7)
-	l, err := ss[0].Lobbies(ctx, 10)
+	l, err := ss[0].Lobbies.List(ctx, 10)
 	require.NoError(t, err)
 	assert.Equal(t, []LobbyInfo{{"storm", seats, rooms}}, l,
 		"whatever order the writes reached the index in, the last count wins")

@@ -13,6 +13,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Messages carries what is said in the rooms: Send and SendMany append a
+// message to its room's history and publish it on the room's channel in
+// one script, rate limited by the sender's say bucket and idempotent by the
+// say's key; History reads a room's history back; Remove deletes a message
+// and PublishTyping publishes an ephemeral event. It owns each room's
+// history, the say buckets, the idempotency records and claims, the global
+// message counter (keys.go) and lua/message_send.lua, said_claim.lua,
+// counter_add.lua and message_remove.lua; it reads the seat data of the
+// sender's lobby in the send script. See the package doc, "messages",
+// "idempotent says" and "durability".
+type Messages struct {
+	*base
+	historyMax int
+	idemTTL    time.Duration
+	durability func() string
+	waitFor    time.Duration // WAIT's timeout under DurabilityReplica
+}
+
+// Channel returns the room's pub/sub channel, on which the seat and message
+// scripts publish Events; "" for a malformed room id.
+func (s *Messages) Channel(roomID string) string {
+	lobby, seq, err := ParseRoom(roomID)
+	if err != nil {
+		return ""
+	}
+	return channel(s.ks, lobby, seq)
+}
+
 // Message is a chat message, as docs/PROTOCOL.md shows it. Its JSON form has
 // "ts" in RFC 3339 with milliseconds, UTC.
 type Message struct {
@@ -125,7 +153,7 @@ const (
 // not (trimmed, or Redis lost its data): messages may have been missed.
 // It also returns ErrUnknownRoom, ErrBadID, names.ErrBadName, and Redis
 // errors.
-func (s *Service) History(ctx context.Context, roomID, after string, limit int) ([]Message, error) {
+func (s *Messages) History(ctx context.Context, roomID, after string, limit int) ([]Message, error) {
 	msgs, err := s.history(ctx, roomID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("rooms: history of %s after %q: %w", roomID, clip(after), err)
@@ -133,7 +161,7 @@ func (s *Service) History(ctx context.Context, roomID, after string, limit int) 
 	return msgs, nil
 }
 
-func (s *Service) history(ctx context.Context, roomID, after string, limit int) ([]Message, error) {
+func (s *Messages) history(ctx context.Context, roomID, after string, limit int) ([]Message, error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err != nil {
 		return nil, err
@@ -189,7 +217,7 @@ func (s *Service) history(ctx context.Context, roomID, after string, limit int) 
 	return out, nil
 }
 
-func (s *Service) decodeEntry(roomID string, e redis.XMessage) (Message, error) {
+func (s *Messages) decodeEntry(roomID string, e redis.XMessage) (Message, error) {
 	id, err := padID(e.ID)
 	if err != nil {
 		return Message{}, err
@@ -206,7 +234,7 @@ func (s *Service) decodeEntry(roomID string, e redis.XMessage) (Message, error) 
 
 // Counters returns the global counts of messages sent and rooms created,
 // all lobbies, all nodes (0 before the first). It returns Redis errors.
-func (s *Service) Counters(ctx context.Context) (messages, rooms int64, err error) {
+func (s *Messages) Counters(ctx context.Context) (messages, rooms int64, err error) {
 	pipe := s.rdb.Pipeline()
 	m := pipe.Get(ctx, messagesTotalKey(s.ks))
 	r := pipe.Get(ctx, roomsTotalKey(s.ks))

@@ -31,10 +31,10 @@ func TestSendAndHistory(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Now: clock.Now})[0]
 	for _, u := range []string{"alice", "bob"} {
-		_, err := s.Join(ctx, "general", u, ws1)
+		_, err := s.Seats.Join(ctx, "general", u, ws1)
 		require.NoError(t, err)
 	}
-	events := subscribe(t, r.NewClient(t), s.Channel("general-1"))
+	events := subscribe(t, r.NewClient(t), s.Messages.Channel("general-1"))
 
 	var sent []Message
 	for i := range 25 {
@@ -58,17 +58,17 @@ func TestSendAndHistory(t *testing.T) {
 	})
 
 	t.Run("history returns the latest oldest first, ids sorted as strings", func(t *testing.T) {
-		h, err := s.History(ctx, "general-1", "", 10)
+		h, err := s.Messages.History(ctx, "general-1", "", 10)
 		require.NoError(t, err)
 		assert.Equal(t, sent[15:], h)
 		assert.True(t, sort.StringsAreSorted(ids(h)))
 	})
 
 	t.Run("history after an id returns only what came later", func(t *testing.T) {
-		h, err := s.History(ctx, "general-1", sent[4].ID, 3)
+		h, err := s.Messages.History(ctx, "general-1", sent[4].ID, 3)
 		require.NoError(t, err)
 		assert.Equal(t, sent[5:8], h)
-		h, err = s.History(ctx, "general-1", sent[24].ID, 0)
+		h, err = s.Messages.History(ctx, "general-1", sent[24].ID, 0)
 		require.NoError(t, err)
 		assert.Empty(t, h)
 	})
@@ -76,7 +76,7 @@ func TestSendAndHistory(t *testing.T) {
 	t.Run("history accepts the raw stream id too", func(t *testing.T) {
 		ms, seq, err := parseID(sent[4].ID)
 		require.NoError(t, err)
-		h, err := s.History(ctx, "general-1", fmt.Sprintf("%d-%d", ms, seq), 1)
+		h, err := s.Messages.History(ctx, "general-1", fmt.Sprintf("%d-%d", ms, seq), 1)
 		require.NoError(t, err)
 		assert.Equal(t, sent[5:6], h)
 	})
@@ -88,7 +88,7 @@ func TestSendAndHistory(t *testing.T) {
 	t.Run("a sender without a seat is not seated", func(t *testing.T) {
 		_, err := s.say(ctx, "general-1", "carol", "hi")
 		assert.ErrorIs(t, err, ErrNotSeated)
-		require.NoError(t, s.Leave(ctx, "general-1", "bob"))
+		require.NoError(t, s.Seats.Leave(ctx, "general-1", "bob"))
 		_, err = s.say(ctx, "general-1", "bob", "hi")
 		assert.ErrorIs(t, err, ErrNotSeated)
 	})
@@ -96,7 +96,7 @@ func TestSendAndHistory(t *testing.T) {
 	t.Run("an unknown room is unknown", func(t *testing.T) {
 		_, err := s.say(ctx, "general-2", "alice", "hi")
 		assert.ErrorIs(t, err, ErrUnknownRoom)
-		_, err = s.History(ctx, "general-2", "", 10)
+		_, err = s.Messages.History(ctx, "general-2", "", 10)
 		assert.ErrorIs(t, err, ErrUnknownRoom)
 	})
 
@@ -108,7 +108,7 @@ func TestSendAndHistory(t *testing.T) {
 	})
 
 	t.Run("counters count messages sent and no refused ones", func(t *testing.T) {
-		msgs, rooms, err := s.Counters(ctx)
+		msgs, rooms, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		assert.EqualValues(t, 25, msgs)
 		assert.EqualValues(t, 1, rooms)
@@ -120,11 +120,11 @@ func TestHistoryGaps(t *testing.T) {
 	r := redistest.New(t)
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{HistoryMax: 10})[0]
-	_, err := s.Join(ctx, "g", "alice", ws1)
+	_, err := s.Seats.Join(ctx, "g", "alice", ws1)
 	require.NoError(t, err)
 
 	t.Run("an empty room has an empty history", func(t *testing.T) {
-		h, err := s.History(ctx, "g-1", "", 10)
+		h, err := s.Messages.History(ctx, "g-1", "", 10)
 		require.NoError(t, err)
 		assert.Empty(t, h)
 	})
@@ -138,25 +138,25 @@ func TestHistoryGaps(t *testing.T) {
 	}
 
 	t.Run("resuming after a trimmed message is a gap", func(t *testing.T) {
-		_, err := s.History(ctx, "g-1", first.ID, 10)
+		_, err := s.Messages.History(ctx, "g-1", first.ID, 10)
 		assert.ErrorIs(t, err, ErrResumeGap)
 	})
 
 	t.Run("resuming after an id that never was is a gap", func(t *testing.T) {
-		_, err := s.History(ctx, "g-1", "0000000000001-000001", 10)
+		_, err := s.Messages.History(ctx, "g-1", "0000000000001-000001", 10)
 		assert.ErrorIs(t, err, ErrResumeGap)
-		_, err = s.History(ctx, "g-1", "9999999999999-000000", 10)
+		_, err = s.Messages.History(ctx, "g-1", "9999999999999-000000", 10)
 		assert.ErrorIs(t, err, ErrResumeGap)
 	})
 
 	t.Run("resuming after a kept message works", func(t *testing.T) {
-		h, err := s.History(ctx, "g-1", last.ID, 10)
+		h, err := s.Messages.History(ctx, "g-1", last.ID, 10)
 		require.NoError(t, err)
 		assert.Empty(t, h)
 	})
 
 	t.Run("history is capped near HistoryMax", func(t *testing.T) {
-		h, err := s.History(ctx, "g-1", "", MaxHistoryLimit)
+		h, err := s.Messages.History(ctx, "g-1", "", MaxHistoryLimit)
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, len(h), 10)
 		assert.Less(t, len(h), 250)
@@ -164,7 +164,7 @@ func TestHistoryGaps(t *testing.T) {
 
 	t.Run("a malformed id is refused", func(t *testing.T) {
 		for _, id := range []string{"x", "1-", "-1", "1-2-3", "1.5-2", " 1-2"} {
-			_, err := s.History(ctx, "g-1", id, 10)
+			_, err := s.Messages.History(ctx, "g-1", id, 10)
 			assert.ErrorIs(t, err, ErrBadID, id)
 		}
 	})
@@ -175,16 +175,16 @@ func TestResumeAfterRedisLostItsDataIsAGap(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{})
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{})[0]
-	_, err := s.Join(ctx, "g", "alice", ws1)
+	_, err := s.Seats.Join(ctx, "g", "alice", ws1)
 	require.NoError(t, err)
 	m, err := s.say(ctx, "g-1", "alice", "before")
 	require.NoError(t, err)
 	r.Server.Restart(t)
-	require.Eventually(t, func() bool { _, err := s.Join(ctx, "g", "alice", ws1); return err == nil }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { _, err := s.Seats.Join(ctx, "g", "alice", ws1); return err == nil }, 10*time.Second, 20*time.Millisecond)
 	_, err = s.say(ctx, "g-1", "alice", "after")
 	require.NoError(t, err)
 
-	_, err = s.History(ctx, "g-1", m.ID, 10)
+	_, err = s.Messages.History(ctx, "g-1", m.ID, 10)
 	assert.ErrorIs(t, err, ErrResumeGap)
 }
 
@@ -195,10 +195,10 @@ func TestChannelOrderIsHistoryOrder(t *testing.T) {
 	ss := nodes(t, r, 3, Config{})
 	const senders, each = 6, 20
 	for i := range senders {
-		_, err := ss[i%3].Join(ctx, "chat", fmt.Sprintf("s%d", i), ws1)
+		_, err := ss[i%3].Seats.Join(ctx, "chat", fmt.Sprintf("s%d", i), ws1)
 		require.NoError(t, err)
 	}
-	events := subscribe(t, r.NewClient(t), ss[0].Channel("chat-1"))
+	events := subscribe(t, r.NewClient(t), ss[0].Messages.Channel("chat-1"))
 	var wg sync.WaitGroup
 	for i := range senders {
 		wg.Add(1)
@@ -217,7 +217,7 @@ func TestChannelOrderIsHistoryOrder(t *testing.T) {
 		require.Equal(t, EventMessage, e.Type)
 		live = append(live, e.Message.ID)
 	}
-	h, err := ss[1].History(ctx, "chat-1", "", MaxHistoryLimit)
+	h, err := ss[1].Messages.History(ctx, "chat-1", "", MaxHistoryLimit)
 	require.NoError(t, err)
 	assert.Equal(t, ids(h), live, "the channel's order is the history's")
 	assert.True(t, sort.StringsAreSorted(live), "ids sort as strings in send order")
@@ -231,23 +231,23 @@ func TestMessagesOnACluster(t *testing.T) {
 	ss := nodes(t, r, 2, Config{HistoryMax: 10})
 	var rooms []string
 	for _, lobby := range []string{"a", "b", "c", "d", "e", "f"} { // spread over the masters
-		room, err := ss[0].Join(ctx, lobby, "alice", ws1)
+		room, err := ss[0].Seats.Join(ctx, lobby, "alice", ws1)
 		require.NoError(t, err)
 		rooms = append(rooms, room.ID)
 	}
 	for _, room := range rooms {
-		events := subscribe(t, r.NewClient(t), ss[1].Channel(room))
+		events := subscribe(t, r.NewClient(t), ss[1].Messages.Channel(room))
 		m, err := ss[1].say(ctx, room, "alice", "hello "+room)
 		require.NoError(t, err)
 		e := nextEvent(t, events)
 		assert.Equal(t, m, *e.Message)
-		h, err := ss[0].History(ctx, room, "", 5)
+		h, err := ss[0].Messages.History(ctx, room, "", 5)
 		require.NoError(t, err)
 		assert.Equal(t, []Message{m}, h)
 		_, err = ss[0].say(ctx, room, "bob", "no seat")
 		assert.ErrorIs(t, err, ErrNotSeated)
 	}
-	msgs, created, err := ss[0].Counters(ctx)
+	msgs, created, err := ss[0].Messages.Counters(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 6, msgs)
 	assert.EqualValues(t, 6, created)
@@ -257,12 +257,12 @@ func TestMessagesOnACluster(t *testing.T) {
 		for _, room := range rooms {
 			seats = append(seats, Attachment{room, "alice", "ws1"}, Attachment{room, "ghost", "ws1"})
 		}
-		lost, err := ss[1].Renew(ctx, seats)
+		lost, err := ss[1].Seats.Renew(ctx, seats)
 		require.NoError(t, err)
 		assert.Len(t, lost, len(rooms))
-		_, err = ss[1].Sweep(ctx)
+		_, err = ss[1].Seats.Sweep(ctx)
 		require.NoError(t, err)
-		require.NoError(t, ss[1].Leave(ctx, rooms[0], "alice"))
+		require.NoError(t, ss[1].Seats.Leave(ctx, rooms[0], "alice"))
 	})
 }
 

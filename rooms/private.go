@@ -21,7 +21,18 @@ import (
 // MaxPrivatePlayers bounds the users of one private room.
 const MaxPrivatePlayers = 100
 
-// CreatePrivate creates a private room for users: room 1 of lobby, a
+// Private makes private rooms: room 1 of a lobby of its own (or a room of
+// a number the caller picks), for a fixed set of users, whose seats are
+// reserved until they take them with Seats.Reclaim. It owns
+// lua/room_private.lua and the "private" field of the lobby's records,
+// which every seat script reads (see the package doc, "private rooms");
+// the seats it makes are Seats' like any other.
+type Private struct {
+	*base
+	seats *Seats // the sweeper's index a new private lobby goes into
+}
+
+// Create creates a private room for users: room 1 of lobby, a
 // lobby of its own (the caller picks a name nobody joins, say
 // "mm.duel.7" for match 7 of queue duel), with a seat already held for
 // each user until reserve has passed. A user takes theirs with Reclaim of
@@ -38,18 +49,18 @@ const MaxPrivatePlayers = 100
 // other users), an error wrapping names.ErrBadName for a bad lobby or user
 // name or for no user, more than MaxPrivatePlayers or one twice, and Redis
 // errors.
-func (s *Service) CreatePrivate(ctx context.Context, lobby string, users []string, reserve time.Duration) (Room, error) {
-	return s.CreatePrivateRoom(ctx, lobby+"-1", users, reserve)
+func (s *Private) Create(ctx context.Context, lobby string, users []string, reserve time.Duration) (Room, error) {
+	return s.CreateRoom(ctx, lobby+"-1", users, reserve)
 }
 
-// CreatePrivateRoom is CreatePrivate for a room of a number the caller
+// CreateRoom is Create for a room of a number the caller
 // picks: the room roomID ("{lobby}-{seq}"), its lobby's only room. A
 // number nobody can guess (PrivateRoomSeq) keeps a private room's id from
 // being enumerated, though ids of its lobby's name are sequential. A retry
 // answers the room as it was made, whatever number it asks. It returns
-// what CreatePrivate returns, and an error wrapping names.ErrBadName for a
+// what Create returns, and an error wrapping names.ErrBadName for a
 // malformed room id.
-func (s *Service) CreatePrivateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (Room, error) {
+func (s *Private) CreateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (Room, error) {
 	lobby, seq, err := ParseRoom(roomID)
 	if err == nil {
 		err = s.checkPrivate(lobby, users)
@@ -88,7 +99,7 @@ func (s *Service) CreatePrivateRoom(ctx context.Context, roomID string, users []
 	flags, _ := v[2].([]any)
 	if len(flags) >= 2 {
 		if flags[0] == int64(1) {
-			s.register(ctx, lobby)
+			s.seats.register(ctx, lobby)
 		}
 		if v[0] == int64(1) {
 			if err := s.rdb.Incr(ctx, roomsTotalKey(s.ks)).Err(); err != nil {
@@ -103,7 +114,7 @@ func (s *Service) CreatePrivateRoom(ctx context.Context, roomID string, users []
 
 // PrivateRoomSeq returns a room number of 12 digits, from key and name
 // by HMAC-SHA256: the same on every node that holds key, and unguessable
-// without it (about 2^39 numbers). For CreatePrivateRoom, with a key the
+// without it (about 2^39 numbers). For CreateRoom, with a key the
 // nodes share and a name unique per private room (a match's id).
 func PrivateRoomSeq(key []byte, name string) int {
 	mac := hmac.New(sha256.New, key)
@@ -113,7 +124,7 @@ func PrivateRoomSeq(key []byte, name string) int {
 	return low + int(n%span)
 }
 
-func (s *Service) checkPrivate(lobby string, users []string) error {
+func (s *Private) checkPrivate(lobby string, users []string) error {
 	if err := names.Lobby(lobby); err != nil {
 		return err
 	}
@@ -133,12 +144,12 @@ func (s *Service) checkPrivate(lobby string, users []string) error {
 	return nil
 }
 
-// Players returns the users a private room was made for (CreatePrivate),
+// Players returns the users a private room was made for (Create),
 // as they were given, and true, for any room id of a private lobby; for a
 // room of a public lobby, or of a lobby that does not exist, it returns
 // nil and false. It is one HGET of the lobby's records. It returns an error wrapping names.ErrBadName for a
 // malformed room id, and Redis errors.
-func (s *Service) Players(ctx context.Context, roomID string) ([]string, bool, error) {
+func (s *Private) Players(ctx context.Context, roomID string) ([]string, bool, error) {
 	lobby, _, err := ParseRoom(roomID)
 	if err != nil {
 		return nil, false, fmt.Errorf("rooms: players of %s: %w", clip(roomID), err)

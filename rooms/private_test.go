@@ -20,43 +20,43 @@ func TestPrivateRoom(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(50), Now: clock.Now, Lease: func() time.Duration { return 40 * time.Second }})[0]
 
-	room, err := s.CreatePrivate(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
+	room, err := s.Private.Create(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "mm.duel.1-1", room.ID)
 	assert.Equal(t, []string{"ann", "bob", "cy"}, room.Members, "every player's seat is reserved")
 
 	t.Run("a retry answers the same room", func(t *testing.T) {
-		again, err := s.CreatePrivate(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
+		again, err := s.Private.Create(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, room.ID, again.ID)
-		_, err = s.CreatePrivate(ctx, "mm.duel.1", []string{"ann", "eve"}, 30*time.Second)
+		_, err = s.Private.Create(ctx, "mm.duel.1", []string{"ann", "eve"}, 30*time.Second)
 		assert.ErrorIs(t, err, ErrLobbyTaken)
 	})
 
 	t.Run("a lobby join is refused and creates nothing", func(t *testing.T) {
-		_, err := s.Join(ctx, "mm.duel.1", "eve", ws1)
+		_, err := s.Seats.Join(ctx, "mm.duel.1", "eve", ws1)
 		assert.ErrorIs(t, err, ErrPrivateRoom)
-		_, err = s.Join(ctx, "mm.duel.1", "ann", ws1)
+		_, err = s.Seats.Join(ctx, "mm.duel.1", "ann", ws1)
 		assert.ErrorIs(t, err, ErrPrivateRoom, "a player too joins by the room id, not the lobby")
 		nrooms, _ := checkLobby(t, r, "mm.duel.1", 0)
 		assert.Equal(t, 1, nrooms)
 	})
 
 	t.Run("a stranger cannot take the room", func(t *testing.T) {
-		_, err := s.Reclaim(ctx, room.ID, "eve", ws1)
+		_, err := s.Seats.Reclaim(ctx, room.ID, "eve", ws1)
 		assert.ErrorIs(t, err, ErrPrivateRoom)
 	})
 
 	t.Run("a player takes their seat by the room id", func(t *testing.T) {
-		got, err := s.Reclaim(ctx, room.ID, "ann", ws1)
+		got, err := s.Seats.Reclaim(ctx, room.ID, "ann", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, room.ID, got.ID)
-		_, err = s.Send(ctx, room.ID, "ann", "gg", SendOptions{})
+		_, err = s.Messages.Send(ctx, room.ID, "ann", "gg", SendOptions{})
 		require.NoError(t, err)
 	})
 
 	t.Run("the lobby is never listed", func(t *testing.T) {
-		list, err := s.Lobbies(ctx, 100)
+		list, err := s.Lobbies.List(ctx, 100)
 		require.NoError(t, err)
 		for _, l := range list {
 			assert.NotEqual(t, "mm.duel.1", l.Lobby)
@@ -64,29 +64,29 @@ func TestPrivateRoom(t *testing.T) {
 	})
 
 	t.Run("an unclaimed seat is released after its reservation", func(t *testing.T) {
-		_, err := s.Reclaim(ctx, room.ID, "bob", ws1)
+		_, err := s.Seats.Reclaim(ctx, room.ID, "bob", ws1)
 		require.NoError(t, err)
 		// ann's and bob's seats live by their attachments (lease 40s); cy
 		// never came.
 		clock.Add(35 * time.Second)
-		_, err = s.Sweep(ctx)
+		_, err = s.Seats.Sweep(ctx)
 		require.NoError(t, err)
-		got, err := s.Room(ctx, room.ID)
+		got, err := s.Seats.Room(ctx, room.ID)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"ann", "bob"}, got.Members)
-		ok, err := s.Seated(ctx, room.ID, "cy")
+		ok, err := s.Seats.Seated(ctx, room.ID, "cy")
 		require.NoError(t, err)
 		assert.False(t, ok)
 	})
 
 	t.Run("bad input", func(t *testing.T) {
-		_, err := s.CreatePrivate(ctx, "mm.x.1", nil, time.Second)
+		_, err := s.Private.Create(ctx, "mm.x.1", nil, time.Second)
 		assert.Error(t, err)
-		_, err = s.CreatePrivate(ctx, "mm.x.1", []string{"a", "a"}, time.Second)
+		_, err = s.Private.Create(ctx, "mm.x.1", []string{"a", "a"}, time.Second)
 		assert.Error(t, err)
-		_, err = s.Join(ctx, "general", "zed", ws1)
+		_, err = s.Seats.Join(ctx, "general", "zed", ws1)
 		require.NoError(t, err)
-		_, err = s.CreatePrivate(ctx, "general", []string{"zed"}, time.Second)
+		_, err = s.Private.Create(ctx, "general", []string{"zed"}, time.Second)
 		assert.True(t, errors.Is(err, ErrLobbyTaken), "a public lobby is not made private: %v", err)
 	})
 }
@@ -107,27 +107,27 @@ func TestPrivateRoomOfAGivenNumber(t *testing.T) {
 	assert.Len(t, strconv.Itoa(seq), 12)
 
 	id := "mm.duel.7-" + strconv.Itoa(seq)
-	room, err := s.CreatePrivateRoom(ctx, id, []string{"ann", "bob"}, 30*time.Second)
+	room, err := s.Private.CreateRoom(ctx, id, []string{"ann", "bob"}, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, id, room.ID)
 	assert.Equal(t, []string{"ann", "bob"}, room.Members)
-	again, err := s.CreatePrivateRoom(ctx, "mm.duel.7-1", []string{"ann", "bob"}, 30*time.Second)
+	again, err := s.Private.CreateRoom(ctx, "mm.duel.7-1", []string{"ann", "bob"}, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, id, again.ID, "a retry answers the room as it was made")
-	_, err = s.Room(ctx, "mm.duel.7-1")
+	_, err = s.Seats.Room(ctx, "mm.duel.7-1")
 	assert.ErrorIs(t, err, ErrUnknownRoom)
-	got, err := s.Reclaim(ctx, id, "ann", ws1)
+	got, err := s.Seats.Reclaim(ctx, id, "ann", ws1)
 	require.NoError(t, err)
 	assert.Equal(t, id, got.ID)
-	_, err = s.Send(ctx, id, "ann", "gg", SendOptions{})
+	_, err = s.Messages.Send(ctx, id, "ann", "gg", SendOptions{})
 	require.NoError(t, err)
-	msgs, err := s.History(ctx, id, "", 10)
+	msgs, err := s.Messages.History(ctx, id, "", 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	players, private, err := s.Players(ctx, id)
+	players, private, err := s.Private.Players(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, private)
 	assert.Equal(t, []string{"ann", "bob"}, players)
-	_, err = s.Reclaim(ctx, id, "eve", ws1)
+	_, err = s.Seats.Reclaim(ctx, id, "eve", ws1)
 	assert.ErrorIs(t, err, ErrPrivateRoom)
 }

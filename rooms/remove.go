@@ -31,14 +31,14 @@ var ErrNoMessage = errcode.New(errcode.UnknownMessage, "rooms: no such message i
 // names.ErrBadName, and Redis errors.
 //
 // [XDEL]: https://redis.io/commands/xdel/
-func (s *Service) Remove(ctx context.Context, roomID, id string) error {
+func (s *Messages) Remove(ctx context.Context, roomID, id string) error {
 	if err := s.remove(ctx, roomID, id); err != nil {
 		return fmt.Errorf("rooms: remove %s from %s: %w", clip(id), roomID, err)
 	}
 	return nil
 }
 
-func (s *Service) remove(ctx context.Context, roomID, id string) error {
+func (s *Messages) remove(ctx context.Context, roomID, id string) error {
 	lobby, seq, err := ParseRoom(roomID)
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func (s *Service) remove(ctx context.Context, roomID, id string) error {
 // show for a few seconds. Rate limiting is the caller's (one per user per
 // room per 2 s, by the node that takes the frame). It returns ErrBadName
 // wrapped for a bad room id, and Redis errors.
-func (s *Service) PublishTyping(ctx context.Context, roomID, user string) error {
+func (s *Messages) PublishTyping(ctx context.Context, roomID, user string) error {
 	lobby, seq, err := ParseRoom(roomID)
 	if err != nil {
 		return fmt.Errorf("rooms: typing in %s: %w", roomID, err)

@@ -1,20 +1,16 @@
 package rooms
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/keyspace"
-	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
 )
@@ -92,124 +88,130 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Service seats users in the rooms of lobbies and carries their messages.
-// It is safe for concurrent use; make one per node and share it.
+// Service holds the package's parts, built together by New over one Redis
+// client and one Config; each part is safe for concurrent use: make one
+// Service per node and share its parts. The parts are separate types, each owning its keys
+// and scripts (keys.go, scripts.go say which), so that a caller depends on
+// the part it uses:
+//
+//   - Seats seats users in rooms and keeps their seats alive: joins,
+//     resumes, attachments, leases, the sweeper, the per-user seat cap,
+//     lock-guarded room creation, and the reads of who sits where.
+//   - Messages stores and publishes what is said in a room: says
+//     (idempotent, rate limited, durable on request), history, removal,
+//     typing, the room's channel and the global counters.
+//   - Lobbies lists the lobbies with seated users, from an index the seat
+//     scripts' callers keep.
+//   - ReadMarks keeps each user's last-read message per room and counts
+//     what is unread.
+//   - Private makes the private room of a fixed set of users (a match).
 type Service struct {
-	rdb               redis.UniversalClient
-	ks                keyspace.Space
-	lock              *lock.Client
-	capacity          func() int
-	lease             func() time.Duration
-	historyMax        int
-	lockTTL           time.Duration
-	idleTTL           time.Duration
-	idemTTL           time.Duration
-	publish           string // PUBLISH or SPUBLISH
-	durability        func() string
-	maxLobbiesPerUser func() int
-	waitFor           time.Duration // WAIT's timeout under DurabilityReplica
-	now               func() time.Time
-	log               *slog.Logger
-	m                 *metrics
+	Seats     *Seats
+	Messages  *Messages
+	Lobbies   *Lobbies
+	ReadMarks *ReadMarks
+	Private   *Private
+}
 
-	qmu      sync.Mutex
-	queues   map[string]*joinQueue // lobby → joins waiting for this node's drain
-	maxBatch int                   // most joins per seat script call
-	runCtx   context.Context       // the drains' context, from Start; nil when not started
-	stop     context.CancelFunc    // cancels runCtx
-	closing  bool                  // Close began: no new drain
-	drains   sync.WaitGroup        // running drains
-
-	heldMu sync.Mutex
-	held   map[string]lobbyCount // lobby → count for the next Renew to index
-
-	histMu    sync.Mutex
-	histAt    map[string]time.Time // "lobby/seq" → when Renew last refreshed its history's TTL
-	histSwept time.Time
-
-	// beforeCreate, when set (tests), runs between taking the lobby's lock
-	// and running the room-creation script.
-	beforeCreate func(ctx context.Context, l *lock.Lock)
+// base is what every part shares: the Redis client, the key space, the
+// clock, the metrics, and the settings that the seat scripts' common
+// arguments carry (lobbyKeys, lobbyArgs).
+type base struct {
+	rdb      redis.UniversalClient
+	ks       keyspace.Space
+	lock     *lock.Client // its fence is in every seat script's KEYS
+	capacity func() int
+	lease    func() time.Duration
+	idleTTL  time.Duration
+	publish  string // PUBLISH or SPUBLISH
+	now      func() time.Time
+	log      *slog.Logger
+	m        *metrics
 }
 
 // New returns a Service keeping its data in rdb. It returns an error when
 // cfg.Lock keeps its keys under another prefix than cfg.Prefix.
 func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
-	s := &Service{
-		rdb:               rdb,
-		ks:                keyspace.New(cfg.Prefix),
-		lock:              cfg.Lock,
-		capacity:          cfg.Capacity,
-		lease:             cfg.Lease,
-		historyMax:        cfg.HistoryMax,
-		lockTTL:           cfg.LockTTL,
-		idleTTL:           cfg.IdleTTL,
-		idemTTL:           cfg.IdempotencyTTL,
-		publish:           "PUBLISH",
-		durability:        cfg.Durability,
-		maxLobbiesPerUser: cfg.MaxLobbiesPerUser,
-		waitFor:           cfg.DurabilityTimeout,
-		now:               cfg.Now,
-		log:               cfg.Logger,
-		m:                 newMetrics(cfg.Registerer),
-		queues:            map[string]*joinQueue{},
-		maxBatch:          maxBatch,
+	b := &base{
+		rdb:      rdb,
+		ks:       keyspace.New(cfg.Prefix),
+		lock:     cfg.Lock,
+		capacity: cfg.Capacity,
+		lease:    cfg.Lease,
+		idleTTL:  cfg.IdleTTL,
+		publish:  "PUBLISH",
+		now:      cfg.Now,
+		log:      cfg.Logger,
+		m:        newMetrics(cfg.Registerer),
 	}
-	if s.lock == nil {
-		s.lock = lock.New(rdb, lock.Config{Prefix: cfg.Prefix, Registerer: cfg.Registerer})
+	if b.lock == nil {
+		b.lock = lock.New(rdb, lock.Config{Prefix: cfg.Prefix, Registerer: cfg.Registerer})
 	}
-	if s.historyMax <= 0 {
-		s.historyMax = DefaultHistoryMax
-	}
-	if s.lockTTL <= 0 {
-		s.lockTTL = DefaultLockTTL
-	}
-	if s.idleTTL <= 0 {
-		s.idleTTL = DefaultIdleTTL
-	}
-	if s.idemTTL <= 0 {
-		s.idemTTL = DefaultIdempotencyTTL
-	}
-	if s.waitFor <= 0 {
-		s.waitFor = DefaultDurabilityTimeout
+	if b.idleTTL <= 0 {
+		b.idleTTL = DefaultIdleTTL
 	}
 	if cfg.ShardedPubSub {
-		s.publish = "SPUBLISH"
+		b.publish = "SPUBLISH"
 	}
-	if s.now == nil {
-		s.now = time.Now
+	if b.now == nil {
+		b.now = time.Now
 	}
-	if s.log == nil {
-		s.log = slog.Default()
+	if b.log == nil {
+		b.log = slog.Default()
 	}
 	// room_create.lua checks the fence with the lobby's keys: same prefix,
 	// same hash tag.
-	if _, fence := s.lock.Keys(lockName("x")); !strings.HasPrefix(fence, s.ks.Key("lobby", "x")+":") {
+	if _, fence := b.lock.Keys(lockName("x")); !strings.HasPrefix(fence, b.ks.Key("lobby", "x")+":") {
 		return nil, fmt.Errorf("rooms: the lock keeps its fence in %q, outside the lobby's unit %q: give it prefix %q",
-			fence, s.ks.Key("lobby", "x"), s.ks.Prefix())
+			fence, b.ks.Key("lobby", "x"), b.ks.Prefix())
 	}
-	return s, nil
+	lockTTL := cfg.LockTTL
+	if lockTTL <= 0 {
+		lockTTL = DefaultLockTTL
+	}
+	lobbies := &Lobbies{base: b}
+	seats := &Seats{base: b, lobbies: lobbies, lockTTL: lockTTL,
+		cap: &seatCap{base: b, limit: cfg.MaxLobbiesPerUser, pending: reservePending(lockTTL)}}
+	seats.joins = &joinQueues{queues: map[string]*joinQueue{}, maxBatch: maxBatch, seat: seats.seatBatch}
+	msgs := &Messages{base: b, historyMax: cfg.HistoryMax, idemTTL: cfg.IdempotencyTTL,
+		durability: cfg.Durability, waitFor: cfg.DurabilityTimeout}
+	if msgs.historyMax <= 0 {
+		msgs.historyMax = DefaultHistoryMax
+	}
+	if msgs.idemTTL <= 0 {
+		msgs.idemTTL = DefaultIdempotencyTTL
+	}
+	if msgs.waitFor <= 0 {
+		msgs.waitFor = DefaultDurabilityTimeout
+	}
+	return &Service{
+		Seats:     seats,
+		Messages:  msgs,
+		Lobbies:   lobbies,
+		ReadMarks: &ReadMarks{base: b},
+		Private:   &Private{base: b, seats: seats},
+	}, nil
 }
 
 // fenceKey is the lobby lock's fence counter, kept by the lock package in
 // the lobby's hash-tag unit.
-func (s *Service) fenceKey(lobby string) string {
-	_, fence := s.lock.Keys(lockName(lobby))
+func (b *base) fenceKey(lobby string) string {
+	_, fence := b.lock.Keys(lockName(lobby))
 	return fence
 }
 
-func (s *Service) capNow() int {
-	if s.capacity != nil {
-		if c := s.capacity(); c >= 1 {
+func (b *base) capNow() int {
+	if b.capacity != nil {
+		if c := b.capacity(); c >= 1 {
 			return c
 		}
 	}
 	return DefaultCapacity
 }
 
-func (s *Service) leaseDur() time.Duration {
-	if s.lease != nil {
-		if d := s.lease(); d >= time.Millisecond {
+func (b *base) leaseDur() time.Duration {
+	if b.lease != nil {
+		if d := b.lease(); d >= time.Millisecond {
 			return d
 		}
 	}
@@ -248,242 +250,3 @@ func ParseRoom(roomID string) (lobby string, seq int, err error) {
 func makeRoomID(lobby string, seq int) string { return lobby + "-" + strconv.Itoa(seq) }
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
-
-// Reclaim seats user in one given room and records att as an attachment
-// of the seat, in one script: the resume path, which takes a user's seat
-// back after the lease ran out. A live seat there is kept (lease extended,
-// att added or renewed). It returns ErrUnknownRoom, ErrRoomFull when the
-// room has no free seat, ErrSeatedElsewhere when the user holds a live seat
-// in another room of the lobby, ErrPrivateRoom for a private room the
-// user is not a player of, ErrTooManyLobbies when a lobby the user
-// holds no seat in would exceed Config.MaxLobbiesPerUser, ErrBadAttachment,
-// names.ErrBadName, and Redis errors.
-func (s *Service) Reclaim(ctx context.Context, roomID, user string, att Attach) (Room, error) {
-	lobby, seq, err := ParseRoom(roomID)
-	if err == nil {
-		err = names.User(user)
-	}
-	if err == nil {
-		err = att.check()
-	}
-	if err != nil {
-		return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
-	}
-	resv, err := s.reserveLobby(ctx, user, lobby)
-	if err != nil {
-		return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
-	}
-	res, err := s.claim(ctx, lobby, strconv.Itoa(seq), []*joinReq{{user: user, att: att}})
-	defer func() { s.settle(ctx, resv, err) }()
-	switch {
-	case err != nil:
-	case res.codes[0] == -1:
-		err = ErrUnknownRoom
-	case res.codes[0] == -2:
-		err = fmt.Errorf("%w (%s)", ErrSeatedElsewhere, makeRoomID(lobby, res.seqs[0]))
-	case res.codes[0] == -4:
-		err = ErrPrivateRoom
-	case res.codes[0] == 0:
-		err = ErrRoomFull
-	default:
-		return s.room(lobby, res.seqs[0], res.members[res.seqs[0]]), nil
-	}
-	return Room{}, fmt.Errorf("rooms: reclaim %s as %s: %w", roomID, user, err)
-}
-
-// Leave frees user's seat in the room at once, with every attachment of
-// it, and publishes a "left" event: an explicit leave, whatever else holds
-// the seat. It returns ErrNotSeated when the user holds no seat there,
-// ErrUnknownRoom, names.ErrBadName, and Redis errors.
-func (s *Service) Leave(ctx context.Context, roomID, user string) error {
-	lobby, seq, err := ParseRoom(roomID)
-	if err == nil {
-		err = names.User(user)
-	}
-	if err == nil {
-		var v []int64
-		v, err = s.runLobby(ctx, seatReleaseScript, lobby, user, seq).Int64Slice()
-		switch {
-		case err != nil:
-		case len(v) != 2 && len(v) != 6:
-			err = errUnexpectedReply
-		case v[0] == -1:
-			err = ErrUnknownRoom
-		case v[0] == 0:
-			err = ErrNotSeated
-		default:
-			if v[1] == 1 {
-				s.retire(ctx, lobby)
-			}
-			if c, ok := countOfInts(lobby, v[2:]); ok {
-				s.indexCounts(ctx, c)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("rooms: leave %s as %s: %w", roomID, user, err)
-}
-
-// Room returns the room with its live members, in one read-only script.
-// It returns ErrUnknownRoom, names.ErrBadName, and Redis errors.
-func (s *Service) Room(ctx context.Context, roomID string) (Room, error) {
-	lobby, seq, err := ParseRoom(roomID)
-	if err != nil {
-		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, err)
-	}
-	v, err := redisx.Run(ctx, s.rdb, roomReadScript, s.roomReadKeys(lobby), seq, ms(s.now())).Slice()
-	if err != nil {
-		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, err)
-	}
-	members, ok, err := parseRoomRead(v)
-	if err != nil {
-		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, err)
-	}
-	if !ok {
-		return Room{}, fmt.Errorf("rooms: room %s: %w", roomID, ErrUnknownRoom)
-	}
-	return s.room(lobby, seq, members), nil
-}
-
-// roomReadKeys are the KEYS of room_read.lua and lobby_rooms.lua.
-func (s *Service) roomReadKeys(lobby string) []string {
-	return []string{roomsKey(s.ks, lobby), membersKey(s.ks, lobby), leasesKey(s.ks, lobby)}
-}
-
-// parseRoomRead reads room_read.lua's reply: the live members, and false
-// for a room that does not exist.
-func parseRoomRead(v []any) (members []string, ok bool, err error) {
-	if len(v) == 1 && v[0] == int64(0) {
-		return nil, false, nil
-	}
-	if len(v) != 2 || v[0] != int64(1) {
-		return nil, false, errUnexpectedReply
-	}
-	list, _ := v[1].([]any)
-	members = make([]string, 0, len(list))
-	for _, m := range list {
-		str, _ := m.(string)
-		members = append(members, str)
-	}
-	return members, true, nil
-}
-
-// Rooms returns every room of the lobby, lowest number first, with its live
-// members; none for a lobby without rooms. It returns names.ErrBadName and
-// Redis errors.
-func (s *Service) Rooms(ctx context.Context, lobby string) ([]Room, error) {
-	if err := names.Lobby(lobby); err != nil {
-		return nil, fmt.Errorf("rooms: rooms of %s: %w", lobby, err)
-	}
-	v, err := redisx.Run(ctx, s.rdb, lobbyRoomsScript, s.roomReadKeys(lobby), ms(s.now())).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("rooms: rooms of %s: %w", lobby, err)
-	}
-	out := make([]Room, 0, len(v)/2)
-	for i := 0; i+1 < len(v); i += 2 {
-		str, _ := v[i].(string)
-		seq, err := strconv.Atoi(str)
-		if err != nil {
-			return nil, fmt.Errorf("rooms: rooms of %s: unexpected room number %v", lobby, v[i])
-		}
-		var members []string
-		list, _ := v[i+1].([]any)
-		for _, m := range list {
-			str, _ := m.(string)
-			members = append(members, str)
-		}
-		out = append(out, s.room(lobby, seq, members))
-	}
-	return out, nil
-}
-
-// Seated reports whether user holds a live seat in the room (false for an
-// unknown room). It returns names.ErrBadName and Redis errors.
-func (s *Service) Seated(ctx context.Context, roomID, user string) (bool, error) {
-	lobby, seq, err := ParseRoom(roomID)
-	if err == nil {
-		err = names.User(user)
-	}
-	if err != nil {
-		return false, fmt.Errorf("rooms: seated %s as %s: %w", roomID, user, err)
-	}
-	pipe := s.rdb.Pipeline()
-	at := pipe.ZScore(ctx, membersKey(s.ks, lobby), user)
-	exp := pipe.ZScore(ctx, leasesKey(s.ks, lobby), user)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false, fmt.Errorf("rooms: seated %s as %s: %w", roomID, user, err)
-	}
-	if at.Err() != nil || exp.Err() != nil || int(at.Val()) != seq {
-		return false, nil
-	}
-	return int64(exp.Val()) > s.now().UnixMilli(), nil
-}
-
-// Channel returns the room's pub/sub channel, on which the seat and message
-// scripts publish Events; "" for a malformed room id.
-func (s *Service) Channel(roomID string) string {
-	lobby, seq, err := ParseRoom(roomID)
-	if err != nil {
-		return ""
-	}
-	return channel(s.ks, lobby, seq)
-}
-
-// LobbyExists reports whether the lobby has any room (one EXISTS): the
-// caller's test before a join that would create a lobby, which it may rate
-// limit. It returns names.ErrBadName wrapped and Redis errors.
-func (s *Service) LobbyExists(ctx context.Context, lobby string) (bool, error) {
-	if err := names.Lobby(lobby); err != nil {
-		return false, fmt.Errorf("rooms: lobby %s: %w", lobby, err)
-	}
-	n, err := s.rdb.Exists(ctx, roomsKey(s.ks, lobby)).Result()
-	if err != nil {
-		return false, fmt.Errorf("rooms: lobby %s: %w", lobby, err)
-	}
-	return n == 1, nil
-}
-
-// RoomMany returns the rooms of ids that exist, with their live members, in
-// one pipelined round trip (a poll of a user seated in many rooms; one
-// read-only script per room); unknown and malformed ids are left out. It
-// returns Redis errors.
-func (s *Service) RoomMany(ctx context.Context, ids []string) ([]Room, error) {
-	type q struct {
-		lobby string
-		seq   int
-		cmd   *redis.Cmd
-	}
-	now := ms(s.now())
-	qs := make([]q, 0, len(ids))
-	for _, id := range ids {
-		if lobby, seq, err := ParseRoom(id); err == nil {
-			qs = append(qs, q{lobby: lobby, seq: seq})
-		}
-	}
-	if len(qs) == 0 {
-		return nil, nil
-	}
-	err := redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
-		for i := range qs {
-			qs[i].cmd = p.Script(roomReadScript, s.roomReadKeys(qs[i].lobby), qs[i].seq, now)
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
-	}
-	out := make([]Room, 0, len(qs))
-	for _, x := range qs {
-		v, err := x.cmd.Slice()
-		if err != nil {
-			return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
-		}
-		members, ok, err := parseRoomRead(v)
-		if err != nil {
-			return nil, fmt.Errorf("rooms: %d rooms: %w", len(qs), err)
-		}
-		if ok {
-			out = append(out, s.room(x.lobby, x.seq, members))
-		}
-	}
-	return out, nil
-}

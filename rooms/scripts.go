@@ -49,23 +49,40 @@ var (
 	unreadCountSrc string
 )
 
+// Seats: the seat scripts, with lua/lobby_lib.lua before each, and the
+// reads of who sits where.
 var (
 	seatClaimScript   = redisx.NewScript("rooms.seat_claim", lobbyLib+seatClaimSrc)
 	roomCreateScript  = redisx.NewScript("rooms.room_create", lock.FenceCheckLua+lobbyLib+roomCreateSrc)
-	roomPrivateScript = redisx.NewScript("rooms.room_private", lobbyLib+roomPrivateSrc)
 	seatReleaseScript = redisx.NewScript("rooms.seat_release", lobbyLib+seatReleaseSrc)
 	seatDetachScript  = redisx.NewScript("rooms.seat_detach", lobbyLib+seatDetachSrc)
 	seatRenewScript   = redisx.NewScript("rooms.seat_renew", lobbyLib+seatRenewSrc)
 	lobbySweepScript  = redisx.NewScript("rooms.lobby_sweep", lobbyLib+lobbySweepSrc)
 	lobbyRoomsScript  = redisx.NewScript("rooms.lobby_rooms", lobbyRoomsSrc)
 	roomReadScript    = redisx.NewScript("rooms.room_read", roomReadSrc)
+
+	// seatCap: a user's index of lobbies.
+	lobbiesReserveScript = redisx.NewScript("rooms.lobbies_reserve", lobbiesReserveSrc)
+)
+
+// Private: a private room, made with the seat scripts' library.
+var roomPrivateScript = redisx.NewScript("rooms.room_private", lobbyLib+roomPrivateSrc)
+
+// Messages (message_remove.lua is in remove.go).
+var (
 	messageSendScript = redisx.NewScript("rooms.message_send", messageSendSrc)
 	saidClaimScript   = redisx.NewScript("rooms.said_claim", saidClaimSrc)
 	counterAddScript  = redisx.NewScript("rooms.counter_add", counterAddSrc)
+)
 
-	lobbiesCountScript   = redisx.NewScript("rooms.lobbies_count", lobbiesCountSrc)
-	lobbiesReserveScript = redisx.NewScript("rooms.lobbies_reserve", lobbiesReserveSrc)
-	lobbiesTopScript     = redisx.NewScript("rooms.lobbies_top", lobbiesTopSrc)
-	readMarkScript       = redisx.NewScript("rooms.read_mark", readMarkSrc)
-	unreadCountScript    = redisx.NewScript("rooms.unread_count", unreadCountSrc)
+// Lobbies: the listing index.
+var (
+	lobbiesCountScript = redisx.NewScript("rooms.lobbies_count", lobbiesCountSrc)
+	lobbiesTopScript   = redisx.NewScript("rooms.lobbies_top", lobbiesTopSrc)
+)
+
+// ReadMarks.
+var (
+	readMarkScript    = redisx.NewScript("rooms.read_mark", readMarkSrc)
+	unreadCountScript = redisx.NewScript("rooms.unread_count", unreadCountSrc)
 )

@@ -84,7 +84,7 @@ type SendResult struct {
 // acknowledged it in time (or WAIT failed): the message was stored and
 // published all the same, and the result is filled in along with the error
 // (Message.ID says which), but a failover now may lose it.
-func (s *Service) Send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
+func (s *Messages) Send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
 	out := s.SendMany(ctx, []SendRequest{{Room: roomID, User: user, Text: text}}, opt)
 	return out[0].SendResult, out[0].Err
 }
@@ -152,7 +152,7 @@ type SendReply struct {
 // send (refused, duplicates, Redis error replies) are taken back after the
 // replies, in a second round trip only then. A say whose answer was lost
 // (a timeout) stays counted.
-func (s *Service) SendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
+func (s *Messages) SendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
 	out := s.sendMany(ctx, reqs, opt)
 	for i := range out {
 		if out[i].Err != nil {
@@ -188,7 +188,7 @@ type prepared struct {
 	claim, bound string
 }
 
-func (s *Service) prepare(r SendRequest, opt SendOptions, now time.Time, tag string) prepared {
+func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag string) prepared {
 	lobby, seq, err := ParseRoom(r.Room)
 	if opt.System {
 		r.User = SystemSender
@@ -247,7 +247,7 @@ func newCall() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
+func (s *Messages) sendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
 	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
 	call := newCall()
 	ps := make([]prepared, len(reqs))
@@ -327,7 +327,7 @@ func (s *Service) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpti
 // script's record, in the lobby's slot, catches a key reused within the
 // lobby; this catches it across lobbies. A claim Redis applied twice (a
 // retry after a timeout) finds itself and passes.
-func (s *Service) bindKeys(ctx context.Context, ps []prepared, live []int) []int {
+func (s *Messages) bindKeys(ctx context.Context, ps []prepared, live []int) []int {
 	var keyed []int
 	for _, i := range live {
 		if ps[i].claim != "" {
@@ -373,7 +373,7 @@ func definite(err error) bool {
 // sendReply reads p's script reply. stored is true when this call stored
 // the message: now, or in an earlier run of this call's pipeline that Redis
 // applied before this one (the say's key says so).
-func (s *Service) sendReply(p *prepared) (r SendResult, stored bool, err error) {
+func (s *Messages) sendReply(p *prepared) (r SendResult, stored bool, err error) {
 	v, err := p.cmd.Slice()
 	if err != nil {
 		return SendResult{}, false, err

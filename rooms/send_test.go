@@ -20,18 +20,18 @@ func TestSayRateLimit(t *testing.T) {
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Now: clock.Now})[0]
 	for _, lobby := range []string{"g", "h"} {
-		_, err := s.Join(ctx, lobby, "alice", ws1)
+		_, err := s.Seats.Join(ctx, lobby, "alice", ws1)
 		require.NoError(t, err)
 	}
 	opt := SendOptions{Rate: 2, Burst: 3}
 	_, err := s.say(ctx, "g-1", "alice", "warm-up") // the script is loaded: one round trip from here on
 	require.NoError(t, err)
 	cnt := &counter{}
-	s.rdb.AddHook(cnt)
+	s.Seats.rdb.AddHook(cnt)
 
 	t.Run("a burst goes through, each say one round trip", func(t *testing.T) {
 		for range 3 {
-			_, err := s.Send(ctx, "g-1", "alice", "hi", opt)
+			_, err := s.Messages.Send(ctx, "g-1", "alice", "hi", opt)
 			require.NoError(t, err)
 		}
 		assert.EqualValues(t, 3, cnt.pipes.Load(), "one pipeline per say")
@@ -39,57 +39,57 @@ func TestSayRateLimit(t *testing.T) {
 	})
 
 	t.Run("the next say is refused with the delay to the next token", func(t *testing.T) {
-		before, err := s.History(ctx, "g-1", "", MaxHistoryLimit)
+		before, err := s.Messages.History(ctx, "g-1", "", MaxHistoryLimit)
 		require.NoError(t, err)
-		msgs, _, err := s.Counters(ctx)
+		msgs, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
-		_, err = s.Send(ctx, "g-1", "alice", "too fast", opt)
+		_, err = s.Messages.Send(ctx, "g-1", "alice", "too fast", opt)
 		require.ErrorIs(t, err, ErrRateLimited)
 		var rl *RateLimitError
 		require.True(t, errors.As(err, &rl))
 		assert.Equal(t, 500*time.Millisecond, rl.RetryAfter)
-		after, err := s.History(ctx, "g-1", "", MaxHistoryLimit)
+		after, err := s.Messages.History(ctx, "g-1", "", MaxHistoryLimit)
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "a refused say stores nothing")
-		msgs2, _, err := s.Counters(ctx)
+		msgs2, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, msgs, msgs2, "nor counts")
 	})
 
 	t.Run("the bucket is per lobby", func(t *testing.T) {
-		_, err := s.Send(ctx, "h-1", "alice", "elsewhere", opt)
+		_, err := s.Messages.Send(ctx, "h-1", "alice", "elsewhere", opt)
 		assert.NoError(t, err)
 	})
 
 	t.Run("a token comes back at the rate", func(t *testing.T) {
 		clock.Add(400 * time.Millisecond)
-		_, err := s.Send(ctx, "g-1", "alice", "still too fast", opt)
+		_, err := s.Messages.Send(ctx, "g-1", "alice", "still too fast", opt)
 		var rl *RateLimitError
 		require.True(t, errors.As(err, &rl))
 		assert.Equal(t, 100*time.Millisecond, rl.RetryAfter)
 		clock.Add(100 * time.Millisecond)
-		_, err = s.Send(ctx, "g-1", "alice", "now", opt)
+		_, err = s.Messages.Send(ctx, "g-1", "alice", "now", opt)
 		assert.NoError(t, err)
 	})
 
 	t.Run("the bucket key expires when it would be full again", func(t *testing.T) {
-		ttl := r.Client.PTTL(ctx, rateKey(s.ks, "g", "alice")).Val()
+		ttl := r.Client.PTTL(ctx, rateKey(s.Seats.ks, "g", "alice")).Val()
 		assert.Greater(t, ttl, time.Duration(0))
 		assert.LessOrEqual(t, ttl, 1500*time.Millisecond, "3 tokens at 2/s")
 	})
 
 	t.Run("no limit without a rate; a refused say for want of a seat costs no token", func(t *testing.T) {
 		for range 10 {
-			_, err := s.Send(ctx, "g-1", "alice", "unlimited", SendOptions{})
+			_, err := s.Messages.Send(ctx, "g-1", "alice", "unlimited", SendOptions{})
 			require.NoError(t, err)
 		}
 		for range 5 {
-			_, err := s.Send(ctx, "g-1", "bob", "no seat", SendOptions{Rate: 1, Burst: 1})
+			_, err := s.Messages.Send(ctx, "g-1", "bob", "no seat", SendOptions{Rate: 1, Burst: 1})
 			require.ErrorIs(t, err, ErrNotSeated)
 		}
-		_, err := s.Join(ctx, "g", "bob", ws1)
+		_, err := s.Seats.Join(ctx, "g", "bob", ws1)
 		require.NoError(t, err)
-		_, err = s.Send(ctx, "g-1", "bob", "first", SendOptions{Rate: 1, Burst: 1})
+		_, err = s.Messages.Send(ctx, "g-1", "bob", "first", SendOptions{Rate: 1, Burst: 1})
 		assert.NoError(t, err)
 	})
 }
@@ -116,23 +116,23 @@ func TestShardedPubSubOnACluster(t *testing.T) {
 	ctx := context.Background()
 	ss := nodes(t, r, 2, Config{ShardedPubSub: true})
 	for _, lobby := range []string{"a", "b", "c", "d", "e", "f"} { // spread over the masters
-		room, err := ss[0].Join(ctx, lobby, "alice", ws1)
+		room, err := ss[0].Seats.Join(ctx, lobby, "alice", ws1)
 		require.NoError(t, err)
 		// SSUBSCRIBE goes to the master that owns the channel's slot — the
 		// lobby's — which is where the script's SPUBLISH runs.
-		ps := r.NewClient(t).(*redis.ClusterClient).SSubscribe(ctx, ss[1].Channel(room.ID))
+		ps := r.NewClient(t).(*redis.ClusterClient).SSubscribe(ctx, ss[1].Messages.Channel(room.ID))
 		_, err = ps.Receive(ctx)
 		require.NoError(t, err)
 		events := ps.Channel()
 
-		res, err := ss[1].Send(ctx, room.ID, "alice", "hello "+room.ID, SendOptions{Rate: 10, Burst: 10})
+		res, err := ss[1].Messages.Send(ctx, room.ID, "alice", "hello "+room.ID, SendOptions{Rate: 10, Burst: 10})
 		require.NoError(t, err)
 		e := nextEvent(t, events)
 		assert.Equal(t, res.Message, *e.Message)
-		_, err = ss[1].Join(ctx, lobby, "bob", ws1)
+		_, err = ss[1].Seats.Join(ctx, lobby, "bob", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, Event{Type: EventPresence, Room: room.ID, User: "bob", State: StateJoined}, nextEvent(t, events))
-		freed, err := ss[0].Detach(ctx, room.ID, "bob", ws1.ID)
+		freed, err := ss[0].Seats.Detach(ctx, room.ID, "bob", ws1.ID)
 		require.NoError(t, err)
 		assert.True(t, freed)
 		assert.Equal(t, Event{Type: EventPresence, Room: room.ID, User: "bob", State: StateLeft}, nextEvent(t, events))
@@ -145,13 +145,13 @@ func TestSystemSend(t *testing.T) {
 	r := redistest.New(t)
 	ctx := context.Background()
 	s := nodes(t, r, 1, Config{})[0]
-	_, err := s.Join(ctx, "sys", "alice", ws1)
+	_, err := s.Seats.Join(ctx, "sys", "alice", ws1)
 	require.NoError(t, err)
-	events := subscribe(t, s.rdb, s.Channel("sys-1"))
+	events := subscribe(t, s.Seats.rdb, s.Messages.Channel("sys-1"))
 
 	t.Run("the system speaks in a room nobody of it is seated in, as @system, without a bucket", func(t *testing.T) {
 		for i := range 5 { // a bucket of 1 at 0.001/s would refuse the second
-			res, err := s.Send(ctx, "sys-1", "", "maintenance soon", SendOptions{System: true, Rate: 0.001, Burst: 1})
+			res, err := s.Messages.Send(ctx, "sys-1", "", "maintenance soon", SendOptions{System: true, Rate: 0.001, Burst: 1})
 			require.NoError(t, err, "say %d", i)
 			assert.Equal(t, SystemSender, res.Message.From)
 			ev := nextEvent(t, events)
@@ -159,19 +159,19 @@ func TestSystemSend(t *testing.T) {
 			assert.Equal(t, res.Message.ID, ev.Message.ID, "members hear it")
 			assert.Equal(t, SystemSender, ev.Message.From)
 		}
-		h, err := s.History(ctx, "sys-1", "", 10)
+		h, err := s.Messages.History(ctx, "sys-1", "", 10)
 		require.NoError(t, err)
 		require.Len(t, h, 5)
 		assert.Equal(t, SystemSender, h[0].From, "it is in the history")
 	})
 
 	t.Run("a user without a seat is still refused", func(t *testing.T) {
-		_, err := s.Send(ctx, "sys-1", "bob", "hi", SendOptions{})
+		_, err := s.Messages.Send(ctx, "sys-1", "bob", "hi", SendOptions{})
 		assert.ErrorIs(t, err, ErrNotSeated)
 	})
 
 	t.Run("the room must exist", func(t *testing.T) {
-		_, err := s.Send(ctx, "sys-9", "", "hello?", SendOptions{System: true})
+		_, err := s.Messages.Send(ctx, "sys-9", "", "hello?", SendOptions{System: true})
 		assert.ErrorIs(t, err, ErrUnknownRoom)
 	})
 }

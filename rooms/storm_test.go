@@ -26,7 +26,7 @@ func storm(t *testing.T, r *redistest.Redis, users, capacity, batch int) {
 	reg := prometheus.NewRegistry()
 	ss := nodes(t, r, 3, Config{Capacity: fixed(capacity), Registerer: reg})
 	for _, s := range ss {
-		s.maxBatch = batch
+		s.Seats.joins.maxBatch = batch
 	}
 	lobby := "storm"
 	got := make([]Room, users)
@@ -37,7 +37,7 @@ func storm(t *testing.T, r *redistest.Redis, users, capacity, batch int) {
 		go func() {
 			defer wg.Done()
 			<-start
-			room, err := ss[i%3].Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
+			room, err := ss[i%3].Seats.Join(ctx, lobby, fmt.Sprintf("u%d", i), ws1)
 			assert.NoError(t, err)
 			got[i] = room
 		}()
@@ -52,14 +52,14 @@ func storm(t *testing.T, r *redistest.Redis, users, capacity, batch int) {
 	for i, room := range got {
 		assert.Contains(t, room.Members, fmt.Sprintf("u%d", i), "u%d's answer lists them", i)
 	}
-	list, err := ss[0].Rooms(ctx, lobby)
+	list, err := ss[0].Seats.Rooms(ctx, lobby)
 	require.NoError(t, err)
 	require.Len(t, list, want)
 	for _, room := range list[:want-1] {
 		assert.Len(t, room.Members, capacity, "%s is full", room.ID)
 	}
-	assert.Equal(t, float64(want), testkit.Value(t, ss[0].m.created), "one creation per room")
-	assert.Equal(t, float64(users), testkit.Value(t, ss[0].m.created)+testkit.Value(t, ss[0].m.seated))
+	assert.Equal(t, float64(want), testkit.Value(t, ss[0].Seats.m.created), "one creation per room")
+	assert.Equal(t, float64(users), testkit.Value(t, ss[0].Seats.m.created)+testkit.Value(t, ss[0].Seats.m.seated))
 }
 
 func TestJoinStorm(t *testing.T) {
@@ -108,7 +108,7 @@ func TestInterleavedJoinsAndLeaves(t *testing.T) {
 	go func() {
 		defer close(checker)
 		for !done.Load() {
-			list, err := ss[0].Rooms(ctx, lobby)
+			list, err := ss[0].Seats.Rooms(ctx, lobby)
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -128,9 +128,9 @@ func TestInterleavedJoinsAndLeaves(t *testing.T) {
 				i := rand.IntN(pool)
 				user := fmt.Sprintf("u%d", i)
 				busy[i].Lock()
-				room, err := s.Join(ctx, lobby, user, ws1)
+				room, err := s.Seats.Join(ctx, lobby, user, ws1)
 				if assert.NoError(t, err) && rand.IntN(2) == 0 {
-					assert.NoError(t, s.Leave(ctx, room.ID, user))
+					assert.NoError(t, s.Seats.Leave(ctx, room.ID, user))
 				}
 				busy[i].Unlock()
 			}
@@ -144,22 +144,22 @@ func TestInterleavedJoinsAndLeaves(t *testing.T) {
 	assert.LessOrEqual(t, rooms, (pool+capacity-1)/capacity, "holes were refilled before any new room was made")
 
 	t.Run("a new joiner takes the lowest hole", func(t *testing.T) {
-		list, err := ss[0].Rooms(ctx, lobby)
+		list, err := ss[0].Seats.Rooms(ctx, lobby)
 		require.NoError(t, err)
 		for _, room := range list { // fill every hole
 			for range capacity - len(room.Members) {
-				_, err := ss[1].Join(ctx, lobby, fmt.Sprintf("fill%d", next.Add(1)), ws1)
+				_, err := ss[1].Seats.Join(ctx, lobby, fmt.Sprintf("fill%d", next.Add(1)), ws1)
 				require.NoError(t, err)
 			}
 		}
-		list, err = ss[0].Rooms(ctx, lobby)
+		list, err = ss[0].Seats.Rooms(ctx, lobby)
 		require.NoError(t, err)
 		require.NotEmpty(t, list)
 		last := list[len(list)-1]
-		require.NoError(t, ss[2].Leave(ctx, last.ID, last.Members[0]))
+		require.NoError(t, ss[2].Seats.Leave(ctx, last.ID, last.Members[0]))
 		mid := list[len(list)/2]
-		require.NoError(t, ss[2].Leave(ctx, mid.ID, mid.Members[0]))
-		room, err := ss[0].Join(ctx, lobby, "late", ws1)
+		require.NoError(t, ss[2].Seats.Leave(ctx, mid.ID, mid.Members[0]))
+		room, err := ss[0].Seats.Join(ctx, lobby, "late", ws1)
 		require.NoError(t, err)
 		assert.Equal(t, mid.ID, room.ID)
 	})
@@ -170,16 +170,16 @@ func TestConcurrentJoinsOfOneUserTakeOneSeat(t *testing.T) {
 	r := redistest.New(t)
 	ctx := context.Background()
 	ss := nodes(t, r, 3, Config{Capacity: fixed(1)})
-	_, err := ss[0].Join(ctx, "tabs", "first", ws1) // room 1 is full: the joins race to create room 2
+	_, err := ss[0].Seats.Join(ctx, "tabs", "first", ws1) // room 1 is full: the joins race to create room 2
 	require.NoError(t, err)
-	events := subscribe(t, r.NewClient(t), ss[0].Channel("tabs-2"))
+	events := subscribe(t, r.NewClient(t), ss[0].Messages.Channel("tabs-2"))
 	got := make(chan string, 30)
 	var wg sync.WaitGroup
 	for i := range 30 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			room, err := ss[i%3].Join(ctx, "tabs", "alice", ws1)
+			room, err := ss[i%3].Seats.Join(ctx, "tabs", "alice", ws1)
 			assert.NoError(t, err)
 			got <- room.ID
 		}()
@@ -194,7 +194,7 @@ func TestConcurrentJoinsOfOneUserTakeOneSeat(t *testing.T) {
 	assert.Equal(t, 2, seats)
 	// Every join's script ran before this PUBLISH, and a subscriber gets a
 	// channel's messages in the server's order: all events precede the marker.
-	require.NoError(t, r.Client.Publish(ctx, ss[0].Channel("tabs-2"), "marker").Err())
+	require.NoError(t, r.Client.Publish(ctx, ss[0].Messages.Channel("tabs-2"), "marker").Err())
 	var payloads []string
 	for m := range events {
 		if m.Payload == "marker" {

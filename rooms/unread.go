@@ -14,6 +14,14 @@ import (
 // UnreadMax caps the count Unread reports for one room.
 const UnreadMax = 1000
 
+// ReadMarks keeps each user's last-read message per room (MarkRead) and
+// counts the messages after it (Unread). It owns the users' read marks
+// (readKey) and lua/read_mark.lua and unread_count.lua; it reads the
+// rooms' histories. See the package doc, "unread counts".
+type ReadMarks struct {
+	*base
+}
+
 // MarkRead records that user has read the room up to the message id (padded
 // or as Redis writes it, see NormalizeID). The last-read id never moves
 // backwards: marking an older id than the one recorded changes nothing, and
@@ -24,7 +32,7 @@ const UnreadMax = 1000
 // Config.IdleTTL after their last MarkRead. The user need not be seated.
 // It returns ErrBadID, ErrUnknownRoom, names.ErrBadName, and Redis errors,
 // wrapped.
-func (s *Service) MarkRead(ctx context.Context, roomID, user, id string) error {
+func (s *ReadMarks) MarkRead(ctx context.Context, roomID, user, id string) error {
 	lobby, seq, err := ParseRoom(roomID)
 	if err == nil {
 		err = names.User(user)
@@ -55,7 +63,7 @@ func (s *Service) MarkRead(ctx context.Context, roomID, user, id string) error {
 // per room; on Redis Cluster, one per shard in parallel). It returns
 // names.ErrBadName for a malformed user or room id, and Redis errors,
 // wrapped.
-func (s *Service) Unread(ctx context.Context, user string, roomIDs []string) (map[string]int, error) {
+func (s *ReadMarks) Unread(ctx context.Context, user string, roomIDs []string) (map[string]int, error) {
 	if err := names.User(user); err != nil {
 		return nil, fmt.Errorf("rooms: unread as %s: %w", user, err)
 	}

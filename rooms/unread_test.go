@@ -27,9 +27,9 @@ func TestUnread(t *testing.T) {
 func testUnread(t *testing.T, r *redistest.Redis) {
 	ctx := context.Background()
 	ss := nodes(t, r, 2, Config{HistoryMax: 5000, IdleTTL: time.Hour})
-	room, err := ss[0].Join(ctx, "news", "alice", ws1)
+	room, err := ss[0].Seats.Join(ctx, "news", "alice", ws1)
 	require.NoError(t, err)
-	other, err := ss[0].Join(ctx, "sport", "alice", ws1) // another slot on a cluster
+	other, err := ss[0].Seats.Join(ctx, "sport", "alice", ws1) // another slot on a cluster
 	require.NoError(t, err)
 	var ids []string
 	for range 5 {
@@ -39,7 +39,7 @@ func testUnread(t *testing.T, r *redistest.Redis) {
 	}
 	unread := func(rooms ...string) map[string]int {
 		t.Helper()
-		u, err := ss[1].Unread(ctx, "bob", rooms)
+		u, err := ss[1].ReadMarks.Unread(ctx, "bob", rooms)
 		require.NoError(t, err)
 		return u
 	}
@@ -49,23 +49,23 @@ func testUnread(t *testing.T, r *redistest.Redis) {
 	})
 
 	t.Run("the last-read id never moves backwards", func(t *testing.T) {
-		require.NoError(t, ss[0].MarkRead(ctx, room.ID, "bob", ids[2]))
+		require.NoError(t, ss[0].ReadMarks.MarkRead(ctx, room.ID, "bob", ids[2]))
 		assert.Equal(t, 2, unread(room.ID)[room.ID])
-		require.NoError(t, ss[1].MarkRead(ctx, room.ID, "bob", ids[0]))
+		require.NoError(t, ss[1].ReadMarks.MarkRead(ctx, room.ID, "bob", ids[0]))
 		assert.Equal(t, 2, unread(room.ID)[room.ID], "an older id changes nothing")
 		ms, sq, err := parseID(ids[3])
 		require.NoError(t, err)
 		raw := strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(sq, 10) // as Redis writes it
 		require.NotEqual(t, ids[3], raw)
-		require.NoError(t, ss[1].MarkRead(ctx, room.ID, "bob", raw))
+		require.NoError(t, ss[1].ReadMarks.MarkRead(ctx, room.ID, "bob", raw))
 		assert.Equal(t, 1, unread(room.ID)[room.ID], "the unpadded form is the same id")
-		u, err := ss[1].Unread(ctx, "carol", []string{room.ID})
+		u, err := ss[1].ReadMarks.Unread(ctx, "carol", []string{room.ID})
 		require.NoError(t, err)
 		assert.Equal(t, 5, u[room.ID], "carol read nothing")
 	})
 
 	t.Run("an id past the newest message reads up to the newest only", func(t *testing.T) {
-		require.NoError(t, ss[0].MarkRead(ctx, room.ID, "bob", "9999999999999-999999"))
+		require.NoError(t, ss[0].ReadMarks.MarkRead(ctx, room.ID, "bob", "9999999999999-999999"))
 		assert.Equal(t, 0, unread(room.ID)[room.ID])
 		m, err := ss[0].say(ctx, room.ID, "alice", "new")
 		require.NoError(t, err)
@@ -83,15 +83,15 @@ func testUnread(t *testing.T, r *redistest.Redis) {
 	})
 
 	t.Run("a history trimmed past the last-read id counts what is left", func(t *testing.T) {
-		require.NoError(t, ss[0].MarkRead(ctx, room.ID, "dave", ids[1]))
+		require.NoError(t, ss[0].ReadMarks.MarkRead(ctx, room.ID, "dave", ids[1]))
 		require.NoError(t, r.Client.XTrimMaxLen(ctx, historyKey(ks, lobby, seq), 2).Err())
-		u, err := ss[1].Unread(ctx, "dave", []string{room.ID})
+		u, err := ss[1].ReadMarks.Unread(ctx, "dave", []string{room.ID})
 		require.NoError(t, err)
 		assert.Equal(t, 2, u[room.ID])
 	})
 
 	t.Run("counts are capped at 1,000", func(t *testing.T) {
-		capped, err := ss[0].Join(ctx, "busy", "alice", ws1)
+		capped, err := ss[0].Seats.Join(ctx, "busy", "alice", ws1)
 		require.NoError(t, err)
 		var first string
 		for i := range UnreadMax + 5 {
@@ -102,29 +102,29 @@ func testUnread(t *testing.T, r *redistest.Redis) {
 			}
 		}
 		assert.Equal(t, UnreadMax, unread(capped.ID)[capped.ID], "nothing read")
-		require.NoError(t, ss[0].MarkRead(ctx, capped.ID, "bob", first))
+		require.NoError(t, ss[0].ReadMarks.MarkRead(ctx, capped.ID, "bob", first))
 		assert.Equal(t, UnreadMax, unread(capped.ID)[capped.ID], "1,004 after the last read")
 	})
 
 	t.Run("unknown and malformed rooms, bad ids", func(t *testing.T) {
 		assert.Equal(t, map[string]int{"nowhere-1": 0}, unread("nowhere-1"))
-		assert.ErrorIs(t, ss[0].MarkRead(ctx, "nowhere-1", "bob", ids[0]), ErrUnknownRoom)
-		assert.ErrorIs(t, ss[0].MarkRead(ctx, lobby+"-99", "bob", ids[0]), ErrUnknownRoom)
-		assert.ErrorIs(t, ss[0].MarkRead(ctx, room.ID, "bob", "yesterday"), ErrBadID)
-		assert.ErrorIs(t, ss[0].MarkRead(ctx, "no room", "bob", ids[0]), names.ErrBadName)
-		assert.ErrorIs(t, ss[0].MarkRead(ctx, room.ID, "b o b", ids[0]), names.ErrBadName)
-		_, err := ss[0].Unread(ctx, "bob", []string{room.ID, "no room"})
+		assert.ErrorIs(t, ss[0].ReadMarks.MarkRead(ctx, "nowhere-1", "bob", ids[0]), ErrUnknownRoom)
+		assert.ErrorIs(t, ss[0].ReadMarks.MarkRead(ctx, lobby+"-99", "bob", ids[0]), ErrUnknownRoom)
+		assert.ErrorIs(t, ss[0].ReadMarks.MarkRead(ctx, room.ID, "bob", "yesterday"), ErrBadID)
+		assert.ErrorIs(t, ss[0].ReadMarks.MarkRead(ctx, "no room", "bob", ids[0]), names.ErrBadName)
+		assert.ErrorIs(t, ss[0].ReadMarks.MarkRead(ctx, room.ID, "b o b", ids[0]), names.ErrBadName)
+		_, err := ss[0].ReadMarks.Unread(ctx, "bob", []string{room.ID, "no room"})
 		assert.ErrorIs(t, err, names.ErrBadName)
-		_, err = ss[0].Unread(ctx, "", []string{room.ID})
+		_, err = ss[0].ReadMarks.Unread(ctx, "", []string{room.ID})
 		assert.ErrorIs(t, err, names.ErrBadName)
-		u, err := ss[0].Unread(ctx, "bob", nil)
+		u, err := ss[0].ReadMarks.Unread(ctx, "bob", nil)
 		require.NoError(t, err)
 		assert.Empty(t, u)
 	})
 
 	t.Run("many rooms are one pipelined round trip", func(t *testing.T) {
 		cnt := &counter{}
-		ss[1].rdb.AddHook(cnt)
+		ss[1].Seats.rdb.AddHook(cnt)
 		u := unread(room.ID, other.ID, "nowhere-1")
 		assert.Len(t, u, 3)
 		assert.EqualValues(t, 1, cnt.pipes.Load())
