@@ -17,7 +17,7 @@ type Viewer struct {
 
 // CanSee is the one access rule of rooms for reads and marks: a room of a
 // public lobby is anyone's to read; a private room (a match's, made by
-// rooms.CreatePrivate) only its players' and the admins'. Anyone else is
+// rooms.Private.Create) only its players' and the admins'. Anyone else is
 // answered rooms.ErrUnknownRoom (404 unknown_room), exactly what a room
 // that does not exist answers, so an outsider learns nothing of it; a
 // claim of its seat (join, resume) stays rooms.ErrPrivateRoom (403). It
@@ -27,7 +27,7 @@ func (ch *Chat) CanSee(ctx context.Context, v Viewer, room string) error {
 	if v.Admin {
 		return nil
 	}
-	players, private, err := ch.rooms.Players(ctx, room)
+	players, private, err := ch.players.Players(ctx, room)
 	if err != nil {
 		return err
 	}

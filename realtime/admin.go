@@ -35,7 +35,7 @@ type purchases interface {
 
 var (
 	_ settingsStore = (*settings.Store)(nil)
-	_ counters      = (*rooms.Service)(nil)
+	_ counters      = (*rooms.Messages)(nil)
 	_ registry      = (*presence.Presence)(nil)
 )
 
@@ -52,6 +52,8 @@ type Admin struct {
 	notices   *noticeBoard
 	marks     *marker
 	rooms     adminRooms
+	messages  adminMessages
+	lobbies   lobbyLister
 	people    adminPresence
 	audit     auditLog
 	chat      *Chat // the say rules, the local clients, the publisher

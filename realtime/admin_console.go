@@ -26,11 +26,14 @@ type auditLog interface {
 	List(ctx context.Context, limit int) ([]audit.Entry, error)
 }
 
-// adminRooms is what the admin console needs of the rooms service.
+// adminRooms is what the admin console reads of the seats.
 type adminRooms interface {
-	Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error)
 	Rooms(ctx context.Context, lobby string) ([]rooms.Room, error)
 	Room(ctx context.Context, roomID string) (rooms.Room, error)
+}
+
+// adminMessages is what the admin console reads and sends of messages.
+type adminMessages interface {
 	History(ctx context.Context, roomID, after string, limit int) ([]rooms.Message, error)
 	Send(ctx context.Context, roomID, user, text string, opt rooms.SendOptions) (rooms.SendResult, error)
 }
@@ -43,7 +46,8 @@ type adminPresence interface {
 
 var (
 	_ auditLog      = (*audit.Log)(nil)
-	_ adminRooms    = (*rooms.Service)(nil)
+	_ adminRooms    = (*rooms.Seats)(nil)
+	_ adminMessages = (*rooms.Messages)(nil)
 	_ adminPresence = (*presence.Presence)(nil)
 )
 
@@ -69,7 +73,7 @@ var ErrBadConnection = errcode.New(errcode.BadRequest, "realtime: a connection o
 // there are more lobbies than that. It returns Redis errors.
 func (a *Admin) RoomsByPopulation(ctx context.Context, limit int) ([]rooms.Room, error) {
 	limit = min(max(limit, 1), MaxRoomsLimit)
-	ls, err := a.rooms.Lobbies(ctx, roomsScanLobbies)
+	ls, err := a.lobbies.List(ctx, roomsScanLobbies)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +125,7 @@ func (a *Admin) RoomDetail(ctx context.Context, room string, history int) (RoomD
 		}
 		d.Members = append(d.Members, st)
 	}
-	if d.Messages, err = a.rooms.History(ctx, room, "", min(max(history, 1), rooms.MaxHistoryLimit)); err != nil {
+	if d.Messages, err = a.messages.History(ctx, room, "", min(max(history, 1), rooms.MaxHistoryLimit)); err != nil {
 		return RoomDetail{}, err
 	}
 	if d.Messages == nil {
@@ -139,7 +143,7 @@ func (a *Admin) SystemSay(ctx context.Context, room, text string) (rooms.Message
 	if err := a.chat.checkSay(room, text); err != nil {
 		return rooms.Message{}, err
 	}
-	res, err := a.rooms.Send(ctx, room, "", text, rooms.SendOptions{System: true})
+	res, err := a.messages.Send(ctx, room, "", text, rooms.SendOptions{System: true})
 	if err != nil {
 		return rooms.Message{}, err
 	}

@@ -91,7 +91,7 @@ func (cp *caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) er
 	if cp.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
 		return nil
 	}
-	exists, err := ch.rooms.LobbyExists(ctx, lobby)
+	exists, err := ch.seats.LobbyExists(ctx, lobby)
 	if err != nil || exists {
 		return err
 	}

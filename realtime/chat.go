@@ -18,23 +18,39 @@ import (
 	"github.com/chatd/chatd/rooms"
 )
 
-// chatRooms is what the chat use case needs of the rooms service.
-type chatRooms interface {
+// chatSeats is what the chat use case needs of the seats: claim, keep and
+// free a user's seats, and read who sits where.
+type chatSeats interface {
 	Join(ctx context.Context, lobby, user string, att rooms.Attach) (rooms.Room, error)
 	Reclaim(ctx context.Context, roomID, user string, att rooms.Attach) (rooms.Room, error)
 	Leave(ctx context.Context, roomID, user string) error
 	Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error)
 	Renew(ctx context.Context, atts []rooms.Attachment) (lost []rooms.Attachment, err error)
-	SendMany(ctx context.Context, reqs []rooms.SendRequest, opt rooms.SendOptions) []rooms.SendReply
-	History(ctx context.Context, roomID, after string, limit int) ([]rooms.Message, error)
 	Room(ctx context.Context, roomID string) (rooms.Room, error)
 	Rooms(ctx context.Context, lobby string) ([]rooms.Room, error)
-	Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error)
 	LobbyExists(ctx context.Context, lobby string) (bool, error)
+}
+
+// chatMessages is what the chat use case needs of the rooms' messages.
+type chatMessages interface {
+	SendMany(ctx context.Context, reqs []rooms.SendRequest, opt rooms.SendOptions) []rooms.SendReply
+	History(ctx context.Context, roomID, after string, limit int) ([]rooms.Message, error)
 	PublishTyping(ctx context.Context, roomID, user string) error
+}
+
+// lobbyLister lists the lobbies with seated users.
+type lobbyLister interface {
+	List(ctx context.Context, limit int) ([]rooms.LobbyInfo, error)
+}
+
+// readMarks keeps a user's read marks and counts what is unread.
+type readMarks interface {
 	MarkRead(ctx context.Context, roomID, user, id string) error
 	Unread(ctx context.Context, user string, roomIDs []string) (map[string]int, error)
-	Channel(roomID string) string
+}
+
+// playerList tells the players of a private room (CanSee).
+type playerList interface {
 	Players(ctx context.Context, roomID string) ([]string, bool, error)
 }
 
@@ -66,7 +82,11 @@ type liveSettings interface {
 }
 
 var (
-	_ chatRooms    = (*rooms.Service)(nil)
+	_ chatSeats    = (*rooms.Seats)(nil)
+	_ chatMessages = (*rooms.Messages)(nil)
+	_ lobbyLister  = (*rooms.Lobbies)(nil)
+	_ readMarks    = (*rooms.ReadMarks)(nil)
+	_ playerList   = (*rooms.Private)(nil)
 	_ chatPresence = (*presence.Presence)(nil)
 	_ cursors      = (*dirty.Tracker)(nil)
 )
@@ -82,7 +102,6 @@ type Chat struct {
 	node     string
 	runID    string // random per process: attachment ids never repeat across restarts
 	seq      atomic.Uint64
-	rooms    chatRooms
 	presence chatPresence
 	cursors  cursors
 	settings liveSettings
@@ -96,6 +115,13 @@ type Chat struct {
 	now      func() time.Time
 	log      *slog.Logger
 	draining <-chan struct{}
+
+	// the rooms parts chat uses
+	seats     chatSeats
+	messages  chatMessages
+	lobbies   lobbyLister
+	readMarks readMarks
+	players   playerList
 
 	maxConnsPerUser int
 	releaseLease    func(ctx context.Context, addr, id string)
@@ -173,7 +199,7 @@ func (ch *Chat) Disconnect(ctx context.Context, c *Client) {
 }
 
 func (ch *Chat) detach(ctx context.Context, room string, c *Client) {
-	freed, err := ch.rooms.Detach(ctx, room, c.p.User, c.id)
+	freed, err := ch.seats.Detach(ctx, room, c.p.User, c.id)
 	if err != nil && !errors.Is(err, rooms.ErrNotSeated) && !errors.Is(err, rooms.ErrUnknownRoom) {
 		ch.log.Debug("detach", "room", room, "user", c.p.User, "err", err)
 		return
@@ -206,7 +232,7 @@ func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.A
 	if err := ch.caps.allowLobby(ctx, ch, p.User, lobby); err != nil {
 		return rooms.Room{}, err
 	}
-	room, err := ch.rooms.Join(ctx, lobby, p.User, att)
+	room, err := ch.seats.Join(ctx, lobby, p.User, att)
 	if err != nil {
 		return rooms.Room{}, err
 	}
@@ -228,7 +254,7 @@ func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error
 		}
 		after = id
 	}
-	r, err := ch.rooms.Reclaim(ctx, room, c.p.User, rooms.Attach{ID: c.id})
+	r, err := ch.seats.Reclaim(ctx, room, c.p.User, rooms.Attach{ID: c.id})
 	if err != nil {
 		return err
 	}
@@ -288,7 +314,7 @@ func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after str
 // reader reads a room's history for feeds and polls.
 func (ch *Chat) reader(room string) ReadFunc {
 	return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
-		return ch.rooms.History(ctx, room, after, limit)
+		return ch.messages.History(ctx, room, after, limit)
 	}
 }
 
@@ -307,7 +333,7 @@ func (ch *Chat) leave(ctx context.Context, p Principal, room string) error {
 	if _, _, err := rooms.ParseRoom(room); err != nil {
 		return err
 	}
-	if err := ch.rooms.Leave(ctx, room, p.User); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
+	if err := ch.seats.Leave(ctx, room, p.User); err != nil && !errors.Is(err, rooms.ErrNotSeated) {
 		return err
 	}
 	return nil
@@ -345,7 +371,7 @@ func (ch *Chat) typingOf(ctx context.Context, user, room string) error {
 	if !ch.typing.allow(user+"\x00"+room, ch.now()) {
 		return nil
 	}
-	return ch.rooms.PublishTyping(ctx, room, user)
+	return ch.messages.PublishTyping(ctx, room, user)
 }
 
 // TypingREST relays a typing indicator of a REST session's user: the
@@ -366,7 +392,7 @@ func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
 	if err := ch.CanSee(ctx, Viewer{User: p.User}, room); err != nil {
 		return err
 	}
-	return ch.rooms.MarkRead(ctx, room, p.User, id)
+	return ch.readMarks.MarkRead(ctx, room, p.User, id)
 }
 
 // JoinREST seats p's user in lobby for a REST session: the session becomes
@@ -388,7 +414,7 @@ func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 // or taken back (rooms.Reclaim) with the session attached, and the room
 // joins the session's poll as JoinREST does.
 func (ch *Chat) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
-	r, err := ch.rooms.Reclaim(ctx, room, p.User, restAttach(p.Session))
+	r, err := ch.seats.Reclaim(ctx, room, p.User, restAttach(p.Session))
 	if err != nil {
 		return rooms.Room{}, err
 	}
@@ -411,7 +437,7 @@ func (ch *Chat) restEnter(ctx context.Context, p Principal, room string) {
 		return // already in the room: keep its place
 	}
 	last := "0"
-	if msgs, err := ch.rooms.History(ctx, room, "", 1); err == nil && len(msgs) == 1 {
+	if msgs, err := ch.messages.History(ctx, room, "", 1); err == nil && len(msgs) == 1 {
 		last = msgs[0].ID
 	}
 	if err := ch.cursors.SetCursor(ctx, p.Session, map[string]string{room: last}); err != nil {
@@ -443,12 +469,12 @@ func (ch *Chat) LeaveREST(ctx context.Context, p Principal, room string) error {
 // History returns up to limit messages of room after the id after ("" =
 // the latest).
 func (ch *Chat) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
-	return ch.rooms.History(ctx, room, after, limit)
+	return ch.messages.History(ctx, room, after, limit)
 }
 
 // Room returns a room with its live members.
 func (ch *Chat) Room(ctx context.Context, room string) (rooms.Room, error) {
-	return ch.rooms.Room(ctx, room)
+	return ch.seats.Room(ctx, room)
 }
 
 // Rooms returns every room of a lobby that v may see (CanSee): none of a
@@ -464,12 +490,12 @@ func (ch *Chat) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room
 		}
 		return nil, err
 	}
-	return ch.rooms.Rooms(ctx, lobby)
+	return ch.seats.Rooms(ctx, lobby)
 }
 
 // Lobbies returns the most populated lobbies.
 func (ch *Chat) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error) {
-	return ch.rooms.Lobbies(ctx, limit)
+	return ch.lobbies.List(ctx, limit)
 }
 
 // Presence returns a user's presence as v may see it: the private rooms
@@ -511,7 +537,7 @@ func (ch *Chat) Unread(ctx context.Context, p Principal) (map[string]int, error)
 	if len(list) == 0 {
 		return map[string]int{}, nil
 	}
-	return ch.rooms.Unread(ctx, p.User, list)
+	return ch.readMarks.Unread(ctx, p.User, list)
 }
 
 // broadcast queues a frame for every client of this node.

@@ -24,7 +24,7 @@ type roomReader interface {
 
 var (
 	_ markTracker = (*dirty.Tracker)(nil)
-	_ roomReader  = (*rooms.Service)(nil)
+	_ roomReader  = (*rooms.Seats)(nil)
 )
 
 // marker sets the dirty bits of REST sessions after a change, coalesced:

@@ -33,7 +33,7 @@ type matchStore interface {
 
 // matchRooms makes the private room of a match.
 type matchRooms interface {
-	CreatePrivateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (rooms.Room, error)
+	CreateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (rooms.Room, error)
 }
 
 // onlineChecker tells whether a user has a live session somewhere.
@@ -43,7 +43,7 @@ type onlineChecker interface {
 
 var (
 	_ matchStore    = (*matchmaking.Service)(nil)
-	_ matchRooms    = (*rooms.Service)(nil)
+	_ matchRooms    = (*rooms.Private)(nil)
 	_ onlineChecker = (*presence.Presence)(nil)
 )
 
@@ -203,7 +203,7 @@ func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
 	if q, err := mm.svc.Queue(m.Queue); err == nil {
 		reserve = q.Reserve
 	}
-	room, err := mm.rooms.CreatePrivateRoom(ctx, mm.Room(m), m.Players, reserve)
+	room, err := mm.rooms.CreateRoom(ctx, mm.Room(m), m.Players, reserve)
 	if err != nil {
 		return fmt.Errorf("realtime: the room of match %s: %w", m.ID, err)
 	}

@@ -183,7 +183,7 @@ func New(cfg Config) (*Node, error) {
 		TTL:        func() time.Duration { return time.Duration(st.Int(settings.SeenTTLSeconds)) * time.Second },
 		Registerer: reg,
 	})
-	mk := &marker{dirty: n.dirty, rooms: rs, run: n.loops.Go, log: log}
+	mk := &marker{dirty: n.dirty, rooms: rs.Seats, run: n.loops.Go, log: log}
 	rk := ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg,
 		MaxPlayers: func() int { return st.Int(settings.PlayersPerBoard) },
 		OnChange:   func(_ context.Context, board string, _ ranking.Entry) { mk.board(board) },
@@ -207,10 +207,10 @@ func New(cfg Config) (*Node, error) {
 	env := &clientEnv{m: m, clock: n.clock, log: log, run: n.loops.Go}
 	n.hub = newHub(hubDeps{
 		subscribe: n.bus.SubscribeSharded,
-		channel:   rs.Channel,
+		channel:   rs.Messages.Channel,
 		read: func(room string) ReadFunc {
 			return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
-				return rs.History(ctx, room, after, limit)
+				return rs.Messages.History(ctx, room, after, limit)
 			}
 		},
 		run: n.loops.Go, m: m, log: log,
@@ -220,14 +220,15 @@ func New(cfg Config) (*Node, error) {
 	rest := &restState{}
 
 	// The use cases.
-	n.Chat = &Chat{node: cfg.Node, runID: runID, rooms: rs, presence: n.presence, cursors: n.dirty, settings: st,
+	n.Chat = &Chat{node: cfg.Node, runID: runID, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
+		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: st,
 		hub: n.hub, marks: mk, rest: rest, mod: n.modGuard, caps: cp, notices: n.notices, env: env,
 		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser,
 		prefix: cfg.Prefix, publish: redisPublisher{rdb}, subscribe: n.bus.Subscribe}
 	n.Chat.pstate.fresh.Store(true) // nothing written yet
 	n.modGuard.chat = n.Chat
 	chat = n.Chat
-	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs, settings: st, wallets: sh, boards: rk,
+	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: st, wallets: sh, boards: rk,
 		notices: n.notices, now: now, draining: n.draining}
 	n.Game = &Game{boards: rk, shop: sh, seen: sf, follows: n.dirty, caps: cp, log: log}
 	n.Sessions = &Sessions{names: n.names, conns: conns, mod: n.modGuard, caps: cp, chat: n.Chat, settings: st,
@@ -237,15 +238,15 @@ func New(cfg Config) (*Node, error) {
 	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
 	mms := matchmaking.New(rdb, matchmaking.Config{Prefix: cfg.Prefix, Clock: now, Registerer: reg, Logger: log,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
-	n.Match = &Matchmaking{svc: mms, rooms: rs, online: n.presence, hub: n.hub, marks: mk, now: now, log: log, roomKey: cfg.MatchRoomKey}
+	n.Match = &Matchmaking{svc: mms, rooms: rs.Private, online: n.presence, hub: n.hub, marks: mk, now: now, log: log, roomKey: cfg.MatchRoomKey}
 	n.Match.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: locks,
 		OnMatched: n.Match.matched, OnExpired: n.Match.expired})
 	if err != nil {
 		return nil, err
 	}
 	n.Polls.match = n.Match
-	n.Admin = &Admin{settings: st, counters: rs, registry: n.presence, purchases: sh, notices: n.notices, marks: mk,
-		rooms: rs, people: n.presence, chat: n.Chat, match: n.Match,
+	n.Admin = &Admin{settings: st, counters: rs.Messages, registry: n.presence, purchases: sh, notices: n.notices, marks: mk,
+		rooms: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies, people: n.presence, chat: n.Chat, match: n.Match,
 		audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
@@ -343,7 +344,7 @@ func (n *Node) Start(ctx context.Context) error {
 	g.Go(func(ctx context.Context) {
 		every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
 	})
-	g.Go(func(ctx context.Context) { _ = n.rooms.RunSweeper(ctx, time.Second) })
+	g.Go(func(ctx context.Context) { _ = n.rooms.Seats.RunSweeper(ctx, time.Second) })
 	g.Go(func(ctx context.Context) {
 		every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
 	})

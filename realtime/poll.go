@@ -22,9 +22,13 @@ type pollTracker interface {
 	Following(ctx context.Context, user string) ([]string, error)
 }
 
-// pollRooms is what a poll reads of rooms.
+// pollRooms is what a poll reads of the seats.
 type pollRooms interface {
 	RoomMany(ctx context.Context, ids []string) ([]rooms.Room, error)
+}
+
+// pollHistory is what a poll reads of the messages.
+type pollHistory interface {
 	History(ctx context.Context, roomID, after string, limit int) ([]rooms.Message, error)
 }
 
@@ -44,7 +48,8 @@ type pollBoards interface {
 
 var (
 	_ pollTracker  = (*dirty.Tracker)(nil)
-	_ pollRooms    = (*rooms.Service)(nil)
+	_ pollRooms    = (*rooms.Seats)(nil)
+	_ pollHistory  = (*rooms.Messages)(nil)
 	_ pollSettings = (*settings.Store)(nil)
 	_ pollWallets  = (*shop.Shop)(nil)
 	_ pollBoards   = (*ranking.Service)(nil)
@@ -58,6 +63,7 @@ type Polls struct {
 	chat     *Chat
 	dirty    pollTracker
 	rooms    pollRooms
+	history  pollHistory
 	settings pollSettings
 	wallets  pollWallets
 	boards   pollBoards
@@ -264,7 +270,7 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 			after = ""
 		}
 		read := func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
-			return ps.rooms.History(ctx, room, after, limit)
+			return ps.history.History(ctx, room, after, limit)
 		}
 		msgs, _, err := readFrom(ctx, read, after, rooms.MaxHistoryLimit)
 		if errors.Is(err, rooms.ErrUnknownRoom) {

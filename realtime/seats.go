@@ -52,7 +52,7 @@ func (ch *Chat) renewSeats(ctx context.Context) {
 	if len(atts) == 0 {
 		return
 	}
-	lost, err := ch.rooms.Renew(ctx, atts)
+	lost, err := ch.seats.Renew(ctx, atts)
 	if err != nil {
 		ch.log.Debug("renew seats", "err", err)
 		return
@@ -62,7 +62,7 @@ func (ch *Chat) renewSeats(ctx context.Context) {
 			if c.id != a.ID {
 				continue
 			}
-			if _, err := ch.rooms.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.id}); err == nil {
+			if _, err := ch.seats.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.id}); err == nil {
 				continue
 			}
 			ch.hub.removeFromRoom(a.Room, c)
@@ -89,7 +89,7 @@ func (ch *Chat) renewREST(ctx context.Context, p Principal) {
 	}
 	held := make([]string, 0, len(cur))
 	if len(atts) > 0 {
-		lost, err := ch.rooms.Renew(ctx, atts)
+		lost, err := ch.seats.Renew(ctx, atts)
 		if err != nil {
 			ch.log.Debug("renew REST seats", "err", err)
 			lost = nil

@@ -97,7 +97,7 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 		return out
 	}
 	opt := ch.sendOptions()
-	replies := ch.rooms.SendMany(ctx, batch, opt)
+	replies := ch.messages.SendMany(ctx, batch, opt)
 	for j, rep := range replies {
 		i, r := idx[j], reqs[idx[j]]
 		res, err := rep.SendResult, rep.Err
@@ -105,8 +105,8 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 			// The seat went while the sender still shows the room (its
 			// lease ran out during an outage): take it back if it is free,
 			// and send once more.
-			if _, rerr := ch.rooms.Reclaim(ctx, r.room, s.p.User, s.att); rerr == nil {
-				again := ch.rooms.SendMany(ctx, batch[j:j+1], opt)
+			if _, rerr := ch.seats.Reclaim(ctx, r.room, s.p.User, s.att); rerr == nil {
+				again := ch.messages.SendMany(ctx, batch[j:j+1], opt)
 				res, err = again[0].SendResult, again[0].Err
 			}
 		}

@@ -119,7 +119,7 @@ func (b *Bench) anchorRedis(ctx context.Context) error {
 	return nil
 }
 
-// seatClaims is the raw seat-claim anchor: n rooms.Join calls (chatd's
+// seatClaims is the raw seat-claim anchor: n rooms.Seats.Join calls (chatd's
 // seat_claim.lua EVALSHA, plus room creation under the lock when a lobby
 // is full) from k goroutines straight on Redis, no HTTP. It returns
 // joins/s.
@@ -133,7 +133,7 @@ func (b *Bench) seatClaims(ctx context.Context, n, k, capacity int) (float64, er
 	t0 := time.Now()
 	err = parallel(ctx, n, k, func(i int) error {
 		user := fmt.Sprintf("%sx%d", tag, i)
-		_, err := svc.Join(ctx, lobby, user, rooms.Attach{ID: "ws:bench:" + user})
+		_, err := svc.Seats.Join(ctx, lobby, user, rooms.Attach{ID: "ws:bench:" + user})
 		return err
 	})
 	return float64(n) / time.Since(t0).Seconds(), err
