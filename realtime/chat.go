@@ -221,7 +221,7 @@ func (ch *Chat) Join(ctx context.Context, c *Client, lobby string) error {
 }
 
 // join is the one seat claim of WebSocket and REST joins: the caps
-// (seats per user, new lobbies per user per minute), then rooms.Join.
+// (seats per user, new lobbies per user per minute), then rooms.Seats.Join.
 func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.Attach) (rooms.Room, error) {
 	if err := names.Lobby(lobby); err != nil {
 		return rooms.Room{}, err
@@ -411,7 +411,7 @@ func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 
 // JoinRoomREST takes p's user into one given room for a REST session (the
 // REST resume, and the way into a match's private room): the seat is kept
-// or taken back (rooms.Reclaim) with the session attached, and the room
+// or taken back (rooms.Seats.Reclaim) with the session attached, and the room
 // joins the session's poll as JoinREST does.
 func (ch *Chat) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
 	r, err := ch.seats.Reclaim(ctx, room, p.User, restAttach(p.Session))

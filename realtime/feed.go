@@ -97,7 +97,7 @@ func (f *Feed) Live(id string, frame []byte) {
 
 // StreamStart is the position before a room's first message: a feed at
 // StreamStart has every message of the room to deliver, and a ReadFunc
-// given it reads from the oldest message. rooms.History reads "0-0" so.
+// given it reads from the oldest message. rooms.Messages.History reads "0-0" so.
 const StreamStart = "0-0"
 
 // LiveAfter records where the feed's receiver went live: every message

@@ -33,7 +33,7 @@ func (b *Bench) sessions(ctx context.Context, prefix string, n int) ([]string, e
 }
 
 // scenarioJoin: a storm of REST joins over every node against the raw
-// seat claim (rooms.Join on Redis, no HTTP), then a pass with capacity 1
+// seat claim (rooms.Seats.Join on Redis, no HTTP), then a pass with capacity 1
 // where every join makes a room; the room count is checked after each run.
 func (b *Bench) scenarioJoin(ctx context.Context) error {
 	n, n2 := b.opt.scale(10000, 2000), b.opt.scale(1000, 200)
