@@ -150,3 +150,45 @@ func TestAStreamReopenedWithAPositionGetsEveryMessageOfARoomItNamesNot(t *testin
 	assert.Equal(t, sent, fs2.messages(two.ID), "every message the stream missed, once, in order")
 	assert.Empty(t, fs2.messages(one.ID), "nothing again of the room the position names")
 }
+
+// TestAStreamWhoseHistoryReadStallsGetsEveryMessageAfterItWentLive: the
+// WebSocket race of issue #38 on a stream: it enters its session's room
+// at the open and is told joined; its node stalls before the history read
+// while 200 messages pass from another node. The stream shares the join's
+// rule (enter): every one of them comes, once, in order.
+func TestAStreamWhoseHistoryReadStallsGetsEveryMessageAfterItWentLive(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	stall := &stallJoinReads{held: make(chan struct{}), release: make(chan struct{})}
+	n1 := startNode(t, r, "n1", func(c *Config) { c.Redis.AddHook(stall) })
+	n2 := startNode(t, r, "n2")
+	ctx := context.Background()
+	p := Principal{User: "sam", Session: "stream-session-3"}
+	joined, err := n2.Chat.JoinREST(ctx, p, "stalled")
+	require.NoError(t, err)
+	b, fb := n2.connect(t, "bob")
+	room := n2.joinRoom(t, b, fb, "stalled")
+	require.Equal(t, joined.ID, room)
+
+	fs := newFake()
+	opened := make(chan *Client, 1)
+	go func() {
+		c, err := n1.Chat.Stream(ctx, p, "", fs, Position{})
+		assert.NoError(t, err)
+		opened <- c
+	}()
+	fs.first(t, "joined", nil)
+	<-stall.held // the stream went live, was told joined, and its read waits
+	var sent []string
+	for i := range 200 {
+		sent = append(sent, n2.say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+	}
+	close(stall.release)
+	s := <-opened
+	require.NotNil(t, s)
+	t.Cleanup(func() { s.Close(CloseNormal, ""); n1.Chat.Disconnect(context.Background(), s) })
+	live := n2.say(t, b, fb, room, "live", "l")
+	sent = append(sent, live)
+	fs.wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs.messages(room), live) })
+	assert.Equal(t, sent, fs.messages(room), "every message sent after joined, once, in order")
+}
