@@ -38,6 +38,15 @@ type PollResult struct {
 	Wallet       *Wallet
 	Notices      []Notice     // notices the user had not seen (now marked seen)
 	Match        []MatchEvent // the user's match events of the last 10 minutes, newest first
+	// More is true when messages were left for the next poll (the answer's
+	// messages are kept within 1 MiB).
+	More bool
+	// Gaps names the rooms some of whose messages since the last poll are
+	// gone from the history (trimmed past the session's place, or Redis
+	// lost the stream): their Messages are the latest left, the ones
+	// between are gone — the poll's resume_gap. Reload such a room
+	// (History) if it matters. Each gap is told once.
+	Gaps []string
 	// Raw holds every section's data as sent, sections this SDK does not
 	// know included.
 	Raw map[string]json.RawMessage
@@ -66,6 +75,8 @@ func (c *Client) PollOnce(ctx context.Context, wait time.Duration) (*PollResult,
 	var raw struct {
 		Dirty []Section                  `json:"dirty"`
 		Data  map[string]json.RawMessage `json:"data"`
+		More  bool                       `json:"more"`
+		Gaps  []string                   `json:"gaps"`
 	}
 	// Not safe to repeat after an unknown outcome: the server cleared the
 	// mask when it answered, so a repeat of a poll whose answer was lost
@@ -75,7 +86,7 @@ func (c *Client) PollOnce(ctx context.Context, wait time.Duration) (*PollResult,
 	if err != nil {
 		return nil, err
 	}
-	r := &PollResult{Dirty: raw.Dirty, Raw: raw.Data}
+	r := &PollResult{Dirty: raw.Dirty, More: raw.More, Gaps: raw.Gaps, Raw: raw.Data}
 	if r.Raw == nil {
 		r.Raw = map[string]json.RawMessage{}
 	}

@@ -217,7 +217,7 @@ func (ch *Chat) Join(ctx context.Context, c *Client, lobby string) error {
 	if err != nil {
 		return err
 	}
-	return ch.enter(ctx, c, room, "")
+	return ch.enter(ctx, c, room, "", "")
 }
 
 // join is the one seat claim of WebSocket and REST joins: the caps
@@ -267,12 +267,17 @@ func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error
 		ch.hub.removeFromRoom(room, c)
 		c.dropFeed(room)
 	}
-	return ch.enter(ctx, c, r, after)
+	return ch.enter(ctx, c, r, after, "")
 }
 
 // enter subscribes c to the room, says joined, then replays history from
 // after ("" = the latest JoinHistory) and goes live: no gap, no duplicate.
-func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after string) error {
+// Without after, every message after where c went live reaches it however
+// late the history is read; floor, when set (a message id, or StreamStart),
+// is an earlier point every message after which c is owed as well: where
+// its REST session went into the room, for a stream that enters the room
+// after the session did (a join elsewhere, or a reopen).
+func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after, floor string) error {
 	c.fmu.Lock()
 	if c.feeds[room.ID] != nil {
 		c.fmu.Unlock()
@@ -286,6 +291,9 @@ func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after str
 	if err != nil {
 		c.dropFeed(room.ID)
 		return err
+	}
+	if after == "" && floor != "" && floor < since {
+		since = floor
 	}
 	f.LiveAfter(since) // whenever the read below runs, nothing after since is skipped
 	// Other nodes learn the user is here before the client hears it joined.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/rooms"
 )
 
 // stallJoinReads is a go-redis hook that holds every pipeline reading a
@@ -120,4 +121,36 @@ func TestAGapNoReadCanFillIsToldAndCounted(t *testing.T) {
 	assert.Equal(t, float64(1), unfilled())
 	after := n1.say(t, a, fa, room, "after", "r1")
 	fb.wait(t, "live again", func([]map[string]any) bool { return slices.Contains(fb.messages(room), after) })
+}
+
+// TestARoomRedisLostTellsItsSeatedMembersSo: Redis loses its data
+// (FLUSHALL here; a failover to a replica that had not synced does the
+// same). A say to the room is unknown_room; at the next seat renewal each
+// member still in the room is told not_seated naming the room, with a
+// message that says the room is gone (it said the seat "expired and was
+// taken"), and leaves it on its node; a resume is unknown_room. The room
+// is not recreated: the members must join the lobby again.
+func TestARoomRedisLostTellsItsSeatedMembersSo(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	n1 := startNode(t, r, "n1")
+	n2 := startNode(t, r, "n2")
+	a, fa := n1.connect(t, "alice")
+	b, fb := n2.connect(t, "bob")
+	room := n1.joinRoom(t, a, fa, "flushed")
+	n2.joinRoom(t, b, fb, "flushed")
+	n1.say(t, a, fa, room, "before", "r0")
+	ctx := context.Background()
+	require.NoError(t, r.Client.FlushAll(ctx).Err())
+
+	require.NoError(t, n2.Chat.Say(b, room, "after", "r1"))
+	e := fb.first(t, "error", func(m map[string]any) bool { return m["ref"] == "r1" })
+	assert.Equal(t, "unknown_room", e["code"])
+
+	n1.Chat.renewSeats(ctx)
+	e = fa.first(t, "error", func(m map[string]any) bool { return m["code"] == "not_seated" })
+	assert.Equal(t, room, e["room"])
+	assert.Contains(t, e["message"], "no longer exists")
+	assert.False(t, a.InRoom(room))
+	assert.ErrorIs(t, n1.Chat.Resume(ctx, a, room, ""), rooms.ErrUnknownRoom)
 }

@@ -85,6 +85,12 @@ type PollResult struct {
 	// MaxPollMessageBytes: the section stays dirty, so the next poll (at
 	// once, with no wait) returns them.
 	More bool `json:"more,omitempty"`
+	// Gaps (absent when empty) names the rooms whose messages since the
+	// session's last poll are not all in the answer because the history no
+	// longer holds them (trimmed past the session's cursor, or Redis lost
+	// the stream): the room's messages are the ones left, and the ones
+	// between are gone — a poll's resume_gap. Each gap is told once.
+	Gaps []string `json:"gaps,omitempty"`
 }
 
 // MaxPollsPerSession bounds the long polls one session may have parked on
@@ -137,7 +143,7 @@ func (ps *Polls) Poll(ctx context.Context, p Principal, wait time.Duration) (Pol
 		res.Dirty = []string{}
 	}
 	if mask != 0 {
-		if err := ps.data(ctx, p, mask, res.Data, &res.More); err != nil {
+		if err := ps.data(ctx, p, mask, &res); err != nil {
 			// put the bits back so the next poll retries them
 			_ = ps.dirty.MarkSessions(context.WithoutCancel(ctx), []string{p.Session}, mask)
 			return PollResult{}, err
@@ -173,8 +179,9 @@ func (ps *Polls) unpark(session string) {
 	}
 }
 
-// data fills data with the fresh state of each dirty section.
-func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data map[string]any, more *bool) error {
+// data fills res's data with the fresh state of each dirty section.
+func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, res *PollResult) error {
+	data := res.Data
 	var cur map[string]string
 	var err error
 	if mask.Has(dirty.Rooms) || mask.Has(dirty.Messages) {
@@ -198,7 +205,7 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data ma
 		data["rooms"] = list
 	}
 	if mask.Has(dirty.Messages) {
-		if *more, err = ps.messages(ctx, p, cur, data); err != nil {
+		if res.More, res.Gaps, err = ps.messages(ctx, p, cur, data); err != nil {
 			return err
 		}
 	}
@@ -248,8 +255,10 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, data ma
 // read in name order within MaxPollMessageBytes of JSON for all of them:
 // once it is spent, the rest of the rooms are not read, a room is cut at
 // the last message that fits, the Messages bit is marked again and the
-// answer says "more" (the next poll goes on from the moved cursors).
-func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]string, data map[string]any) (more bool, err error) {
+// answer says "more" (the next poll goes on from the moved cursors). A
+// room whose cursor the history no longer holds is named in gaps, logged
+// and counted, and its cursor moves past the gap.
+func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]string, data map[string]any) (more bool, gaps []string, err error) {
 	out := map[string][]rooms.Message{}
 	next := map[string]string{}
 	ids := make([]string, 0, len(cur))
@@ -272,12 +281,12 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 		read := func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
 			return ps.history.History(ctx, room, after, limit)
 		}
-		msgs, _, err := readFrom(ctx, read, after, rooms.MaxHistoryLimit)
+		msgs, gap, err := readFrom(ctx, read, after, rooms.MaxHistoryLimit)
 		if errors.Is(err, rooms.ErrUnknownRoom) {
 			continue
 		}
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		if after != "" {
 			// a gap read the latest window: keep only what is after the cursor
@@ -302,14 +311,24 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 			out[room] = fit
 			next[room] = fit[len(fit)-1].ID
 		}
+		if gap {
+			gaps = append(gaps, room)
+			if len(fit) == 0 {
+				next[room] = "0" // nothing is left: everything from now on is new
+			}
+		}
 	}
 	if len(next) > 0 {
 		if err := ps.dirty.SetCursor(ctx, p.Session, next); err != nil {
-			return false, err
+			return false, nil, err
 		}
 	}
+	for _, room := range gaps {
+		ps.chat.env.m.gapsUnfilled.Inc()
+		ps.chat.log.Warn("poll could not read after the session's cursor: told in gaps", "room", room, "user", p.User, "after", cur[room])
+	}
 	data["messages"] = out
-	return more, nil
+	return more, gaps, nil
 }
 
 // followedBoards returns user's entry on each board the user follows, one

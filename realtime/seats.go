@@ -62,11 +62,20 @@ func (ch *Chat) renewSeats(ctx context.Context) {
 			if c.id != a.ID {
 				continue
 			}
-			if _, err := ch.seats.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.id}); err == nil {
+			_, err := ch.seats.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.id})
+			if err == nil {
 				continue
 			}
 			ch.hub.removeFromRoom(a.Room, c)
 			c.dropFeed(a.Room)
+			if errors.Is(err, rooms.ErrUnknownRoom) {
+				// Redis lost the room with its data (FLUSHALL, a failover
+				// to a replica that had not synced it): the seat cannot be
+				// taken back, and nothing more is sent to the room.
+				ch.log.Warn("room lost with Redis's data: member told to join again", "room", a.Room, "user", a.User)
+				c.SendError("not_seated", "the room "+a.Room+" no longer exists (the server lost its data); join the lobby again", a.Room, "")
+				continue
+			}
 			c.SendError("not_seated", "your seat in "+a.Room+" expired and was taken; join the lobby again", a.Room, "")
 		}
 	}

@@ -155,10 +155,32 @@ func (ch *Chat) syncStream(ctx context.Context, c *Client, after Position) {
 			ch.Refuse(c, err, room, "")
 			continue
 		}
-		if err := ch.enter(ctx, c, r, after[room]); err != nil && !c.Closing() {
+		if err := ch.enter(ctx, c, r, after[room], streamFloor(after, room, cur[room])); err != nil && !c.Closing() {
 			ch.Refuse(c, err, room, "")
 		}
 	}
+}
+
+// streamFloor is where a stream entering room is owed every message
+// after: the session's join point (its cursor, set by the REST join to the
+// room's newest message then; "0" for an empty room), for a room the
+// stream enters while open (the session joined it, maybe on another node,
+// before this node heard of it) or that a reopen's position does not name
+// (the stream had delivered none of it). Without it the stream entered as
+// a join from where it went live, and what passed between the session's
+// join and that moment, past the latest JoinHistory, was skipped without a
+// word. A new stream (no position) enters its rooms as joins: "".
+func streamFloor(after Position, room, cursor string) string {
+	if after != nil && (len(after) == 0 || after[room] != "") {
+		return ""
+	}
+	if cursor == "0" {
+		return StreamStart
+	}
+	if _, err := rooms.NormalizeID(cursor); err != nil {
+		return ""
+	}
+	return cursor
 }
 
 // sessionChanged tells the node holding p's stream, if any, that the

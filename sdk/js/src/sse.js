@@ -6,7 +6,8 @@
 // leave and read marks are their REST calls. The stream follows the
 // session's rooms by itself, and resumes all of them from one position
 // (Last-Event-ID), built at each open from the last message the client
-// delivered in each room.
+// delivered in each room (its start, 0-0, in a room it has received
+// nothing of).
 //
 // It reads the stream with fetch (a streaming body), not EventSource:
 // Node 20 has no EventSource, and EventSource cannot send the token in a
@@ -68,9 +69,12 @@ export function sseTransport(o = {}) {
     // `after` of any other room (RealtimeClient.enter) takes its seat over
     // HTTP.
     const followed = new Set((rooms ?? []).map((r) => r.room));
+    // A room the client is in but has received nothing of yet resumes from
+    // its start (as over WebSocket): left out, it would be entered as a
+    // join (the latest 50), or, with no room named at all, the stream as a
+    // new one, and what was sent while the client was away skipped.
     const position = (rooms ?? [])
-      .filter((r) => r.after)
-      .map((r) => `${r.room}@${r.after}`)
+      .map((r) => `${r.room}@${r.after || ROOM_START}`)
       .sort()
       .join(',');
 
@@ -258,6 +262,9 @@ export function sseTransport(o = {}) {
   };
   return Object.assign(factory, {kind: 'sse'});
 }
+
+/** The position before a room's first message (as in realtime.js). */
+const ROOM_START = '0-0';
 
 /**
  * httpOrigin is the http(s) origin of a ws(s) or http(s) URL.

@@ -121,6 +121,8 @@
  * @typedef {object} PollAnswer
  * @property {PollSection[]} dirty
  * @property {PollData} data
+ * @property {true} [more] messages were left for the next poll (over the answer's 1 MiB)
+ * @property {string[]} [gaps] rooms some of whose messages since the last poll are gone from the history (trimmed past the session's place, or Redis lost the stream): their `messages` are the latest left — the poll's `resume_gap`; reload such a room if it matters
  */
 
 export {};

@@ -303,11 +303,14 @@ test('sse: a resume without after of a room the stream does not follow is POST /
   let stream;
   /** @type {{method: string, path: string, auth: string | null}[]} */
   const calls = [];
+  /** @type {string | null} */
+  let lastEventID = null;
   /** @type {typeof fetch} */
   const fakeFetch = async (input, init) => {
     const u = new URL(String(input));
     const headers = new Headers(init?.headers);
     if (u.pathname === '/api/v1/events') {
+      lastEventID = headers.get('Last-Event-ID');
       return new Response(new ReadableStream({start(c) { stream = c; }}), {status: 200, headers: {'Content-Type': 'text/event-stream'}});
     }
     const method = init?.method ?? 'GET';
@@ -331,6 +334,8 @@ test('sse: a resume without after of a room the stream does not follow is POST /
     assert.ok(cond(), String(cond));
   };
   await until(() => stream !== undefined);
+  assert.equal(lastEventID, 'general-1@1796114764962-000001,quiet-1@0-0',
+    'a room the client has received nothing of resumes from its start, not as a join (the latest 50)');
   const push = (/** @type {object} */ e) => stream?.enqueue(enc.encode(`data: ${JSON.stringify(e)}\n\n`));
   push({type: 'hello', user: 'x', node: 'a', motd: ''});
   await until(() => got.length === 1);
