@@ -184,7 +184,7 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(context.Background()))
 	// tests send faster than a person: the default say rate would refuse
-	_, err = n.Admin.SetSetting(context.Background(), "rate.messages_per_second", []byte("10000"))
+	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
