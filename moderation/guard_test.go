@@ -2,7 +2,6 @@ package moderation
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // TestGuardServesFromItsCacheUntilAnEventOrItsAge: a status is read once
@@ -19,13 +19,10 @@ func TestGuardServesFromItsCacheUntilAnEventOrItsAge(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	ctx := context.Background()
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clk := testkit.NewClock(time.Now())
 	other := New(r.NewClient(t), Config{Prefix: r.Prefix}) // the node that decides
 	var got []Event
-	g := NewGuard(New(r.NewClient(t), Config{Prefix: r.Prefix}), GuardConfig{Now: clock,
+	g := NewGuard(New(r.NewClient(t), Config{Prefix: r.Prefix}), GuardConfig{Now: clk.Now,
 		OnEvent: func(ev Event) { got = append(got, ev) }})
 
 	st, err := g.Status(ctx, "Nina")
@@ -59,7 +56,7 @@ func TestGuardServesFromItsCacheUntilAnEventOrItsAge(t *testing.T) {
 
 		_, err := other.Mute(ctx, "nina", time.Hour, "")
 		require.NoError(t, err)
-		advance(GuardFresh)
+		clk.Add(GuardFresh)
 		st, _ = g.Status(ctx, "nina")
 		assert.True(t, st.Muted)
 	})
