@@ -42,9 +42,12 @@
 // ban at the right moment. Redis holds the one truth with its expiry, and
 // pub/sub reaches the connections wherever they are.
 //
-// No Check result is cached here: each Check is one round trip. A node
-// that wants a cache must bound it and drop a user's entry on every Event
-// for that user (mute, unmute, ban, unban).
+// Check itself caches nothing: each Check is one round trip. Guard is the
+// cache a node keeps in front of it (one per node): bounded, each entry
+// fresh for GuardFresh, a user's entry dropped on every Event for that user
+// (Guard.Receive, on Channel) and all of them when the subscription
+// reconnects (Guard.Reset), so a say or a request costs no round trip and
+// a change still acts within one pub/sub hop.
 //
 // Every action is written to the audit log (Config.Logger): action, user,
 // duration, end and reason.

@@ -14,11 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// caps are the per-minute caps of the core, each a token bucket shared by
+// Caps are the per-minute caps of the core, each a token bucket shared by
 // every node (ratelimit): the one place where a cap's rule, its setting
 // and its refusal are written. (The seat cap is the rooms service's, counted
 // from the seat data.)
-type caps struct {
+type Caps struct {
 	settings liveSettings
 
 	lobbies  *ratelimit.Limiter // new lobbies per user per minute
@@ -28,7 +28,7 @@ type caps struct {
 	sessions *ratelimit.Limiter // new sessions per client address in any 60 s (a sliding window)
 }
 
-func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *caps {
+func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *Caps {
 	perMinute := func(name, key string) *ratelimit.Limiter {
 		perMin := func() float64 { return float64(st.Int(key)) }
 		return ratelimit.New(rdb, ratelimit.Config{
@@ -45,7 +45,7 @@ func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg
 			Burst: perMin, Window: time.Minute,
 		})
 	}
-	return &caps{
+	return &Caps{
 		settings: st,
 		lobbies:  perMinute("newlobbies", settings.NewLobbiesPerUserPerMin),
 		boards:   perMinute("newboards", settings.NewBoardsPerUserPerMin),
@@ -57,7 +57,7 @@ func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg
 
 // take takes a token of key's bucket in l when the cap named by setting is
 // on; a refusal is a *LimitError wrapping sentinel, worded by what.
-func (cp *caps) take(ctx context.Context, l *ratelimit.Limiter, setting, key string, sentinel error, what string) error {
+func (cp *Caps) take(ctx context.Context, l *ratelimit.Limiter, setting, key string, sentinel error, what string) error {
 	n := cp.settings.Int(setting)
 	if n == 0 {
 		return nil
@@ -75,7 +75,7 @@ func (cp *caps) take(ctx context.Context, l *ratelimit.Limiter, setting, key str
 
 // allowSession takes a token of the client address's bucket of new
 // sessions (limit.sessions_per_ip_per_minute).
-func (cp *caps) allowSession(ctx context.Context, addr string) error {
+func (cp *Caps) allowSession(ctx context.Context, addr string) error {
 	key, err := identity.RateKey(addr)
 	if err != nil {
 		return nil // not an IP (a unix socket): nothing to count
@@ -87,7 +87,7 @@ func (cp *caps) allowSession(ctx context.Context, addr string) error {
 // no room yet (the join would create it). The seat cap
 // (limit.seats_per_user) is the rooms service's: it counts a user's
 // lobbies from the seat data in the join or reclaim itself.
-func (cp *caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) error {
+func (cp *Caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) error {
 	if cp.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
 		return nil
 	}
@@ -99,9 +99,16 @@ func (cp *caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) er
 		"new lobbies; join an existing lobby (GET /api/v1/lobbies)")
 }
 
-// allowBoard takes a token of the new-board buckets of the user and of the
-// client address.
-func (cp *caps) allowBoard(ctx context.Context, user, addr string) error {
+// BoardCapsOn reports whether a new board is capped at all (per user or
+// per address): only then must a post ask whether its board exists.
+func (cp *Caps) BoardCapsOn() bool {
+	return cp.settings.Int(boardCapsOn) > 0 || cp.settings.Int(settingNewBoardsPerIP) > 0
+}
+
+// AllowBoard takes a token of the new-board buckets of the user and of the
+// client address. It returns an error matching ErrTooManyBoards when
+// either is empty, and Redis errors.
+func (cp *Caps) AllowBoard(ctx context.Context, user, addr string) error {
 	if err := cp.take(ctx, cp.boards, settings.NewBoardsPerUserPerMin, user, ErrTooManyBoards, "new leaderboards; post to an existing one"); err != nil {
 		return err
 	}
@@ -111,7 +118,8 @@ func (cp *caps) allowBoard(ctx context.Context, user, addr string) error {
 	return nil
 }
 
-// allowPost takes a token of the user's score-post bucket.
-func (cp *caps) allowPost(ctx context.Context, user string) error {
+// AllowPost takes a token of the user's score-post bucket. It returns an
+// error matching ErrTooManyPosts when it is empty, and Redis errors.
+func (cp *Caps) AllowPost(ctx context.Context, user string) error {
 	return cp.take(ctx, cp.posts, settingScorePostsPerMin, user, ErrTooManyPosts, "score posts")
 }

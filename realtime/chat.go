@@ -109,7 +109,7 @@ type Chat struct {
 	marks    *marker
 	rest     *restState
 	mod      *modGuard
-	caps     *caps
+	caps     *Caps
 	notices  *noticeBoard
 	env      *clientEnv
 	now      func() time.Time
@@ -558,11 +558,7 @@ func (ch *Chat) broadcast(frame []byte) {
 // closeUser closes user's clients on this node (holder "" = any); user
 // in any case (names compare canonically).
 func (ch *Chat) closeUser(user, holder string, code int, reason string) {
-	for _, c := range ch.hub.UserClients(user) {
-		if holder == "" || c.p.Holder == holder {
-			c.Close(code, reason)
-		}
-	}
+	ch.hub.CloseUser(user, holder, code, reason)
 }
 
 // Connections returns the number of user's realtime clients on this node.

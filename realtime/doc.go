@@ -3,35 +3,77 @@
 // hibiken/asynq (components started and stopped in order). It owns no
 // Redis keys of its own: it wires the domain packages (rooms, presence,
 // dirty, ranking, shop, seen, notices, identity, moderation, settings,
-// matchmaking) to
-// each other and to the node's one pub/sub bridge (internal/bus), and it
+// matchmaking) to each other and to the node's one pub/sub bridge
+// (internal/bus), and, with the use-case packages under realtime/, it
 // holds every rule about what a frame or a request does.
 //
-// # Shape
+// # Shape: a core, and one package per use case above it
 //
-//   - Node only wires and runs the lifecycle. New builds the domain
-//     services, the Hub and seven use cases; Start starts the components in
-//     order (bus, settings, dirty tracker, subscriptions, loops, the
-//     matchmaking matchers); Shutdown
-//     drains the clients (1012), then stops the components in reverse
-//     order and waits for every goroutine they own (group).
-//   - The use cases are what a transport calls, each with the narrow
-//     interfaces it needs of the domain packages and the side effects it
-//     owns: Chat (join, say, leave, resume, typing, read marks, for
-//     WebSocket clients and REST sessions alike, and the chat reads),
-//     Polls (the REST poll), Game (leaderboards, seen, shop), Sessions
-//     (guest sign-in and sign-out, the per-request admission, connection
-//     caps), Moderation, Admin (settings, notices, stats, queue depths, and
-//     the admin console's reads and actions: nodes, rooms by population,
-//     user search, a message from the system, disconnecting a user or one
-//     connection on every node over the admin command channel, the audit
-//     log), Match (matchmaking tickets, and the matchers' hooks: a match
-//     becomes a private room with the players' seats reserved, and each
-//     player learns of it by a matched event on every connection on every
-//     node, over the matchmaking channel, and by the match poll section; an
-//     expired ticket likewise). A REST write
-//     marks the dirty bits it must; a mute drops the cached status; nothing
-//     is left for the transport to remember.
+// The core is this package: what every use case shares and none owns.
+// Each use case is its own package under realtime/, built from the
+// domain packages it needs and from the core's exported API, and it
+// reaches another use case only through an interface it declares itself;
+// nothing is wired into a use case after it is built (a reaction across
+// use cases is an event on the bus or a hook of a domain package, wired
+// once where the parts are built). The compiler keeps them apart: a use
+// case cannot read another's fields, and the core imports none of them.
+//
+// The core (this package):
+//
+//   - Hub (the node's clients by room and by user; CloseUser), Client (one
+//     connection), Feed (history then live, each id once), Transport (and
+//     Aborter, Waker), Principal and Viewer, the close codes and the
+//     errors with their codes (errors.go), the lifecycle group and the
+//     coarse clock, the caps (Caps: the one place a cap is written), the
+//     coalesced dirty marks (Marks), the moderation refusals (guard.go:
+//     muted, banned, read from moderation.Guard), the notices' delivery,
+//     and the node's command channel (Node.Disconnect: a user's or one
+//     connection's clients closed on every node, like centrifuge's
+//     control channel).
+//   - Node runs the lifecycle. New builds the domain services, the Hub and
+//     the core's use cases; Start starts the components in order (bus,
+//     settings, dirty tracker, subscriptions, loops, the matchmaking
+//     matchers); Shutdown drains the clients (1012), then stops the
+//     components in reverse order and waits for every goroutine they own
+//     (group). Node.Services hands the domain services and Caps, Marks
+//     and the moderation Guard to the use cases built above the core.
+//   - realtimetest gives the use-case packages' tests a recording
+//     Transport and a started Node (the core's own tests keep theirs).
+//
+// The use cases, each a package, each with the interfaces it declares:
+//
+//   - admin (settings, notices, stats, queue depths, and the console's
+//     reads and actions: nodes, rooms by population, user search, a
+//     message from the system, disconnects, the audit log): settingsStore,
+//     counters, registry, purchases, adminRooms, adminMessages,
+//     lobbyLister, adminPresence, auditLog of the domain packages;
+//     noticeStore, marks (realtime.Marks), sayRules (Chat.CheckSay),
+//     queues (Matchmaking.Queues), disconnecter (Node.Disconnect).
+//   - game (leaderboards, seen, shop): boardStore, shopStore, seenFilter,
+//     follower of the domain packages; caps (realtime.Caps).
+//   - moderation (kick, mute, ban, their lifting): Store (the domain
+//     service) and Cache (moderation.Guard's Drop). It needs nothing of
+//     the core.
+//
+// Still in this package, to be split the same way (the plan: one package
+// each, chat below polls, sessions and match):
+//
+//   - Chat: join, say, leave, resume, typing, read marks, for WebSocket
+//     clients and REST sessions alike, the REST session streams, and the
+//     chat reads.
+//   - Polls: the REST poll (its sections read Chat's REST seats, the
+//     match events and the notices).
+//   - Sessions: guest sign-in and sign-out, the per-request admission,
+//     connection leases and caps.
+//   - Match: matchmaking tickets, and the matchers' hooks: a match becomes
+//     a private room with the players' seats reserved, and each player
+//     learns of it by a matched event on every connection on every node,
+//     over the matchmaking channel, and by the match poll section; an
+//     expired ticket likewise.
+//
+// A REST write marks the dirty bits it must; a mute drops the cached
+// status; nothing is left for the transport to remember.
+//
 //   - Hub is the one registry of the node's clients, by room and by user,
 //     with no pointer back to the Node: what it needs (subscribe, history,
 //     owned goroutines) it gets at construction. Client is one connection's

@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,6 +102,9 @@ func (mk *marker) room(room string, bits dirty.Mask) {
 // players who posted to it.
 func BoardTopic(board string) string { return "lb:" + board }
 
+// boardOfTopic returns the board of a followed topic.
+func boardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
+
 // board marks the followers of a board that a post changed.
 func (mk *marker) board(board string) {
 	key := BoardTopic(board)
@@ -129,3 +133,17 @@ func (mk *marker) all(bits dirty.Mask) {
 		}
 	})
 }
+
+// Marks is the node's coalesced dirty marks (one per key at a time, the
+// bits asked for meanwhile folded into one rerun) for the use cases built
+// above the core: a mark they set goes through the same coalescing as the
+// core's own.
+type Marks struct{ mk *marker }
+
+// All marks every live REST session with bits, once, from this node:
+// after a settings write or a new notice.
+func (m Marks) All(bits dirty.Mask) { m.mk.all(bits) }
+
+// Room marks the REST members of room with bits: after a message the core
+// did not send itself (the system's).
+func (m Marks) Room(room string, bits dirty.Mask) { m.mk.room(room, bits) }

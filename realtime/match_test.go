@@ -19,7 +19,7 @@ import (
 // every node (they hear the write over pub/sub).
 func setQueues(t testing.TB, n *testNode, defs, want string, nodes ...*testNode) {
 	t.Helper()
-	_, err := n.Admin.SetSetting(context.Background(), "matchmaking.queues", json.RawMessage(mustJSON(defs)))
+	_, err := n.Services.Settings.Set(context.Background(), "matchmaking.queues", json.RawMessage(mustJSON(defs)))
 	require.NoError(t, err)
 	for _, o := range append(nodes, n) {
 		require.Eventually(t, func() bool {

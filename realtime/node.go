@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
@@ -66,20 +65,22 @@ type Config struct {
 
 // Node is one chatd node's realtime core. It only wires: it builds the
 // domain services on the node's Redis client, the bus and the Hub, and the
-// use cases the transport calls — Chat, Polls, Game, Sessions, Moderation,
-// Admin, Match — each with the narrow interfaces it needs; and it runs the
+// use cases of the core the transport calls — Chat, Polls, Sessions,
+// Match — each with the narrow interfaces it needs; and it runs the
 // lifecycle: Start starts the components in order, Shutdown drains the
 // clients and stops them in reverse order, waiting for every goroutine
 // they own. It knows no transport: a Client writes through a Transport.
+// The use cases of their own packages (admin, game, moderation) are built
+// above it, from Services.
 type Node struct {
-	// The use cases, for the transport.
-	Chat       *Chat
-	Polls      *Polls
-	Game       *Game
-	Sessions   *Sessions
-	Moderation *Moderation
-	Admin      *Admin
-	Match      *Matchmaking
+	// The use cases of the core, for the transport.
+	Chat     *Chat
+	Polls    *Polls
+	Sessions *Sessions
+	Match    *Matchmaking
+
+	// Services are what the use cases above the core are built from.
+	Services Services
 
 	cfg      Config
 	log      *slog.Logger
@@ -95,12 +96,37 @@ type Node struct {
 	presence *presence.Presence
 	dirty    *dirty.Tracker
 	names    *identity.Registry
-	modGuard *modGuard
+	guard    *moderation.Guard
 	notices  *noticeBoard
 	unwatch  func()
 	proc     procStats
 	started  time.Time // when Start was called
 	runs     atomic.Pointer[liveRuns]
+}
+
+// Services are the domain services and the core's shared parts a Node
+// built, for the use cases built above the core (packages admin, game and
+// moderation under realtime/), each of which takes only the narrow
+// interfaces it declares. Until the composition root builds the domain
+// services itself (issue 41), the Node builds them, on its Redis client,
+// wired to its settings and marks.
+type Services struct {
+	Settings   *settings.Store
+	Rooms      *rooms.Service
+	Presence   *presence.Presence
+	Dirty      *dirty.Tracker
+	Shop       *shop.Shop
+	Boards     *ranking.Service
+	Seen       *seen.Filter
+	Notices    *notices.Board
+	Moderation *moderation.Service
+	// Guard is the node's cache of moderation statuses (the core's mute
+	// and ban checks read it); a use case that changes a status drops it.
+	Guard *moderation.Guard
+	// Caps are the per-minute caps shared by every node.
+	Caps *Caps
+	// Marks are the node's coalesced dirty marks.
+	Marks Marks
 }
 
 // liveRuns is what the last heartbeat said of the live nodes' runs.
@@ -190,20 +216,9 @@ func New(cfg Config) (*Node, error) {
 		Permanent:  func(board string) bool { return listed(st.String(settings.PermanentBoards), board) },
 	})
 	conns := identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: now, Registerer: reg, Live: n.connRuns})
-	var chat *Chat // the guests' ended sessions close their connections
-	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Logger: log,
-		TTL: func() time.Duration { return time.Duration(st.Int(settings.SessionIdleSeconds)) * time.Second },
-		OnEnded: func(name, holder string) {
-			chat.closeUser(name, holder, CloseSessionEnded, "your session ended: sign in again")
-		},
-	})
-	ms := moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: now, Logger: log})
-	sh := shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
-		OnWalletChange: func(_ context.Context, user string) { mk.user(user, dirty.Of(dirty.Wallet)) },
-	})
-	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
 
-	// The realtime machinery.
+	// The realtime machinery: the Hub first, since the domain services'
+	// hooks close its clients.
 	env := &clientEnv{m: m, clock: n.clock, log: log, run: n.loops.Go}
 	n.hub = newHub(hubDeps{
 		subscribe: n.bus.SubscribeSharded,
@@ -215,27 +230,36 @@ func New(cfg Config) (*Node, error) {
 		},
 		run: n.loops.Go, m: m, log: log,
 	})
-	n.modGuard = &modGuard{store: ms, now: now}
+	hub := n.hub
+	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Logger: log,
+		TTL: func() time.Duration { return time.Duration(st.Int(settings.SessionIdleSeconds)) * time.Second },
+		// the guests' ended sessions close their connections
+		OnEnded: func(name, holder string) {
+			hub.CloseUser(name, holder, CloseSessionEnded, "your session ended: sign in again")
+		},
+	})
+	ms := moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: now, Logger: log})
+	// a kick or a ban, decided on any node, closes the user's clients here
+	n.guard = moderation.NewGuard(ms, moderation.GuardConfig{Now: now, OnEvent: hub.moderated})
+	sh := shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
+		OnWalletChange: func(_ context.Context, user string) { mk.user(user, dirty.Of(dirty.Wallet)) },
+	})
+	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
+	mod := &modGuard{status: n.guard, now: now}
 	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
 	rest := &restState{}
 
 	// The use cases.
 	n.Chat = &Chat{node: cfg.Node, runID: runID, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
 		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: st,
-		hub: n.hub, marks: mk, rest: rest, mod: n.modGuard, caps: cp, notices: n.notices, env: env,
+		hub: n.hub, marks: mk, rest: rest, mod: mod, caps: cp, notices: n.notices, env: env,
 		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser,
 		prefix: cfg.Prefix, publish: redisPublisher{rdb}, subscribe: n.bus.Subscribe}
 	n.Chat.pstate.fresh.Store(true) // nothing written yet
-	n.modGuard.chat = n.Chat
-	chat = n.Chat
-	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: st, wallets: sh, boards: rk,
-		notices: n.notices, now: now, draining: n.draining}
-	n.Game = &Game{boards: rk, shop: sh, seen: sf, follows: n.dirty, caps: cp, log: log}
-	n.Sessions = &Sessions{names: n.names, conns: conns, mod: n.modGuard, caps: cp, chat: n.Chat, settings: st,
+	n.Sessions = &Sessions{names: n.names, conns: conns, mod: mod, caps: cp, chat: n.Chat, settings: st,
 		hub: n.hub, runID: runID, log: log,
 		runsKnown: func() bool { return n.connRuns() != nil }}
 	n.Chat.releaseLease = n.Sessions.ReleaseConn
-	n.Moderation = &Moderation{store: ms, guard: n.modGuard}
 	mms := matchmaking.New(rdb, matchmaking.Config{Prefix: cfg.Prefix, Clock: now, Registerer: reg, Logger: log,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
 	n.Match = &Matchmaking{svc: mms, rooms: rs.Private, online: n.presence, hub: n.hub, marks: mk, now: now, log: log, roomKey: cfg.MatchRoomKey}
@@ -244,10 +268,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.Polls.match = n.Match
-	n.Admin = &Admin{settings: st, counters: rs.Messages, registry: n.presence, purchases: sh, notices: n.notices, marks: mk,
-		rooms: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies, people: n.presence, chat: n.Chat, match: n.Match,
-		audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
+	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: st, wallets: sh, boards: rk,
+		notices: n.notices, match: n.Match, now: now, draining: n.draining}
+	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
+		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Caps: cp, Marks: Marks{mk}}
 	return n, nil
 }
 
@@ -325,10 +349,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if _, err := n.bus.Subscribe(ctx, n.notices.store.Channel(), bus.HandlerFuncs{OnReceive: n.notices.receive}); err != nil {
 		return fmt.Errorf("realtime: subscribe notices: %w", err)
 	}
-	if _, err := n.bus.Subscribe(ctx, n.modGuard.store.Channel(), bus.HandlerFuncs{OnReceive: n.modGuard.receive, OnResubscribed: n.modGuard.reset}); err != nil {
+	if _, err := n.bus.Subscribe(ctx, n.Services.Moderation.Channel(), bus.HandlerFuncs{OnReceive: n.guard.Receive, OnResubscribed: n.guard.Reset}); err != nil {
 		return fmt.Errorf("realtime: subscribe moderation: %w", err)
 	}
-	if _, err := n.bus.Subscribe(ctx, adminChannel(n.cfg.Prefix), bus.HandlerFuncs{OnReceive: n.Admin.receive}); err != nil {
+	if _, err := n.bus.Subscribe(ctx, adminChannel(n.cfg.Prefix), bus.HandlerFuncs{OnReceive: n.receiveCommand}); err != nil {
 		return fmt.Errorf("realtime: subscribe admin commands: %w", err)
 	}
 	if _, err := n.bus.Subscribe(ctx, n.Match.svc.Channel(), bus.HandlerFuncs{OnReceive: n.Match.receive}); err != nil {

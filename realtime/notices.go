@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/seen"
 )
@@ -42,17 +41,6 @@ type noticeBoard struct {
 	log   *slog.Logger
 }
 
-// post posts a notice (admin) and marks every REST session, once, on the
-// node that took the write.
-func (nb *noticeBoard) post(ctx context.Context, text string) (notices.Notice, error) {
-	n, err := nb.store.Post(ctx, text)
-	if err != nil {
-		return notices.Notice{}, err
-	}
-	nb.marks.all(dirty.Of(dirty.Notices))
-	return n, nil
-}
-
 // receive delivers a new notice to this node's clients and marks it seen
 // for their users (on the bus goroutine: the marking runs on its own).
 func (nb *noticeBoard) receive(_ string, p []byte) {
@@ -65,7 +53,7 @@ func (nb *noticeBoard) receive(_ string, p []byte) {
 	for _, c := range nb.hub.Clients() {
 		c.Send(frame)
 		if life, ok := users[c.p.User]; !ok || life != 0 {
-			users[c.p.User] = c.p.life()
+			users[c.p.User] = c.p.Life()
 		}
 	}
 	nb.run(func(ctx context.Context) {
@@ -86,7 +74,7 @@ func (nb *noticeBoard) deliverUnseen(ctx context.Context, c *Client) {
 	}
 	// Mark first, then send: a notice is shown once (at most), even when the
 	// user's next connection opens before this one has finished.
-	if err := nb.seen.MarkFor(ctx, c.p.User, ids, c.p.life()); err != nil {
+	if err := nb.seen.MarkFor(ctx, c.p.User, ids, c.p.Life()); err != nil {
 		nb.log.Debug("mark notices seen", "user", c.p.User, "err", err)
 		return
 	}
@@ -108,7 +96,7 @@ func (nb *noticeBoard) takeUnseen(ctx context.Context, p Principal) ([]map[strin
 		list = append(list, map[string]string{"id": id, "text": byID[id].Text})
 	}
 	if len(ids) > 0 {
-		if err := nb.seen.MarkFor(ctx, user, ids, p.life()); err != nil {
+		if err := nb.seen.MarkFor(ctx, user, ids, p.Life()); err != nil {
 			return nil, err
 		}
 	}

@@ -24,9 +24,9 @@ func (p Principal) Guest() bool { return p.Holder != "" }
 // day. A registered user's keys keep their longer lifetimes.
 const GuestTTL = 24 * time.Hour
 
-// life is how long p's own keys may live at most: GuestTTL for a guest,
+// Life is how long p's own keys may live at most: GuestTTL for a guest,
 // 0 (each package's own default) for a registered user.
-func (p Principal) life() time.Duration {
+func (p Principal) Life() time.Duration {
 	if p.Guest() {
 		return GuestTTL
 	}

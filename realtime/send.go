@@ -17,7 +17,7 @@ import (
 )
 
 // The one send path. A WebSocket client's says and a REST message post go
-// through the same steps: checkSay (text and name, before anything costs a
+// through the same steps: CheckSay (text and name, before anything costs a
 // token), the mute check, the local knowledge of an empty say bucket (a
 // refusal without a Redis call), rooms.SendMany (seat check, rate limit,
 // idempotency, XADD and PUBLISH in one script per say, one round trip for
@@ -40,9 +40,10 @@ type sendResult struct {
 	err error
 }
 
-// checkSay checks a chat message against the live settings and the room
-// name; a refusal here costs no rate-limit token.
-func (ch *Chat) checkSay(room, text string) error {
+// CheckSay checks a chat message against the live settings and the room
+// name; a refusal here costs no rate-limit token. It returns ErrEmptyText,
+// ErrBadUTF8, a *TooLongError and names.ErrBadName.
+func (ch *Chat) CheckSay(room, text string) error {
 	if text == "" {
 		return ErrEmptyText
 	}
@@ -130,7 +131,7 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 // Idempotency-Key ("" = none): the same session posting the same key again
 // gets the first message back and sends nothing.
 func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
-	if err := ch.checkSay(room, text); err != nil {
+	if err := ch.CheckSay(room, text); err != nil {
 		return rooms.Message{}, err
 	}
 	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return ch.restInRoom(ctx, p, room) }}
@@ -152,7 +153,7 @@ func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (
 // ErrClientClosed when the client closed meanwhile (queued says are then
 // dropped, never sent).
 func (ch *Chat) Say(c *Client, room, text, ref string) error {
-	if err := ch.checkSay(room, text); err != nil {
+	if err := ch.CheckSay(room, text); err != nil {
 		return err
 	}
 	q := &c.says

@@ -47,7 +47,7 @@ type Sessions struct {
 	names    nameClaims
 	conns    connLeases
 	mod      *modGuard
-	caps     *caps
+	caps     *Caps
 	chat     *Chat
 	settings liveSettings
 	hub      *Hub

@@ -8,7 +8,7 @@ import (
 	auditlog "github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/presence"
-	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -31,7 +31,7 @@ func (s *Server) adminWhoami(c *fiber.Ctx) error {
 }
 
 func (s *Server) adminRooms(c *fiber.Ctx) error {
-	limit, err := intQuery(c, "limit", realtime.DefaultRoomsLimit, 1, realtime.MaxRoomsLimit)
+	limit, err := intQuery(c, "limit", admin.DefaultRoomsLimit, 1, admin.MaxRoomsLimit)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) adminRooms(c *fiber.Ctx) error {
 }
 
 func (s *Server) adminRoom(c *fiber.Ctx) error {
-	limit, err := intQuery(c, "limit", realtime.DefaultRoomHistory, 1, rooms.MaxHistoryLimit)
+	limit, err := intQuery(c, "limit", admin.DefaultRoomHistory, 1, rooms.MaxHistoryLimit)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,9 @@
 // client writes through) and the embedded browser client.
 //
 // A Server is one chatd node's front: everything a request or a frame
-// decides is decided by the use cases of its realtime.Node (Chat, Polls,
-// Game, Sessions, Moderation, Admin), which own the rules and their side
+// decides is decided by the use cases: those of its realtime.Node (Chat,
+// Polls, Sessions, Match) and those built on it (packages realtime/admin,
+// realtime/game, realtime/moderation), which own the rules and their side
 // effects. Handlers only decode, call one use case and encode; they never
 // reach a domain package. Errors carry their documented code (package
 // errcode); one table here (statusOf) gives each code its HTTP status.
@@ -30,8 +31,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	auditlog "github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/game"
+	moderate "github.com/chatd/chatd/realtime/moderation"
 )
 
 // Config configures a Server.
@@ -118,10 +123,10 @@ type Server struct {
 	// The use cases the handlers call.
 	chat     *realtime.Chat
 	polls    *realtime.Polls
-	game     *realtime.Game
+	game     *game.Game
 	sessions *realtime.Sessions
-	mod      *realtime.Moderation
-	admin    *realtime.Admin
+	mod      *moderate.Moderation
+	admin    *admin.Admin
 	match    *realtime.Matchmaking
 
 	m *httpMetrics
@@ -212,9 +217,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.node = node
-	s.chat, s.polls, s.game = node.Chat, node.Polls, node.Game
-	s.sessions, s.mod, s.admin = node.Sessions, node.Moderation, node.Admin
-	s.match = node.Match
+	s.chat, s.polls, s.sessions, s.match = node.Chat, node.Polls, node.Sessions, node.Match
+	// The use cases above the core, from the services the node built.
+	svc := node.Services
+	s.game = game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
+		Caps: svc.Caps, Logger: s.log})
+	s.mod = moderate.New(svc.Moderation, svc.Guard)
+	s.admin = admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
+		Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence,
+		Purchases: svc.Shop, Notices: svc.Notices, Marks: svc.Marks,
+		Audit:    auditlog.New(cfg.Redis, auditlog.Config{Prefix: cfg.Prefix, Now: cfg.Now}),
+		SayRules: node.Chat, Queues: node.Match, Disconnecter: node})
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,

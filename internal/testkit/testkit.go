@@ -1,6 +1,6 @@
 // Package testkit holds the helpers chatd's tests share across packages: an
-// injected clock the test moves by hand, and the value of a Prometheus
-// counter or gauge. It is imported by tests only; nothing in it talks to
+// injected clock the test moves by hand, the value of a Prometheus counter
+// or gauge, and a realtime Transport in memory. It is imported by tests only; nothing in it talks to
 // Redis (internal/redistest does) or runs a node (internal/chatdtest does).
 package testkit
 

@@ -1,12 +1,24 @@
-package realtime
+// Package game is the game use case: leaderboards, the seen filters and
+// the shop, over the domain packages ranking, seen and shop, with the
+// realtime core's caps (new boards per user and per address, score posts
+// per user) and one side effect of its own: a post makes the poster follow
+// the board, so that the ranking hook's mark of the board's followers
+// (wired in the core) reaches the poster's own sessions too. A purchase or
+// a grant marks the wallet through the shop hook, also wired in the core.
+//
+// It needs the core only for its Principal, BoardTopic and the caps, and
+// no other use case.
+package game
 
 import (
 	"context"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/seen"
 	"github.com/chatd/chatd/shop"
 )
 
@@ -30,30 +42,58 @@ type shopStore interface {
 	Buy(ctx context.Context, user, item string, qty int64, idemKey string) (shop.Wallet, error)
 }
 
+// seenFilter is what the game use case needs of the seen filters.
+type seenFilter interface {
+	MarkFor(ctx context.Context, user string, items []string, ttl time.Duration) error
+	Unseen(ctx context.Context, user string, items []string) ([]string, error)
+}
+
 // follower makes a user follow a topic (a board) for its polls.
 type follower interface {
 	FollowFor(ctx context.Context, topic, user string, ttl time.Duration) error
 }
 
+// caps are the core's caps a score post takes.
+type caps interface {
+	BoardCapsOn() bool
+	AllowBoard(ctx context.Context, user, addr string) error
+	AllowPost(ctx context.Context, user string) error
+}
+
 var (
 	_ boardStore = (*ranking.Service)(nil)
 	_ shopStore  = (*shop.Shop)(nil)
+	_ seenFilter = (*seen.Filter)(nil)
+	_ caps       = (*realtime.Caps)(nil)
 )
 
-// Game is the game use case: leaderboards, the seen filters and the shop,
-// with their caps (new boards per user and per address, score posts per
-// user) and side effects (a post makes the poster follow the board, and a
-// change marks the board's followers through the ranking hook; a purchase
-// or a grant marks the wallet through the shop hook).
+// Config configures a Game; every field but Logger is required.
+type Config struct {
+	Boards  boardStore
+	Shop    shopStore
+	Seen    seenFilter
+	Follows follower
+	Caps    caps
+	// Logger receives the debug logs; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+// Game is the game use case.
 type Game struct {
 	boards  boardStore
 	shop    shopStore
 	seen    seenFilter
 	follows follower
-	caps    *caps
-	log     interface {
-		Debug(msg string, args ...any)
+	caps    caps
+	log     *slog.Logger
+}
+
+// New returns the game use case.
+func New(cfg Config) *Game {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
+	return &Game{boards: cfg.Boards, shop: cfg.Shop, seen: cfg.Seen, follows: cfg.Follows, caps: cfg.Caps, log: cfg.Logger}
 }
 
 // PostScore posts a player's score (a decimal number as the client sent
@@ -62,7 +102,7 @@ type Game struct {
 // same user posting the same key again gets the first answer and changes
 // nothing. The poster follows the board (its polls then carry
 // the board).
-func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score, mode, key string) (ranking.Entry, error) {
+func (g *Game) PostScore(ctx context.Context, p realtime.Principal, board, player, score, mode, key string) (ranking.Entry, error) {
 	if err := names.Board(board); err != nil {
 		return ranking.Entry{}, err
 	}
@@ -73,35 +113,32 @@ func (g *Game) PostScore(ctx context.Context, p Principal, board, player, score,
 	if err := names.Player(player); err != nil {
 		return ranking.Entry{}, err // a bad post costs no token
 	}
-	if err := g.caps.allowPost(ctx, p.User); err != nil {
+	if err := g.caps.AllowPost(ctx, p.User); err != nil {
 		return ranking.Entry{}, err
 	}
-	if g.caps.settings.Int(boardCapsOn) > 0 || g.caps.settings.Int(settingNewBoardsPerIP) > 0 {
+	if g.caps.BoardCapsOn() {
 		exists, err := g.boards.Exists(ctx, board)
 		if err != nil {
 			return ranking.Entry{}, err
 		}
 		if !exists {
-			if err := g.caps.allowBoard(ctx, p.User, p.Addr); err != nil {
+			if err := g.caps.AllowBoard(ctx, p.User, p.Addr); err != nil {
 				return ranking.Entry{}, err
 			}
 		}
 	}
 	// follow first, then post: the mark a changing post makes reaches the
 	// poster's own sessions too
-	if err := g.follows.FollowFor(ctx, BoardTopic(board), p.User, p.life()); err != nil {
+	if err := g.follows.FollowFor(ctx, realtime.BoardTopic(board), p.User, p.Life()); err != nil {
 		g.log.Debug("follow board", "err", err)
 	}
-	opts := ranking.PostOptions{IdleTTL: p.life()}
+	opts := ranking.PostOptions{IdleTTL: p.Life()}
 	if key != "" {
 		opts.Key, opts.Scope = key, p.User
 	}
 	res, err := g.boards.PostWith(ctx, board, player, sc, ranking.Mode(mode), opts)
 	return res.Entry, err
 }
-
-// boardOfTopic returns the board of a followed topic.
-func boardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
 
 // Top returns a board's best entries.
 func (g *Game) Top(ctx context.Context, board string, limit int) ([]ranking.Entry, error) {
@@ -140,14 +177,14 @@ func (g *Game) Ranks(ctx context.Context, board string, players []string) ([]ran
 }
 
 // MarkSeen marks items seen for p's user.
-func (g *Game) MarkSeen(ctx context.Context, p Principal, items []string) error {
-	return g.seen.MarkFor(ctx, p.User, items, p.life())
+func (g *Game) MarkSeen(ctx context.Context, p realtime.Principal, items []string) error {
+	return g.seen.MarkFor(ctx, p.User, items, p.Life())
 }
 
 // Unseen returns the items p's user has not seen (bloom filter: a seen
 // item is never reported unseen; an unseen one may, rarely, be taken for
 // seen).
-func (g *Game) Unseen(ctx context.Context, p Principal, items []string) ([]string, error) {
+func (g *Game) Unseen(ctx context.Context, p realtime.Principal, items []string) ([]string, error) {
 	return g.seen.Unseen(ctx, p.User, items)
 }
 
@@ -168,12 +205,12 @@ func (g *Game) Grant(ctx context.Context, user string, amount int64) (int64, err
 }
 
 // Wallet returns p's user's wallet.
-func (g *Game) Wallet(ctx context.Context, p Principal) (shop.Wallet, error) {
+func (g *Game) Wallet(ctx context.Context, p realtime.Principal) (shop.Wallet, error) {
 	return g.shop.Wallet(ctx, p.User)
 }
 
 // Buy buys qty of item for p's user (WATCH/MULTI/EXEC); key is the
 // request's Idempotency-Key ("" = none).
-func (g *Game) Buy(ctx context.Context, p Principal, item string, qty int64, key string) (shop.Wallet, error) {
+func (g *Game) Buy(ctx context.Context, p realtime.Principal, item string, qty int64, key string) (shop.Wallet, error) {
 	return g.shop.Buy(ctx, p.User, item, qty, key)
 }

@@ -1,10 +1,8 @@
-package realtime
+package admin
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 
 	"github.com/chatd/chatd/audit"
@@ -38,6 +36,11 @@ type adminMessages interface {
 	Send(ctx context.Context, roomID, user, text string, opt rooms.SendOptions) (rooms.SendResult, error)
 }
 
+// lobbyLister lists the lobbies, most populated first.
+type lobbyLister interface {
+	List(ctx context.Context, limit int) ([]rooms.LobbyInfo, error)
+}
+
 // adminPresence is what the admin console needs of presence.
 type adminPresence interface {
 	Get(ctx context.Context, user string) (presence.Status, error)
@@ -48,6 +51,7 @@ var (
 	_ auditLog      = (*audit.Log)(nil)
 	_ adminRooms    = (*rooms.Seats)(nil)
 	_ adminMessages = (*rooms.Messages)(nil)
+	_ lobbyLister   = (*rooms.Lobbies)(nil)
 	_ adminPresence = (*presence.Presence)(nil)
 )
 
@@ -63,8 +67,8 @@ const (
 	DefaultRoomHistory = 50
 )
 
-// ErrBadConnection is returned by Disconnect for a connection id that is
-// or node id that is not 1–128 of [A-Za-z0-9_.:-].
+// ErrBadConnection is returned by Disconnect for a connection id or a
+// node id that is not 1–128 of [A-Za-z0-9_.:-].
 var ErrBadConnection = errcode.New(errcode.BadRequest, "realtime: a connection or node id is 1–128 of [A-Za-z0-9_.:-]")
 
 // RoomsByPopulation returns the rooms with the most seated members first
@@ -140,7 +144,7 @@ func (a *Admin) RoomDetail(ctx context.Context, room string, history int) (RoomD
 // UTF-8, at most message.max_length). It returns ErrEmptyText, ErrBadUTF8,
 // a *TooLongError, names.ErrBadName, rooms.ErrUnknownRoom and Redis errors.
 func (a *Admin) SystemSay(ctx context.Context, room, text string) (rooms.Message, error) {
-	if err := a.chat.checkSay(room, text); err != nil {
+	if err := a.say.CheckSay(room, text); err != nil {
 		return rooms.Message{}, err
 	}
 	res, err := a.messages.Send(ctx, room, "", text, rooms.SendOptions{System: true})
@@ -148,7 +152,7 @@ func (a *Admin) SystemSay(ctx context.Context, room, text string) (rooms.Message
 		return rooms.Message{}, err
 	}
 	if res.HasREST {
-		a.marks.room(room, dirty.Of(dirty.Messages))
+		a.marks.Room(room, dirty.Of(dirty.Messages))
 	}
 	return res.Message, nil
 }
@@ -191,15 +195,6 @@ func (a *Admin) SearchUsers(ctx context.Context, prefix string, limit int) ([]Us
 	return out, nil
 }
 
-// adminCommand is a command on the admin channel.
-type adminCommand struct {
-	Type   string `json:"type"` // "disconnect"
-	User   string `json:"user"`
-	Node   string `json:"node,omitempty"` // "" = every node
-	Conn   string `json:"conn,omitempty"` // "" = every connection of the user
-	Reason string `json:"reason,omitempty"`
-}
-
 // Disconnect closes user's realtime connections on every node with 4001
 // (the reason, clipped to 120 bytes, as the close reason; "disconnected by
 // an admin" when empty) — or only connection conn of node when conn is
@@ -212,34 +207,7 @@ func (a *Admin) Disconnect(ctx context.Context, user, node, conn, reason string)
 	if conn != "" && !validID(conn) || node != "" && !validID(node) {
 		return ErrBadConnection
 	}
-	b, err := json.Marshal(adminCommand{Type: "disconnect", User: user, Node: node, Conn: conn, Reason: reason})
-	if err != nil {
-		return err
-	}
-	if err := a.chat.publish.Publish(ctx, adminChannel(a.chat.prefix), b); err != nil {
-		return fmt.Errorf("realtime: disconnect %s: %w", user, err)
-	}
-	return nil
-}
-
-// receive acts on an admin command from any node, this one included.
-func (a *Admin) receive(_ string, p []byte) {
-	var c adminCommand
-	if json.Unmarshal(p, &c) != nil || c.Type != "disconnect" || c.User == "" {
-		return
-	}
-	if c.Node != "" && c.Node != a.chat.node {
-		return
-	}
-	reason := c.Reason
-	if reason == "" {
-		reason = "disconnected by an admin"
-	}
-	for _, cl := range a.chat.hub.UserClients(c.User) {
-		if c.Conn == "" || cl.id == c.Conn {
-			cl.Close(CloseKicked, clipRunes(reason, 120))
-		}
-	}
+	return a.conns.Disconnect(ctx, user, node, conn, reason)
 }
 
 // validID reports whether s is 1–128 of [A-Za-z0-9_.:-].

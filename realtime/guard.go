@@ -1,0 +1,67 @@
+package realtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/chatd/chatd/moderation"
+)
+
+// modStatus is what the core needs of moderation: a user's status, from
+// the node's cache (moderation.Guard).
+type modStatus interface {
+	Status(ctx context.Context, user string) (moderation.Status, error)
+}
+
+var _ modStatus = (*moderation.Guard)(nil)
+
+// modGuard turns a user's moderation status into the core's refusals: a
+// say of a muted user (Chat), any request or connection of a banned one
+// (Sessions).
+type modGuard struct {
+	status modStatus
+	now    func() time.Time
+}
+
+// checkBanned returns a *BannedError while user is banned.
+func (g *modGuard) checkBanned(ctx context.Context, user string) error {
+	st, err := g.status.Status(ctx, user)
+	if err != nil {
+		return err
+	}
+	if st.Banned && g.now().Before(st.BanUntil) {
+		return &BannedError{Until: st.BanUntil}
+	}
+	return nil
+}
+
+// checkMuted returns a *MutedError while user is muted.
+func (g *modGuard) checkMuted(ctx context.Context, user string) error {
+	st, err := g.status.Status(ctx, user)
+	if err != nil {
+		return err
+	}
+	if st.Muted && g.now().Before(st.MuteUntil) {
+		return &MutedError{Until: st.MuteUntil}
+	}
+	return nil
+}
+
+// moderated closes user's clients on this node on a kick (4001) or a ban
+// (4003), wherever it was decided: moderation.Guard's OnEvent.
+func (h *Hub) moderated(ev moderation.Event) {
+	code := 0
+	switch ev.Type {
+	case "kick":
+		code = CloseKicked
+	case "ban":
+		code = CloseBanned
+	default:
+		return
+	}
+	reason := ev.Reason
+	if reason == "" {
+		reason = ev.Type
+	}
+	h.CloseUser(ev.User, "", code, clipRunes(reason, 120))
+}

@@ -1,0 +1,79 @@
+// Package realtimetest drives the realtime core without a network, for the
+// tests of the use-case packages built above it (realtime/admin and the
+// next ones): a started Node on a real Redis (internal/redistest) whose
+// clients write through testkit's Transport, the in-memory transport the
+// core's own tests use too.
+package realtimetest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/realtime"
+)
+
+var (
+	_ realtime.Transport = (*testkit.Transport)(nil)
+	_ realtime.Aborter   = (*testkit.Transport)(nil)
+)
+
+// Node is a started realtime.Node, shut down when the test ends.
+type Node struct {
+	*realtime.Node
+	ID string
+}
+
+// StartNode starts a node with id on r, with the say rate raised (tests
+// send faster than a person).
+func StartNode(t testing.TB, r *redistest.Redis, id string) *Node {
+	t.Helper()
+	n, err := realtime.New(realtime.Config{Redis: r.NewClient(t), Node: id, Prefix: r.Prefix,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	require.NoError(t, n.Start(context.Background()))
+	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx)
+	})
+	return &Node{Node: n, ID: id}
+}
+
+// Connect opens a client of user (session "s-<user>-<node>") through a
+// testkit.Transport and waits for its hello; a client closed from elsewhere is
+// disconnected, as a transport's reader does.
+func (n *Node) Connect(t testing.TB, user string) (*realtime.Client, *testkit.Transport) {
+	t.Helper()
+	f := testkit.NewTransport()
+	c, err := n.Chat.Connect(realtime.Principal{User: user, Session: "s-" + user + "-" + n.ID}, "", f)
+	require.NoError(t, err)
+	f.First(t, "hello", nil)
+	go func() {
+		<-c.Finished()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n.Chat.Disconnect(ctx, c)
+	}()
+	t.Cleanup(func() { c.Close(realtime.CloseNormal, "") })
+	return c, f
+}
+
+// JoinRoom joins c to lobby and returns the room's id.
+func (n *Node) JoinRoom(t testing.TB, c *realtime.Client, f *testkit.Transport, lobby string) string {
+	t.Helper()
+	require.NoError(t, n.Chat.Join(context.Background(), c, lobby))
+	j := f.First(t, "joined", func(m map[string]any) bool {
+		r, _ := m["room"].(map[string]any)
+		return r["lobby"] == lobby
+	})
+	return j["room"].(map[string]any)["id"].(string)
+}
