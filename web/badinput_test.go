@@ -478,7 +478,7 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 	// This node allows 3 connections per user, and a close is cleaned up
 	// on the server after the client's Close returns: wait for it.
 	gone := func() {
-		require.Eventually(t, func() bool { return n.srv.chat.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return n.srv.node.Chat.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
 	}
 	for _, o := range []string{"http://" + host, "https://" + host, "HTTP://" + strings.ToUpper(host)} {
 		w := dialHeaders(t, n, "grace", tok, origin(o))
@@ -640,7 +640,7 @@ func TestRequestStringsOutliveTheRequest(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return settingValue(n, "rate.messages_per_second") == want }, 2*time.Second, 5*time.Millisecond,
 			"round %d: the value set is lost from the node that set it", round)
-		_, vals := n.srv.admin.Settings()
+		_, vals := n.srv.node.Admin.Settings()
 		require.Len(t, vals, len(settings.Defs()), "settings keys: %v", vals)
 	}
 }

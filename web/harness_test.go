@@ -318,13 +318,13 @@ func msgOf(f map[string]any) (id, text string) {
 
 // settingsVersion is the settings version node n holds.
 func settingsVersion(n *testNode) int64 {
-	v, _ := n.srv.admin.Settings()
+	v, _ := n.srv.node.Admin.Settings()
 	return v
 }
 
 // settingValue is a setting's value as a float on node n.
 func settingValue(n *testNode, key string) float64 {
-	_, vals := n.srv.admin.Settings()
+	_, vals := n.srv.node.Admin.Settings()
 	switch v := vals[key].(type) {
 	case int:
 		return float64(v)

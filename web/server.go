@@ -106,32 +106,30 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Server is one chatd node's HTTP and WebSocket front.
+// Server is one chatd node's HTTP and WebSocket front. It owns the Fiber
+// app, the middleware every request passes (request id, recovery, the
+// per-address cap), health and readiness, and the lifecycle; the handlers
+// are grouped by the use case they serve, one type each (authAPI,
+// chatAPI, streamAPI, adminAPI, moderationAPI, gameAPI, matchAPI,
+// pollAPI), and routes lists them all.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	app    *fiber.App
-	rdb    redis.UniversalClient
-	node   *realtime.Node // lifecycle and readiness only
-	tokens *tokens
-
-	// The use cases the handlers call.
-	chat     *realtime.Chat
-	polls    *realtime.Polls
-	game     *realtime.Game
-	sessions *realtime.Sessions
-	mod      *realtime.Moderation
-	admin    *realtime.Admin
-	match    *realtime.Matchmaking
-
-	m *httpMetrics
+	cfg  Config
+	log  *slog.Logger
+	app  *fiber.App
+	node *realtime.Node // lifecycle and readiness only
+	m    *httpMetrics
+	ip   proxies
 
 	requests inflight // requests in flight per client address
-	// histories bounds the history pages being built at once on this
-	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
-	// Redis while it is cut to its byte budget
-	histories chan struct{}
-	polling   inflight // long polls parked per client address and per user
+
+	auth   *authAPI
+	chat   *chatAPI
+	stream *streamAPI
+	admin  *adminAPI
+	mod    *moderationAPI
+	game   *gameAPI
+	match  *matchAPI
+	poll   *pollAPI
 
 	lnMu sync.Mutex
 	ln   net.Listener // what Serve serves, for Shutdown to close
@@ -194,13 +192,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxPollsPerUser = defaultMaxPollsPerUser
 	}
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger.With("node", cfg.Node),
-		rdb:    cfg.Redis,
-		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience},
-		m:      newHTTPMetrics(cfg.Registry),
-
-		histories: make(chan struct{}, maxHistoryBuilds),
+		cfg: cfg,
+		log: cfg.Logger.With("node", cfg.Node),
+		m:   newHTTPMetrics(cfg.Registry),
+		ip:  proxies(cfg.TrustedProxies),
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
@@ -212,9 +207,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.node = node
-	s.chat, s.polls, s.game = node.Chat, node.Polls, node.Game
-	s.sessions, s.mod, s.admin = node.Sessions, node.Moderation, node.Admin
-	s.match = node.Match
+	tok := &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience}
+	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: node.Sessions, audit: node.Admin,
+		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
+	s.chat = &chatAPI{chat: node.Chat, histories: make(chan struct{}, maxHistoryBuilds)}
+	s.match = &matchAPI{match: node.Match}
+	s.stream = &streamAPI{chat: node.Chat, sessions: node.Sessions, match: s.match, tokens: tok, ip: s.ip,
+		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
+	s.admin = &adminAPI{admin: node.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
+	s.mod = &moderationAPI{mod: node.Moderation}
+	s.game = &gameAPI{game: node.Game}
+	s.poll = &pollAPI{polls: node.Polls, ip: s.ip, maxPollsPerAddr: cfg.MaxPollsPerAddr, maxPollsPerUser: cfg.MaxPollsPerUser}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -289,6 +292,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// routes registers every endpoint: health, metrics, the WebSocket, the
+// API under /api/v1 by use case, the contract and the browser client.
 func (s *Server) routes() {
 	s.app.Use(s.requestID, s.recoverer)
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node}) })
@@ -297,26 +302,32 @@ func (s *Server) routes() {
 		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	}
 
-	s.app.Get("/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{
+	s.app.Get("/ws", s.stream.wsUpgrade, websocket.New(s.stream.serveWS, websocket.Config{
 		HandshakeTimeout: 10 * time.Second,
 		// The only read buffer of an idle connection (see ReduceMemoryUsage
-		// above): client frames are small, and a larger one is read through
-		// it without copying.
+		// in New): client frames are small, and a larger one is read
+		// through it without copying.
 		ReadBufferSize:  1024,
 		WriteBufferSize: 4096,
 		// An idle connection holds no write buffer: it is taken from the
 		// pool for each write and given back.
 		WriteBufferPool: &sync.Pool{},
-		RecoverHandler:  s.recoverWS,
+		RecoverHandler:  s.stream.recoverWS,
 	}))
 
 	api := s.app.Group("/api/v1", s.capRequests)
-	api.Post("/session", s.createSession)
-	api.Delete("/session", s.requireUser, s.deleteSession)
-	s.apiRoutes(api)
-	s.specRoutes(api)
-	s.eventsRoutes(api)
-	s.staticRoutes()
+	a := s.auth
+	api.Post("/session", a.createSession)
+	api.Delete("/session", a.requireUser, a.deleteSession)
+	s.chat.routes(api, a)
+	s.admin.routes(api, a)
+	s.mod.routes(api, a)
+	s.game.routes(api, a)
+	s.match.routes(api, a)
+	api.Get("/poll", a.requireUser, s.poll.poll)
+	specRoutes(api)
+	api.Get("/events", s.stream.streamEvents) // the token is checked by admit
+	staticRoutes(s.app)
 }
 
 // readyz is 200 only while Redis answers PING within RedisTimeout and this
@@ -333,47 +344,6 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
-}
-
-// createSession answers POST /session in guest mode: a token for a guest
-// name (Sessions.SignIn decides: a free name is claimed for a new holder; a
-// request that carries a live token of that same guest joins its holder).
-func (s *Server) createSession(c *fiber.Ctx) error {
-	if s.cfg.Auth == "jwt" {
-		return errGuestOff
-	}
-	var req struct {
-		User string `json:"user"`
-	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	var prev *realtime.Principal
-	if p, err := s.tokens.verify(bearer(c)); err == nil {
-		prev = &p
-	}
-	holder, err := s.sessions.SignIn(c.UserContext(), s.clientIP(c), req.User, prev)
-	if err != nil {
-		return err
-	}
-	user := req.User
-	if prev != nil && prev.Holder == holder {
-		user = prev.User // the guest's own name in another case: one guest, one display name
-	}
-	tok, _, err := s.tokens.mint(user, holder)
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"token": tok, "user": user})
-}
-
-// deleteSession signs a guest out: the name is free again at once, and the
-// guest's connections close.
-func (s *Server) deleteSession(c *fiber.Ctx) error {
-	if err := s.sessions.SignOut(c.UserContext(), principal(c)); err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"ok": true})
 }
 
 // handleError is Fiber's error handler: every error leaves in the documented
@@ -399,14 +369,4 @@ func (s *Server) recoverer(c *fiber.Ctx) (err error) {
 		}
 	}()
 	return c.Next()
-}
-
-// recoverWS logs a panic in a WebSocket handler and closes that connection
-// with 1011; the process keeps serving.
-func (s *Server) recoverWS(conn *websocket.Conn) {
-	if r := recover(); r != nil {
-		s.m.panics.Inc()
-		s.log.Error("panic in websocket handler", "panic", r, "stack", string(debug.Stack()))
-		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "internal error"), time.Now().Add(time.Second))
-	}
 }
