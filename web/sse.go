@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -36,27 +35,18 @@ func (h *streamAPI) streamEvents(c *fiber.Ctx) error {
 	if raw == "" {
 		raw = c.Query("token")
 	}
-	p, err := h.tokens.verify(raw)
-	if err != nil {
-		return errf(errcode.BadToken, "open the stream with Authorization: Bearer <token> or ?token=<token> (from POST /api/v1/session)")
-	}
-	p.Addr = h.ip.clientIP(c)
-	ctx := c.UserContext()
-	if err := h.sessions.Admit(ctx, p); err != nil {
-		return err
-	}
-	last := c.Get("Last-Event-ID")
-	if last == "" {
-		last = c.Query("last_event_id")
-	}
-	after, err := realtime.ParsePosition(last)
-	if err != nil {
-		return errf(errcode.BadRequest, "Last-Event-ID is not a stream position: %v", err)
-	}
-	if err := h.chat.CanConnect(p.User); err != nil {
-		return err
-	}
-	lease, err := h.sessions.AdmitConn(ctx, p.Addr)
+	var after realtime.Position
+	a, _, err := h.admit(c, raw, "open the stream with Authorization: Bearer <token> or ?token=<token> (from POST /api/v1/session)", func() error {
+		last := c.Get("Last-Event-ID")
+		if last == "" {
+			last = c.Query("last_event_id")
+		}
+		var err error
+		if after, err = realtime.ParsePosition(last); err != nil {
+			return errf(errcode.BadRequest, "Last-Event-ID is not a stream position: %v", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -74,26 +64,17 @@ func (h *streamAPI) streamEvents(c *fiber.Ctx) error {
 		}
 		// the comment opens the stream at once (proxies, EventSource's open event)
 		if t.writeRaw([]byte(": chatd\nretry: 2000\n\n")) != nil {
-			h.sessions.ReleaseConn(context.Background(), p.Addr, lease)
+			h.release(a)
 			return
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cl, err := h.chat.Stream(sctx, p, lease, t, after)
+		cl := h.open(a, t, func() (*realtime.Client, error) { return h.chat.Stream(sctx, a.p, a.lease, t, after) })
 		cancel()
 		if cl == nil {
-			h.sessions.ReleaseConn(context.Background(), p.Addr, lease)
-			code := realtime.CloseTryLater
-			if errors.Is(err, realtime.ErrDraining) {
-				code = realtime.CloseServiceReboot
-			}
-			t.Close(code, errcode.Message(err))
 			return
 		}
 		go t.watch(cl)
-		<-cl.Finished()
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		h.chat.Disconnect(dctx, cl)
-		dcancel()
+		h.finish(cl)
 	})
 	return nil
 }

@@ -53,43 +53,24 @@ func (h *streamAPI) wsUpgrade(c *fiber.Ctx) error {
 		h.m.wsRefused.WithLabelValues("origin").Inc()
 		return errf(errcode.Forbidden, "this Origin may not open a WebSocket here")
 	}
-	p, err := h.tokens.verify(c.Query("token"))
+	a, reason, err := h.admit(c, c.Query("token"), "open the WebSocket with ?token=<session token> (from POST /api/v1/session)", nil)
 	if err != nil {
-		h.m.wsRefused.WithLabelValues("token").Inc()
-		return errf(errcode.BadToken, "open the WebSocket with ?token=<session token> (from POST /api/v1/session)")
-	}
-	p.Addr = h.ip.clientIP(c)
-	if err := h.sessions.Admit(c.UserContext(), p); err != nil {
-		h.m.wsRefused.WithLabelValues("token").Inc()
-		return err
-	}
-	if err := h.chat.CanConnect(p.User); err != nil {
-		h.m.wsRefused.WithLabelValues("too_many").Inc()
-		return err
-	}
-	connID, err := h.sessions.AdmitConn(c.UserContext(), p.Addr)
-	if err != nil {
-		reason := "too_many_from_addr"
-		if errors.Is(err, realtime.ErrNodeFull) {
-			reason = "node_full"
-		}
 		h.m.wsRefused.WithLabelValues(reason).Inc()
 		return err
 	}
-	c.Locals(localSession, p)
+	c.Locals(localAdmitted, a)
 	c.Locals(localBatch, c.Query("batch") == "1")
-	c.Locals(localConn, connID)
 	if err := c.Next(); err != nil {
 		// the upgrade failed: serveWS never runs to take the lease over
-		h.sessions.ReleaseConn(context.WithoutCancel(c.UserContext()), p.Addr, connID)
+		h.release(a)
 		return err
 	}
 	return nil
 }
 
 const (
-	localBatch = "batch"
-	localConn  = "conn"
+	localAdmitted = "admitted"
+	localBatch    = "batch"
 )
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
@@ -117,31 +98,20 @@ func (h *streamAPI) originAllowed(origin, host string) bool {
 // block until the connection is done, so this is the read pump. The write
 // pump is the realtime client's writer, through a wsConn.
 func (h *streamAPI) serveWS(conn *websocket.Conn) {
-	p, _ := conn.Locals(localSession).(realtime.Principal)
+	a, _ := conn.Locals(localAdmitted).(admitted)
 	batch, _ := conn.Locals(localBatch).(bool)
-	lease, _ := conn.Locals(localConn).(string)
 	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
 	defer w.release()
-	var c *realtime.Client
-	var err error
-	onFreshStack(func() { c, err = h.chat.Connect(p, lease, w) })
-	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		h.sessions.ReleaseConn(ctx, p.Addr, lease)
-		cancel()
-		code := realtime.CloseTryLater
-		if errors.Is(err, realtime.ErrDraining) {
-			code = realtime.CloseServiceReboot
-		}
-		w.Close(code, toAPIError(err).Message)
+	c := h.open(a, w, func() (c *realtime.Client, err error) {
+		onFreshStack(func() { c, err = h.chat.Connect(a.p, a.lease, w) })
+		return c, err
+	})
+	if c == nil {
 		return
 	}
 	defer func() {
 		c.Close(realtime.CloseNormal, "")
-		<-c.Finished()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		h.chat.Disconnect(ctx, c)
-		cancel()
+		h.finish(c)
 	}()
 
 	// Every deadline extension checks first that the client is not closing:
