@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,8 @@ type Node struct {
 	loops    *group // the node's loops and owned goroutines
 	busRun   *group // the bus alone: it stops last
 	draining chan struct{}
+	// drainOnce closes draining (Drain, Shutdown)
+	drainOnce sync.Once
 
 	settings *settings.Store
 	rooms    *rooms.Service
@@ -362,21 +365,9 @@ func (n *Node) Start(ctx context.Context) error {
 // Start: the loops and every goroutine they own, the settings watch and
 // store, the dirty tracker, and last the bus.
 func (n *Node) Shutdown(ctx context.Context) error {
-	select {
-	case <-n.draining:
-	default:
-		close(n.draining)
-	}
-	for _, c := range n.hub.Clients() {
-		c.Close(CloseServiceReboot, "server restarting: reconnect")
-	}
 	var errs []error
-	for n.hub.Count() > 0 {
-		if ctx.Err() != nil {
-			errs = append(errs, fmt.Errorf("realtime: %d clients still open: %w", n.hub.Count(), ctx.Err()))
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := n.Drain(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if err := n.Match.stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("realtime: stop matchers: %w", err))
@@ -403,6 +394,25 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("realtime: stop bus: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// Drain is the first step of Shutdown, for a transport to run while its
+// own requests finish: from now on the node is not ready and refuses new
+// clients (ErrDraining), long polls return, and every realtime client is
+// told to reconnect elsewhere (close 1012); Drain returns once all are
+// detached, or with ctx's error. It may be called again.
+func (n *Node) Drain(ctx context.Context) error {
+	n.drainOnce.Do(func() { close(n.draining) })
+	for _, c := range n.hub.Clients() {
+		c.Close(CloseServiceReboot, "server restarting: reconnect")
+	}
+	for n.hub.Count() > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("realtime: %d clients still open: %w", n.hub.Count(), ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
 
 // heartbeat keeps the node in the registry, with its figures.

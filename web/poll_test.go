@@ -697,7 +697,7 @@ func (h *cmdLog) take() (request, other []string) {
 
 // logCommands gives each node of a cluster a cmdLog, by node id.
 func logCommands(logs map[string]*cmdLog) nodeOpts {
-	return nodeOpts{configure: func(cfg *Config) {
+	return nodeOpts{configure: func(cfg *nodeConfig) {
 		h := &cmdLog{}
 		logs[cfg.Node] = h
 		cfg.Redis.AddHook(h)

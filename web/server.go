@@ -3,10 +3,12 @@
 // client writes through) and the embedded browser client.
 //
 // A Server is one chatd node's front: everything a request or a frame
-// decides is decided by the use cases of its realtime.Node (Chat, Polls,
-// Game, Sessions, Moderation, Admin), which own the rules and their side
-// effects. Handlers only decode, call one use case and encode; they never
-// reach a domain package. Errors carry their documented code (package
+// decides is decided by the realtime use cases it is given (UseCases:
+// Chat, Polls, Game, Sessions, Moderation, Admin, Match), which own the
+// rules and their side effects; cmd/chatd builds them and the Server, and
+// starts and stops them in order. Handlers, grouped by the use case they
+// serve (chatAPI, adminAPI, …), only decode, call one use case and
+// encode; they never reach a domain package. Errors carry their documented code (package
 // errcode); one table here (statusOf) gives each code its HTTP status.
 package web
 
@@ -17,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -28,22 +29,47 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 )
 
-// Config configures a Server.
+// UseCases are what a Server serves: the realtime use cases its handlers
+// call (each handler group holds the ones it needs) and the core's
+// readiness and drain. A Server builds none of them: cmd/chatd composes
+// them (realtime.New) and hands them over. Every field is required.
+type UseCases struct {
+	Chat       *realtime.Chat
+	Polls      *realtime.Polls
+	Game       *realtime.Game
+	Sessions   *realtime.Sessions
+	Moderation *realtime.Moderation
+	Admin      *realtime.Admin
+	Match      *realtime.Matchmaking
+	// Core is the realtime core's lifecycle, as far as the front takes
+	// part in it (realtime.Node).
+	Core Core
+}
+
+// Core is the realtime core as its front sees it.
+type Core interface {
+	// Ready reports whether the node can serve (GET /readyz): nil, or an
+	// error carrying its code.
+	Ready(ctx context.Context, timeout time.Duration) error
+	// Drain tells every realtime client to reconnect elsewhere and waits
+	// until all are gone; Shutdown runs it while HTTP requests finish.
+	Drain(ctx context.Context) error
+}
+
+var _ Core = (*realtime.Node)(nil)
+
+// Config configures a Server: the HTTP front's own settings. What the
+// realtime core needs (Redis, the key prefix, the caps it enforces) is
+// the core's Config.
 type Config struct {
-	// Redis is the client every service of the node uses. Required.
-	Redis redis.UniversalClient
-	// Node is this node's id; "" = hostname-pid.
+	// Node is this node's id, as /healthz, whoami and the audit log say
+	// it. Required.
 	Node string
-	// Addr is the address this node advertises in the node registry.
-	Addr string
-	// Prefix namespaces every Redis key and channel; "" = "chatd".
-	Prefix string
 	// Secret signs session tokens; all nodes share it. Empty = random (one
 	// node only).
 	Secret []byte
@@ -55,15 +81,12 @@ type Config struct {
 	// AdminReadToken is a read-only admin token: it opens every admin read
 	// (GET) and every admin action answers it 403; "" = none.
 	AdminReadToken string
-	// Version is the build version this node reports in the node registry;
-	// "" = none.
-	Version string
 	// AllowedOrigins are the Origins allowed to open a WebSocket, as
 	// scheme://host[:port]; empty = the request's own host only.
 	AllowedOrigins []string
 	// BodyLimit bounds request bodies in bytes; 0 = 1 MiB.
 	BodyLimit int
-	// RedisTimeout bounds the readiness PING; 0 = 500ms.
+	// RedisTimeout bounds the readiness check (Core.Ready); 0 = 500ms.
 	RedisTimeout time.Duration
 	// Logger receives the logs; nil = slog.Default().
 	Logger *slog.Logger
@@ -73,9 +96,6 @@ type Config struct {
 	// for a node whose metrics are served on a private listener of their
 	// own (chatd --metrics-addr); false = /metrics is served here.
 	PrivateMetrics bool
-	// MaxConnsPerUser bounds one user's WebSocket connections on this
-	// node; 0 = 10, negative = no bound.
-	MaxConnsPerUser int
 	// MaxRequestsPerAddr bounds the HTTP requests under /api/v1 (the event
 	// stream aside) one client address has in flight on this node; one
 	// more is refused 429 rate_limited. 0 = 256, negative = no bound.
@@ -99,9 +119,6 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
 	// address (per-address caps); empty = trust none.
 	TrustedProxies []*net.IPNet
-	// ClassicPubSub keeps room channels on classic pub/sub on a Redis
-	// Cluster (by default they are sharded there).
-	ClassicPubSub bool
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
@@ -116,7 +133,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	app  *fiber.App
-	node *realtime.Node // lifecycle and readiness only
+	core Core
 	m    *httpMetrics
 	ip   proxies
 
@@ -136,14 +153,14 @@ type Server struct {
 	shut bool         // Shutdown began: Serve serves nothing more
 }
 
-// New builds a node; Start starts its background work.
-func New(cfg Config) (*Server, error) {
-	if cfg.Redis == nil {
-		return nil, errors.New("web: Config.Redis is required")
+// New builds the front of the use cases uc; Serve serves it.
+func New(uc UseCases, cfg Config) (*Server, error) {
+	if uc.Chat == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
+		uc.Admin == nil || uc.Match == nil || uc.Core == nil {
+		return nil, errors.New("web: every use case is required (realtime.New builds them)")
 	}
 	if cfg.Node == "" {
-		host, _ := os.Hostname()
-		cfg.Node = fmt.Sprintf("%s-%d", host, os.Getpid())
+		return nil, errors.New("web: Config.Node is required")
 	}
 	if len(cfg.Secret) == 0 {
 		cfg.Secret = make([]byte, 32)
@@ -179,9 +196,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Auth != "guest" && cfg.Auth != "jwt" {
 		return nil, fmt.Errorf("web: Config.Auth %q: expected guest or jwt", cfg.Auth)
 	}
-	if cfg.MaxConnsPerUser == 0 {
-		cfg.MaxConnsPerUser = 10
-	}
 	if cfg.MaxRequestsPerAddr == 0 {
 		cfg.MaxRequestsPerAddr = defaultMaxRequestsPerAddr
 	}
@@ -192,32 +206,23 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxPollsPerUser = defaultMaxPollsPerUser
 	}
 	s := &Server{
-		cfg: cfg,
-		log: cfg.Logger.With("node", cfg.Node),
-		m:   newHTTPMetrics(cfg.Registry),
-		ip:  proxies(cfg.TrustedProxies),
+		cfg:  cfg,
+		log:  cfg.Logger.With("node", cfg.Node),
+		core: uc.Core,
+		m:    newHTTPMetrics(cfg.Registry),
+		ip:   proxies(cfg.TrustedProxies),
 	}
-	node, err := realtime.New(realtime.Config{
-		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
-		MatchRoomKey:    cfg.Secret, // shared by every node: one room id per match
-		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
-		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry, Version: cfg.Version,
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.node = node
 	tok := &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience}
-	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: node.Sessions, audit: node.Admin,
+	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: uc.Sessions, audit: uc.Admin,
 		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
-	s.chat = &chatAPI{chat: node.Chat, histories: make(chan struct{}, maxHistoryBuilds)}
-	s.match = &matchAPI{match: node.Match}
-	s.stream = &streamAPI{chat: node.Chat, sessions: node.Sessions, match: s.match, tokens: tok, ip: s.ip,
+	s.chat = &chatAPI{chat: uc.Chat, histories: make(chan struct{}, maxHistoryBuilds)}
+	s.match = &matchAPI{match: uc.Match}
+	s.stream = &streamAPI{chat: uc.Chat, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
-	s.admin = &adminAPI{admin: node.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
-	s.mod = &moderationAPI{mod: node.Moderation}
-	s.game = &gameAPI{game: node.Game}
-	s.poll = &pollAPI{polls: node.Polls, ip: s.ip, maxPollsPerAddr: cfg.MaxPollsPerAddr, maxPollsPerUser: cfg.MaxPollsPerUser}
+	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
+	s.mod = &moderationAPI{mod: uc.Moderation}
+	s.game = &gameAPI{game: uc.Game}
+	s.poll = &pollAPI{polls: uc.Polls, ip: s.ip, maxPollsPerAddr: cfg.MaxPollsPerAddr, maxPollsPerUser: cfg.MaxPollsPerUser}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -246,10 +251,6 @@ func New(cfg Config) (*Server, error) {
 // Node returns this node's id.
 func (s *Server) Node() string { return s.cfg.Node }
 
-// Start starts the node's background work: the pub/sub bus and what
-// follows it. It returns once the node can serve.
-func (s *Server) Start(ctx context.Context) error { return s.node.Start(ctx) }
-
 // Serve serves HTTP and WebSocket on ln until Shutdown (at once, closing
 // ln, when Shutdown came first).
 func (s *Server) Serve(ln net.Listener) error {
@@ -264,11 +265,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.app.Listener(ln)
 }
 
-// Shutdown drains the node within ctx: it stops accepting connections,
-// tells every WebSocket client to reconnect elsewhere (close 1012) and
-// detaches it (a seat is freed only where that was the user's last
-// attachment), lets HTTP requests finish (long polls return early), leaves
-// the node registry and stops the background work.
+// Shutdown stops the front within ctx: it stops accepting connections
+// and, while HTTP requests finish, drains the core (Core.Drain: every
+// realtime client is told to reconnect elsewhere, close 1012, and
+// detached; long polls return early). The core itself is stopped after,
+// by whoever started it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// fasthttp's shutdown closes only the listeners its Serve has
 	// registered: a Shutdown that came before Serve got that far would leave
@@ -282,7 +283,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.app.ShutdownWithContext(ctx) }()
-	errs := []error{s.node.Shutdown(ctx)}
+	errs := []error{s.core.Drain(ctx)}
 	select {
 	case err := <-httpDone:
 		errs = append(errs, err)
@@ -336,11 +337,11 @@ func (s *Server) routes() {
 // an error carrying its code (draining, redis_unavailable, redis_oom,
 // redis_busy).
 func (s *Server) Ready(ctx context.Context, timeout time.Duration) error {
-	return s.node.Ready(ctx, timeout)
+	return s.core.Ready(ctx, timeout)
 }
 
 func (s *Server) readyz(c *fiber.Ctx) error {
-	if err := s.node.Ready(c.UserContext(), s.cfg.RedisTimeout); err != nil {
+	if err := s.core.Ready(c.UserContext(), s.cfg.RedisTimeout); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
