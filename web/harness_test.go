@@ -113,7 +113,7 @@ func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
 	}
 	cfg := nodeConfig{Redis: rdb, Prefix: c.r.Prefix, Config: Config{
 		Node: id, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
 	}}
 	for _, o := range opts {
 		if o.configure != nil {
