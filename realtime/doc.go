@@ -36,7 +36,8 @@
 //     matchers); Shutdown drains the clients (1012), then stops the
 //     components in reverse order and waits for every goroutine they own
 //     (group). Node.Services hands the domain services and Caps, Marks
-//     and the moderation Guard to the use cases built above the core.
+//     and the moderation Guard to the use cases built above the core
+//     (by the composition root, internal/compose).
 //   - realtimetest gives the use-case packages' tests a recording
 //     Transport and a started Node (the core's own tests keep theirs).
 //

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
@@ -71,7 +73,7 @@ type Config struct {
 // clients and stops them in reverse order, waiting for every goroutine
 // they own. It knows no transport: a Client writes through a Transport.
 // The use cases of their own packages (admin, game, moderation) are built
-// above it, from Services.
+// above it, from Services, by the composition root (internal/compose).
 type Node struct {
 	// The use cases of the core, for the transport.
 	Chat     *Chat
@@ -90,6 +92,8 @@ type Node struct {
 	loops    *group // the node's loops and owned goroutines
 	busRun   *group // the bus alone: it stops last
 	draining chan struct{}
+	// drainOnce closes draining (Drain, Shutdown)
+	drainOnce sync.Once
 
 	settings *settings.Store
 	rooms    *rooms.Service
@@ -127,6 +131,8 @@ type Services struct {
 	Caps *Caps
 	// Marks are the node's coalesced dirty marks.
 	Marks Marks
+	// Audit is the admin actions' log.
+	Audit *audit.Log
 }
 
 // liveRuns is what the last heartbeat said of the live nodes' runs.
@@ -271,7 +277,8 @@ func New(cfg Config) (*Node, error) {
 	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: st, wallets: sh, boards: rk,
 		notices: n.notices, match: n.Match, now: now, draining: n.draining}
 	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
-		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Caps: cp, Marks: Marks{mk}}
+		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Caps: cp, Marks: Marks{mk},
+		Audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
 
@@ -387,21 +394,9 @@ func (n *Node) Start(ctx context.Context) error {
 // Start: the loops and every goroutine they own, the settings watch and
 // store, the dirty tracker, and last the bus.
 func (n *Node) Shutdown(ctx context.Context) error {
-	select {
-	case <-n.draining:
-	default:
-		close(n.draining)
-	}
-	for _, c := range n.hub.Clients() {
-		c.Close(CloseServiceReboot, "server restarting: reconnect")
-	}
 	var errs []error
-	for n.hub.Count() > 0 {
-		if ctx.Err() != nil {
-			errs = append(errs, fmt.Errorf("realtime: %d clients still open: %w", n.hub.Count(), ctx.Err()))
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := n.Drain(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if err := n.Match.stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("realtime: stop matchers: %w", err))
@@ -428,6 +423,25 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("realtime: stop bus: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// Drain is the first step of Shutdown, for a transport to run while its
+// own requests finish: from now on the node is not ready and refuses new
+// clients (ErrDraining), long polls return, and every realtime client is
+// told to reconnect elsewhere (close 1012); Drain returns once all are
+// detached, or with ctx's error. It may be called again.
+func (n *Node) Drain(ctx context.Context) error {
+	n.drainOnce.Do(func() { close(n.draining) })
+	for _, c := range n.hub.Clients() {
+		c.Close(CloseServiceReboot, "server restarting: reconnect")
+	}
+	for n.hub.Count() > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("realtime: %d clients still open: %w", n.hub.Count(), ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
 
 // heartbeat keeps the node in the registry, with its figures.

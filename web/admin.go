@@ -1,6 +1,8 @@
 package web
 
 import (
+	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -12,42 +14,63 @@ import (
 	"github.com/chatd/chatd/rooms"
 )
 
-// adminRoutes are the admin console's own endpoints under /admin: reads
-// (either admin token) and actions (the full admin token only, each in the
-// audit log).
-func (s *Server) adminRoutes(api fiber.Router, read, act fiber.Handler) {
-	api.Get("/admin/whoami", read, s.adminWhoami)
-	api.Get("/admin/rooms", read, s.adminRooms)
-	api.Get("/admin/rooms/:room", read, s.adminRoom)
-	api.Post("/admin/rooms/:room/messages", act, s.adminSay)
-	api.Post("/admin/disconnect", act, s.adminDisconnect)
-	api.Get("/admin/users", read, s.adminUsers)
-	api.Get("/admin/audit", read, s.adminAudit)
+// adminAPI serves the operator's reads and actions (Admin): nodes,
+// stats, settings, notices, message removal, the matchmaking queues and
+// the admin console's own endpoints under /admin.
+type adminAPI struct {
+	admin *admin.Admin
+	node  string // this node's id, for whoami
+	ip    proxies
+	now   func() time.Time
+	log   *slog.Logger
 }
 
-func (s *Server) adminWhoami(c *fiber.Ctx) error {
+// routes: reads take either admin token (or, for stats and settings, a
+// user's), actions the full admin token only, each in the audit log.
+func (h *adminAPI) routes(api fiber.Router, a *authAPI) {
+	read, act, reader := a.requireAdminRead, a.requireAdmin, a.requireReader
+	api.Get("/nodes", read, h.listNodes) // internal addresses: not for users
+	api.Get("/stats", reader, h.getStats)
+	api.Get("/settings", reader, h.getSettings)
+	api.Get("/settings/defs", reader, h.getSettingDefs)
+	api.Put("/settings/:key", act, h.putSetting)
+	api.Delete("/settings/:key", act, h.deleteSetting)
+	api.Post("/notices", act, h.postNotice)
+	api.Delete("/rooms/:room/messages/:id", act, h.removeMessage)
+	api.Get("/matchmaking/queues", read, h.listQueues)
+
+	api.Get("/admin/whoami", read, h.adminWhoami)
+	api.Get("/admin/rooms", read, h.adminRooms)
+	api.Get("/admin/rooms/:room", read, h.adminRoom)
+	api.Post("/admin/rooms/:room/messages", act, h.adminSay)
+	api.Post("/admin/disconnect", act, h.adminDisconnect)
+	api.Get("/admin/users", read, h.adminUsers)
+	api.Get("/admin/audit", read, h.adminAudit)
+}
+
+func (h *adminAPI) adminWhoami(c *fiber.Ctx) error {
 	role, _ := c.Locals(localRole).(string)
-	return c.JSON(fiber.Map{"role": role, "node": s.cfg.Node})
+	return c.JSON(fiber.Map{"role": role, "node": h.node})
 }
 
-func (s *Server) adminRooms(c *fiber.Ctx) error {
+func (h *adminAPI) adminRooms(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", admin.DefaultRoomsLimit, 1, admin.MaxRoomsLimit)
 	if err != nil {
 		return err
 	}
-	rs, err := s.admin.RoomsByPopulation(c.UserContext(), limit)
+	rs, err := h.admin.RoomsByPopulation(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"rooms": rs})
 }
 
-func (s *Server) adminRoom(c *fiber.Ctx) error {
+func (h *adminAPI) adminRoom(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", admin.DefaultRoomHistory, 1, rooms.MaxHistoryLimit)
 	if err != nil {
 		return err
 	}
-	d, err := s.admin.RoomDetail(c.UserContext(), c.Params("room"), limit)
+	d, err := h.admin.RoomDetail(c.UserContext(), c.Params("room"), limit)
 	if err != nil {
 		return err
 	}
@@ -58,21 +81,21 @@ func (s *Server) adminRoom(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"room": d.Room, "members": members, "messages": d.Messages})
 }
 
-func (s *Server) adminSay(c *fiber.Ctx) error {
+func (h *adminAPI) adminSay(c *fiber.Ctx) error {
 	var req struct {
 		Text string `json:"text"`
 	}
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	m, err := s.admin.SystemSay(c.UserContext(), c.Params("room"), req.Text)
+	m, err := h.admin.SystemSay(c.UserContext(), c.Params("room"), req.Text)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"message": m})
 }
 
-func (s *Server) adminDisconnect(c *fiber.Ctx) error {
+func (h *adminAPI) adminDisconnect(c *fiber.Ctx) error {
 	var req struct {
 		User       string `json:"user"`
 		Node       string `json:"node"`
@@ -88,13 +111,13 @@ func (s *Server) adminDisconnect(c *fiber.Ctx) error {
 	if len(req.Reason) > 500 {
 		return errf(errcode.BadRequest, "reason is longer than 500 bytes")
 	}
-	if err := s.admin.Disconnect(c.UserContext(), req.User, req.Node, req.Connection, req.Reason); err != nil {
+	if err := h.admin.Disconnect(c.UserContext(), req.User, req.Node, req.Connection, req.Reason); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
 }
 
-func (s *Server) adminUsers(c *fiber.Ctx) error {
+func (h *adminAPI) adminUsers(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", 20, 1, presence.MaxSearch)
 	if err != nil {
 		return err
@@ -103,7 +126,7 @@ func (s *Server) adminUsers(c *fiber.Ctx) error {
 	if prefix == "" {
 		return errf(errcode.BadRequest, "send prefix: the start of a user name")
 	}
-	us, err := s.admin.SearchUsers(c.UserContext(), prefix, limit)
+	us, err := h.admin.SearchUsers(c.UserContext(), prefix, limit)
 	if err != nil {
 		return err
 	}
@@ -120,12 +143,12 @@ func (s *Server) adminUsers(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"users": out})
 }
 
-func (s *Server) adminAudit(c *fiber.Ctx) error {
+func (h *adminAPI) adminAudit(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", 100, 1, auditlog.MaxList)
 	if err != nil {
 		return err
 	}
-	es, err := s.admin.AuditLog(c.UserContext(), limit)
+	es, err := h.admin.AuditLog(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
@@ -147,4 +170,97 @@ func presenceOf(st presence.Status) fiber.Map {
 		out["last_seen"] = st.LastSeen.UTC().Format(time.RFC3339)
 	}
 	return out
+}
+
+func (h *adminAPI) listNodes(c *fiber.Ctx) error {
+	ns, err := h.admin.Nodes(c.UserContext())
+	if err != nil {
+		return err
+	}
+	out := make([]fiber.Map, 0, len(ns))
+	now := h.now()
+	for _, n := range ns {
+		m := fiber.Map{"id": n.ID, "addr": n.Addr, "connections": n.Connections, "last_heartbeat": n.LastHeartbeat.UTC().Format(time.RFC3339),
+			"version": n.Version, "started_at": nil, "uptime_seconds": 0, "cpu": n.CPU, "memory_bytes": n.MemoryBytes,
+			"heap_bytes": n.HeapBytes, "goroutines": n.Goroutines}
+		if !n.StartedAt.IsZero() {
+			m["started_at"] = n.StartedAt.UTC().Format(time.RFC3339)
+			m["uptime_seconds"] = max(int64(now.Sub(n.StartedAt)/time.Second), 0)
+		}
+		out = append(out, m)
+	}
+	return c.JSON(fiber.Map{"nodes": out})
+}
+
+func (h *adminAPI) getStats(c *fiber.Ctx) error {
+	st, err := h.admin.Stats(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}
+
+func (h *adminAPI) getSettings(c *fiber.Ctx) error {
+	v, vals := h.admin.Settings()
+	return c.JSON(fiber.Map{"version": v, "values": vals})
+}
+
+func (h *adminAPI) getSettingDefs(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"settings": h.admin.SettingDefs()})
+}
+
+func (h *adminAPI) putSetting(c *fiber.Ctx) error {
+	var req struct {
+		Value *json.RawMessage `json:"value"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.Value == nil {
+		return errf(errcode.BadRequest, `send {"value": …}`)
+	}
+	v, err := h.admin.SetSetting(c.UserContext(), c.Params("key"), *req.Value)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"version": v})
+}
+
+func (h *adminAPI) deleteSetting(c *fiber.Ctx) error {
+	v, err := h.admin.ResetSetting(c.UserContext(), c.Params("key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"version": v})
+}
+
+func (h *adminAPI) postNotice(c *fiber.Ctx) error {
+	var req struct {
+		Text string `json:"text"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	n, err := h.admin.PostNotice(c.UserContext(), req.Text)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"id": n.ID})
+}
+
+func (h *adminAPI) removeMessage(c *fiber.Ctx) error {
+	room, id := c.Params("room"), c.Params("id")
+	if err := h.admin.RemoveMessage(c.UserContext(), room, id); err != nil {
+		return err
+	}
+	h.log.Info("admin removed a message", "room", room, "id", id, "from", h.ip.clientIP(c))
+	return c.JSON(fiber.Map{"ok": true})
+}
+
+func (h *adminAPI) listQueues(c *fiber.Ctx) error {
+	qs, err := h.admin.Queues(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"queues": qs})
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -141,7 +142,7 @@ func TestAdminReadOnlyToken(t *testing.T) {
 	})
 
 	t.Run("the read-only token may not be the admin token", func(t *testing.T) {
-		_, err := New(Config{Redis: n.rdb, AdminToken: "same", AdminReadToken: "same"})
+		_, err := New(useCasesOf(n.node, slog.Default()), Config{Node: "n9", AdminToken: "same", AdminReadToken: "same"})
 		assert.ErrorContains(t, err, "AdminReadToken must differ")
 	})
 }

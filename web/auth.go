@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 	auditlog "github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/admin"
 )
 
 // Session tokens are JWTs signed with HMAC-SHA256 (HS256) by the secret all
@@ -158,15 +161,79 @@ func validToken(s string, max int) bool {
 	return true
 }
 
+// authAPI signs guests in and out (Sessions), and is the middleware that
+// admits requests: a user's session token (requireUser), either admin
+// token (requireAdminRead), the full admin token (requireAdmin, every
+// action in the audit log).
+type authAPI struct {
+	mode           string // Config.Auth: "guest" or "jwt"
+	tokens         *tokens
+	sessions       *realtime.Sessions
+	audit          auditor
+	adminToken     string // "" = the admin actions answer 403
+	adminReadToken string // "" = none
+	node           string // this node's id, in the audit log
+	ip             proxies
+	log            *slog.Logger
+}
+
+// auditor keeps the admin actions' audit log (admin.Admin).
+type auditor interface {
+	Record(ctx context.Context, e auditlog.Entry) error
+}
+
+var _ auditor = (*admin.Admin)(nil)
+
+// createSession answers POST /session in guest mode: a token for a guest
+// name (Sessions.SignIn decides: a free name is claimed for a new holder; a
+// request that carries a live token of that same guest joins its holder).
+func (h *authAPI) createSession(c *fiber.Ctx) error {
+	if h.mode == "jwt" {
+		return errGuestOff
+	}
+	var req struct {
+		User string `json:"user"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	var prev *realtime.Principal
+	if p, err := h.tokens.verify(bearer(c)); err == nil {
+		prev = &p
+	}
+	holder, err := h.sessions.SignIn(c.UserContext(), h.ip.clientIP(c), req.User, prev)
+	if err != nil {
+		return err
+	}
+	user := req.User
+	if prev != nil && prev.Holder == holder {
+		user = prev.User // the guest's own name in another case: one guest, one display name
+	}
+	tok, _, err := h.tokens.mint(user, holder)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"token": tok, "user": user})
+}
+
+// deleteSession signs a guest out: the name is free again at once, and the
+// guest's connections close.
+func (h *authAPI) deleteSession(c *fiber.Ctx) error {
+	if err := h.sessions.SignOut(c.UserContext(), principal(c)); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
+}
+
 // requireUser admits requests with a valid session token of a user who is
 // not banned and, for a guest, still holds the name (Sessions.Admit).
-func (s *Server) requireUser(c *fiber.Ctx) error {
-	p, err := s.tokens.verify(bearer(c))
+func (h *authAPI) requireUser(c *fiber.Ctx) error {
+	p, err := h.tokens.verify(bearer(c))
 	if err != nil {
 		return errUnauthorized
 	}
-	p.Addr = s.clientIP(c)
-	if err := s.sessions.Admit(c.UserContext(), p); err != nil {
+	p.Addr = h.ip.clientIP(c)
+	if err := h.sessions.Admit(c.UserContext(), p); err != nil {
 		return err
 	}
 	c.Locals(localSession, p)
@@ -176,12 +243,12 @@ func (s *Server) requireUser(c *fiber.Ctx) error {
 // requireReader admits what requireUser admits, and either admin token
 // too: for the reads that need no user of their own (stats, rooms,
 // presence, boards, settings), so the admin console reads with its token.
-func (s *Server) requireReader(c *fiber.Ctx) error {
-	if role := s.adminRole(bearer(c)); role != "" {
+func (h *authAPI) requireReader(c *fiber.Ctx) error {
+	if role := h.adminRole(bearer(c)); role != "" {
 		c.Locals(localRole, role)
 		return c.Next()
 	}
-	return s.requireUser(c)
+	return h.requireUser(c)
 }
 
 // Admin roles: the full admin token acts, the read-only one only reads.
@@ -193,13 +260,13 @@ const (
 // adminRole returns the role of tok: roleAdmin for the admin token,
 // roleRead for the read-only admin token, "" for anything else. Both are
 // compared in constant time.
-func (s *Server) adminRole(tok string) string {
+func (h *authAPI) adminRole(tok string) string {
 	switch {
 	case tok == "":
 		return ""
-	case s.cfg.AdminToken != "" && sameSecret(tok, s.cfg.AdminToken):
+	case h.adminToken != "" && sameSecret(tok, h.adminToken):
 		return roleAdmin
-	case s.cfg.AdminReadToken != "" && sameSecret(tok, s.cfg.AdminReadToken):
+	case h.adminReadToken != "" && sameSecret(tok, h.adminReadToken):
 		return roleRead
 	}
 	return ""
@@ -208,16 +275,16 @@ func (s *Server) adminRole(tok string) string {
 // requireAdminRead admits the admin reads (GET): the admin token or the
 // read-only one. A valid user token is 403, anything else 401; a server
 // with neither token answers 403.
-func (s *Server) requireAdminRead(c *fiber.Ctx) error {
-	if s.cfg.AdminToken == "" && s.cfg.AdminReadToken == "" {
+func (h *authAPI) requireAdminRead(c *fiber.Ctx) error {
+	if h.adminToken == "" && h.adminReadToken == "" {
 		return errNoAdmin
 	}
 	tok := bearer(c)
-	if role := s.adminRole(tok); role != "" {
+	if role := h.adminRole(tok); role != "" {
 		c.Locals(localRole, role)
 		return c.Next()
 	}
-	if _, err := s.tokens.verify(tok); err == nil {
+	if _, err := h.tokens.verify(tok); err == nil {
 		return errAdminOnly
 	}
 	return errf(errcode.BadToken, "send the admin token: Authorization: Bearer <admin token>")
@@ -227,22 +294,22 @@ func (s *Server) requireAdminRead(c *fiber.Ctx) error {
 // constant time. The read-only admin token is 403, a valid user token too,
 // anything else 401. Every action the admin token takes — and every one
 // the read-only token tried — goes to the audit log with its answer.
-func (s *Server) requireAdmin(c *fiber.Ctx) error {
-	if s.cfg.AdminToken == "" {
+func (h *authAPI) requireAdmin(c *fiber.Ctx) error {
+	if h.adminToken == "" {
 		return errNoAdmin
 	}
 	tok := bearer(c)
-	switch s.adminRole(tok) {
+	switch h.adminRole(tok) {
 	case roleAdmin:
 		c.Locals(localRole, roleAdmin)
 		err := c.Next()
-		s.record(c, tok, roleAdmin, err)
+		h.record(c, tok, roleAdmin, err)
 		return err
 	case roleRead:
-		s.record(c, tok, roleRead, errReadOnly)
+		h.record(c, tok, roleRead, errReadOnly)
 		return errReadOnly
 	}
-	if _, err := s.tokens.verify(tok); err == nil {
+	if _, err := h.tokens.verify(tok); err == nil {
 		return errAdminOnly
 	}
 	return errf(errcode.BadToken, "send the admin token: Authorization: Bearer <admin token>")
@@ -266,7 +333,7 @@ const auditDetailMax = 200
 
 // record adds the admin action of c, answered err (nil = 200), to the
 // audit log; a failure to record is logged, never the request's.
-func (s *Server) record(c *fiber.Ctx, tok, role string, err error) {
+func (h *authAPI) record(c *fiber.Ctx, tok, role string, err error) {
 	status := c.Response().StatusCode()
 	if err != nil {
 		status = toAPIError(err).Status
@@ -287,10 +354,10 @@ func (s *Server) record(c *fiber.Ctx, tok, role string, err error) {
 	e := auditlog.Entry{
 		Actor: role + " " + tokenFingerprint(tok), Role: role,
 		Action: c.Method() + " " + route, Target: strings.Join(target, " "),
-		Detail: clipText(string(c.Body()), auditDetailMax), Status: status, Node: s.cfg.Node,
+		Detail: clipText(string(c.Body()), auditDetailMax), Status: status, Node: h.node,
 	}
-	if rerr := s.admin.Record(c.UserContext(), e); rerr != nil {
-		s.log.Warn("audit log: record failed", "action", e.Action, "err", rerr)
+	if rerr := h.audit.Record(c.UserContext(), e); rerr != nil {
+		h.log.Warn("audit log: record failed", "action", e.Action, "err", rerr)
 	}
 }
 

@@ -213,7 +213,7 @@ func TestTokenMintedOnOneNodeWorksOnAnother(t *testing.T) {
 	assert.Equal(t, "r1", ack["ref"])
 
 	t.Run("a node with another secret refuses it", func(t *testing.T) {
-		other := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) { cfg.Secret = []byte("another-secret-0123456789abcdef") }})
+		other := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) { cfg.Secret = []byte("another-secret-0123456789abcdef") }})
 		var body map[string]any
 		st := c.doRaw(other.nodes[0], "GET", "/api/v1/settings", map[string]string{"Authorization": "Bearer " + tok}, nil, &body)
 		assertAPIError(t, 401, "bad_token", st, body)
@@ -225,7 +225,7 @@ func TestAdminEndpoints(t *testing.T) {
 	r := redistest.New(t)
 	c := newCluster(t, r, 1)
 	n := c.nodes[0]
-	noAdmin := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) { cfg.AdminToken = "" }}).nodes[0]
+	noAdmin := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) { cfg.AdminToken = "" }}).nodes[0]
 	userTok := c.session(n, "alice")
 	put := func(n *testNode, auth string) (int, map[string]any) {
 		var body map[string]any
@@ -289,7 +289,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	var logs syncBuffer
-	c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) {
+	c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}})
 	n := c.nodes[0]
@@ -307,7 +307,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	st, _ := wsRefusal(t, n, tok+"x", nil)
 	assert.Equal(t, 401, st)
 	_ = w.conn.Close()
-	require.Eventually(t, func() bool { return n.srv.node.Clients() == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.node.Clients() == 0 }, 10*time.Second, 10*time.Millisecond)
 
 	out := logs.String()
 	require.Contains(t, out, "level=DEBUG", "debug logging was on")

@@ -47,7 +47,7 @@ type badHTTP struct {
 func TestBadInputs(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
-	c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) { cfg.MaxConnsPerUser = 3 }})
+	c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) { cfg.MaxConnsPerUser = 3 }})
 	n := c.nodes[0]
 	var tried atomic.Int64
 
@@ -478,7 +478,7 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 	// This node allows 3 connections per user, and a close is cleaned up
 	// on the server after the client's Close returns: wait for it.
 	gone := func() {
-		require.Eventually(t, func() bool { return n.srv.chat.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return n.node.Chat.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
 	}
 	for _, o := range []string{"http://" + host, "https://" + host, "HTTP://" + strings.ToUpper(host)} {
 		w := dialHeaders(t, n, "grace", tok, origin(o))
@@ -489,7 +489,7 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 	gone()
 
 	t.Run("with an allow-list only listed origins", func(t *testing.T) {
-		listed := newCluster(t, c.r, 1, nodeOpts{configure: func(cfg *Config) {
+		listed := newCluster(t, c.r, 1, nodeOpts{configure: func(cfg *nodeConfig) {
 			cfg.AllowedOrigins = []string{"https://chat.example.com", "http://127.0.0.1:8443"}
 		}}).nodes[0]
 		lhost := strings.TrimPrefix(listed.url, "http://")
@@ -640,7 +640,7 @@ func TestRequestStringsOutliveTheRequest(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return settingValue(n, "rate.messages_per_second") == want }, 2*time.Second, 5*time.Millisecond,
 			"round %d: the value set is lost from the node that set it", round)
-		_, vals := n.srv.admin.Settings()
+		_, vals := n.srv.admin.admin.Settings()
 		require.Len(t, vals, len(settings.Defs()), "settings keys: %v", vals)
 	}
 }
@@ -654,7 +654,7 @@ func TestRefusalsSpreadBeyondTheWindowDoNotAddUp(t *testing.T) {
 	r := redistest.New(t)
 	var offset atomic.Int64
 	base := time.Now()
-	c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) {
+	c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) {
 		cfg.Now = func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
 	}})
 	n := c.nodes[0]

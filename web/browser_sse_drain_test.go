@@ -130,7 +130,7 @@ func TestBrowserSSEResumesAfterADrain(t *testing.T) {
 		defer dcancel()
 		_ = holder.srv.Shutdown(dctx)
 		restCall(t, other, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "meanwhile"}, nil)
-		sam.waitJS(t, fmt.Sprintf(`text('conn-node') === %q && text('conn-text') + ' · ' + text('conn-via') === 'live · SSE'`, other.srv.Node()), "the stream reopened on the other node")
+		sam.waitJS(t, fmt.Sprintf(`text('conn-node') === %q && text('conn-text') + ' · ' + text('conn-via') === 'live · SSE'`, other.srv.Web.Node()), "the stream reopened on the other node")
 	})
 	sam.waitJS(t, `texts().includes('meanwhile')`, "the message sent while the stream moved arrives")
 	restCall(t, other, "POST", "/rooms/"+room+"/messages", bob, map[string]string{"text": "after"}, nil)

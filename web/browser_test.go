@@ -25,11 +25,14 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/docs"
+	"github.com/chatd/chatd/internal/compose"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime"
 	jssdk "github.com/chatd/chatd/sdk/js"
 	"github.com/chatd/chatd/web"
 )
@@ -381,7 +384,7 @@ var darkMode = chromedp.Func(func(ctx context.Context, t *chromedp.Target) error
 
 // node is one in-process chatd node.
 type node struct {
-	srv  *web.Server
+	srv  *compose.Node
 	addr string // host:port
 }
 
@@ -391,10 +394,12 @@ func startNode(t *testing.T, r *redistest.Redis, id string) *node {
 	if os.Getenv("CHATD_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
-	srv, err := web.New(web.Config{
-		Redis: r.NewClient(t), Prefix: r.Prefix, Node: id,
-		Secret: []byte("browser-test-secret-0123456789abcdef"), AdminToken: "adm", AdminReadToken: "adm-read",
-		Version: "v0.0.0-test", Logger: logger,
+	secret := []byte("browser-test-secret-0123456789abcdef")
+	reg := prometheus.NewRegistry()
+	srv, err := compose.New(compose.Config{
+		Realtime: realtime.Config{Redis: r.NewClient(t), Prefix: r.Prefix, Node: id, MatchRoomKey: secret,
+			Version: "v0.0.0-test", Logger: logger.With("node", id), Registerer: reg},
+		Web: web.Config{Node: id, Secret: secret, AdminToken: "adm", AdminReadToken: "adm-read", Logger: logger, Registry: reg},
 	})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(context.Background()))

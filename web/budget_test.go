@@ -224,7 +224,7 @@ func TestSessionsPerAddressNeverExceedTheSettingInAnyMinuteBudget(t *testing.T) 
 	var offset atomic.Int64
 	base := time.Now()
 	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
-	c := newCluster(t, r, 3, nodeOpts{configure: func(cfg *Config) { cfg.Now = clock }})
+	c := newCluster(t, r, 3, nodeOpts{configure: func(cfg *nodeConfig) { cfg.Now = clock }})
 	const perMinute = 10
 	c.putSetting("limit.sessions_per_ip_per_minute", perMinute)
 	var admitted []time.Time
@@ -308,7 +308,7 @@ func TestParkedPollsAndRequestsPerAddressAreCappedBudget(t *testing.T) {
 		assert.Equal(t, 80-defaultMaxPollsPerAddr, refused)
 	})
 	t.Run("requests in flight past the cap from one address are refused", func(t *testing.T) {
-		c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) {
+		c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) {
 			cfg.MaxRequestsPerAddr, cfg.MaxPollsPerAddr = 30, -1
 		}})
 		toks := guests(c, "asker", 20)

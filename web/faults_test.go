@@ -21,7 +21,7 @@ import (
 
 // shortTimeouts gives each node a client that fails fast while Redis is
 // away, as cmd/chatd configures it.
-var shortTimeouts = nodeOpts{configure: func(cfg *Config) {
+var shortTimeouts = nodeOpts{configure: func(cfg *nodeConfig) {
 	o := cfg.Redis.(*redis.Client).Options()
 	cfg.Redis = redis.NewClient(&redis.Options{
 		Addr: o.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
@@ -332,7 +332,7 @@ func TestGoroutinesReturnToBaselineAfterManyConnections(t *testing.T) {
 		}
 		require.NoError(t, conn.Close())
 	}
-	require.Eventually(t, func() bool { return c.nodes[0].srv.node.Clients() == 0 }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return c.nodes[0].node.Clients() == 0 }, 15*time.Second, 20*time.Millisecond,
 		"every connection is unregistered")
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, 15*time.Second, 50*time.Millisecond,
 		"goroutines: baseline %d, now %d", base, runtime.NumGoroutine())

@@ -7,26 +7,33 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/shop"
 )
 
-func (s *Server) gameRoutes(api fiber.Router, user, admin fiber.Handler) {
-	reader := s.requireReader
-	api.Get("/leaderboards/:board/top", reader, s.boardTop)
-	api.Post("/leaderboards/:board/scores", user, s.postScore)
-	api.Get("/leaderboards/:board/players/:player", reader, s.boardPlayer)
-	api.Get("/leaderboards/:board/around/:player", reader, s.boardAround)
-	api.Get("/leaderboards/:board/range", reader, s.boardRange)
-	api.Post("/leaderboards/:board/ranks", reader, s.boardRanks)
+// gameAPI serves leaderboards, seen-item filters, the shop and wallets
+// (Game).
+type gameAPI struct {
+	game *game.Game
+}
 
-	api.Post("/seen", user, s.markSeen)
-	api.Post("/seen/filter", user, s.filterSeen)
+func (h *gameAPI) routes(api fiber.Router, a *authAPI) {
+	user, admin, reader := a.requireUser, a.requireAdmin, a.requireReader
+	api.Get("/leaderboards/:board/top", reader, h.boardTop)
+	api.Post("/leaderboards/:board/scores", user, h.postScore)
+	api.Get("/leaderboards/:board/players/:player", reader, h.boardPlayer)
+	api.Get("/leaderboards/:board/around/:player", reader, h.boardAround)
+	api.Get("/leaderboards/:board/range", reader, h.boardRange)
+	api.Post("/leaderboards/:board/ranks", reader, h.boardRanks)
 
-	api.Get("/shop/items", reader, s.shopItems)
-	api.Post("/shop/items", admin, s.stockItem)
-	api.Post("/wallet/grant", admin, s.grant)
-	api.Get("/wallet", user, s.wallet)
-	api.Post("/shop/buy", user, s.buy)
+	api.Post("/seen", user, h.markSeen)
+	api.Post("/seen/filter", user, h.filterSeen)
+
+	api.Get("/shop/items", reader, h.shopItems)
+	api.Post("/shop/items", admin, h.stockItem)
+	api.Post("/wallet/grant", admin, h.grant)
+	api.Get("/wallet", user, h.wallet)
+	api.Post("/shop/buy", user, h.buy)
 }
 
 func entries(es []ranking.Entry) []ranking.Entry {
@@ -36,19 +43,19 @@ func entries(es []ranking.Entry) []ranking.Entry {
 	return es
 }
 
-func (s *Server) boardTop(c *fiber.Ctx) error {
+func (h *gameAPI) boardTop(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", ranking.DefaultLimit, 1, ranking.MaxLimit)
 	if err != nil {
 		return err
 	}
-	es, err := s.game.Top(c.UserContext(), c.Params("board"), limit)
+	es, err := h.game.Top(c.UserContext(), c.Params("board"), limit)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"entries": entries(es)})
 }
 
-func (s *Server) postScore(c *fiber.Ctx) error {
+func (h *gameAPI) postScore(c *fiber.Ctx) error {
 	var req struct {
 		Player string          `json:"player"`
 		Score  json.RawMessage `json:"score"`
@@ -67,53 +74,53 @@ func (s *Server) postScore(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, string(req.Score), req.Mode, key)
+	e, err := h.game.PostScore(c.UserContext(), principal(c), c.Params("board"), req.Player, string(req.Score), req.Mode, key)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"entry": e})
 }
 
-func (s *Server) boardPlayer(c *fiber.Ctx) error {
-	e, err := s.game.Player(c.UserContext(), c.Params("board"), c.Params("player"))
+func (h *gameAPI) boardPlayer(c *fiber.Ctx) error {
+	e, err := h.game.Player(c.UserContext(), c.Params("board"), c.Params("player"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"entry": e})
 }
 
-func (s *Server) boardAround(c *fiber.Ctx) error {
+func (h *gameAPI) boardAround(c *fiber.Ctx) error {
 	radius, err := intQuery(c, "radius", ranking.DefaultRadius, 0, ranking.MaxRadius)
 	if err != nil {
 		return err
 	}
-	es, err := s.game.Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
+	es, err := h.game.Around(c.UserContext(), c.Params("board"), c.Params("player"), radius)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"entries": entries(es)})
 }
 
-func (s *Server) boardRange(c *fiber.Ctx) error {
+func (h *gameAPI) boardRange(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", ranking.DefaultLimit, 1, ranking.MaxLimit)
 	if err != nil {
 		return err
 	}
-	es, err := s.game.Range(c.UserContext(), c.Params("board"), c.Query("min"), c.Query("max"), limit)
+	es, err := h.game.Range(c.UserContext(), c.Params("board"), c.Query("min"), c.Query("max"), limit)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"entries": entries(es)})
 }
 
-func (s *Server) boardRanks(c *fiber.Ctx) error {
+func (h *gameAPI) boardRanks(c *fiber.Ctx) error {
 	var req struct {
 		Players []string `json:"players"`
 	}
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	es, err := s.game.Ranks(c.UserContext(), c.Params("board"), req.Players)
+	es, err := h.game.Ranks(c.UserContext(), c.Params("board"), req.Players)
 	if err != nil {
 		return err
 	}
@@ -124,23 +131,23 @@ type itemsReq struct {
 	Items []string `json:"items"`
 }
 
-func (s *Server) markSeen(c *fiber.Ctx) error {
+func (h *gameAPI) markSeen(c *fiber.Ctx) error {
 	var req itemsReq
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	if err := s.game.MarkSeen(c.UserContext(), principal(c), req.Items); err != nil {
+	if err := h.game.MarkSeen(c.UserContext(), principal(c), req.Items); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
 }
 
-func (s *Server) filterSeen(c *fiber.Ctx) error {
+func (h *gameAPI) filterSeen(c *fiber.Ctx) error {
 	var req itemsReq
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	unseen, err := s.game.Unseen(c.UserContext(), principal(c), req.Items)
+	unseen, err := h.game.Unseen(c.UserContext(), principal(c), req.Items)
 	if err != nil {
 		return err
 	}
@@ -150,8 +157,8 @@ func (s *Server) filterSeen(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"unseen": unseen})
 }
 
-func (s *Server) shopItems(c *fiber.Ctx) error {
-	items, err := s.game.Items(c.UserContext())
+func (h *gameAPI) shopItems(c *fiber.Ctx) error {
+	items, err := h.game.Items(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -161,7 +168,7 @@ func (s *Server) shopItems(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"items": items})
 }
 
-func (s *Server) stockItem(c *fiber.Ctx) error {
+func (h *gameAPI) stockItem(c *fiber.Ctx) error {
 	var req struct {
 		Item  string `json:"item"`
 		Stock *int64 `json:"stock"`
@@ -173,13 +180,13 @@ func (s *Server) stockItem(c *fiber.Ctx) error {
 	if req.Stock == nil || req.Price == nil {
 		return errf(errcode.BadRequest, `send {"item": "sword", "stock": 10, "price": 100}`)
 	}
-	if err := s.game.Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
+	if err := h.game.Stock(c.UserContext(), req.Item, *req.Stock, *req.Price); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
 }
 
-func (s *Server) grant(c *fiber.Ctx) error {
+func (h *gameAPI) grant(c *fiber.Ctx) error {
 	var req struct {
 		User   string `json:"user"`
 		Amount *int64 `json:"amount"`
@@ -190,22 +197,22 @@ func (s *Server) grant(c *fiber.Ctx) error {
 	if req.Amount == nil {
 		return errf(errcode.BadRequest, `send {"user": "alice", "amount": 500}`)
 	}
-	bal, err := s.game.Grant(c.UserContext(), req.User, *req.Amount)
+	bal, err := h.game.Grant(c.UserContext(), req.User, *req.Amount)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"balance": bal})
 }
 
-func (s *Server) wallet(c *fiber.Ctx) error {
-	w, err := s.game.Wallet(c.UserContext(), principal(c))
+func (h *gameAPI) wallet(c *fiber.Ctx) error {
+	w, err := h.game.Wallet(c.UserContext(), principal(c))
 	if err != nil {
 		return err
 	}
 	return c.JSON(w)
 }
 
-func (s *Server) buy(c *fiber.Ctx) error {
+func (h *gameAPI) buy(c *fiber.Ctx) error {
 	var req struct {
 		Item string `json:"item"`
 		Qty  *int64 `json:"qty"`
@@ -221,7 +228,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	w, err := s.game.Buy(c.UserContext(), principal(c), req.Item, qty, key)
+	w, err := h.game.Buy(c.UserContext(), principal(c), req.Item, qty, key)
 	if err != nil {
 		return err
 	}

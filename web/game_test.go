@@ -374,7 +374,7 @@ func TestShopIdempotencyAndBadInput(t *testing.T) {
 
 func TestAdminEndpointsWithNoAdminConfiguredAre403(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, redistest.New(t), 1, nodeOpts{configure: func(cfg *Config) { cfg.AdminToken = "" }})
+	c := newCluster(t, redistest.New(t), 1, nodeOpts{configure: func(cfg *nodeConfig) { cfg.AdminToken = "" }})
 	n := c.nodes[0]
 	alice := c.session(n, "alice")
 	for _, tok := range []string{"", alice, testAdmin} {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,10 +17,15 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/game"
+	moderate "github.com/chatd/chatd/realtime/moderation"
 )
 
 const (
@@ -34,7 +40,8 @@ const (
 type testNode struct {
 	t    testing.TB
 	srv  *Server
-	url  string // http://127.0.0.1:port
+	node *realtime.Node // the realtime core srv serves
+	url  string         // http://127.0.0.1:port
 	rdb  redis.UniversalClient
 	stop func()
 }
@@ -51,7 +58,51 @@ type cluster struct {
 }
 
 type nodeOpts struct {
-	configure func(*Config)
+	configure func(*nodeConfig)
+}
+
+// nodeConfig is what a test may set of a node: the front's Config, and
+// what the realtime core takes besides (Now, Node, Secret and Logger are
+// the front's and the core's alike).
+type nodeConfig struct {
+	Config
+	Redis           redis.UniversalClient
+	Prefix          string
+	MaxConnsPerUser int
+}
+
+// useCasesOf is internal/compose.UseCases, which this package's tests can
+// not import (compose imports web).
+func useCasesOf(core *realtime.Node, log *slog.Logger) UseCases {
+	svc := core.Services
+	return UseCases{Chat: core.Chat, Polls: core.Polls, Sessions: core.Sessions, Match: core.Match, Core: core,
+		Game: game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
+			Caps: svc.Caps, Logger: log}),
+		Moderation: moderate.New(svc.Moderation, svc.Guard),
+		Admin: admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
+			Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence, Purchases: svc.Shop, Notices: svc.Notices,
+			Marks: svc.Marks, Audit: svc.Audit, SayRules: core.Chat, Queues: core.Match, Disconnecter: core}),
+	}
+}
+
+// composeNode builds a node as cmd/chatd does (internal/compose, which
+// this package's tests can not import): the realtime core, started, then
+// the front serving its use cases. shutdown stops them in the reverse
+// order: the front, draining the core's clients, then the core.
+func composeNode(t testing.TB, cfg nodeConfig) (srv *Server, core *realtime.Node, shutdown func(context.Context) error) {
+	t.Helper()
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry() // the core's and the front's
+	}
+	core, err := realtime.New(realtime.Config{
+		Redis: cfg.Redis, Node: cfg.Node, Prefix: cfg.Prefix, MatchRoomKey: cfg.Secret,
+		MaxConnsPerUser: cfg.MaxConnsPerUser, Now: cfg.Now, Logger: cfg.Logger.With("node", cfg.Node), Registerer: cfg.Registry,
+	})
+	require.NoError(t, err)
+	srv, err = New(useCasesOf(core, cfg.Logger), cfg.Config)
+	require.NoError(t, err)
+	require.NoError(t, core.Start(context.Background()))
+	return srv, core, func(ctx context.Context) error { return errors.Join(srv.Shutdown(ctx), core.Shutdown(ctx)) }
 }
 
 func newCluster(t testing.TB, r *redistest.Redis, n int, opts ...nodeOpts) *cluster {
@@ -71,29 +122,27 @@ func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
 	if os.Getenv("CHATD_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	cfg := Config{
-		Redis: rdb, Node: id, Prefix: c.r.Prefix, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead,
+	cfg := nodeConfig{Redis: rdb, Prefix: c.r.Prefix, Config: Config{
+		Node: id, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
-	}
+	}}
 	for _, o := range opts {
 		if o.configure != nil {
 			o.configure(&cfg)
 		}
 	}
-	srv, err := New(cfg)
-	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
+	srv, core, shutdown := composeNode(t, cfg)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	n := &testNode{t: t, srv: srv, url: "http://" + ln.Addr().String(), rdb: rdb}
+	n := &testNode{t: t, srv: srv, node: core, url: "http://" + ln.Addr().String(), rdb: rdb}
 	var once sync.Once
 	n.stop = func() {
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(ctx)
+			_ = shutdown(ctx)
 			<-done
 		})
 	}
@@ -318,13 +367,13 @@ func msgOf(f map[string]any) (id, text string) {
 
 // settingsVersion is the settings version node n holds.
 func settingsVersion(n *testNode) int64 {
-	v, _ := n.srv.admin.Settings()
+	v, _ := n.srv.admin.admin.Settings()
 	return v
 }
 
 // settingValue is a setting's value as a float on node n.
 func settingValue(n *testNode, key string) float64 {
-	_, vals := n.srv.admin.Settings()
+	_, vals := n.srv.admin.admin.Settings()
 	switch v := vals[key].(type) {
 	case int:
 		return float64(v)

@@ -63,7 +63,7 @@ func (s *Server) capRequests(c *fiber.Ctx) error {
 	if strings.HasSuffix(c.Path(), "/events") {
 		return c.Next()
 	}
-	addr, max := s.clientIP(c), s.cfg.MaxRequestsPerAddr
+	addr, max := s.ip.clientIP(c), s.cfg.MaxRequestsPerAddr
 	if !s.requests.acquire(addr, max) {
 		return errf(errcode.RateLimited, "at most %d requests in flight from one address on one node; wait for an answer before sending more", max)
 	}
@@ -74,18 +74,18 @@ func (s *Server) capRequests(c *fiber.Ctx) error {
 // parkPoll takes a long-poll slot of the client address and one of the
 // user (Config.MaxPollsPerAddr, Config.MaxPollsPerUser) and returns the
 // function that gives them back, or a rate_limited error.
-func (s *Server) parkPoll(c *fiber.Ctx, user string) (func(), error) {
-	addr := "addr:" + s.clientIP(c)
-	if !s.polling.acquire(addr, s.cfg.MaxPollsPerAddr) {
-		return nil, errf(errcode.RateLimited, "at most %d long polls parked from one address on one node; poll with wait=0 or wait for an answer", s.cfg.MaxPollsPerAddr)
+func (h *pollAPI) parkPoll(c *fiber.Ctx, user string) (func(), error) {
+	addr := "addr:" + h.ip.clientIP(c)
+	if !h.polling.acquire(addr, h.maxPollsPerAddr) {
+		return nil, errf(errcode.RateLimited, "at most %d long polls parked from one address on one node; poll with wait=0 or wait for an answer", h.maxPollsPerAddr)
 	}
 	u := "user:" + user
-	if !s.polling.acquire(u, s.cfg.MaxPollsPerUser) {
-		s.polling.release(addr, s.cfg.MaxPollsPerAddr)
-		return nil, errf(errcode.RateLimited, "at most %d long polls parked for one user on one node; poll with wait=0 or wait for an answer", s.cfg.MaxPollsPerUser)
+	if !h.polling.acquire(u, h.maxPollsPerUser) {
+		h.polling.release(addr, h.maxPollsPerAddr)
+		return nil, errf(errcode.RateLimited, "at most %d long polls parked for one user on one node; poll with wait=0 or wait for an answer", h.maxPollsPerUser)
 	}
 	return func() {
-		s.polling.release(u, s.cfg.MaxPollsPerUser)
-		s.polling.release(addr, s.cfg.MaxPollsPerAddr)
+		h.polling.release(u, h.maxPollsPerUser)
+		h.polling.release(addr, h.maxPollsPerAddr)
 	}, nil
 }

@@ -7,12 +7,16 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
+// proxies are the peers trusted to name the client address in
+// X-Forwarded-For (Config.TrustedProxies).
+type proxies []*net.IPNet
+
 // clientIP is the request's client address: the peer's, or, when the peer
 // is a trusted proxy, the right-most address of X-Forwarded-For that is not
 // a trusted proxy itself (addresses left of it are the client's to forge).
-func (s *Server) clientIP(c *fiber.Ctx) string {
+func (p proxies) clientIP(c *fiber.Ctx) string {
 	peer := c.Context().RemoteIP()
-	if !s.trusted(peer) {
+	if !p.trusted(peer) {
 		return peer.String()
 	}
 	xff := string(c.Request().Header.Peek(fiber.HeaderXForwardedFor))
@@ -22,15 +26,15 @@ func (s *Server) clientIP(c *fiber.Ctx) string {
 		if ip == nil {
 			break
 		}
-		if !s.trusted(ip) {
+		if !p.trusted(ip) {
 			return ip.String()
 		}
 	}
 	return peer.String()
 }
 
-func (s *Server) trusted(ip net.IP) bool {
-	for _, n := range s.cfg.TrustedProxies {
+func (p proxies) trusted(ip net.IP) bool {
+	for _, n := range p {
 		if n.Contains(ip) {
 			return true
 		}

@@ -10,12 +10,17 @@ import (
 	"github.com/chatd/chatd/realtime"
 )
 
-func (s *Server) matchRoutes(api fiber.Router, user, admin fiber.Handler) {
-	api.Post("/matchmaking/:queue/tickets", user, s.submitTicket)
-	api.Get("/matchmaking/:queue/tickets/:id", user, s.ticketStatus)
-	api.Delete("/matchmaking/:queue/tickets/:id", user, s.cancelTicket)
-	api.Get("/matchmaking/queues", admin, s.listQueues)
-	api.Post("/rooms/:room/join", user, s.joinRoom)
+// matchAPI serves matchmaking tickets (Matchmaking), over HTTP and as
+// the queue and dequeue frames of a WebSocket.
+type matchAPI struct {
+	match *realtime.Matchmaking
+}
+
+func (h *matchAPI) routes(api fiber.Router, a *authAPI) {
+	user := a.requireUser
+	api.Post("/matchmaking/:queue/tickets", user, h.submitTicket)
+	api.Get("/matchmaking/:queue/tickets/:id", user, h.ticketStatus)
+	api.Delete("/matchmaking/:queue/tickets/:id", user, h.cancelTicket)
 }
 
 // ticketJSON is a ticket's status as the protocol shows it (HTTP and the
@@ -38,7 +43,7 @@ type ticketJSON struct {
 	Players      []string `json:"players,omitempty"`
 }
 
-func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
+func (h *matchAPI) ticketOf(st matchmaking.Status) ticketJSON {
 	t := st.Ticket
 	out := ticketJSON{ID: t.ID, Queue: t.Queue, User: t.User, Party: t.Party, Skill: t.Skill, Attributes: t.Attributes,
 		Created: t.Created.UnixMilli(), State: st.State}
@@ -49,7 +54,7 @@ func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
 		out.TroubleSince = st.TroubleSince.UnixMilli()
 	}
 	if st.Match != nil {
-		out.Match, out.Room, out.Players = st.Match.ID, s.match.Room(*st.Match), st.Match.Players
+		out.Match, out.Room, out.Players = st.Match.ID, h.match.Room(*st.Match), st.Match.Players
 	}
 	return out
 }
@@ -69,7 +74,7 @@ func (b ticketBody) request() (realtime.TicketRequest, error) {
 	return realtime.TicketRequest{Skill: *b.Skill, Party: b.Party, Attributes: b.Attributes}, nil
 }
 
-func (s *Server) submitTicket(c *fiber.Ctx) error {
+func (h *matchAPI) submitTicket(c *fiber.Ctx) error {
 	var b ticketBody
 	if err := decodeJSON(c.Body(), &b); err != nil {
 		return err
@@ -78,69 +83,51 @@ func (s *Server) submitTicket(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.match.Submit(c.UserContext(), principal(c), c.Params("queue"), req)
+	st, err := h.match.Submit(c.UserContext(), principal(c), c.Params("queue"), req)
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
+	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
 }
 
-func (s *Server) ticketStatus(c *fiber.Ctx) error {
-	st, err := s.match.Status(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
+func (h *matchAPI) ticketStatus(c *fiber.Ctx) error {
+	st, err := h.match.Status(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
+	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
 }
 
-func (s *Server) cancelTicket(c *fiber.Ctx) error {
-	st, err := s.match.Cancel(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
+func (h *matchAPI) cancelTicket(c *fiber.Ctx) error {
+	st, err := h.match.Cancel(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
-}
-
-func (s *Server) listQueues(c *fiber.Ctx) error {
-	qs, err := s.admin.Queues(c.UserContext())
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"queues": qs})
-}
-
-// joinRoom takes a REST session into a room by its id: a match's room, or
-// back into a room whose seat lapsed.
-func (s *Server) joinRoom(c *fiber.Ctx) error {
-	room, err := s.chat.JoinRoomREST(c.UserContext(), principal(c), c.Params("room"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"room": room})
+	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
 }
 
 // queueFrame runs a queue frame: the ticket's status comes back as a
 // queued event with the frame's ref.
-func (s *Server) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+func (h *matchAPI) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
 	req, err := f.ticketBody.request()
 	if err != nil {
 		return err
 	}
-	st, err := s.match.Submit(ctx, c.Principal(), f.Queue, req)
+	st, err := h.match.Submit(ctx, c.Principal(), f.Queue, req)
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "queued", "ref": f.Ref, "ticket": s.ticketOf(st)})
+	c.SendJSON(map[string]any{"type": "queued", "ref": f.Ref, "ticket": h.ticketOf(st)})
 	return nil
 }
 
 // dequeueFrame runs a dequeue frame: the ticket's status after comes back
 // as a dequeued event.
-func (s *Server) dequeueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
-	st, err := s.match.Cancel(ctx, c.Principal(), f.Queue, f.Ticket)
+func (h *matchAPI) dequeueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+	st, err := h.match.Cancel(ctx, c.Principal(), f.Queue, f.Ticket)
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": s.ticketOf(st)})
+	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": h.ticketOf(st)})
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // in about two seconds instead of hanging it.
 func outageNodes(t *testing.T, r *redistest.Redis, n int) *cluster {
 	t.Helper()
-	return newCluster(t, r, n, nodeOpts{configure: func(cfg *Config) {
+	return newCluster(t, r, n, nodeOpts{configure: func(cfg *nodeConfig) {
 		rdb := redis.NewClient(&redis.Options{
 			Addr:                  r.Addrs[0],
 			DialTimeout:           time.Second,

@@ -10,10 +10,20 @@ import (
 	"github.com/chatd/chatd/realtime"
 )
 
+// pollAPI serves the long poll (Polls), and caps the polls parked on
+// this node per client address and per user.
+type pollAPI struct {
+	polls           *realtime.Polls
+	ip              proxies
+	polling         inflight // long polls parked per client address and per user
+	maxPollsPerAddr int      // Config.MaxPollsPerAddr
+	maxPollsPerUser int      // Config.MaxPollsPerUser
+}
+
 // poll answers GET /poll: the sections dirty since the session's last poll,
 // each with its fresh data (realtime.Polls). Clean, it costs one Redis
 // command; with wait it parks until a mark wakes it.
-func (s *Server) poll(c *fiber.Ctx) error {
+func (h *pollAPI) poll(c *fiber.Ctx) error {
 	most := int(realtime.MaxPollWait / time.Second)
 	wait := 0
 	if raw := c.Query("wait"); raw != "" {
@@ -25,13 +35,13 @@ func (s *Server) poll(c *fiber.Ctx) error {
 	}
 	p := principal(c)
 	if wait > 0 {
-		done, err := s.parkPoll(c, p.User)
+		done, err := h.parkPoll(c, p.User)
 		if err != nil {
 			return err
 		}
 		defer done()
 	}
-	res, err := s.polls.Poll(c.UserContext(), p, time.Duration(wait)*time.Second)
+	res, err := h.polls.Poll(c.UserContext(), p, time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}

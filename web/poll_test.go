@@ -193,7 +193,7 @@ func (c *cluster) grant(n *testNode, user string, amount int64) int64 {
 // sessionID is the session id inside tok.
 func (c *cluster) sessionID(tok string) string {
 	c.t.Helper()
-	s, err := c.nodes[0].srv.tokens.verify(tok)
+	s, err := c.nodes[0].srv.auth.tokens.verify(tok)
 	require.NoError(c.t, err)
 	return s.Session
 }
@@ -697,7 +697,7 @@ func (h *cmdLog) take() (request, other []string) {
 
 // logCommands gives each node of a cluster a cmdLog, by node id.
 func logCommands(logs map[string]*cmdLog) nodeOpts {
-	return nodeOpts{configure: func(cfg *Config) {
+	return nodeOpts{configure: func(cfg *nodeConfig) {
 		h := &cmdLog{}
 		logs[cfg.Node] = h
 		cfg.Redis.AddHook(h)

@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"strconv"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -12,50 +11,50 @@ import (
 	"github.com/chatd/chatd/rooms"
 )
 
-func (s *Server) apiRoutes(api fiber.Router) {
-	user, admin, reader := s.requireUser, s.requireAdmin, s.requireReader
-
-	api.Post("/lobbies/:lobby/join", user, s.joinLobby)
-	api.Get("/lobbies/:lobby/rooms", reader, s.listRooms)
-	api.Get("/rooms/:room", reader, s.getRoom)
-	api.Post("/rooms/:room/leave", user, s.leaveRoom)
-	api.Post("/rooms/:room/messages", user, s.postMessage)
-	api.Get("/rooms/:room/messages", reader, s.listMessages)
-
-	api.Get("/presence/:user", reader, s.getPresence)
-	api.Get("/nodes", s.requireAdminRead, s.listNodes) // internal addresses: not for users
-	api.Get("/stats", reader, s.getStats)
-
-	api.Get("/settings", reader, s.getSettings)
-	api.Get("/settings/defs", reader, s.getSettingDefs)
-	api.Put("/settings/:key", admin, s.putSetting)
-	api.Delete("/settings/:key", admin, s.deleteSetting)
-	api.Post("/notices", admin, s.postNotice)
-
-	s.gameRoutes(api, user, admin)
-	s.chatRoutes(api, user, admin)
-	s.adminRoutes(api, s.requireAdminRead, admin)
-	s.matchRoutes(api, user, s.requireAdminRead)
-	api.Get("/poll", user, s.poll)
+// chatAPI serves the chat over HTTP (Chat): lobbies, rooms, messages and
+// their history, presence, unread counts, read marks and typing.
+type chatAPI struct {
+	chat *realtime.Chat
+	// histories bounds the history pages being built at once on this
+	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
+	// Redis while it is cut to its byte budget
+	histories chan struct{}
 }
 
-func (s *Server) joinLobby(c *fiber.Ctx) error {
-	room, err := s.chat.JoinREST(c.UserContext(), principal(c), c.Params("lobby"))
+func (h *chatAPI) routes(api fiber.Router, a *authAPI) {
+	user, reader := a.requireUser, a.requireReader
+	api.Post("/lobbies/:lobby/join", user, h.joinLobby)
+	api.Get("/lobbies/:lobby/rooms", reader, h.listRooms)
+	api.Get("/rooms/:room", reader, h.getRoom)
+	api.Post("/rooms/:room/leave", user, h.leaveRoom)
+	api.Post("/rooms/:room/messages", user, h.postMessage)
+	api.Get("/rooms/:room/messages", reader, h.listMessages)
+	api.Get("/presence/:user", reader, h.getPresence)
+
+	api.Get("/lobbies", reader, h.listLobbies)
+	api.Get("/unread", user, h.unread)
+	api.Post("/rooms/:room/read", user, h.markRead)
+	api.Post("/rooms/:room/typing", user, h.postTyping)
+	api.Post("/rooms/:room/join", user, h.joinRoom)
+}
+
+func (h *chatAPI) joinLobby(c *fiber.Ctx) error {
+	room, err := h.chat.JoinREST(c.UserContext(), principal(c), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"room": room})
 }
 
-func (s *Server) leaveRoom(c *fiber.Ctx) error {
-	if err := s.chat.LeaveREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
+func (h *chatAPI) leaveRoom(c *fiber.Ctx) error {
+	if err := h.chat.LeaveREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
 }
 
-func (s *Server) listRooms(c *fiber.Ctx) error {
-	rs, err := s.chat.Rooms(c.UserContext(), viewer(c), c.Params("lobby"))
+func (h *chatAPI) listRooms(c *fiber.Ctx) error {
+	rs, err := h.chat.Rooms(c.UserContext(), viewer(c), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -65,11 +64,11 @@ func (s *Server) listRooms(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"rooms": rs})
 }
 
-func (s *Server) getRoom(c *fiber.Ctx) error {
-	if err := s.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
+func (h *chatAPI) getRoom(c *fiber.Ctx) error {
+	if err := h.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
 		return err
 	}
-	r, err := s.chat.Room(c.UserContext(), c.Params("room"))
+	r, err := h.chat.Room(c.UserContext(), c.Params("room"))
 	if err != nil {
 		return err
 	}
@@ -78,7 +77,7 @@ func (s *Server) getRoom(c *fiber.Ctx) error {
 
 // postMessage sends a message; an Idempotency-Key makes a retry of the
 // same post answer the first message and send nothing.
-func (s *Server) postMessage(c *fiber.Ctx) error {
+func (h *chatAPI) postMessage(c *fiber.Ctx) error {
 	var req struct {
 		Text string `json:"text"`
 	}
@@ -89,7 +88,7 @@ func (s *Server) postMessage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	msg, err := s.chat.Post(c.UserContext(), principal(c), c.Params("room"), req.Text, key)
+	msg, err := h.chat.Post(c.UserContext(), principal(c), c.Params("room"), req.Text, key)
 	if err != nil {
 		return err
 	}
@@ -111,12 +110,12 @@ func idempotencyKey(c *fiber.Ctx) (string, error) {
 	return k, nil
 }
 
-func (s *Server) listMessages(c *fiber.Ctx) error {
+func (h *chatAPI) listMessages(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", rooms.DefaultHistoryLimit, 1, rooms.MaxHistoryLimit)
 	if err != nil {
 		return err
 	}
-	if err := s.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
+	if err := h.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
 		return err
 	}
 	// a page is read and built while holding one of maxHistoryBuilds
@@ -124,12 +123,12 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	// the number of readers (40 slow readers of 1,000 messages of 12 KB
 	// each took a node from 27 to 1,207 MiB)
 	select {
-	case s.histories <- struct{}{}:
+	case h.histories <- struct{}{}:
 	case <-c.UserContext().Done():
 		return c.UserContext().Err()
 	}
-	defer func() { <-s.histories }()
-	msgs, err := s.chat.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
+	defer func() { <-h.histories }()
+	msgs, err := h.chat.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
 	if err != nil {
 		return err
 	}
@@ -174,88 +173,72 @@ func sendHistory(c *fiber.Ctx, msgs []rooms.Message) error {
 	return nil
 }
 
-func (s *Server) getPresence(c *fiber.Ctx) error {
-	st, err := s.chat.Presence(c.UserContext(), viewer(c), c.Params("user"))
+func (h *chatAPI) getPresence(c *fiber.Ctx) error {
+	st, err := h.chat.Presence(c.UserContext(), viewer(c), c.Params("user"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(presenceOf(st))
 }
 
-func (s *Server) listNodes(c *fiber.Ctx) error {
-	ns, err := s.admin.Nodes(c.UserContext())
+func (h *chatAPI) listLobbies(c *fiber.Ctx) error {
+	limit, err := intQuery(c, "limit", rooms.DefaultLobbiesLimit, 1, rooms.MaxLobbiesLimit)
 	if err != nil {
 		return err
 	}
-	out := make([]fiber.Map, 0, len(ns))
-	now := s.cfg.Now()
-	for _, n := range ns {
-		m := fiber.Map{"id": n.ID, "addr": n.Addr, "connections": n.Connections, "last_heartbeat": n.LastHeartbeat.UTC().Format(time.RFC3339),
-			"version": n.Version, "started_at": nil, "uptime_seconds": 0, "cpu": n.CPU, "memory_bytes": n.MemoryBytes,
-			"heap_bytes": n.HeapBytes, "goroutines": n.Goroutines}
-		if !n.StartedAt.IsZero() {
-			m["started_at"] = n.StartedAt.UTC().Format(time.RFC3339)
-			m["uptime_seconds"] = max(int64(now.Sub(n.StartedAt)/time.Second), 0)
-		}
-		out = append(out, m)
-	}
-	return c.JSON(fiber.Map{"nodes": out})
-}
-
-func (s *Server) getStats(c *fiber.Ctx) error {
-	st, err := s.admin.Stats(c.UserContext())
+	ls, err := h.chat.Lobbies(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(st)
+	out := make([]fiber.Map, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, fiber.Map{"lobby": l.Lobby, "online": l.Online, "rooms": l.Rooms})
+	}
+	return c.JSON(fiber.Map{"lobbies": out})
 }
 
-func (s *Server) getSettings(c *fiber.Ctx) error {
-	v, vals := s.admin.Settings()
-	return c.JSON(fiber.Map{"version": v, "values": vals})
+func (h *chatAPI) unread(c *fiber.Ctx) error {
+	counts, err := h.chat.Unread(c.UserContext(), principal(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"rooms": counts})
 }
 
-func (s *Server) getSettingDefs(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"settings": s.admin.SettingDefs()})
+// postTyping relays a typing indicator of a REST or event-stream session
+// (the WebSocket sends a typing frame instead); at most one per user and
+// room every realtime.TypingEvery is relayed, the rest answer ok silently.
+func (h *chatAPI) postTyping(c *fiber.Ctx) error {
+	if err := h.chat.TypingREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ok": true})
 }
 
-func (s *Server) putSetting(c *fiber.Ctx) error {
+func (h *chatAPI) markRead(c *fiber.Ctx) error {
 	var req struct {
-		Value *json.RawMessage `json:"value"`
+		ID string `json:"id"`
 	}
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	if req.Value == nil {
-		return errf(errcode.BadRequest, `send {"value": …}`)
+	if req.ID == "" {
+		return errf(errcode.BadRequest, `send {"id": "<message id>"}: the last message read`)
 	}
-	v, err := s.admin.SetSetting(c.UserContext(), c.Params("key"), *req.Value)
-	if err != nil {
+	if err := h.chat.Read(c.UserContext(), principal(c), c.Params("room"), req.ID); err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"version": v})
+	return c.JSON(fiber.Map{"ok": true})
 }
 
-func (s *Server) deleteSetting(c *fiber.Ctx) error {
-	v, err := s.admin.ResetSetting(c.UserContext(), c.Params("key"))
+// joinRoom takes a REST session into a room by its id: a match's room, or
+// back into a room whose seat lapsed.
+func (h *chatAPI) joinRoom(c *fiber.Ctx) error {
+	room, err := h.chat.JoinRoomREST(c.UserContext(), principal(c), c.Params("room"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"version": v})
-}
-
-func (s *Server) postNotice(c *fiber.Ctx) error {
-	var req struct {
-		Text string `json:"text"`
-	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	n, err := s.admin.PostNotice(c.UserContext(), req.Text)
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"id": n.ID})
+	return c.JSON(fiber.Map{"room": room})
 }
 
 // intQuery reads an integer query parameter within [min, max].

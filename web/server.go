@@ -3,11 +3,12 @@
 // client writes through) and the embedded browser client.
 //
 // A Server is one chatd node's front: everything a request or a frame
-// decides is decided by the use cases: those of its realtime.Node (Chat,
-// Polls, Sessions, Match) and those built on it (packages realtime/admin,
-// realtime/game, realtime/moderation), which own the rules and their side
-// effects. Handlers only decode, call one use case and encode; they never
-// reach a domain package. Errors carry their documented code (package
+// decides is decided by the realtime use cases it is given (UseCases:
+// Chat, Polls, Game, Sessions, Moderation, Admin, Match), which own the
+// rules and their side effects; cmd/chatd builds them and the Server, and
+// starts and stops them in order. Handlers, grouped by the use case they
+// serve (chatAPI, adminAPI, …), only decode, call one use case and
+// encode; they never reach a domain package. Errors carry their documented code (package
 // errcode); one table here (statusOf) gives each code its HTTP status.
 package web
 
@@ -18,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -29,9 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
-	auditlog "github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
@@ -39,16 +37,42 @@ import (
 	moderate "github.com/chatd/chatd/realtime/moderation"
 )
 
-// Config configures a Server.
+// UseCases are what a Server serves: the realtime use cases its handlers
+// call (each handler group holds the ones it needs) and the core's
+// readiness and drain. A Server builds none of them: cmd/chatd composes
+// them (realtime.New) and hands them over. Every field is required.
+type UseCases struct {
+	Chat       *realtime.Chat
+	Polls      *realtime.Polls
+	Game       *game.Game
+	Sessions   *realtime.Sessions
+	Moderation *moderate.Moderation
+	Admin      *admin.Admin
+	Match      *realtime.Matchmaking
+	// Core is the realtime core's lifecycle, as far as the front takes
+	// part in it (realtime.Node).
+	Core Core
+}
+
+// Core is the realtime core as its front sees it.
+type Core interface {
+	// Ready reports whether the node can serve (GET /readyz): nil, or an
+	// error carrying its code.
+	Ready(ctx context.Context, timeout time.Duration) error
+	// Drain tells every realtime client to reconnect elsewhere and waits
+	// until all are gone; Shutdown runs it while HTTP requests finish.
+	Drain(ctx context.Context) error
+}
+
+var _ Core = (*realtime.Node)(nil)
+
+// Config configures a Server: the HTTP front's own settings. What the
+// realtime core needs (Redis, the key prefix, the caps it enforces) is
+// the core's Config.
 type Config struct {
-	// Redis is the client every service of the node uses. Required.
-	Redis redis.UniversalClient
-	// Node is this node's id; "" = hostname-pid.
+	// Node is this node's id, as /healthz, whoami and the audit log say
+	// it. Required.
 	Node string
-	// Addr is the address this node advertises in the node registry.
-	Addr string
-	// Prefix namespaces every Redis key and channel; "" = "chatd".
-	Prefix string
 	// Secret signs session tokens; all nodes share it. Empty = random (one
 	// node only).
 	Secret []byte
@@ -60,15 +84,12 @@ type Config struct {
 	// AdminReadToken is a read-only admin token: it opens every admin read
 	// (GET) and every admin action answers it 403; "" = none.
 	AdminReadToken string
-	// Version is the build version this node reports in the node registry;
-	// "" = none.
-	Version string
 	// AllowedOrigins are the Origins allowed to open a WebSocket, as
 	// scheme://host[:port]; empty = the request's own host only.
 	AllowedOrigins []string
 	// BodyLimit bounds request bodies in bytes; 0 = 1 MiB.
 	BodyLimit int
-	// RedisTimeout bounds the readiness PING; 0 = 500ms.
+	// RedisTimeout bounds the readiness check (Core.Ready); 0 = 500ms.
 	RedisTimeout time.Duration
 	// Logger receives the logs; nil = slog.Default().
 	Logger *slog.Logger
@@ -78,9 +99,6 @@ type Config struct {
 	// for a node whose metrics are served on a private listener of their
 	// own (chatd --metrics-addr); false = /metrics is served here.
 	PrivateMetrics bool
-	// MaxConnsPerUser bounds one user's WebSocket connections on this
-	// node; 0 = 10, negative = no bound.
-	MaxConnsPerUser int
 	// MaxRequestsPerAddr bounds the HTTP requests under /api/v1 (the event
 	// stream aside) one client address has in flight on this node; one
 	// more is refused 429 rate_limited. 0 = 256, negative = no bound.
@@ -104,53 +122,48 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
 	// address (per-address caps); empty = trust none.
 	TrustedProxies []*net.IPNet
-	// ClassicPubSub keeps room channels on classic pub/sub on a Redis
-	// Cluster (by default they are sharded there).
-	ClassicPubSub bool
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
 
-// Server is one chatd node's HTTP and WebSocket front.
+// Server is one chatd node's HTTP and WebSocket front. It owns the Fiber
+// app, the middleware every request passes (request id, recovery, the
+// per-address cap), health and readiness, and the lifecycle; the handlers
+// are grouped by the use case they serve, one type each (authAPI,
+// chatAPI, streamAPI, adminAPI, moderationAPI, gameAPI, matchAPI,
+// pollAPI), and routes lists them all.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	app    *fiber.App
-	rdb    redis.UniversalClient
-	node   *realtime.Node // lifecycle and readiness only
-	tokens *tokens
-
-	// The use cases the handlers call.
-	chat     *realtime.Chat
-	polls    *realtime.Polls
-	game     *game.Game
-	sessions *realtime.Sessions
-	mod      *moderate.Moderation
-	admin    *admin.Admin
-	match    *realtime.Matchmaking
-
-	m *httpMetrics
+	cfg  Config
+	log  *slog.Logger
+	app  *fiber.App
+	core Core
+	m    *httpMetrics
+	ip   proxies
 
 	requests inflight // requests in flight per client address
-	// histories bounds the history pages being built at once on this
-	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
-	// Redis while it is cut to its byte budget
-	histories chan struct{}
-	polling   inflight // long polls parked per client address and per user
+
+	auth   *authAPI
+	chat   *chatAPI
+	stream *streamAPI
+	admin  *adminAPI
+	mod    *moderationAPI
+	game   *gameAPI
+	match  *matchAPI
+	poll   *pollAPI
 
 	lnMu sync.Mutex
 	ln   net.Listener // what Serve serves, for Shutdown to close
 	shut bool         // Shutdown began: Serve serves nothing more
 }
 
-// New builds a node; Start starts its background work.
-func New(cfg Config) (*Server, error) {
-	if cfg.Redis == nil {
-		return nil, errors.New("web: Config.Redis is required")
+// New builds the front of the use cases uc; Serve serves it.
+func New(uc UseCases, cfg Config) (*Server, error) {
+	if uc.Chat == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
+		uc.Admin == nil || uc.Match == nil || uc.Core == nil {
+		return nil, errors.New("web: every use case is required (realtime.New builds them)")
 	}
 	if cfg.Node == "" {
-		host, _ := os.Hostname()
-		cfg.Node = fmt.Sprintf("%s-%d", host, os.Getpid())
+		return nil, errors.New("web: Config.Node is required")
 	}
 	if len(cfg.Secret) == 0 {
 		cfg.Secret = make([]byte, 32)
@@ -186,9 +199,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Auth != "guest" && cfg.Auth != "jwt" {
 		return nil, fmt.Errorf("web: Config.Auth %q: expected guest or jwt", cfg.Auth)
 	}
-	if cfg.MaxConnsPerUser == 0 {
-		cfg.MaxConnsPerUser = 10
-	}
 	if cfg.MaxRequestsPerAddr == 0 {
 		cfg.MaxRequestsPerAddr = defaultMaxRequestsPerAddr
 	}
@@ -199,35 +209,23 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxPollsPerUser = defaultMaxPollsPerUser
 	}
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger.With("node", cfg.Node),
-		rdb:    cfg.Redis,
-		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience},
-		m:      newHTTPMetrics(cfg.Registry),
-
-		histories: make(chan struct{}, maxHistoryBuilds),
+		cfg:  cfg,
+		log:  cfg.Logger.With("node", cfg.Node),
+		core: uc.Core,
+		m:    newHTTPMetrics(cfg.Registry),
+		ip:   proxies(cfg.TrustedProxies),
 	}
-	node, err := realtime.New(realtime.Config{
-		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
-		MatchRoomKey:    cfg.Secret, // shared by every node: one room id per match
-		MaxConnsPerUser: cfg.MaxConnsPerUser, ClassicPubSub: cfg.ClassicPubSub,
-		Now: cfg.Now, Logger: s.log, Registerer: cfg.Registry, Version: cfg.Version,
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.node = node
-	s.chat, s.polls, s.sessions, s.match = node.Chat, node.Polls, node.Sessions, node.Match
-	// The use cases above the core, from the services the node built.
-	svc := node.Services
-	s.game = game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
-		Caps: svc.Caps, Logger: s.log})
-	s.mod = moderate.New(svc.Moderation, svc.Guard)
-	s.admin = admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
-		Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence,
-		Purchases: svc.Shop, Notices: svc.Notices, Marks: svc.Marks,
-		Audit:    auditlog.New(cfg.Redis, auditlog.Config{Prefix: cfg.Prefix, Now: cfg.Now}),
-		SayRules: node.Chat, Queues: node.Match, Disconnecter: node})
+	tok := &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience}
+	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: uc.Sessions, audit: uc.Admin,
+		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
+	s.chat = &chatAPI{chat: uc.Chat, histories: make(chan struct{}, maxHistoryBuilds)}
+	s.match = &matchAPI{match: uc.Match}
+	s.stream = &streamAPI{chat: uc.Chat, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
+		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
+	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
+	s.mod = &moderationAPI{mod: uc.Moderation}
+	s.game = &gameAPI{game: uc.Game}
+	s.poll = &pollAPI{polls: uc.Polls, ip: s.ip, maxPollsPerAddr: cfg.MaxPollsPerAddr, maxPollsPerUser: cfg.MaxPollsPerUser}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "chatd",
 		DisableStartupMessage: true,
@@ -256,10 +254,6 @@ func New(cfg Config) (*Server, error) {
 // Node returns this node's id.
 func (s *Server) Node() string { return s.cfg.Node }
 
-// Start starts the node's background work: the pub/sub bus and what
-// follows it. It returns once the node can serve.
-func (s *Server) Start(ctx context.Context) error { return s.node.Start(ctx) }
-
 // Serve serves HTTP and WebSocket on ln until Shutdown (at once, closing
 // ln, when Shutdown came first).
 func (s *Server) Serve(ln net.Listener) error {
@@ -274,11 +268,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.app.Listener(ln)
 }
 
-// Shutdown drains the node within ctx: it stops accepting connections,
-// tells every WebSocket client to reconnect elsewhere (close 1012) and
-// detaches it (a seat is freed only where that was the user's last
-// attachment), lets HTTP requests finish (long polls return early), leaves
-// the node registry and stops the background work.
+// Shutdown stops the front within ctx: it stops accepting connections
+// and, while HTTP requests finish, drains the core (Core.Drain: every
+// realtime client is told to reconnect elsewhere, close 1012, and
+// detached; long polls return early). The core itself is stopped after,
+// by whoever started it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	// fasthttp's shutdown closes only the listeners its Serve has
 	// registered: a Shutdown that came before Serve got that far would leave
@@ -292,7 +286,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.app.ShutdownWithContext(ctx) }()
-	errs := []error{s.node.Shutdown(ctx)}
+	errs := []error{s.core.Drain(ctx)}
 	select {
 	case err := <-httpDone:
 		errs = append(errs, err)
@@ -302,6 +296,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// routes registers every endpoint: health, metrics, the WebSocket, the
+// API under /api/v1 by use case, the contract and the browser client.
 func (s *Server) routes() {
 	s.app.Use(s.requestID, s.recoverer)
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node}) })
@@ -310,26 +306,32 @@ func (s *Server) routes() {
 		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	}
 
-	s.app.Get("/ws", s.wsUpgrade, websocket.New(s.serveWS, websocket.Config{
+	s.app.Get("/ws", s.stream.wsUpgrade, websocket.New(s.stream.serveWS, websocket.Config{
 		HandshakeTimeout: 10 * time.Second,
 		// The only read buffer of an idle connection (see ReduceMemoryUsage
-		// above): client frames are small, and a larger one is read through
-		// it without copying.
+		// in New): client frames are small, and a larger one is read
+		// through it without copying.
 		ReadBufferSize:  1024,
 		WriteBufferSize: 4096,
 		// An idle connection holds no write buffer: it is taken from the
 		// pool for each write and given back.
 		WriteBufferPool: &sync.Pool{},
-		RecoverHandler:  s.recoverWS,
+		RecoverHandler:  s.stream.recoverWS,
 	}))
 
 	api := s.app.Group("/api/v1", s.capRequests)
-	api.Post("/session", s.createSession)
-	api.Delete("/session", s.requireUser, s.deleteSession)
-	s.apiRoutes(api)
-	s.specRoutes(api)
-	s.eventsRoutes(api)
-	s.staticRoutes()
+	a := s.auth
+	api.Post("/session", a.createSession)
+	api.Delete("/session", a.requireUser, a.deleteSession)
+	s.chat.routes(api, a)
+	s.admin.routes(api, a)
+	s.mod.routes(api, a)
+	s.game.routes(api, a)
+	s.match.routes(api, a)
+	api.Get("/poll", a.requireUser, s.poll.poll)
+	specRoutes(api)
+	api.Get("/events", s.stream.streamEvents) // the token is checked by admit
+	staticRoutes(s.app)
 }
 
 // readyz is 200 only while Redis answers PING within RedisTimeout and this
@@ -338,55 +340,14 @@ func (s *Server) routes() {
 // an error carrying its code (draining, redis_unavailable, redis_oom,
 // redis_busy).
 func (s *Server) Ready(ctx context.Context, timeout time.Duration) error {
-	return s.node.Ready(ctx, timeout)
+	return s.core.Ready(ctx, timeout)
 }
 
 func (s *Server) readyz(c *fiber.Ctx) error {
-	if err := s.node.Ready(c.UserContext(), s.cfg.RedisTimeout); err != nil {
+	if err := s.core.Ready(c.UserContext(), s.cfg.RedisTimeout); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true, "node": s.cfg.Node})
-}
-
-// createSession answers POST /session in guest mode: a token for a guest
-// name (Sessions.SignIn decides: a free name is claimed for a new holder; a
-// request that carries a live token of that same guest joins its holder).
-func (s *Server) createSession(c *fiber.Ctx) error {
-	if s.cfg.Auth == "jwt" {
-		return errGuestOff
-	}
-	var req struct {
-		User string `json:"user"`
-	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	var prev *realtime.Principal
-	if p, err := s.tokens.verify(bearer(c)); err == nil {
-		prev = &p
-	}
-	holder, err := s.sessions.SignIn(c.UserContext(), s.clientIP(c), req.User, prev)
-	if err != nil {
-		return err
-	}
-	user := req.User
-	if prev != nil && prev.Holder == holder {
-		user = prev.User // the guest's own name in another case: one guest, one display name
-	}
-	tok, _, err := s.tokens.mint(user, holder)
-	if err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"token": tok, "user": user})
-}
-
-// deleteSession signs a guest out: the name is free again at once, and the
-// guest's connections close.
-func (s *Server) deleteSession(c *fiber.Ctx) error {
-	if err := s.sessions.SignOut(c.UserContext(), principal(c)); err != nil {
-		return err
-	}
-	return c.JSON(fiber.Map{"ok": true})
 }
 
 // handleError is Fiber's error handler: every error leaves in the documented
@@ -412,14 +373,4 @@ func (s *Server) recoverer(c *fiber.Ctx) (err error) {
 		}
 	}()
 	return c.Next()
-}
-
-// recoverWS logs a panic in a WebSocket handler and closes that connection
-// with 1011; the process keeps serving.
-func (s *Server) recoverWS(conn *websocket.Conn) {
-	if r := recover(); r != nil {
-		s.m.panics.Inc()
-		s.log.Error("panic in websocket handler", "panic", r, "stack", string(debug.Stack()))
-		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "internal error"), time.Now().Add(time.Second))
-	}
 }

@@ -22,10 +22,13 @@ func TestShutdownStopsServeWhateverTheOrder(t *testing.T) {
 	t.Parallel()
 	r := redistest.New(t)
 	newServer := func() *Server {
-		srv, err := New(Config{Redis: r.NewClient(t), Node: "n1", Prefix: r.Prefix, Secret: []byte(testSecret), AdminToken: testAdmin,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		require.NoError(t, err)
-		require.NoError(t, srv.Start(context.Background()))
+		srv, _, shutdown := composeNode(t, nodeConfig{Redis: r.NewClient(t), Prefix: r.Prefix, Config: Config{Node: "n1",
+			Secret: []byte(testSecret), AdminToken: testAdmin, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = shutdown(ctx)
+		})
 		return srv
 	}
 	served := func(srv *Server, ln net.Listener) <-chan error {

@@ -22,7 +22,7 @@ func etagOf(b []byte) string {
 // (they hold no secret and a client generator needs them before it has a
 // session). A document changes only with the binary, so it may be cached
 // for an hour and revalidated with If-None-Match (304, no body).
-func (s *Server) specRoutes(api fiber.Router) {
+func specRoutes(api fiber.Router) {
 	api.Get("/openapi.json", serveDoc(docs.OpenAPI))
 	api.Get("/ws-frames.schema.json", serveDoc(docs.WSFrames))
 }

@@ -686,7 +686,7 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/session", body: map[string]string{"user": "dave"}, status: 429, code: "rate_limited"})
 
 	// --auth jwt turns guest sessions off
-	jwt := newCluster(t, cl.r, 1, nodeOpts{configure: func(cfg *Config) { cfg.Auth = "jwt"; cfg.Node = "jwt1" }})
+	jwt := newCluster(t, cl.r, 1, nodeOpts{configure: func(cfg *nodeConfig) { cfg.Auth = "jwt"; cfg.Node = "jwt1" }})
 	cj := &specClient{t: t, s: s, n: jwt.nodes[0], http: cl.http, covered: c.covered}
 	cj.do(call{method: "POST", path: "/api/v1/session", body: map[string]string{"user": "erin"}, status: 403, code: "forbidden"})
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -29,38 +28,25 @@ import (
 // session with a `close` event naming the code (the client must not
 // reconnect after 4000 or 4003).
 
-func (s *Server) eventsRoutes(api fiber.Router) {
-	api.Get("/events", s.streamEvents)
-}
-
 // streamEvents opens a stream. The token comes in the Authorization header
 // or, for EventSource (which sends no headers of its own), in ?token=.
-func (s *Server) streamEvents(c *fiber.Ctx) error {
+func (h *streamAPI) streamEvents(c *fiber.Ctx) error {
 	raw := bearer(c)
 	if raw == "" {
 		raw = c.Query("token")
 	}
-	p, err := s.tokens.verify(raw)
-	if err != nil {
-		return errf(errcode.BadToken, "open the stream with Authorization: Bearer <token> or ?token=<token> (from POST /api/v1/session)")
-	}
-	p.Addr = s.clientIP(c)
-	ctx := c.UserContext()
-	if err := s.sessions.Admit(ctx, p); err != nil {
-		return err
-	}
-	last := c.Get("Last-Event-ID")
-	if last == "" {
-		last = c.Query("last_event_id")
-	}
-	after, err := realtime.ParsePosition(last)
-	if err != nil {
-		return errf(errcode.BadRequest, "Last-Event-ID is not a stream position: %v", err)
-	}
-	if err := s.chat.CanConnect(p.User); err != nil {
-		return err
-	}
-	lease, err := s.sessions.AdmitConn(ctx, p.Addr)
+	var after realtime.Position
+	a, _, err := h.admit(c, raw, "open the stream with Authorization: Bearer <token> or ?token=<token> (from POST /api/v1/session)", func() error {
+		last := c.Get("Last-Event-ID")
+		if last == "" {
+			last = c.Query("last_event_id")
+		}
+		var err error
+		if after, err = realtime.ParsePosition(last); err != nil {
+			return errf(errcode.BadRequest, "Last-Event-ID is not a stream position: %v", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -78,26 +64,17 @@ func (s *Server) streamEvents(c *fiber.Ctx) error {
 		}
 		// the comment opens the stream at once (proxies, EventSource's open event)
 		if t.writeRaw([]byte(": chatd\nretry: 2000\n\n")) != nil {
-			s.sessions.ReleaseConn(context.Background(), p.Addr, lease)
+			h.release(a)
 			return
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cl, err := s.chat.Stream(sctx, p, lease, t, after)
+		cl := h.open(a, t, func() (*realtime.Client, error) { return h.chat.Stream(sctx, a.p, a.lease, t, after) })
 		cancel()
 		if cl == nil {
-			s.sessions.ReleaseConn(context.Background(), p.Addr, lease)
-			code := realtime.CloseTryLater
-			if errors.Is(err, realtime.ErrDraining) {
-				code = realtime.CloseServiceReboot
-			}
-			t.Close(code, errcode.Message(err))
 			return
 		}
 		go t.watch(cl)
-		<-cl.Finished()
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.chat.Disconnect(dctx, cl)
-		dcancel()
+		h.finish(cl)
 	})
 	return nil
 }

@@ -83,7 +83,7 @@ func loadStatic(fsys fs.FS) (map[string]staticFile, error) {
 // File names carry no content hash (there is no build step), so every
 // answer says "no-cache": the browser keeps the file and revalidates it
 // with If-None-Match, which costs a 304 and no body.
-func (s *Server) staticRoutes() {
+func staticRoutes(app *fiber.App) {
 	sub, err := fs.Sub(staticFiles, "static")
 	if err != nil {
 		panic(err) // the embed directive guarantees the directory
@@ -93,9 +93,9 @@ func (s *Server) staticRoutes() {
 		panic(err) // embedded files always read
 	}
 	for route, f := range files {
-		s.app.Get(route, serveStatic(f))
+		app.Get(route, serveStatic(f))
 	}
-	s.sdkRoutes()
+	sdkRoutes(app)
 }
 
 // sdkRoutes serves the JavaScript SDK's ES modules (package jssdk, the
@@ -103,12 +103,12 @@ func (s *Server) staticRoutes() {
 // client imports /sdk/index.js, and any page on this origin may too. One
 // route for every file, so that the router's table stays the documented
 // one; a name that is not one of the SDK's files is 404 not_found.
-func (s *Server) sdkRoutes() {
+func sdkRoutes(app *fiber.App) {
 	files, err := loadStatic(jssdk.FS())
 	if err != nil {
 		panic(err) // embedded files always read
 	}
-	s.app.Get("/sdk/:file", func(c *fiber.Ctx) error {
+	app.Get("/sdk/:file", func(c *fiber.Ctx) error {
 		f, ok := files["/"+c.Params("file")]
 		if !ok {
 			return errf(errcode.NotFound, "no SDK file %q: the SDK's modules are served as /sdk/index.js and the files it imports", c.Params("file"))

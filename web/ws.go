@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -25,59 +26,56 @@ const (
 	pongWait = 60 * time.Second // no frame or pong for this long drops the client
 )
 
+// streamAPI serves the realtime connections, WebSocket (GET /ws) and
+// event stream (GET /api/v1/events): it admits them (admit), hands each to
+// Chat as a realtime.Transport, and reads a WebSocket's frames into Chat
+// and Matchmaking calls.
+type streamAPI struct {
+	chat           *realtime.Chat
+	sessions       *realtime.Sessions
+	match          *matchAPI // the queue and dequeue frames
+	tokens         *tokens
+	ip             proxies
+	allowedOrigins []string // Config.AllowedOrigins
+	now            func() time.Time
+	m              *httpMetrics
+	log            *slog.Logger
+}
+
 // wsUpgrade refuses a bad Origin (403) or token (401) before the upgrade.
-func (s *Server) wsUpgrade(c *fiber.Ctx) error {
+func (h *streamAPI) wsUpgrade(c *fiber.Ctx) error {
 	if !websocket.IsWebSocketUpgrade(c) {
 		return &APIError{Status: http.StatusUpgradeRequired, Code: string(errcode.BadRequest), Message: "this endpoint speaks WebSocket only"}
 	}
 	// the request's own Host header, not c.Hostname(), which would trust a
 	// client-sent X-Forwarded-Host
-	if !s.originAllowed(c.Get(fiber.HeaderOrigin), string(c.Request().Host())) {
-		s.m.wsRefused.WithLabelValues("origin").Inc()
+	if !h.originAllowed(c.Get(fiber.HeaderOrigin), string(c.Request().Host())) {
+		h.m.wsRefused.WithLabelValues("origin").Inc()
 		return errf(errcode.Forbidden, "this Origin may not open a WebSocket here")
 	}
-	p, err := s.tokens.verify(c.Query("token"))
+	a, reason, err := h.admit(c, c.Query("token"), "open the WebSocket with ?token=<session token> (from POST /api/v1/session)", nil)
 	if err != nil {
-		s.m.wsRefused.WithLabelValues("token").Inc()
-		return errf(errcode.BadToken, "open the WebSocket with ?token=<session token> (from POST /api/v1/session)")
-	}
-	p.Addr = s.clientIP(c)
-	if err := s.sessions.Admit(c.UserContext(), p); err != nil {
-		s.m.wsRefused.WithLabelValues("token").Inc()
+		h.m.wsRefused.WithLabelValues(reason).Inc()
 		return err
 	}
-	if err := s.chat.CanConnect(p.User); err != nil {
-		s.m.wsRefused.WithLabelValues("too_many").Inc()
-		return err
-	}
-	connID, err := s.sessions.AdmitConn(c.UserContext(), p.Addr)
-	if err != nil {
-		reason := "too_many_from_addr"
-		if errors.Is(err, realtime.ErrNodeFull) {
-			reason = "node_full"
-		}
-		s.m.wsRefused.WithLabelValues(reason).Inc()
-		return err
-	}
-	c.Locals(localSession, p)
+	c.Locals(localAdmitted, a)
 	c.Locals(localBatch, c.Query("batch") == "1")
-	c.Locals(localConn, connID)
 	if err := c.Next(); err != nil {
 		// the upgrade failed: serveWS never runs to take the lease over
-		s.sessions.ReleaseConn(context.WithoutCancel(c.UserContext()), p.Addr, connID)
+		h.release(a)
 		return err
 	}
 	return nil
 }
 
 const (
-	localBatch = "batch"
-	localConn  = "conn"
+	localAdmitted = "admitted"
+	localBatch    = "batch"
 )
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
 // must be in the allow-list, or, without one, name the request's own host.
-func (s *Server) originAllowed(origin, host string) bool {
+func (h *streamAPI) originAllowed(origin, host string) bool {
 	if origin == "" {
 		return true
 	}
@@ -85,8 +83,8 @@ func (s *Server) originAllowed(origin, host string) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	if len(s.cfg.AllowedOrigins) > 0 {
-		for _, o := range s.cfg.AllowedOrigins {
+	if len(h.allowedOrigins) > 0 {
+		for _, o := range h.allowedOrigins {
 			if strings.EqualFold(o, u.Scheme+"://"+u.Host) {
 				return true
 			}
@@ -99,32 +97,21 @@ func (s *Server) originAllowed(origin, host string) bool {
 // serveWS is the life of one WebSocket connection; the contrib handler must
 // block until the connection is done, so this is the read pump. The write
 // pump is the realtime client's writer, through a wsConn.
-func (s *Server) serveWS(conn *websocket.Conn) {
-	p, _ := conn.Locals(localSession).(realtime.Principal)
+func (h *streamAPI) serveWS(conn *websocket.Conn) {
+	a, _ := conn.Locals(localAdmitted).(admitted)
 	batch, _ := conn.Locals(localBatch).(bool)
-	lease, _ := conn.Locals(localConn).(string)
 	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
 	defer w.release()
-	var c *realtime.Client
-	var err error
-	onFreshStack(func() { c, err = s.chat.Connect(p, lease, w) })
-	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.sessions.ReleaseConn(ctx, p.Addr, lease)
-		cancel()
-		code := realtime.CloseTryLater
-		if errors.Is(err, realtime.ErrDraining) {
-			code = realtime.CloseServiceReboot
-		}
-		w.Close(code, toAPIError(err).Message)
+	c := h.open(a, w, func() (c *realtime.Client, err error) {
+		onFreshStack(func() { c, err = h.chat.Connect(a.p, a.lease, w) })
+		return c, err
+	})
+	if c == nil {
 		return
 	}
 	defer func() {
 		c.Close(realtime.CloseNormal, "")
-		<-c.Finished()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.chat.Disconnect(ctx, c)
-		cancel()
+		h.finish(c)
 	}()
 
 	// Every deadline extension checks first that the client is not closing:
@@ -175,7 +162,7 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		}
 		buf, err = readLimited(r, buf[:0], maxFrame)
 		if errors.Is(err, errFrameTooBig) {
-			s.m.wsRefused.WithLabelValues("too_big").Inc()
+			h.m.wsRefused.WithLabelValues("too_big").Inc()
 			c.Close(realtime.CloseTooBig, "frame larger than 64 KiB")
 			return
 		}
@@ -186,7 +173,7 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 		if closing() {
 			return // closing: frames read meanwhile are not handled
 		}
-		onFreshStack(func() { s.readFrame(ctx, c, typ, buf) })
+		onFreshStack(func() { h.readFrame(ctx, c, typ, buf) })
 		if len(buf) > 4<<10 {
 			buf = make([]byte, 0, 512) // don't keep a large buffer while idle
 		}
@@ -194,31 +181,31 @@ func (s *Server) serveWS(conn *websocket.Conn) {
 }
 
 // readFrame decodes one frame the reader read and runs it.
-func (s *Server) readFrame(ctx context.Context, c *realtime.Client, typ int, buf []byte) {
+func (h *streamAPI) readFrame(ctx context.Context, c *realtime.Client, typ int, buf []byte) {
 	if typ != websocket.TextMessage {
-		if err := c.AllowFrame("other", s.cfg.Now()); err != nil {
-			s.chat.Refuse(c, err, "", "")
+		if err := c.AllowFrame("other", h.now()); err != nil {
+			h.chat.Refuse(c, err, "", "")
 			return
 		}
-		s.chat.Refuse(c, errf(errcode.BadJSON, "send text frames holding one JSON object"), "", "")
+		h.chat.Refuse(c, errf(errcode.BadJSON, "send text frames holding one JSON object"), "", "")
 		return
 	}
 	f, err := decodeFrame(buf)
 	if err != nil {
-		if lerr := c.AllowFrame("other", s.cfg.Now()); lerr != nil {
+		if lerr := c.AllowFrame("other", h.now()); lerr != nil {
 			err = lerr
 		}
-		s.chat.Refuse(c, err, f.Room, f.Ref)
+		h.chat.Refuse(c, err, f.Room, f.Ref)
 		return
 	}
 	// every frame type has a rate per connection (realtime.FrameRates): a
 	// flood of any of them is refused before it costs Redis, and closes
 	// the connection like a say flood
-	if err := s.chat.AllowFrame(c, f.Type); err != nil {
-		s.chat.Refuse(c, err, f.Room, f.Ref)
+	if err := h.chat.AllowFrame(c, f.Type); err != nil {
+		h.chat.Refuse(c, err, f.Room, f.Ref)
 		return
 	}
-	s.handleFrame(ctx, c, f)
+	h.handleFrame(ctx, c, f)
 }
 
 // onFreshStack runs fn on a goroutine of its own and waits for it. A
@@ -313,14 +300,14 @@ func decodeFrame(p []byte) (inFrame, error) {
 // before it, so a client's frames take effect in the order sent. Errors go
 // back as error events naming the frame's room and ref; the connection
 // stays open.
-func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame) {
+func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f inFrame) {
 	if f.Type == "say" {
-		if err := s.chat.Say(c, f.Room, f.Text, f.Ref); err != nil {
-			s.chat.Refuse(c, err, f.Room, f.Ref)
+		if err := h.chat.Say(c, f.Room, f.Text, f.Ref); err != nil {
+			h.chat.Refuse(c, err, f.Room, f.Ref)
 		}
 		return
 	}
-	s.chat.Flush(c)
+	h.chat.Flush(c)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
@@ -328,24 +315,24 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 	case "ping":
 		c.SendJSON(map[string]string{"type": "pong"})
 	case "join":
-		err = s.chat.Join(fctx, c, f.Lobby)
+		err = h.chat.Join(fctx, c, f.Lobby)
 	case "leave":
-		err = s.chat.Leave(fctx, c, f.Room)
+		err = h.chat.Leave(fctx, c, f.Room)
 	case "resume":
-		err = s.chat.Resume(fctx, c, f.Room, f.After)
+		err = h.chat.Resume(fctx, c, f.Room, f.After)
 	case "typing":
-		err = s.chat.Typing(fctx, c, f.Room)
+		err = h.chat.Typing(fctx, c, f.Room)
 	case "read":
-		err = s.chat.Read(fctx, c.Principal(), f.Room, f.ID)
+		err = h.chat.Read(fctx, c.Principal(), f.Room, f.ID)
 	case "queue":
-		err = s.queueFrame(fctx, c, f)
+		err = h.match.queueFrame(fctx, c, f)
 	case "dequeue":
-		err = s.dequeueFrame(fctx, c, f)
+		err = h.match.dequeueFrame(fctx, c, f)
 	default:
 		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
-		s.chat.Refuse(c, err, f.Room, f.Ref)
+		h.chat.Refuse(c, err, f.Room, f.Ref)
 	}
 }
 
@@ -359,4 +346,14 @@ func clipText(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// recoverWS logs a panic in a WebSocket handler and closes that connection
+// with 1011; the process keeps serving.
+func (h *streamAPI) recoverWS(conn *websocket.Conn) {
+	if r := recover(); r != nil {
+		h.m.panics.Inc()
+		h.log.Error("panic in websocket handler", "panic", r, "stack", string(debug.Stack()))
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "internal error"), time.Now().Add(time.Second))
+	}
 }

@@ -2,7 +2,8 @@
 // shares one Redis or Redis Cluster. See the README for flags and the API.
 //
 // This file is wiring only: configuration, logs, metrics, Redis, TLS, the
-// web server, shutdown.
+// node's components (internal/compose: the realtime core, then the web
+// front given its use cases), shutdown in the reverse order.
 package main
 
 import (
@@ -23,8 +24,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/compose"
 	"github.com/chatd/chatd/internal/embedded"
 	"github.com/chatd/chatd/internal/redismetrics"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/web"
 )
 
@@ -112,29 +115,46 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("--addr %s: %v", cfg.Addr, err)
 	}
-	srv, err := web.New(web.Config{
-		Redis:          rdb,
-		Node:           node,
-		Addr:           ln.Addr().String(),
-		Prefix:         cfg.Prefix,
-		Secret:         []byte(cfg.Secret),
-		AdminToken:     cfg.AdminToken,
-		AdminReadToken: cfg.AdminReadToken,
-		Version:        build.Version,
-		AllowedOrigins: cfg.AllowedOrigins,
-		Auth:           cfg.Auth,
-		JWTAudience:    cfg.JWTAudience,
-		JWTIssuer:      cfg.JWTIssuer,
-		TrustedProxies: cfg.TrustedProxies,
-		Logger:         slog.New(handler), // web adds "node" to every logger it makes
-		Registry:       reg,
-		PrivateMetrics: cfg.MetricsAddr != "",
+	// The node's components, on the Redis client: the realtime core (the
+	// domain services, the bus, the Hub, the use cases), then the web front
+	// serving the core's use cases (internal/compose). They start in that
+	// order, and stop in the reverse one (srv.Shutdown below) before the
+	// Redis client closes.
+	secret := []byte(cfg.Secret)
+	if len(secret) == 0 {
+		secret = []byte(randomToken()) // embedded Redis: one node, a secret of its own
+	}
+	srv, err := compose.New(compose.Config{
+		Realtime: realtime.Config{
+			Redis:        rdb,
+			Node:         node,
+			Addr:         ln.Addr().String(),
+			Prefix:       cfg.Prefix,
+			MatchRoomKey: secret, // shared by every node: one room id per match
+			Version:      build.Version,
+			Logger:       log,
+			Registerer:   reg,
+		},
+		Web: web.Config{
+			Node:           node,
+			Secret:         secret,
+			AdminToken:     cfg.AdminToken,
+			AdminReadToken: cfg.AdminReadToken,
+			AllowedOrigins: cfg.AllowedOrigins,
+			Auth:           cfg.Auth,
+			JWTAudience:    cfg.JWTAudience,
+			JWTIssuer:      cfg.JWTIssuer,
+			TrustedProxies: cfg.TrustedProxies,
+			Logger:         slog.New(handler), // web adds "node" to every logger it makes
+			Registry:       reg,
+			PrivateMetrics: cfg.MetricsAddr != "",
+		},
 	})
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	reg.MustRegister(readyCollector(srv))
+	reg.MustRegister(readyCollector(srv.Web))
 	if err := srv.Start(ctx); err != nil {
 		_ = ln.Close()
 		return err
