@@ -167,6 +167,11 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, errQueueRemoved
 	}
+	// Pending parties past their invitations' deadline expire first, so
+	// that this round's drain announces them.
+	if err := h.svc.expirePending(ctx, h.queue, h.m.cfg.MaxMatches); err != nil {
+		return false, fmt.Errorf("expire parties: %w", err)
+	}
 	k := h.svc.keys(h.queue)
 	now := h.svc.now()
 	cutoff := ms(now) - q.MaxWait.Milliseconds()
