@@ -128,16 +128,16 @@ func TestAPartyStaysTogether(t *testing.T) {
 	setQueues(t, n1, `{"team":{"min":3,"max":3,"window":1000,"max_party":2}}`, "team", n2)
 	ctx := context.Background()
 	ann, fa := n1.connect(t, "ann")
-	_, fb := n2.connect(t, "bob")
+	bob, fb := n2.connect(t, "bob")
 	cy, fc := n2.connect(t, "cy")
 	dan, fd := n1.connect(t, "dan")
 
 	t.Run("a party too large is refused before any presence read", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
+		_, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
 		assert.ErrorIs(t, err, matchmaking.ErrBadTicket)
 	})
 	t.Run("a party member who is not online is refused", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
+		_, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
 		assert.ErrorIs(t, err, ErrPartyOffline)
 	})
 	require.Eventually(t, func() bool {
@@ -150,7 +150,9 @@ func TestAPartyStaysTogether(t *testing.T) {
 	require.NoError(t, err)
 	_, err = n1.Match.Submit(ctx, dan.p, "team", TicketRequest{Skill: 501})
 	require.NoError(t, err)
-	party, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
+	party, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
+	require.NoError(t, err)
+	_, err = n2.Match.Accept(ctx, bob.p, "team", party.Ticket.ID)
 	require.NoError(t, err)
 
 	ea, eb := fa.first(t, "matched", nil), fb.first(t, "matched", nil)

@@ -92,6 +92,7 @@ redis.call('ZADD', KEYS[2], now, t[2])
 redis.call('RPUSH', KEYS[5], t[2])
 redis.call('ZREM', KEYS[6], id)
 redis.call('HSET', KEYS[4], 'state', 'waiting', 'created', ARGV[3], 'accepted', table.concat(accepted, ' '))
+redis.call('HDEL', KEYS[4], 'expires')
 for i = 1, 5 do
   redis.call('PEXPIRE', KEYS[i], ARGV[4])
 end
