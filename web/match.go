@@ -14,6 +14,9 @@ func (s *Server) matchRoutes(api fiber.Router, user, admin fiber.Handler) {
 	api.Post("/matchmaking/:queue/tickets", user, s.submitTicket)
 	api.Get("/matchmaking/:queue/tickets/:id", user, s.ticketStatus)
 	api.Delete("/matchmaking/:queue/tickets/:id", user, s.cancelTicket)
+	api.Post("/matchmaking/:queue/parties", user, s.inviteParty)
+	api.Post("/matchmaking/:queue/tickets/:id/accept", user, s.acceptParty)
+	api.Post("/matchmaking/:queue/tickets/:id/decline", user, s.declineParty)
 	api.Get("/matchmaking/queues", admin, s.listQueues)
 	api.Post("/rooms/:room/join", user, s.joinRoom)
 }
@@ -36,6 +39,10 @@ type ticketJSON struct {
 	Match        string   `json:"match,omitempty"`
 	Room         string   `json:"room,omitempty"`
 	Players      []string `json:"players,omitempty"`
+	// Accepted and Expires: a party's invitees who accepted, and (while
+	// pending) when its invitations lapse.
+	Accepted []string `json:"accepted,omitempty"`
+	Expires  int64    `json:"expires,omitempty"`
 }
 
 func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
@@ -44,6 +51,10 @@ func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
 		Created: t.Created.UnixMilli(), State: st.State}
 	if !st.Ended.IsZero() {
 		out.Ended = st.Ended.UnixMilli()
+	}
+	out.Accepted = t.Accepted
+	if st.State == matchmaking.Pending {
+		out.Expires = t.Expires.UnixMilli()
 	}
 	if !st.TroubleSince.IsZero() {
 		out.TroubleSince = st.TroubleSince.UnixMilli()
@@ -101,6 +112,40 @@ func (s *Server) cancelTicket(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
 }
 
+// inviteParty forms a pending party: the caller leads, the party is
+// invited; it queues once every member accepted.
+func (s *Server) inviteParty(c *fiber.Ctx) error {
+	var b ticketBody
+	if err := decodeJSON(c.Body(), &b); err != nil {
+		return err
+	}
+	req, err := b.request()
+	if err != nil {
+		return err
+	}
+	st, err := s.match.Invite(c.UserContext(), principal(c), c.Params("queue"), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
+}
+
+func (s *Server) acceptParty(c *fiber.Ctx) error {
+	st, err := s.match.Accept(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
+}
+
+func (s *Server) declineParty(c *fiber.Ctx) error {
+	st, err := s.match.Decline(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ticket": s.ticketOf(st)})
+}
+
 func (s *Server) listQueues(c *fiber.Ctx) error {
 	qs, err := s.admin.Queues(c.UserContext())
 	if err != nil {
@@ -142,5 +187,29 @@ func (s *Server) dequeueFrame(ctx context.Context, c *realtime.Client, f inFrame
 		return err
 	}
 	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": s.ticketOf(st)})
+	return nil
+}
+
+// partyFrame runs an invite, accept or decline frame: the party's ticket
+// comes back as a party event with the frame's ref.
+func (s *Server) partyFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+	var st matchmaking.Status
+	var err error
+	switch f.Type {
+	case "invite":
+		req, rerr := f.ticketBody.request()
+		if rerr != nil {
+			return rerr
+		}
+		st, err = s.match.Invite(ctx, c.Principal(), f.Queue, req)
+	case "accept":
+		st, err = s.match.Accept(ctx, c.Principal(), f.Queue, f.Ticket)
+	default:
+		st, err = s.match.Decline(ctx, c.Principal(), f.Queue, f.Ticket)
+	}
+	if err != nil {
+		return err
+	}
+	c.SendJSON(map[string]any{"type": "party", "ref": f.Ref, "ticket": s.ticketOf(st)})
 	return nil
 }

@@ -282,7 +282,7 @@ type inFrame struct {
 	Ref   string `json:"ref"`
 	After string `json:"after"`
 	ID    string `json:"id"`
-	// queue and dequeue
+	// queue, dequeue, invite, accept and decline
 	Queue  string `json:"queue"`
 	Ticket string `json:"ticket"`
 	ticketBody
@@ -341,8 +341,10 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 		err = s.queueFrame(fctx, c, f)
 	case "dequeue":
 		err = s.dequeueFrame(fctx, c, f)
+	case "invite", "accept", "decline":
+		err = s.partyFrame(fctx, c, f)
 	default:
-		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		s.chat.Refuse(c, err, f.Room, f.Ref)
