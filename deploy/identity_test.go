@@ -28,7 +28,8 @@ import (
 //     leaves the invitee free to queue alone, and only the invitee's
 //     acceptance queues the party;
 //  4. an outsider cannot read a private match room's history or its
-//     members: 404 unknown_room, as for a room that does not exist.
+//     members, nor claim its seat: 404 unknown_room, as for a room that
+//     does not exist (a 403 would confirm a guessed id).
 func TestIdentityAndAccessOnThreeNodes(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
@@ -132,6 +133,9 @@ func TestIdentityAndAccessOnThreeNodes(t *testing.T) {
 		if assert.True(t, errors.As(err, &ce)) {
 			assert.Equal(t, 404, ce.Status)
 		}
+		_, err = eve.JoinRoom(ctx, room)
+		assert.Equal(t, errcode.UnknownRoom, code(err), "an outsider's seat claim answers as for no room: %v", err)
+
 		msgs, err := bob.History(ctx, room, client.HistoryOptions{})
 		require.NoError(t, err, "a player reads it")
 		require.NotEmpty(t, msgs)

@@ -113,7 +113,7 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 	t.Run("nobody else gets in", func(t *testing.T) {
 		eve, fe := n1.connect(t, "eve")
 		err := n1.Chat.Resume(ctx, eve, room, "")
-		assert.ErrorIs(t, err, rooms.ErrPrivateRoom)
+		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "as a room that does not exist")
 		lobby, _, _ := rooms.ParseRoom(room)
 		err = n1.Chat.Join(ctx, eve, lobby)
 		assert.Equal(t, errcode.Forbidden, errcode.Of(err))
@@ -235,7 +235,7 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"ann"}, got.Members)
 		_, err = n2.Chat.JoinRoomREST(ctx, Principal{User: "eve", Session: "rest-eve"}, room)
-		assert.ErrorIs(t, err, rooms.ErrPrivateRoom, "a released seat is no seat for a stranger")
+		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "a released seat is no seat for a stranger, and no hint of the room")
 	})
 }
 
