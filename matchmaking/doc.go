@@ -122,6 +122,9 @@
 // the outbox), so the expiry is announced through OnExpired like a
 // waiting ticket's, at least once, by whichever node holds the queue; an
 // acceptance after the deadline, before the sweep, expires it itself.
+// Every MatchersConfig.PendingEvery (2 s) the holder hands the pending
+// parties (ZRANGE pending, then [HGETALL] each in one pipeline) to
+// OnPending, which dissolves those whose players are not all online.
 //
 // The naive version — a ticket whose party is queued with it at once
 // (this package before #40) — lets anyone queue any online user: the
@@ -230,5 +233,6 @@
 // [HGET]: https://redis.io/commands/hget/
 // [HSET]: https://redis.io/commands/hset/
 // [HDEL]: https://redis.io/commands/hdel/
+// [HGETALL]: https://redis.io/commands/hgetall/
 // [PEXPIRE]: https://redis.io/commands/pexpire/
 package matchmaking

@@ -3,6 +3,7 @@ package matchmaking
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,4 +135,38 @@ func (s *Service) expirePending(ctx context.Context, queue string, n int) error 
 		args = append(args, id)
 	}
 	return redisx.Run(ctx, s.rdb, partyExpireScript, ks, args...).Err()
+}
+
+// pendingParties returns up to n pending parties of queue, those whose
+// invitations lapse first, in one round trip after the index's.
+func (s *Service) pendingParties(ctx context.Context, queue string, n int) ([]Status, error) {
+	k := s.keys(queue)
+	ids, err := s.rdb.ZRange(ctx, k.pending(), 0, int64(n)-1).Result()
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { return !checkTicketID(id) })
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, k.ticket(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(cmds))
+	for i, c := range cmds {
+		h := c.Val()
+		if h["state"] != string(Pending) {
+			continue
+		}
+		t, err := ticketOf(queue, ids[i], h)
+		if err != nil {
+			continue
+		}
+		out = append(out, Status{Ticket: t, State: Pending})
+	}
+	return out, nil
 }

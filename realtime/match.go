@@ -217,6 +217,28 @@ func (mm *Matchmaking) dissolve(ctx context.Context, queue, id, user, reason str
 	return st, nil
 }
 
+// checkPending is the OnPending hook (run by the queue's matcher every
+// few seconds): a pending party one of whose players is no longer online
+// is dissolved, and its players are told (party_update, reason offline).
+func (mm *Matchmaking) checkPending(ctx context.Context, pending []matchmaking.Status) error {
+	for _, st := range pending {
+		for _, u := range st.Ticket.Players() {
+			err := mm.mustBeOnline(ctx, u)
+			if errors.Is(err, ErrPartyOffline) {
+				_, err = mm.dissolve(ctx, st.Ticket.Queue, st.Ticket.ID, u, matchmaking.ReasonOffline)
+				if err != nil {
+					return err
+				}
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // mustBeOnline returns ErrPartyOffline unless user has a live session.
 func (mm *Matchmaking) mustBeOnline(ctx context.Context, user string) error {
 	st, err := mm.online.Get(ctx, user)

@@ -81,4 +81,21 @@ func TestNobodyIsQueuedWithoutConsent(t *testing.T) {
 		assert.Contains(t, []matchmaking.State{matchmaking.Waiting, matchmaking.Matched}, st.State)
 		assert.Equal(t, q.Ticket.ID, fv.first(t, matchmaking.EventMatched, nil)["ticket"])
 	})
+	t.Run("an invitee going offline dissolves the party and the leader is told", func(t *testing.T) {
+		gone, fg := n2.connect(t, "gone")
+		require.Eventually(t, func() bool {
+			st, err := n1.presence.Get(ctx, "gone")
+			return err == nil && st.Online
+		}, 20*time.Second, 10*time.Millisecond)
+		q, err := n1.Match.Invite(ctx, mal.p, "duel", TicketRequest{Skill: 1, Party: []string{"gone"}})
+		require.NoError(t, err)
+		fg.first(t, matchmaking.EventPartyInvite, nil)
+		gone.Close(CloseNormal, "")
+		ev := fm.first(t, matchmaking.EventPartyUpdate, func(m map[string]any) bool { return m["ticket"] == q.Ticket.ID })
+		assert.Equal(t, matchmaking.ReasonOffline, ev["reason"])
+		assert.Equal(t, "gone", ev["user"])
+		st, err := n1.Match.Status(ctx, mal.p, "duel", q.Ticket.ID)
+		require.NoError(t, err)
+		assert.Equal(t, matchmaking.Cancelled, st.State)
+	})
 }
