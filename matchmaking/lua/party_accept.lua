@@ -46,7 +46,7 @@ end
 if t[1] ~= 'pending' then
   return {0, redis.call('HGETALL', KEYS[4])}
 end
-if tonumber(t[6]) <= now then
+if (tonumber(t[6]) or 0) <= now then
   redis.call('HSET', KEYS[4], 'state', 'expired', 'ended', ARGV[3])
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
   redis.call('ZREM', KEYS[6], id)

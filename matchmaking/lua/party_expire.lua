@@ -15,7 +15,7 @@ for i = 3, #ARGV do
   local id, key = ARGV[i], KEYS[i]
   local t = redis.call('HMGET', key, 'state', 'expires')
   if t[1] == 'pending' then
-    if tonumber(t[2]) <= tonumber(ARGV[1]) then
+    if (tonumber(t[2]) or 0) <= tonumber(ARGV[1]) then
       redis.call('HSET', key, 'state', 'expired', 'ended', ARGV[1])
       redis.call('PEXPIRE', key, ARGV[2])
       redis.call('ZADD', KEYS[2], ARGV[1], 'x:' .. id)
