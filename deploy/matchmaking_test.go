@@ -377,6 +377,9 @@ var openTicketRe = regexp.MustCompile(`\(([A-Z2-7]{26})\)`)
 // be online). A submission whose outcome is unknown (the node died under
 // it) is sent again: ticket_open then names the ticket it made.
 func submitTicket(ctx context.Context, tk *mmTicket) error {
+	if tk.partner != nil {
+		return submitParty(ctx, tk)
+	}
 	for attempt := 0; ; attempt++ {
 		if tk.partner != nil {
 			if _, err := tk.partner.PollOnce(ctx, 0); err != nil && attempt < 20 {
@@ -802,4 +805,61 @@ func checkPolls(ctx context.Context, t *testing.T, tickets []*mmTicket) {
 	}
 	wg.Wait()
 	t.Logf("%d players polled; %d repeated match events", len(ps), dups)
+}
+
+// submitParty forms tk's party by consent (#40): the user invites the
+// partner, who accepts; the ticket queues with the acceptance. Both poll
+// first, to be online (a player not online dissolves the party at the
+// acceptance). An invitation whose answer was lost is sent again (the
+// first one lapses unanswered); an acceptance whose answer was lost is
+// read back from the ticket; a party dissolved meanwhile (a player's
+// presence lost in a node's kill or pause) is formed again.
+func submitParty(ctx context.Context, tk *mmTicket) error {
+	transient := func(err error, attempt int) bool {
+		var ce *client.Error
+		return attempt < 20 && ctx.Err() == nil && (!errors.As(err, &ce) || ce.Status >= 500 || ce.Status == 408)
+	}
+	for round := 0; ; round++ {
+		var p client.Ticket
+		for attempt := 0; ; attempt++ {
+			_, err := tk.partner.PollOnce(ctx, 0)
+			if err == nil {
+				_, err = tk.user.PollOnce(ctx, 0)
+			}
+			if err == nil {
+				p, err = tk.user.InviteParty(ctx, mmQueue, tk.req)
+			}
+			if err == nil {
+				break
+			}
+			if !transient(err, attempt) && !(errors.Is(err, client.ErrConflict) && attempt < 20) {
+				return fmt.Errorf("invite: %w", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		for attempt := 0; ; attempt++ {
+			st, err := tk.partner.AcceptParty(ctx, mmQueue, p.ID)
+			if err == nil && (st.State == "waiting" || st.State == "matched") {
+				tk.id = p.ID
+				return nil
+			}
+			if err == nil {
+				return fmt.Errorf("accepted as %+v", st)
+			}
+			if errcode.Is(err, errcode.Conflict) {
+				st, serr := tk.user.Ticket(ctx, mmQueue, p.ID)
+				if serr == nil && st.State != "pending" && st.State != "cancelled" {
+					tk.id = p.ID // an earlier acceptance whose answer was lost
+					return nil
+				}
+				if serr == nil && st.State == "cancelled" && round < 5 {
+					break // dissolved: a player was not online; form it again
+				}
+			}
+			if !transient(err, attempt) {
+				return fmt.Errorf("accept: %w", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }

@@ -62,6 +62,7 @@ const (
 	Conflict           Code = "conflict"
 	BoardFull          Code = "board_full"
 	TicketOpen         Code = "ticket_open"
+	ConsentRequired    Code = "consent_required"
 	TooLarge           Code = "too_large"
 	RateLimited        Code = "rate_limited"
 	TooManyConnections Code = "too_many_connections"

@@ -14,7 +14,8 @@
 //	chatd:{mm:duel}:pool     ZSET   waiting tickets' entries, score 0 (lex order: bucket, skill)
 //	chatd:{mm:duel}:age      ZSET   the same entries scored by enqueue time (ms): oldest first, expiry
 //	chatd:{mm:duel}:users    HASH   canonical user -> open ticket (every party member): one open ticket per person
-//	chatd:{mm:duel}:t:ID     HASH   a ticket: state, entry, user, party, skill, attributes, created, ended, match
+//	chatd:{mm:duel}:t:ID     HASH   a ticket: state, entry, user, party, skill, attributes, created, ended, match, accepted, expires
+//	chatd:{mm:duel}:pending  ZSET   pending parties' ticket ids, scored by their invitations' deadline (ms)
 //	chatd:{mm:duel}:m:SEQ    HASH   a match: seq, created, fence, attributes, players (JSON)
 //	chatd:{mm:duel}:seq      STRING the match counter (INCRBY), never reset
 //	chatd:{mm:duel}:outbox   ZSET   "m:SEQ" and "x:TICKET" not yet handed to the hooks
@@ -56,7 +57,8 @@
 // # The pattern: choose, then form under the fence, then announce
 //
 // Submit is one script (lua/ticket_submit.lua): [HGET] each member in the
-// user map, and only if none has an open ticket, [HSET] them, [ZADD] the
+// user map (a party only when its members accepted: see Parties by
+// consent), and only if none has an open ticket, [HSET] them, [ZADD] the
 // entry to the pool and the age index, [RPUSH] it to the fresh list, [HSET]
 // the ticket, [PEXPIRE]. Cancel
 // is one script taking a waiting ticket out as cancelled ([ZREM], [HDEL]).
@@ -97,6 +99,40 @@
 //     record expires. So nothing formed goes unannounced; an entry may be
 //     announced twice (a holder killed after the hook, before the ack), and
 //     the hooks are idempotent by Match.ID.
+//
+// # Parties by consent: invite, accept, then queue
+//
+// Nobody is queued, matched or kept from queueing by someone else's
+// ticket. A party is formed by Invite: its ticket is written in state
+// pending — the hash and its deadline in the pending index, one MULTI —
+// and is in no other index: not in the pool (nobody is matched with it),
+// not in the user map (its invitees may queue alone and be invited
+// elsewhere). Each invitee, by canonical name (names.Canonical, so any
+// case of one's name is one's own invitation, and only one's own),
+// accepts with lua/party_accept.lua: it records the acceptance in the
+// ticket ([HSET] accepted) and, for the last one, queues the ticket as
+// ticket_submit.lua does — the one-open-ticket check of every member in
+// the user map, then [HSET] users, [ZADD] pool and age, [RPUSH] fresh,
+// [ZREM] pending — in the same script, so no acceptance can slip between
+// the check and the queueing. A decline is Cancel (ticket_cancel.lua
+// dissolves a pending ticket: cancelled, [ZREM] pending). Invitations
+// lapse after Config.InviteTTL (60 s): the queue's holder expires pending
+// tickets past their deadline each round (lua/party_expire.lua: each is
+// checked still pending in the script, [HSET] expired, [ZADD] "x:ID" to
+// the outbox), so the expiry is announced through OnExpired like a
+// waiting ticket's, at least once, by whichever node holds the queue; an
+// acceptance after the deadline, before the sweep, expires it itself.
+// Every MatchersConfig.PendingEvery (2 s) the holder hands the pending
+// parties (ZRANGE pending, then [HGETALL] each in one pipeline) to
+// OnPending, which dissolves those whose players are not all online.
+//
+// The naive version — a ticket whose party is queued with it at once
+// (this package before #40) — lets anyone queue any online user: the
+// victim's own Submit is refused ticket_open, and they are matched with
+// the attacker. An acceptance kept in a key of the invitee's own (the
+// {user:U} unit) would need a second step to queue the ticket, which
+// another acceptance or a cancel can interleave: everything of a party is
+// in its queue's unit, beside the user map it checks.
 //
 // # Fair matching: bounded work, a wait no queue depth stretches
 //
@@ -197,5 +233,6 @@
 // [HGET]: https://redis.io/commands/hget/
 // [HSET]: https://redis.io/commands/hset/
 // [HDEL]: https://redis.io/commands/hdel/
+// [HGETALL]: https://redis.io/commands/hgetall/
 // [PEXPIRE]: https://redis.io/commands/pexpire/
 package matchmaking

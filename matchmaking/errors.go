@@ -19,6 +19,13 @@ var (
 	// ErrTicketOpen: a member of the ticket already has an open ticket in
 	// the queue. The error is a *TicketOpenError naming it.
 	ErrTicketOpen = errcode.New(errcode.TicketOpen, "matchmaking: a ticket is already open")
+	// ErrConsentRequired: a ticket names other users in its party. A
+	// party is formed by invitation (Invite) and queues once every member
+	// has accepted (Accept): nobody is queued by someone else.
+	ErrConsentRequired = errcode.New(errcode.ConsentRequired, "matchmaking: a party needs its members' consent")
+	// ErrNotPending: an acceptance of a party that is no longer pending
+	// (queued, matched, expired, or dissolved).
+	ErrNotPending = errcode.New(errcode.Conflict, "matchmaking: the party is no longer pending")
 	// ErrBadTicket: a ticket's skill, party or attributes are out of bounds.
 	ErrBadTicket = errcode.New(errcode.BadValue, "matchmaking: bad ticket")
 	// ErrBadName: a user name in a ticket is malformed; it also wraps

@@ -16,6 +16,21 @@ import (
 const (
 	EventMatched = "matched"
 	EventExpired = "ticket_expired"
+	// EventPartyInvite tells an invitee of a party they may accept or
+	// decline (by the ticket's id) until Expires.
+	EventPartyInvite = "party_invite"
+	// EventPartyUpdate tells a party's players that a member accepted
+	// (State pending, or waiting once all did) or that the party was
+	// dissolved before it queued (State cancelled; Reason says why).
+	EventPartyUpdate = "party_update"
+)
+
+// The reasons of a party_update event.
+const (
+	ReasonAccepted  = "accepted"  // User accepted
+	ReasonDeclined  = "declined"  // User declined: the party is dissolved
+	ReasonCancelled = "cancelled" // the leader cancelled it
+	ReasonOffline   = "offline"   // User was not online when a member accepted
 )
 
 // MaxUserEvents is how many events Events keeps per user, newest first.
@@ -42,7 +57,23 @@ type Event struct {
 	// ReserveSeconds is how long the room holds a player's seat for them
 	// (matched only).
 	ReserveSeconds int `json:"reserve_seconds,omitempty"`
-	// TS is when the match formed or the ticket expired, unix ms.
+	// Leader is the party's leader, who invited (party events).
+	Leader string `json:"leader,omitempty"`
+	// State is the ticket's state after a party_update: pending, waiting
+	// (every invitee accepted: it is queued) or cancelled.
+	State State `json:"state,omitempty"`
+	// User is the member who acted (party_update).
+	User string `json:"user,omitempty"`
+	// Reason is what happened (party_update): accepted, declined,
+	// cancelled or offline.
+	Reason string `json:"reason,omitempty"`
+	// Accepted lists the invitees who accepted so far (party events).
+	Accepted []string `json:"accepted,omitempty"`
+	// Expires is when a pending party's invitations lapse, unix ms
+	// (party_invite).
+	Expires int64 `json:"expires,omitempty"`
+	// TS is when the match formed, the ticket expired or the party
+	// changed, unix ms.
 	TS int64 `json:"ts"`
 }
 
@@ -69,6 +100,22 @@ func MatchedEvents(m Match, room string, reserve time.Duration) []Notice {
 // ExpiredEvent returns the notice of a ticket that expired at at.
 func ExpiredEvent(t Ticket, at time.Time) Notice {
 	return Notice{Users: t.Players(), Event: Event{Type: EventExpired, Queue: t.Queue, Ticket: t.ID, TS: at.UnixMilli()}}
+}
+
+// PartyInviteEvent returns the notice of a pending party for its
+// invitees.
+func PartyInviteEvent(st Status) Notice {
+	t := st.Ticket
+	return Notice{Users: t.Party, Event: Event{Type: EventPartyInvite, Queue: t.Queue, Ticket: t.ID, Leader: t.User,
+		Players: t.Players(), State: st.State, Accepted: t.Accepted, Expires: t.Expires.UnixMilli(), TS: t.Created.UnixMilli()}}
+}
+
+// PartyUpdateEvent returns the notice, for every player of the party, that
+// user did reason at at, leaving the party in st.
+func PartyUpdateEvent(st Status, user, reason string, at time.Time) Notice {
+	t := st.Ticket
+	return Notice{Users: t.Players(), Event: Event{Type: EventPartyUpdate, Queue: t.Queue, Ticket: t.ID, Leader: t.User,
+		Players: t.Players(), State: st.State, User: user, Reason: reason, Accepted: t.Accepted, TS: at.UnixMilli()}}
 }
 
 // Notify records each notice's event for its users (Events) and publishes

@@ -58,6 +58,12 @@ func (k keys) sweep() string { return k.ks.Key("mm", k.queue, "sweep") } // STRI
 // by the next round that succeeds; Status shows it on waiting tickets.
 func (k keys) trouble() string { return k.ks.Key("mm", k.queue, "trouble") } // STRING since (unix ms), PX
 
+// pending indexes the pending parties (tickets whose invitations are not
+// all accepted yet) by their invitations' deadline: the holder expires
+// those past it. A pending party is in no other index of the queue: not in
+// the pool, the age index or the user map, so it queues and blocks nobody.
+func (k keys) pending() string { return k.ks.Key("mm", k.queue, "pending") } // ZSET ticket id -> deadline ms
+
 // seq counts match numbers: never reset, so a match id is never reused.
 func (k keys) seq() string { return k.ks.Key("mm", k.queue, "seq") } // STRING INCR counter
 

@@ -62,13 +62,14 @@ return {skill_hex(x), string.format('%.17g', skill_of(string.rep('0', 16) .. ARG
 // TestEveryScriptRunsOnBothEngines really runs each matchmaking script
 // on both engines: a submission, a cancel, a pick that finds a match and
 // an expiry, and the formation of both (queue_pick.lua once called
-// struct.pack, which the embedded Redis lacks: every round failed there).
+// struct.pack, which the embedded Redis lacks: every round failed there),
+// and a party's invitation, acceptance and expiry.
 func TestEveryScriptRunsOnBothEngines(t *testing.T) {
 	t.Parallel()
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
-			n, clock, rec, _ := one(t, e.get(t), `{"duel":{"min":2,"max":2,"window":1e9,"widen_per_second":0.5,"max_wait_seconds":60}}`)
+			n, clock, rec, _ := one(t, e.get(t), `{"duel":{"min":2,"max":2,"window":1e9,"widen_per_second":0.5,"max_wait_seconds":60,"max_party":2}}`)
 			s := n.svc
 			c := submit(t, s, "duel", Ticket{User: "c", Skill: 5000})
 			st, err := s.Cancel(context.Background(), "duel", c)
@@ -84,11 +85,23 @@ func TestEveryScriptRunsOnBothEngines(t *testing.T) {
 			m := matchOfTicket(t, s, "duel", a)
 			assert.Equal(t, []string{a, b}, []string{m.Tickets[0].ID, m.Tickets[1].ID})
 
+			ctx := context.Background()
+			pa, err := s.Invite(ctx, "duel", Ticket{User: "p", Party: []string{"q"}, Skill: 1})
+			require.NoError(t, err)
+			st, err = s.Accept(ctx, "duel", pa.Ticket.ID, "Q")
+			require.NoError(t, err, "party_accept.lua")
+			assert.Equal(t, Waiting, st.State)
+			_, err = s.Cancel(ctx, "duel", pa.Ticket.ID)
+			require.NoError(t, err)
+			pe, err := s.Invite(ctx, "duel", Ticket{User: "p", Party: []string{"r"}, Skill: 1})
+			require.NoError(t, err)
+
 			clock.Add(61 * time.Second)
-			waitFor(t, 5*time.Second, "x expires", func() bool {
+			waitFor(t, 5*time.Second, "x expires, and the pending party (party_expire.lua)", func() bool {
 				_, xs, _ := rec.snapshot()
 				_, ok := xs[x]
-				return ok
+				_, okp := xs[pe.Ticket.ID]
+				return ok && okp
 			})
 		})
 	}

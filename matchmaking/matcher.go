@@ -37,6 +37,17 @@ type MatchersConfig struct {
 	// OnExpired is called likewise for every ticket that waited past its
 	// queue's max wait. nil = none.
 	OnExpired func(ctx context.Context, t Ticket) error
+	// OnPending is called by the queue's matcher every PendingEvery with
+	// the queue's pending parties (at most MaxPending, those whose
+	// invitations lapse first), for the caller to dissolve those one of
+	// whose players went away (Cancel). nil = none: a party then waits for
+	// its acceptances or its deadline.
+	OnPending func(ctx context.Context, pending []Status) error
+	// PendingEvery is how often OnPending is called; 0 = 2 s.
+	PendingEvery time.Duration
+	// MaxPending is the most pending parties one OnPending call gets;
+	// 0 = 256.
+	MaxPending int
 	// MaxMatches is the most matches one round forms (one script call
 	// each way); 0 = 64. Rounds of large matches form fewer (at most about
 	// 1,000 tickets per round).
@@ -111,6 +122,12 @@ func NewMatchers(svc *Service, cfg MatchersConfig) (*Matchers, error) {
 	}
 	if cfg.MaxMatches <= 0 {
 		cfg.MaxMatches = defaultMaxMatches
+	}
+	if cfg.PendingEvery <= 0 {
+		cfg.PendingEvery = 2 * time.Second
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 256
 	}
 	if cfg.Seeds <= 0 {
 		cfg.Seeds = defaultSeeds

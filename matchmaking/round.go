@@ -26,6 +26,8 @@ type holder struct {
 	since  time.Time // when the first of them failed
 	cancel context.CancelCauseFunc
 
+	checked time.Time // when OnPending was last called
+
 	acks  []string              // outbox members announced, ZREM'd by the next pick
 	retry map[string]retryState // outbox members whose hook failed
 }
@@ -166,6 +168,17 @@ func (h *holder) round(ctx context.Context) (more bool, err error) {
 	q, err := h.svc.Queue(h.queue)
 	if err != nil {
 		return false, errQueueRemoved
+	}
+	// Pending parties past their invitations' deadline expire first, so
+	// that this round's drain announces them.
+	if err := h.svc.expirePending(ctx, h.queue, h.m.cfg.MaxMatches); err != nil {
+		return false, fmt.Errorf("expire parties: %w", err)
+	}
+	if h.m.cfg.OnPending != nil && time.Since(h.checked) >= h.m.cfg.PendingEvery {
+		h.checked = time.Now()
+		if err := h.checkPending(ctx); err != nil {
+			return false, fmt.Errorf("check parties: %w", err)
+		}
 	}
 	k := h.svc.keys(h.queue)
 	now := h.svc.now()
@@ -502,4 +515,20 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// checkPending hands the queue's pending parties to OnPending. A failing
+// hook is logged, not retried: the next check comes PendingEvery later.
+func (h *holder) checkPending(ctx context.Context) error {
+	sts, err := h.svc.pendingParties(ctx, h.queue, h.m.cfg.MaxPending)
+	if err != nil || len(sts) == 0 {
+		return err
+	}
+	if err := h.keepAlive(ctx); err != nil {
+		return err
+	}
+	if err := h.m.cfg.OnPending(ctx, sts); err != nil && ctx.Err() == nil {
+		h.svc.log.Warn("matchmaking: the pending parties' check failed", "queue", h.queue, "err", err)
+	}
+	return nil
 }

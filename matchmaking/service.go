@@ -31,6 +31,10 @@ type Config struct {
 	// StatusTTL is how long an ended ticket's status and a match's record
 	// are kept after the end, for pollers; 0 = 10 minutes.
 	StatusTTL time.Duration
+	// InviteTTL is how long a party's invitations wait for their
+	// acceptance (Invite); 0 = 60 s. A party not accepted by every member
+	// by then expires, and its players are told (OnExpired).
+	InviteTTL time.Duration
 	// Clock tells the time of submissions, waits and matches; nil =
 	// time.Now. Nodes' clocks should agree (NTP): a ticket's wait is the
 	// matcher's now minus the submitting node's.
@@ -49,6 +53,7 @@ type Service struct {
 	ks        keyspace.Space
 	source    func() string
 	statusTTL time.Duration
+	inviteTTL time.Duration
 	now       func() time.Time
 	log       *slog.Logger
 	m         *metrics
@@ -62,12 +67,18 @@ type parsedDefs struct {
 	queues []Queue
 }
 
-const defaultStatusTTL = 10 * time.Minute
+const (
+	defaultStatusTTL = 10 * time.Minute
+	defaultInviteTTL = time.Minute
+)
 
 // New returns a Service on rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Service {
 	if cfg.StatusTTL <= 0 {
 		cfg.StatusTTL = defaultStatusTTL
+	}
+	if cfg.InviteTTL <= 0 {
+		cfg.InviteTTL = defaultInviteTTL
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -83,6 +94,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Service {
 		ks:        keyspace.New(cfg.Prefix),
 		source:    cfg.Queues,
 		statusTTL: max(cfg.StatusTTL, time.Second),
+		inviteTTL: max(cfg.InviteTTL, time.Second),
 		now:       cfg.Clock,
 		log:       cfg.Logger.With("component", "matchmaking"),
 		m:         newMetrics(cfg.Registerer),
@@ -147,6 +159,10 @@ func (s *Service) keys(queue string) keys { return keys{ks: s.ks, queue: queue} 
 
 // Submit enqueues t in queue and returns the ticket's id.
 //
+// A party in t is queued as given: the caller vouches that every member
+// agreed. Users reach the queue through Invite and Accept, which ask them;
+// the transport refuses a party in a ticket with ErrConsentRequired.
+//
 // One script checks that no member of the ticket (t.User and t.Party) has
 // an open ticket in the queue and enqueues it: the pool entry, the age
 // index, the user map and the ticket's hash, together. A retry of a call
@@ -210,8 +226,8 @@ func (s *Service) enqueue(ctx context.Context, q Queue, t Ticket, id string) (_ 
 
 var errUnexpectedReply = errors.New("matchmaking: unexpected script reply")
 
-// Cancel takes the waiting ticket id out of queue and returns its status
-// after: cancelled, or how it had ended before (matched, expired,
+// Cancel takes the waiting ticket id out of queue, or dissolves the
+// pending party id, and returns its status after: cancelled, or how it had ended before (matched, expired,
 // cancelled; nothing is changed then). The queue need not be defined any
 // more. It returns ErrUnknownTicket for a
 // ticket the queue does not hold (never submitted, or ended longer ago
@@ -224,7 +240,7 @@ func (s *Service) Cancel(ctx context.Context, queue, id string) (Status, error) 
 		return Status{}, fmt.Errorf("matchmaking: cancel in %s: %w: %q is not a ticket id", queue, ErrUnknownTicket, clip(id))
 	}
 	k := s.keys(queue)
-	v, err := redisx.Run(ctx, s.rdb, ticketCancelScript, []string{k.pool(), k.age(), k.users(), k.ticket(id)},
+	v, err := redisx.Run(ctx, s.rdb, ticketCancelScript, []string{k.pool(), k.age(), k.users(), k.ticket(id), k.pending()},
 		id, ms(s.now()), s.statusTTL.Milliseconds()).Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("matchmaking: cancel %s in %s: %w", id, queue, err)

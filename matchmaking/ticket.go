@@ -37,8 +37,16 @@ type Ticket struct {
 	// [A-Za-z0-9_.:-].
 	Attributes map[string]string `json:"attributes,omitempty"`
 	// Created is when the ticket was submitted, by the submitting node's
-	// clock (milliseconds).
+	// clock (milliseconds); for a party, when its last invitee accepted
+	// (its wait in the queue starts then), and when it was formed while
+	// pending.
 	Created time.Time `json:"created"`
+	// Accepted lists the party members (canonical names) who accepted
+	// their invitation (Invite, Accept); empty for a ticket of one.
+	Accepted []string `json:"accepted,omitempty"`
+	// Expires is when a pending party's invitations lapse; zero for a
+	// ticket submitted alone.
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Players returns the ticket's users: User, then Party.
@@ -58,8 +66,11 @@ const (
 // State is where a ticket is: waiting, or how it ended.
 type State string
 
-// The states of a ticket. Only Waiting changes; the others are final.
+// The states of a ticket. Only Pending and Waiting change; the others are
+// final. A pending ticket is a party whose invitees have not all accepted:
+// it is in no queue index.
 const (
+	Pending   State = "pending"
 	Waiting   State = "waiting"
 	Matched   State = "matched"
 	Expired   State = "expired"
@@ -280,6 +291,10 @@ func ticketOf(queue, id string, h map[string]string) (Ticket, error) {
 	if p := h["party"]; p != "" {
 		t.Party = strings.Fields(p)
 	}
+	if a := h["accepted"]; a != "" {
+		t.Accepted = strings.Fields(a)
+	}
+	t.Expires = fromMS(h["expires"])
 	if a := h["attrs"]; a != "" && a != "{}" {
 		if err := json.Unmarshal([]byte(a), &t.Attributes); err != nil {
 			return Ticket{}, fmt.Errorf("%w: ticket %s has attributes %q", errUnexpectedReply, id, clip(a))

@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/chatd/chatd/rooms"
@@ -20,8 +21,8 @@ type Viewer struct {
 // rooms.Private.Create) only its players' and the admins'. Anyone else is
 // answered rooms.ErrUnknownRoom (404 unknown_room), exactly what a room
 // that does not exist answers, so an outsider learns nothing of it; a
-// claim of its seat (join, resume) stays rooms.ErrPrivateRoom (403). It
-// returns an error wrapping names.ErrBadName for a malformed room id, and
+// claim of its seat (resume, POST /rooms/{room}/join) answers the same
+// (claimRoom). It returns an error wrapping names.ErrBadName for a malformed room id, and
 // Redis errors.
 func (ch *Chat) CanSee(ctx context.Context, v Viewer, room string) error {
 	if v.Admin {
@@ -50,4 +51,16 @@ func (ch *Chat) visibleRooms(ctx context.Context, v Viewer, list []string) []str
 		}
 	}
 	return out
+}
+
+// claimRoom is rooms' Reclaim of room by id for user, with a private room
+// of other players answered as a room that does not exist
+// (rooms.ErrUnknownRoom, 404), as CanSee answers its reads: a 403 would
+// tell whoever guesses a match room's id that it hit one.
+func (ch *Chat) claimRoom(ctx context.Context, room, user string, att rooms.Attach) (rooms.Room, error) {
+	r, err := ch.seats.Reclaim(ctx, room, user, att)
+	if errors.Is(err, rooms.ErrPrivateRoom) {
+		return rooms.Room{}, fmt.Errorf("realtime: claim %s: %w", room, rooms.ErrUnknownRoom)
+	}
+	return r, err
 }

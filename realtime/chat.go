@@ -254,7 +254,7 @@ func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error
 		}
 		after = id
 	}
-	r, err := ch.seats.Reclaim(ctx, room, c.p.User, rooms.Attach{ID: c.id})
+	r, err := ch.claimRoom(ctx, room, c.p.User, rooms.Attach{ID: c.id})
 	if err != nil {
 		return err
 	}
@@ -422,7 +422,7 @@ func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 // or taken back (rooms.Seats.Reclaim) with the session attached, and the room
 // joins the session's poll as JoinREST does.
 func (ch *Chat) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
-	r, err := ch.seats.Reclaim(ctx, room, p.User, restAttach(p.Session))
+	r, err := ch.claimRoom(ctx, room, p.User, restAttach(p.Session))
 	if err != nil {
 		return rooms.Room{}, err
 	}

@@ -57,9 +57,9 @@ var (
 	// ErrMuted and ErrBanned are matched by *MutedError and *BannedError.
 	ErrMuted  = errcode.New(errcode.Muted, "realtime: user is muted")
 	ErrBanned = errcode.New(errcode.Banned, "realtime: user is banned")
-	// ErrPartyOffline is returned by a ticket submission when a party
-	// member has no live session (no WebSocket, no recent poll) on any
-	// node.
+	// ErrPartyOffline is returned by a party invitation when an invitee,
+	// and by an acceptance when a player, has no live session (no
+	// WebSocket, no recent poll) on any node.
 	ErrPartyOffline = errcode.New(errcode.Conflict, "realtime: a party member is not online")
 	// ErrMatchLobby is returned by a lobby join of a match room's lobby
 	// (MatchLobbyPrefix): a match room is joined by its room id.

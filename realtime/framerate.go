@@ -38,6 +38,9 @@ var FrameRates = map[string]FrameRate{
 	"read":    {Rate: 10, Burst: 100},
 	"queue":   {Rate: 5, Burst: 50},
 	"dequeue": {Rate: 5, Burst: 50},
+	"invite":  {Rate: 1, Burst: 10},
+	"accept":  {Rate: 5, Burst: 50},
+	"decline": {Rate: 5, Burst: 50},
 	"ping":    {Rate: 50, Burst: 500},
 	"other":   {Rate: 20, Burst: 200},
 }

@@ -21,6 +21,8 @@ import (
 // matchStore is what the matchmaking use case needs of package matchmaking.
 type matchStore interface {
 	Submit(ctx context.Context, queue string, t matchmaking.Ticket) (string, error)
+	Invite(ctx context.Context, queue string, t matchmaking.Ticket) (matchmaking.Status, error)
+	Accept(ctx context.Context, queue, id, user string) (matchmaking.Status, error)
 	Cancel(ctx context.Context, queue, id string) (matchmaking.Status, error)
 	Status(ctx context.Context, queue, id string) (matchmaking.Status, error)
 	Queue(name string) (matchmaking.Queue, error)
@@ -75,19 +77,41 @@ type Matchmaking struct {
 type TicketRequest struct {
 	// Skill is the rating the match is made on.
 	Skill float64 `json:"skill"`
-	// Party lists the other users who play with the caller; each must be
-	// online.
+	// Party lists the other users invited to play with the caller (Invite
+	// only; each must be online).
 	Party []string `json:"party,omitempty"`
 	// Attributes must be equal for tickets to match.
 	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
-// Submit enqueues a ticket of p's user (and party) in queue and returns
-// its status as read just after: waiting, or already matched when the
-// queue's matcher formed a match with it in between. Every party member must be online (presence);
-// else ErrPartyOffline. It returns matchmaking's errors (ErrUnknownQueue,
+// Submit enqueues a ticket of p's user alone in queue and returns its
+// status as read just after: waiting, or already matched when the queue's
+// matcher formed a match with it in between. A ticket naming a party is
+// refused with matchmaking.ErrConsentRequired: a party is formed by
+// Invite and queues once its members Accept, so nobody is queued by
+// someone else. It returns matchmaking's errors (ErrUnknownQueue,
 // ErrBadTicket, ErrBadName, *TicketOpenError) and Redis errors.
 func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
+	if _, err := mm.svc.Queue(queue); err != nil {
+		return matchmaking.Status{}, err
+	}
+	if len(req.Party) > 0 {
+		return matchmaking.Status{}, fmt.Errorf("%w: a ticket queues its sender alone; a party is formed by invitation "+
+			"(POST /matchmaking/%s/parties, or an invite frame) and queues once every member accepts", matchmaking.ErrConsentRequired, queue)
+	}
+	id, err := mm.svc.Submit(ctx, queue, matchmaking.Ticket{User: p.User, Skill: req.Skill, Attributes: req.Attributes})
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	return mm.svc.Status(ctx, queue, id)
+}
+
+// Invite forms a pending party led by p's user with req.Party invited
+// (each must be online: else ErrPartyOffline) and tells each invitee by a
+// party_invite event; the party queues once all of them Accept. It
+// returns matchmaking's errors (ErrUnknownQueue, ErrBadTicket, ErrBadName)
+// and Redis errors.
+func (mm *Matchmaking) Invite(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
 	q, err := mm.svc.Queue(queue)
 	if err != nil {
 		return matchmaking.Status{}, err
@@ -104,19 +128,127 @@ func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, re
 		if names.Canonical(u) == names.Canonical(p.User) {
 			continue // the ticket's check refuses it with its own words
 		}
-		st, err := mm.online.Get(ctx, u)
-		if err != nil {
+		if err := mm.mustBeOnline(ctx, u); err != nil {
 			return matchmaking.Status{}, err
 		}
-		if !st.Online {
-			return matchmaking.Status{}, fmt.Errorf("%w: party member %s is not online", ErrPartyOffline, u)
-		}
 	}
-	id, err := mm.svc.Submit(ctx, queue, matchmaking.Ticket{User: p.User, Party: req.Party, Skill: req.Skill, Attributes: req.Attributes})
+	st, err := mm.svc.Invite(ctx, queue, matchmaking.Ticket{User: p.User, Party: req.Party, Skill: req.Skill, Attributes: req.Attributes})
 	if err != nil {
 		return matchmaking.Status{}, err
 	}
-	return mm.svc.Status(ctx, queue, id)
+	return st, mm.tell(ctx, []matchmaking.Notice{matchmaking.PartyInviteEvent(st)})
+}
+
+// Accept accepts, for p's user, the invitation to the pending party id
+// and returns the party's status after: pending, or waiting in the queue
+// once every invitee accepted. Its players are told (party_update). Every
+// player must still be online: one who is not dissolves the party (the
+// others are told, reason offline) and the answer is ErrPartyOffline. It
+// returns matchmaking.ErrUnknownTicket when p's user is not invited to
+// it, ErrNotPending, *TicketOpenError and Redis errors.
+func (mm *Matchmaking) Accept(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+	st, err := mm.invitation(ctx, p, queue, id)
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	if st.State == matchmaking.Pending {
+		for _, u := range st.Ticket.Players() {
+			if names.Canonical(u) == names.Canonical(p.User) {
+				continue
+			}
+			if err := mm.mustBeOnline(ctx, u); err != nil {
+				if errors.Is(err, ErrPartyOffline) {
+					if _, cerr := mm.dissolve(ctx, queue, id, u, matchmaking.ReasonOffline); cerr != nil {
+						return matchmaking.Status{}, cerr
+					}
+				}
+				return matchmaking.Status{}, err
+			}
+		}
+	}
+	st, err = mm.svc.Accept(ctx, queue, id, p.User)
+	if err != nil {
+		return st, err
+	}
+	return st, mm.tell(ctx, []matchmaking.Notice{matchmaking.PartyUpdateEvent(st, p.User, matchmaking.ReasonAccepted, mm.now())})
+}
+
+// Decline declines, for p's user, the invitation to the pending party id:
+// the party is dissolved (cancelled) and its players are told
+// (party_update, reason declined). A party no longer pending is answered
+// as it is, unchanged (to leave a queued ticket, cancel it). It returns
+// matchmaking.ErrUnknownTicket when p's user is not invited to it, and
+// Redis errors.
+func (mm *Matchmaking) Decline(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+	st, err := mm.invitation(ctx, p, queue, id)
+	if err != nil || st.State != matchmaking.Pending {
+		return st, err
+	}
+	return mm.dissolve(ctx, queue, id, p.User, matchmaking.ReasonDeclined)
+}
+
+// invitation returns the status of party id when p's user is one of its
+// invitees (not its leader), else matchmaking.ErrUnknownTicket.
+func (mm *Matchmaking) invitation(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+	st, err := mm.svc.Status(ctx, queue, id)
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	if !slices.ContainsFunc(st.Ticket.Party, func(u string) bool { return names.Canonical(u) == names.Canonical(p.User) }) {
+		return matchmaking.Status{}, fmt.Errorf("matchmaking: invitation %s in %s: %w", id, queue, matchmaking.ErrUnknownTicket)
+	}
+	return st, nil
+}
+
+// dissolve cancels the pending party id because user did reason, and
+// tells its players when it was still pending.
+func (mm *Matchmaking) dissolve(ctx context.Context, queue, id, user, reason string) (matchmaking.Status, error) {
+	before, err := mm.svc.Status(ctx, queue, id)
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	st, err := mm.svc.Cancel(ctx, queue, id)
+	if err != nil {
+		return matchmaking.Status{}, err
+	}
+	if before.State == matchmaking.Pending && st.State == matchmaking.Cancelled {
+		return st, mm.tell(ctx, []matchmaking.Notice{matchmaking.PartyUpdateEvent(st, user, reason, mm.now())})
+	}
+	return st, nil
+}
+
+// checkPending is the OnPending hook (run by the queue's matcher every
+// few seconds): a pending party one of whose players is no longer online
+// is dissolved, and its players are told (party_update, reason offline).
+func (mm *Matchmaking) checkPending(ctx context.Context, pending []matchmaking.Status) error {
+	for _, st := range pending {
+		for _, u := range st.Ticket.Players() {
+			err := mm.mustBeOnline(ctx, u)
+			if errors.Is(err, ErrPartyOffline) {
+				_, err = mm.dissolve(ctx, st.Ticket.Queue, st.Ticket.ID, u, matchmaking.ReasonOffline)
+				if err != nil {
+					return err
+				}
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mustBeOnline returns ErrPartyOffline unless user has a live session.
+func (mm *Matchmaking) mustBeOnline(ctx context.Context, user string) error {
+	st, err := mm.online.Get(ctx, user)
+	if err != nil {
+		return err
+	}
+	if !st.Online {
+		return fmt.Errorf("%w: party member %s is not online", ErrPartyOffline, user)
+	}
+	return nil
 }
 
 // Status returns the status of ticket id in queue. Only its players may
@@ -133,11 +265,21 @@ func (mm *Matchmaking) Status(ctx context.Context, p Principal, queue, id string
 }
 
 // Cancel takes ticket id out of queue (any of its players may) and returns
-// its status after: cancelled, or how it had ended before. It returns
+// its status after: cancelled, or how it had ended before. A pending
+// party is dissolved, and its players told (party_update: cancelled by its
+// leader, declined by an invitee). It returns
 // matchmaking.ErrUnknownTicket for a ticket that is not one of p's user.
 func (mm *Matchmaking) Cancel(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
-	if _, err := mm.Status(ctx, p, queue, id); err != nil {
+	before, err := mm.Status(ctx, p, queue, id)
+	if err != nil {
 		return matchmaking.Status{}, err
+	}
+	if before.State == matchmaking.Pending {
+		reason := matchmaking.ReasonCancelled
+		if !strings.EqualFold(before.Ticket.User, p.User) {
+			reason = matchmaking.ReasonDeclined
+		}
+		return mm.dissolve(ctx, queue, id, p.User, reason)
 	}
 	return mm.svc.Cancel(ctx, queue, id)
 }
@@ -220,6 +362,9 @@ func (mm *Matchmaking) expired(ctx context.Context, t matchmaking.Ticket) error 
 	at := mm.now()
 	if q, err := mm.svc.Queue(t.Queue); err == nil {
 		at = t.Created.Add(q.MaxWait)
+	}
+	if !t.Expires.IsZero() {
+		at = t.Expires // a party whose invitations lapsed
 	}
 	return mm.tell(ctx, []matchmaking.Notice{matchmaking.ExpiredEvent(t, at)})
 }

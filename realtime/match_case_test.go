@@ -29,11 +29,13 @@ func TestMatchmakingKnowsOnePersonByTheCanonicalName(t *testing.T) {
 
 	t.Run("one's own name in capitals is not a party", func(t *testing.T) {
 		solo, _ := n1.connect(t, "solo")
-		_, err := n1.Match.Submit(ctx, solo.p, "duel", TicketRequest{Skill: 1, Party: []string{"SOLO"}})
+		_, err := n1.Match.Invite(ctx, solo.p, "duel", TicketRequest{Skill: 1, Party: []string{"SOLO"}})
 		require.ErrorIs(t, err, matchmaking.ErrBadTicket)
 		assert.Contains(t, errcode.Message(err), "The party names SOLO twice")
-		_, err = n1.Match.Submit(ctx, solo.p, "four", TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
+		_, err = n1.Match.Invite(ctx, solo.p, "four", TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
 		require.ErrorIs(t, err, matchmaking.ErrBadTicket, "three case variants of one's own name are no 4-player party")
+		_, err = n1.Match.Submit(ctx, solo.p, "four", TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
+		require.ErrorIs(t, err, matchmaking.ErrConsentRequired, "nor is a ticket naming a party")
 	})
 
 	t.Run("one person has one ticket per queue, whatever the case", func(t *testing.T) {
@@ -60,13 +62,13 @@ func TestMatchmakingKnowsOnePersonByTheCanonicalName(t *testing.T) {
 			st, err := n1.presence.Get(ctx, "case")
 			return err == nil && st.Online
 		}, 20*time.Second, 10*time.Millisecond, "Case's presence, read as case")
-		_, err := n1.Match.Submit(ctx, lead.p, "duel", TicketRequest{Skill: -1e6, Party: []string{"case"}})
+		_, err := n1.Match.Invite(ctx, lead.p, "duel", TicketRequest{Skill: -1e6, Party: []string{"case"}})
 		assert.NotErrorIs(t, err, ErrPartyOffline)
 	})
 
 	t.Run("an offline party member is named in lower case as given", func(t *testing.T) {
 		vic, _ := n2.connect(t, "vic")
-		_, err := n2.Match.Submit(ctx, vic.p, "duel", TicketRequest{Skill: 5, Party: []string{"zed"}})
+		_, err := n2.Match.Invite(ctx, vic.p, "duel", TicketRequest{Skill: 5, Party: []string{"zed"}})
 		require.ErrorIs(t, err, ErrPartyOffline)
 		assert.Contains(t, errcode.Message(err), "Party member zed is not online")
 	})

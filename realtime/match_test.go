@@ -113,7 +113,7 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 	t.Run("nobody else gets in", func(t *testing.T) {
 		eve, fe := n1.connect(t, "eve")
 		err := n1.Chat.Resume(ctx, eve, room, "")
-		assert.ErrorIs(t, err, rooms.ErrPrivateRoom)
+		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "as a room that does not exist")
 		lobby, _, _ := rooms.ParseRoom(room)
 		err = n1.Chat.Join(ctx, eve, lobby)
 		assert.Equal(t, errcode.Forbidden, errcode.Of(err))
@@ -128,16 +128,16 @@ func TestAPartyStaysTogether(t *testing.T) {
 	setQueues(t, n1, `{"team":{"min":3,"max":3,"window":1000,"max_party":2}}`, "team", n2)
 	ctx := context.Background()
 	ann, fa := n1.connect(t, "ann")
-	_, fb := n2.connect(t, "bob")
+	bob, fb := n2.connect(t, "bob")
 	cy, fc := n2.connect(t, "cy")
 	dan, fd := n1.connect(t, "dan")
 
 	t.Run("a party too large is refused before any presence read", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
+		_, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
 		assert.ErrorIs(t, err, matchmaking.ErrBadTicket)
 	})
 	t.Run("a party member who is not online is refused", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
+		_, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
 		assert.ErrorIs(t, err, ErrPartyOffline)
 	})
 	require.Eventually(t, func() bool {
@@ -150,7 +150,9 @@ func TestAPartyStaysTogether(t *testing.T) {
 	require.NoError(t, err)
 	_, err = n1.Match.Submit(ctx, dan.p, "team", TicketRequest{Skill: 501})
 	require.NoError(t, err)
-	party, err := n1.Match.Submit(ctx, ann.p, "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
+	party, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
+	require.NoError(t, err)
+	_, err = n2.Match.Accept(ctx, bob.p, "team", party.Ticket.ID)
 	require.NoError(t, err)
 
 	ea, eb := fa.first(t, "matched", nil), fb.first(t, "matched", nil)
@@ -233,7 +235,7 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"ann"}, got.Members)
 		_, err = n2.Chat.JoinRoomREST(ctx, Principal{User: "eve", Session: "rest-eve"}, room)
-		assert.ErrorIs(t, err, rooms.ErrPrivateRoom, "a released seat is no seat for a stranger")
+		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "a released seat is no seat for a stranger, and no hint of the room")
 	})
 }
 

@@ -270,7 +270,7 @@ func New(cfg Config) (*Node, error) {
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
 	n.Match = &Matchmaking{svc: mms, rooms: rs.Private, online: n.presence, hub: n.hub, marks: mk, now: now, log: log, roomKey: cfg.MatchRoomKey}
 	n.Match.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: locks,
-		OnMatched: n.Match.matched, OnExpired: n.Match.expired})
+		OnMatched: n.Match.matched, OnExpired: n.Match.expired, OnPending: n.Match.checkPending})
 	if err != nil {
 		return nil, err
 	}

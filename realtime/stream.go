@@ -150,7 +150,7 @@ func (ch *Chat) syncStream(ctx context.Context, c *Client, after Position) {
 		if c.InRoom(room) {
 			continue
 		}
-		r, err := ch.seats.Reclaim(ctx, room, c.p.User, rooms.Attach{ID: c.id})
+		r, err := ch.claimRoom(ctx, room, c.p.User, rooms.Attach{ID: c.id})
 		if err != nil {
 			ch.Refuse(c, err, room, "")
 			continue

@@ -180,6 +180,9 @@ func TestFrameFloodOfEveryTypeIsClosedWithinItsBudget(t *testing.T) {
 		"read":    {"type": "read", "room": "flood-1", "id": "1-0"},
 		"queue":   {"type": "queue", "queue": "duo", "skill": 100},
 		"dequeue": {"type": "dequeue", "queue": "duo", "ticket": "t"},
+		"invite":  {"type": "invite", "queue": "duo", "skill": 100, "party": []string{"nobody"}},
+		"accept":  {"type": "accept", "queue": "duo", "ticket": "t"},
+		"decline": {"type": "decline", "queue": "duo", "ticket": "t"},
 		"ping":    {"type": "ping"},
 		"bogus":   {"type": "bogus"},
 	}

@@ -46,6 +46,7 @@ var statusOf = map[errcode.Code]int{
 	errcode.Conflict:           http.StatusConflict,
 	errcode.BoardFull:          http.StatusConflict,
 	errcode.TicketOpen:         http.StatusConflict,
+	errcode.ConsentRequired:    http.StatusForbidden,
 	errcode.TooLarge:           http.StatusRequestEntityTooLarge,
 	errcode.RateLimited:        http.StatusTooManyRequests,
 	errcode.TooManyConnections: http.StatusTooManyRequests,

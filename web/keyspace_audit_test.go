@@ -169,8 +169,8 @@ func TestKeyspaceAudit(t *testing.T) {
 
 	// matchmaking: a ticket cancelled, an expiry, a match of alice and
 	// dave whose room alice joins over REST, the frames, the admin listing
-	cl.putSetting("matchmaking.queues", `{"audit-q":{"min":2,"max":2,"window":100,"reserve_seconds":2},"audit-x":{"min":2,"max":2,"window":0,"max_wait_seconds":1}}`)
-	au.names("audit-q", "audit-x")
+	cl.putSetting("matchmaking.queues", `{"audit-q":{"min":2,"max":2,"window":100,"reserve_seconds":2},"audit-x":{"min":2,"max":2,"window":0,"max_wait_seconds":1},"audit-p":{"min":3,"max":3,"window":0,"max_party":2}}`)
+	au.names("audit-q", "audit-x", "audit-p")
 	var tk struct{ Ticket struct{ ID, Room string } }
 	c1.json(call{method: "POST", path: "/api/v1/matchmaking/audit-q/tickets", token: alice, body: map[string]any{"skill": 1}, status: 200}, &tk)
 	c2.do(call{method: "GET", path: "/api/v1/matchmaking/audit-q/tickets/" + tk.Ticket.ID, token: alice, status: 200})
@@ -189,6 +189,22 @@ func TestKeyspaceAudit(t *testing.T) {
 	wb.send(map[string]any{"type": "dequeue", "queue": "audit-q", "ticket": q})
 	wb.next("dequeued")
 	c2.do(call{method: "GET", path: "/api/v1/poll", token: dave, status: 200})
+	// parties: bob's invitation left pending (its ticket and the pending
+	// index expire); alice's declined, then accepted, over bob's
+	// WebSocket; carol's declined and accepted over REST
+	wb.send(map[string]any{"type": "invite", "queue": "audit-p", "skill": 1, "party": []string{"dave"}})
+	wb.next("party")
+	for _, answer := range []string{"decline", "accept"} {
+		c1.do(call{method: "POST", path: "/api/v1/matchmaking/audit-p/parties", token: alice, body: map[string]any{"skill": 1, "party": []string{"bob"}}, status: 200})
+		inv := wb.next("party_invite")
+		wb.send(map[string]any{"type": answer, "queue": "audit-p", "ticket": inv["ticket"]})
+		wb.next("party")
+	}
+	var party struct{ Ticket struct{ ID string } }
+	for _, answer := range []string{"decline", "accept"} {
+		c1.json(call{method: "POST", path: "/api/v1/matchmaking/audit-p/parties", token: carol, body: map[string]any{"skill": 1, "party": []string{"dave"}}, status: 200}, &party)
+		c2.do(call{method: "POST", path: "/api/v1/matchmaking/audit-p/tickets/" + party.Ticket.ID + "/" + answer, token: dave, status: 200})
+	}
 
 	// message removal
 	c2.do(call{method: "DELETE", path: "/api/v1/rooms/" + room + "/messages/" + first, token: testAdmin, status: 200})

@@ -21,6 +21,9 @@ func (h *matchAPI) routes(api fiber.Router, a *authAPI) {
 	api.Post("/matchmaking/:queue/tickets", user, h.submitTicket)
 	api.Get("/matchmaking/:queue/tickets/:id", user, h.ticketStatus)
 	api.Delete("/matchmaking/:queue/tickets/:id", user, h.cancelTicket)
+	api.Post("/matchmaking/:queue/parties", user, h.inviteParty)
+	api.Post("/matchmaking/:queue/tickets/:id/accept", user, h.acceptParty)
+	api.Post("/matchmaking/:queue/tickets/:id/decline", user, h.declineParty)
 }
 
 // ticketJSON is a ticket's status as the protocol shows it (HTTP and the
@@ -41,6 +44,10 @@ type ticketJSON struct {
 	Match        string   `json:"match,omitempty"`
 	Room         string   `json:"room,omitempty"`
 	Players      []string `json:"players,omitempty"`
+	// Accepted and Expires: a party's invitees who accepted, and (while
+	// pending) when its invitations lapse.
+	Accepted []string `json:"accepted,omitempty"`
+	Expires  int64    `json:"expires,omitempty"`
 }
 
 func (h *matchAPI) ticketOf(st matchmaking.Status) ticketJSON {
@@ -49,6 +56,10 @@ func (h *matchAPI) ticketOf(st matchmaking.Status) ticketJSON {
 		Created: t.Created.UnixMilli(), State: st.State}
 	if !st.Ended.IsZero() {
 		out.Ended = st.Ended.UnixMilli()
+	}
+	out.Accepted = t.Accepted
+	if st.State == matchmaking.Pending {
+		out.Expires = t.Expires.UnixMilli()
 	}
 	if !st.TroubleSince.IsZero() {
 		out.TroubleSince = st.TroubleSince.UnixMilli()
@@ -106,6 +117,40 @@ func (h *matchAPI) cancelTicket(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
 }
 
+// inviteParty forms a pending party: the caller leads, the party is
+// invited; it queues once every member accepted.
+func (h *matchAPI) inviteParty(c *fiber.Ctx) error {
+	var b ticketBody
+	if err := decodeJSON(c.Body(), &b); err != nil {
+		return err
+	}
+	req, err := b.request()
+	if err != nil {
+		return err
+	}
+	st, err := h.match.Invite(c.UserContext(), principal(c), c.Params("queue"), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
+}
+
+func (h *matchAPI) acceptParty(c *fiber.Ctx) error {
+	st, err := h.match.Accept(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
+}
+
+func (h *matchAPI) declineParty(c *fiber.Ctx) error {
+	st, err := h.match.Decline(c.UserContext(), principal(c), c.Params("queue"), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"ticket": h.ticketOf(st)})
+}
+
 // queueFrame runs a queue frame: the ticket's status comes back as a
 // queued event with the frame's ref.
 func (h *matchAPI) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
@@ -129,5 +174,29 @@ func (h *matchAPI) dequeueFrame(ctx context.Context, c *realtime.Client, f inFra
 		return err
 	}
 	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": h.ticketOf(st)})
+	return nil
+}
+
+// partyFrame runs an invite, accept or decline frame: the party's ticket
+// comes back as a party event with the frame's ref.
+func (h *matchAPI) partyFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+	var st matchmaking.Status
+	var err error
+	switch f.Type {
+	case "invite":
+		req, rerr := f.ticketBody.request()
+		if rerr != nil {
+			return rerr
+		}
+		st, err = h.match.Invite(ctx, c.Principal(), f.Queue, req)
+	case "accept":
+		st, err = h.match.Accept(ctx, c.Principal(), f.Queue, f.Ticket)
+	default:
+		st, err = h.match.Decline(ctx, c.Principal(), f.Queue, f.Ticket)
+	}
+	if err != nil {
+		return err
+	}
+	c.SendJSON(map[string]any{"type": "party", "ref": f.Ref, "ticket": h.ticketOf(st)})
 	return nil
 }

@@ -92,7 +92,7 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 	// nobody else gets in, by the room or by its lobby
 	eve := cl.dial(n1, "eve")
 	eve.send(map[string]string{"type": "resume", "room": room, "ref": "r"})
-	assert.Equal(t, "forbidden", eve.next("error")["code"])
+	assert.Equal(t, "unknown_room", eve.next("error")["code"], "as for a room that does not exist")
 	lobby := room[:strings.LastIndexByte(room, '-')]
 	eve.send(map[string]string{"type": "join", "lobby": lobby, "ref": "j"})
 	assert.Equal(t, "forbidden", eve.next("error")["code"])

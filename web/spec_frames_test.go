@@ -366,7 +366,7 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 
 	// matchmaking: queued and dequeued answers, a match of bob and carol
 	// (matched to each), and an expiry in a queue whose tickets wait 1 s
-	queues := `{"quick":{"min":2,"max":2,"window":100},"wsfx":{"min":2,"max":2,"window":0,"max_wait_seconds":1}}`
+	queues := `{"quick":{"min":2,"max":2,"window":100},"wsfx":{"min":2,"max":2,"window":0,"max_wait_seconds":1},"wsparty":{"min":3,"max":3,"window":0,"max_party":2}}`
 	require.Equal(t, 200, cl.do(n1, "PUT", "/api/v1/settings/matchmaking.queues", testAdmin, map[string]string{"value": queues}, nil))
 	carol.next("settings")
 	b.next("settings")
@@ -385,6 +385,20 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	carol.send(map[string]any{"type": "queue", "queue": "wsfx", "skill": 1})
 	carol.next("queued")
 	assert.Equal(t, "wsfx", carol.next("ticket_expired")["queue"])
+	// a party: bob invites carol, who declines, then accepts a second
+	// invitation (party answers, party_invite and party_update events)
+	for _, answer := range []string{"decline", "accept"} {
+		b.send(map[string]any{"type": "invite", "queue": "wsparty", "skill": 1, "party": []string{"carol"}, "ref": "p1"})
+		pending := b.next("party")["ticket"].(map[string]any)
+		assert.Equal(t, "pending", pending["state"])
+		inv := carol.next("party_invite")
+		assert.Equal(t, pending["id"], inv["ticket"])
+		carol.send(map[string]any{"type": answer, "queue": "wsparty", "ticket": inv["ticket"], "ref": "p2"})
+		after := carol.next("party")["ticket"].(map[string]any)
+		upd := b.next("party_update")
+		assert.Equal(t, map[string]string{"decline": "cancelled", "accept": "waiting"}[answer], after["state"])
+		assert.Equal(t, after["state"], upd["state"])
+	}
 
 	// a kick closes with 4001, a sign-out with 4000, a frame over 64 KiB with 1009
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/moderation/kick", testAdmin, map[string]string{"user": "carol", "reason": "calm down"}, nil))

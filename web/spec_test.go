@@ -612,7 +612,17 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.json(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 200}, &tk)
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: alice, body: map[string]any{"skill": 1500}, status: 409, code: "ticket_open"})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/nope/tickets", token: alice, body: map[string]any{"skill": 1}, status: 404, code: "unknown_queue"})
-	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 1, "party": []string{"nobody"}}, status: 409, code: "conflict"})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 1, "party": []string{"carol"}}, status: 403, code: "consent_required"})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/parties", token: bob, body: map[string]any{"skill": 1, "party": []string{"nobody"}}, status: 409, code: "conflict"})
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/parties", token: bob, body: map[string]any{"skill": 1, "party": []string{"BOB"}}, status: 400, code: "bad_value"})
+	var party struct{ Ticket struct{ ID, State string } }
+	c.do(call{method: "GET", path: "/api/v1/poll", token: carol, status: 200}) // carol is online
+	c.json(call{method: "POST", path: "/api/v1/matchmaking/quick/parties", token: bob, body: map[string]any{"skill": 1, "party": []string{"Carol"}}, status: 200}, &party)
+	assert.Equal(t, "pending", party.Ticket.State)
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets/" + party.Ticket.ID + "/accept", token: alice, status: 404, code: "unknown_ticket"})
+	c.json(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets/" + party.Ticket.ID + "/decline", token: carol, status: 200}, &party)
+	assert.Equal(t, "cancelled", party.Ticket.State)
+	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets/" + party.Ticket.ID + "/accept", token: carol, status: 409, code: "conflict"})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{}, status: 400, code: "bad_request", invalid: true})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": "high"}, status: 400, code: "bad_request", invalid: true})
 	c.do(call{method: "POST", path: "/api/v1/matchmaking/quick/tickets", token: bob, body: map[string]any{"skill": 2e9}, status: 400, code: "bad_value", invalid: true})
@@ -627,7 +637,7 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 		return tk.Ticket.Room != ""
 	}, 30*time.Second, 20*time.Millisecond)
 	c.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: carol, status: 200})
-	c.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: bob, status: 403, code: "forbidden"})
+	c.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: bob, status: 404, code: "unknown_room"})
 	c.do(call{method: "POST", path: "/api/v1/rooms/spec-999/join", token: bob, status: 404, code: "unknown_room"})
 	c.do(call{method: "GET", path: "/api/v1/matchmaking/queues", token: testAdmin, status: 200})
 

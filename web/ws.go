@@ -269,7 +269,7 @@ type inFrame struct {
 	Ref   string `json:"ref"`
 	After string `json:"after"`
 	ID    string `json:"id"`
-	// queue and dequeue
+	// queue, dequeue, invite, accept and decline
 	Queue  string `json:"queue"`
 	Ticket string `json:"ticket"`
 	ticketBody
@@ -328,8 +328,14 @@ func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f inFra
 		err = h.match.queueFrame(fctx, c, f)
 	case "dequeue":
 		err = h.match.dequeueFrame(fctx, c, f)
+	case "invite": // one case per type: deploy's docs test reads them
+		err = h.match.partyFrame(fctx, c, f)
+	case "accept":
+		err = h.match.partyFrame(fctx, c, f)
+	case "decline":
+		err = h.match.partyFrame(fctx, c, f)
 	default:
-		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		h.chat.Refuse(c, err, f.Room, f.Ref)

@@ -1,14 +1,17 @@
--- ticket_cancel.lua: take a waiting ticket out of the queue as cancelled.
+-- ticket_cancel.lua: take a waiting ticket out of the queue, or dissolve
+-- a pending party, as cancelled.
 --
 -- KEYS[1]  pool    ZSET  entry -> 0
 -- KEYS[2]  age     ZSET  entry -> created ms
 -- KEYS[3]  users   HASH  canonical user -> open ticket id
 -- KEYS[4]  ticket  HASH  the ticket
+-- KEYS[5]  pending ZSET  pending party ticket id -> invitations' deadline ms
 -- ARGV[1]  ticket id
 -- ARGV[2]  now, Unix ms
 -- ARGV[3]  status TTL in ms: how long the ended ticket is kept
 --
--- Returns {1, fields} when the ticket was waiting and is now cancelled;
+-- Returns {1, fields} when the ticket was waiting or pending and is now
+-- cancelled;
 -- {0, fields} when it had ended already (matched, expired or cancelled:
 -- nothing is written); {} when there is no such ticket. fields is the
 -- ticket's HGETALL after the call.
@@ -35,6 +38,12 @@ if t[1] == 'waiting' then
       end
     end
   end
+  redis.call('HSET', KEYS[4], 'state', 'cancelled', 'ended', ARGV[2])
+  redis.call('PEXPIRE', KEYS[4], ARGV[3])
+elseif t[1] == 'pending' then
+  -- A pending party is in no queue index, only in the pending one.
+  changed = 1
+  redis.call('ZREM', KEYS[5], ARGV[1])
   redis.call('HSET', KEYS[4], 'state', 'cancelled', 'ended', ARGV[2])
   redis.call('PEXPIRE', KEYS[4], ARGV[3])
 end

@@ -238,9 +238,11 @@ namespace Chatd
 
         /// <summary>
         /// SubmitTicketAsync submits a matchmaking ticket to queue: waiting,
-        /// or matched already. party (other users, all online), attributes
-        /// (equal for tickets to match) are optional. unknown_queue,
-        /// ticket_open, conflict, bad_value. Not retried: a repeat is ticket_open.
+        /// or matched already. attributes (equal for tickets to match) are
+        /// optional; a non-empty party is refused consent_required (a party
+        /// is formed by invitation: POST /matchmaking/{queue}/parties, and
+        /// queues once every member accepts). unknown_queue, ticket_open,
+        /// consent_required, bad_value. Not retried: a repeat is ticket_open.
         /// </summary>
         public async Task<Ticket> SubmitTicketAsync(string queue, double skill, IList<string> party = null, IDictionary<string, string> attributes = null, CancellationToken ct = default(CancellationToken))
         {

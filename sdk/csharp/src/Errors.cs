@@ -41,6 +41,7 @@ namespace Chatd
         public const string InsufficientFunds = "insufficient_funds";
         public const string BoardFull = "board_full";
         public const string TicketOpen = "ticket_open";
+        public const string ConsentRequired = "consent_required";
         public const string Conflict = "conflict";
         public const string TooLarge = "too_large";
         public const string RateLimited = "rate_limited";

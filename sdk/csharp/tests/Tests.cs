@@ -365,8 +365,8 @@ static class Tests
         var poll = await b.PollAsync();
         Check(poll.Match.Any(m => m.TicketId == tb.Id && m.Type == "matched"), "b's poll has the match");
         var outsider = await User("mo", urls[0]);
-        var forbidden = await Throws(() => outsider.JoinRoomAsync(me.Room));
-        Eq(ErrorCodes.Forbidden, forbidden.Code, "a match room of other players");
+        var hidden = await Throws(() => outsider.JoinRoomAsync(me.Room));
+        Eq(ErrorCodes.UnknownRoom, hidden.Code, "a match room of other players answers as no room");
         ra.Close();
     }
 

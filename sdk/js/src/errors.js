@@ -37,6 +37,7 @@ export const ErrorCodes = Object.freeze({
   CONFLICT: 'conflict',
   BOARD_FULL: 'board_full',
   TICKET_OPEN: 'ticket_open',
+  CONSENT_REQUIRED: 'consent_required',
   TOO_LARGE: 'too_large',
   RATE_LIMITED: 'rate_limited',
   TOO_MANY_CONNECTIONS: 'too_many_connections',

@@ -342,6 +342,8 @@ export class RealtimeClient extends TypedEventTarget {
         return this.emit('message_removed', {room: ev.room, id: ev.id});
       case 'matched':
       case 'ticket_expired':
+      case 'party_invite':
+      case 'party_update':
         return this.emit(ev.type, /** @type {MatchEvent} */ (ev));
       default:
         return this.emit('unknown', ev);

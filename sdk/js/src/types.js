@@ -89,13 +89,19 @@
 /**
  * What a player is told about a matchmaking ticket (PROTOCOL.md, "Matchmaking").
  * @typedef {object} MatchEvent
- * @property {'matched' | 'ticket_expired'} type
+ * @property {'matched' | 'ticket_expired' | 'party_invite' | 'party_update'} type
  * @property {string} queue
  * @property {string} ticket
  * @property {string} [match]
  * @property {string} [room] the match's room: join it by this id (resume)
  * @property {string[]} [players]
  * @property {number} [reserve_seconds]
+ * @property {string} [leader] party events: who invited
+ * @property {'pending' | 'waiting' | 'cancelled'} [state] party events: the party's ticket's state after
+ * @property {string} [user] party_update: who acted
+ * @property {'accepted' | 'declined' | 'cancelled' | 'offline'} [reason] party_update: what happened
+ * @property {string[]} [accepted] party events: the invitees who accepted
+ * @property {number} [expires] party_invite: unix ms, when the invitation lapses (accept or decline it by ticket before)
  * @property {number} ts unix ms
  */
 
