@@ -316,4 +316,19 @@ func TestParkedPollsAndRequestsPerAddressAreCappedBudget(t *testing.T) {
 		assert.Equal(t, 30, ok)
 		assert.Equal(t, 10, refused)
 	})
+	t.Run("requests in flight past the cap of one user are refused", func(t *testing.T) {
+		c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *Config) {
+			cfg.MaxRequestsPerUser, cfg.MaxPollsPerUser = 5, -1
+		}})
+		// ten sessions (devices) of one guest: 2 polls a session, 20 in all
+		var toks []string
+		for range 10 {
+			tok := c.session(c.nodes[0], "oneuser")
+			c.poll(c.nodes[0], tok, "")
+			toks = append(toks, tok)
+		}
+		ok, refused := parkPolls(t, c, c.nodes[0], toks, 20)
+		assert.Equal(t, 5, ok)
+		assert.Equal(t, 15, refused)
+	})
 }

@@ -119,7 +119,7 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	if err := s.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
 		return err
 	}
-	// a page is read and built while holding one of maxHistoryBuilds
+	// a page is read and built while holding one of Config.MaxHistoryBuilds
 	// slots: what a node holds for histories at once is bounded whatever
 	// the number of readers (40 slow readers of 1,000 messages of 12 KB
 	// each took a node from 27 to 1,207 MiB)
@@ -135,11 +135,6 @@ func (s *Server) listMessages(c *fiber.Ctx) error {
 	}
 	return sendHistory(c, msgs)
 }
-
-// maxHistoryBuilds is how many history pages one node reads and builds at
-// once; more wait their turn. The page itself (at most
-// realtime.MaxHistoryBytes) is then sent without holding a slot.
-const maxHistoryBuilds = 4
 
 // sendHistory answers {"messages": [...], "more"?: true} within
 // realtime.MaxHistoryBytes: the page ends at the last message that fits

@@ -80,6 +80,15 @@ type Config struct {
 	// stream aside) one client address has in flight on this node; one
 	// more is refused 429 rate_limited. 0 = 256, negative = no bound.
 	MaxRequestsPerAddr int
+	// MaxRequestsPerUser bounds the HTTP requests under /api/v1 (the event
+	// stream aside) one user (by its token) has in flight on this node,
+	// over all its sessions and addresses; one more is refused 429
+	// rate_limited. 0 = 64, negative = no bound.
+	MaxRequestsPerUser int
+	// MaxHistoryBuilds bounds the history pages (GET
+	// /rooms/{room}/messages) this node reads and builds at once; more
+	// wait their turn. 0 = 4.
+	MaxHistoryBuilds int
 	// MaxPollsPerAddr bounds the long polls (wait > 0) one client address
 	// has parked on this node; 0 = 64, negative = no bound.
 	MaxPollsPerAddr int
@@ -127,8 +136,10 @@ type Server struct {
 	m *httpMetrics
 
 	requests inflight // requests in flight per client address
+	// userRequests: requests in flight per user (Config.MaxRequestsPerUser)
+	userRequests inflight
 	// histories bounds the history pages being built at once on this
-	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
+	// node (Config.MaxHistoryBuilds): each holds up to 1,000 messages read from
 	// Redis while it is cut to its byte budget
 	histories chan struct{}
 	polling   inflight // long polls parked per client address and per user
@@ -187,6 +198,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestsPerAddr == 0 {
 		cfg.MaxRequestsPerAddr = defaultMaxRequestsPerAddr
 	}
+	if cfg.MaxRequestsPerUser == 0 {
+		cfg.MaxRequestsPerUser = defaultMaxRequestsPerUser
+	}
+	if cfg.MaxHistoryBuilds <= 0 {
+		cfg.MaxHistoryBuilds = defaultMaxHistoryBuilds
+	}
 	if cfg.MaxPollsPerAddr == 0 {
 		cfg.MaxPollsPerAddr = defaultMaxPollsPerAddr
 	}
@@ -200,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 		tokens: &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience},
 		m:      newHTTPMetrics(cfg.Registry),
 
-		histories: make(chan struct{}, maxHistoryBuilds),
+		histories: make(chan struct{}, cfg.MaxHistoryBuilds),
 	}
 	node, err := realtime.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Addr: cfg.Addr, Prefix: cfg.Prefix,
