@@ -373,7 +373,9 @@ func TestPollReadsRedisWithinItsByteBudget(t *testing.T) {
 	read := netOutput(t, r) - before
 	require.Equal(t, 200, st, "%s", body)
 	var a struct {
-		Data struct{ Messages map[string][]struct{ ID string } }
+		Data struct {
+			Messages map[string][]struct{ ID string }
+		}
 		More bool
 	}
 	require.NoError(t, json.Unmarshal(body, &a))
