@@ -241,8 +241,8 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	var first struct{ Messages []struct{ ID string } }
 	require.Equal(t, 200, c.do(n, "GET", "/api/v1/rooms/"+room+"/messages?limit=1", reader, nil, &first))
 	lastID := first.Messages[0].ID
-	// 1,000 players on a board, 20 notices of 1,000 control characters,
-	// 1,000 seen items of 150
+	// 1,000 players on a board, the 100 notices kept (notices.MaxKept) of
+	// 1,000 control characters, 1,000 seen items of 150
 	players := make([]string, 1000)
 	for i := range players {
 		players[i] = fmt.Sprintf("p%04d", i)
@@ -258,7 +258,7 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	}
 	wg.Wait()
 	long := strings.Repeat("\x01", 1000)
-	for range 20 {
+	for range 100 {
 		require.Equal(t, 200, c.do(n, "POST", "/api/v1/notices", testAdmin, map[string]string{"text": long}, nil))
 	}
 	items := make([]string, 1000)
@@ -469,8 +469,15 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 			}
 		}
 	}
-	measure("GET /ws", nil, func() int64 {
-		conn, in := wsOpen(writer)
+	// a new user each time: every notice kept is unseen
+	fresh := 0
+	var wsUser string
+	measure("GET /ws", func() func() {
+		fresh++
+		wsUser = c.session(n, fmt.Sprintf("fresh%d", fresh))
+		return nil
+	}, func() int64 {
+		conn, in := wsOpen(wsUser)
 		b := drain(in)
 		_ = conn.Close()
 		return b
@@ -500,7 +507,6 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	}
 	ref := strings.Repeat("r", 64)
 	wr := func() string { return writer }
-	fresh := 0
 	newUser := func() string { fresh++; return c.session(n, fmt.Sprintf("fresh%d", fresh)) }
 	frame("join", wr, map[string]any{"type": "join", "lobby": "amp", "ref": ref}, nil)
 	frame("resume", wr, map[string]any{"type": "resume", "room": room, "after": "0-0", "ref": ref}, nil)
