@@ -281,20 +281,12 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 		read := func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
 			return ps.history.History(ctx, room, after, limit)
 		}
-		msgs, gap, err := readFrom(ctx, read, after, rooms.MaxHistoryLimit)
+		msgs, gap, err := readWithin(ctx, read, after, budget)
 		if errors.Is(err, rooms.ErrUnknownRoom) {
 			continue
 		}
 		if err != nil {
 			return false, nil, err
-		}
-		if after != "" {
-			// a gap read the latest window: keep only what is after the cursor
-			i := 0
-			for i < len(msgs) && msgs[i].ID <= after {
-				i++
-			}
-			msgs = msgs[i:]
 		}
 		fit, size, cut := FitMessages(msgs, budget)
 		if len(out) > 0 && size > budget {
@@ -306,6 +298,9 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 		if cut {
 			more = true
 			budget = 0
+		}
+		if len(msgs) >= rooms.MaxHistoryLimit {
+			more = true // the read stopped at its count, not at the room's end
 		}
 		if len(fit) > 0 {
 			out[room] = fit
@@ -329,6 +324,54 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 	}
 	data["messages"] = out
 	return more, gaps, nil
+}
+
+// PollPage is how many messages one read of a poll takes from Redis: a
+// poll reads a room page by page and stops once its byte budget is
+// reached, so what it reads past the budget is at most one page.
+const PollPage = 32
+
+// readWithin reads the messages after the message id after ("" = from the
+// room's first) page by page, PollPage at a time, until it has more than
+// budget bytes of JSON, the room has no more, or rooms.MaxHistoryLimit
+// are read: Redis is asked for what the budget can hold and one page
+// more, not for the room's whole history. When a page's start is no
+// longer in the history, it reads from the room's first message and keeps
+// only what comes after: the poll's one catch-up rule, as readFrom's for
+// the Feed. gap reports that the history was trimmed past after (its
+// oldest message is later than after, or none is left): messages may have
+// been missed. A cursor's message removed by an admin, with older ones
+// still there, is no gap.
+func readWithin(ctx context.Context, read ReadFunc, after string, budget int) (msgs []rooms.Message, gap bool, err error) {
+	cursor, skip, size := after, "", 0
+	if cursor == "" {
+		cursor = StreamStart
+	}
+	for len(msgs) < rooms.MaxHistoryLimit {
+		page, err := read(ctx, cursor, PollPage)
+		if errors.Is(err, rooms.ErrResumeGap) && cursor != StreamStart {
+			skip, cursor = max(skip, cursor), StreamStart
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if cursor == StreamStart && skip != "" && (len(page) == 0 || page[0].ID > skip) {
+			gap = true
+		}
+		for _, m := range page {
+			if m.ID <= skip {
+				continue
+			}
+			msgs = append(msgs, m)
+			size += messageSize(m) + 1
+		}
+		if len(page) < PollPage || size > budget {
+			break
+		}
+		cursor = page[len(page)-1].ID
+	}
+	return msgs, gap, nil
 }
 
 // followedBoards returns user's entry on each board the user follows, one

@@ -46,12 +46,20 @@ func (r *restSessions) put(user, session string, rs []string, at time.Time, gues
 	m[session] = restSeen{rs, at, guest}
 }
 
-// of returns the rooms of user's live REST sessions here, and whether it
-// has any.
-func (r *restSessions) of(user string, now time.Time, lease time.Duration) ([]string, bool) {
+// restUser is what the live REST sessions of one user here hold: their
+// rooms, and whether one is a guest's.
+type restUser struct {
+	rooms []string
+	guest bool
+}
+
+// of returns what user's live REST sessions here hold, and whether it has
+// any, from one look: whether the user is a guest is part of the same
+// snapshot as its rooms, so a presence write never marks it by a later look.
+func (r *restSessions) of(user string, now time.Time, lease time.Duration) (restUser, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
+	var out restUser
 	live := false
 	for sid, s := range r.m[user] {
 		if now.Sub(s.at) > lease {
@@ -59,7 +67,8 @@ func (r *restSessions) of(user string, now time.Time, lease time.Duration) ([]st
 			continue
 		}
 		live = true
-		out = append(out, s.rooms...)
+		out.rooms = append(out.rooms, s.rooms...)
+		out.guest = out.guest || s.guest
 	}
 	if len(r.m[user]) == 0 {
 		delete(r.m, user)
@@ -67,31 +76,19 @@ func (r *restSessions) of(user string, now time.Time, lease time.Duration) ([]st
 	return out, live
 }
 
-// guest reports whether one of user's REST sessions here is a guest's.
-func (r *restSessions) guest(user string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.m[user] {
-		if s.guest {
-			return true
-		}
-	}
-	return false
-}
-
-// all returns the rooms of every user with a live REST session here,
+// all returns what every user with a live REST session here holds,
 // forgetting the lapsed ones.
-func (r *restSessions) all(now time.Time, lease time.Duration) map[string][]string {
+func (r *restSessions) all(now time.Time, lease time.Duration) map[string]restUser {
 	r.mu.Lock()
 	users := make([]string, 0, len(r.m))
 	for u := range r.m {
 		users = append(users, u)
 	}
 	r.mu.Unlock()
-	out := map[string][]string{}
+	out := map[string]restUser{}
 	for _, u := range users {
-		if rs, ok := r.of(u, now, lease); ok {
-			out[u] = rs
+		if ru, ok := r.of(u, now, lease); ok {
+			out[u] = ru
 		}
 	}
 	return out

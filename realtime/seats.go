@@ -201,7 +201,7 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for i := range ps.stripes {
 		ps.stripes[i].Lock()
 	}
-	byUser, conns := ch.localPresence()
+	byUser, conns, guests := ch.localPresence()
 	var write []presence.UserState
 	all := make([]string, 0, len(byUser))
 	for u, rs := range byUser {
@@ -210,7 +210,7 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 		if full || again || maphash.String(presenceSeed, u)%presenceRefreshTicks == tick%presenceRefreshTicks {
 			st := userState(u, rs)
 			st.Conns = conns[u]
-			st.Guest = ch.guest(u)
+			st.Guest = guests[u]
 			write = append(write, st)
 		}
 	}
@@ -253,8 +253,10 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 }
 
 // localPresence is every user with a client or a recently polling REST
-// session here: its rooms, and its connections.
-func (ch *Chat) localPresence() (map[string]map[string]struct{}, map[string][]presence.Conn) {
+// session here: its rooms, its connections, and whether it is a guest, all
+// from one snapshot (a guest whose connection ends meanwhile is still
+// written as the guest it was).
+func (ch *Chat) localPresence() (map[string]map[string]struct{}, map[string][]presence.Conn, map[string]bool) {
 	byUser := map[string]map[string]struct{}{}
 	add := func(user string, rs []string) {
 		m := byUser[user]
@@ -267,14 +269,17 @@ func (ch *Chat) localPresence() (map[string]map[string]struct{}, map[string][]pr
 		}
 	}
 	conns := map[string][]presence.Conn{}
+	guests := map[string]bool{}
 	for _, c := range ch.hub.Clients() {
 		add(c.p.User, c.roomList())
 		conns[c.p.User] = append(conns[c.p.User], connOf(c))
+		guests[c.p.User] = guests[c.p.User] || c.p.Guest()
 	}
-	for user, rs := range ch.rest.sessions.all(ch.now(), ch.lease()) {
-		add(user, rs)
+	for user, ru := range ch.rest.sessions.all(ch.now(), ch.lease()) {
+		add(user, ru.rooms)
+		guests[user] = guests[user] || ru.guest
 	}
-	return byUser, conns
+	return byUser, conns, guests
 }
 
 // touchUser writes this node's presence claim for user now: the rooms of
@@ -291,8 +296,8 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 			set[r] = struct{}{}
 		}
 	}
-	restRooms, restHere := ch.rest.sessions.of(user, ch.now(), ch.lease())
-	for _, r := range restRooms {
+	rest, restHere := ch.rest.sessions.of(user, ch.now(), ch.lease())
+	for _, r := range rest.rooms {
 		set[r] = struct{}{}
 	}
 	if len(cs) == 0 && !restHere {
@@ -302,27 +307,19 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 		}
 		return
 	}
+	// Whether the user is a guest comes from the same look as its clients
+	// and sessions: asked again now, a guest whose connection just ended
+	// would be written unmarked, its record kept 30 days, not GuestTTL.
 	st := userState(user, set)
+	st.Guest = rest.guest
 	for _, c := range cs {
 		st.Conns = append(st.Conns, connOf(c))
+		st.Guest = st.Guest || c.p.Guest()
 	}
-	st.Guest = ch.guest(user)
 	if err := ch.presence.Touch(ctx, ch.node, []presence.UserState{st}); err != nil {
 		ch.log.Debug("presence touch", "user", user, "err", err)
 		ch.pstate.failed(user)
 	}
-}
-
-// guest reports whether user is here as a guest (a connection or a REST
-// session of a guest's): its presence record is then kept
-// presence.Config.GuestRetention (GuestTTL), not 30 days.
-func (ch *Chat) guest(user string) bool {
-	for _, c := range ch.hub.UserClients(user) {
-		if c.p.Guest() {
-			return true
-		}
-	}
-	return ch.rest.sessions.guest(user)
 }
 
 // connOf is c as the presence lists it.

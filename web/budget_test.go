@@ -319,4 +319,75 @@ func TestParkedPollsAndRequestsPerAddressAreCappedBudget(t *testing.T) {
 		assert.Equal(t, 30, ok)
 		assert.Equal(t, 10, refused)
 	})
+	t.Run("requests in flight past the cap of one user are refused", func(t *testing.T) {
+		c := newCluster(t, r, 1, nodeOpts{configure: func(cfg *nodeConfig) {
+			cfg.MaxRequestsPerUser, cfg.MaxPollsPerUser = 5, -1
+		}})
+		// ten sessions (devices) of one guest: 2 polls a session, 20 in all
+		var toks []string
+		for range 10 {
+			tok := c.session(c.nodes[0], "oneuser")
+			c.poll(c.nodes[0], tok, "")
+			toks = append(toks, tok)
+		}
+		ok, refused := parkPolls(t, c, c.nodes[0], toks, 20)
+		assert.Equal(t, 5, ok)
+		assert.Equal(t, 15, refused)
+	})
+}
+
+// netOutput is r's total_net_output_bytes (INFO stats): every byte the
+// server has sent its clients.
+func netOutput(t testing.TB, r *redistest.Redis) int64 {
+	t.Helper()
+	info, err := r.Client.Info(context.Background(), "stats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_net_output_bytes:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no total_net_output_bytes in INFO stats")
+	return 0
+}
+
+// TestPollReadsRedisWithinItsByteBudget: a poll over a room of 500 new
+// messages of 2,000 control characters (12 KB each as JSON, 6 MB in all)
+// reads from Redis what its 1 MiB budget holds and one page
+// (realtime.PollPage) more, not the room's 1,000 latest: the bytes Redis
+// sends (INFO stats of a private redis-server) stay under what the
+// answered messages and one page take; before, one XRANGE of 1,000 read
+// all 500.
+func TestPollReadsRedisWithinItsByteBudget(t *testing.T) {
+	r := redistest.Own(t, redistest.Options{})
+	c := newCluster(t, r, 1)
+	n := c.nodes[0]
+	tok := c.session(n, "reader")
+	var joined struct{ Room struct{ ID string } }
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/lobbies/pollread/join", tok, nil, &joined))
+	room := joined.Room.ID
+	c.poll(n, tok, "") // the poll cursor starts here
+	fillWorstCase(t, c, room, 500)
+
+	before := netOutput(t, r)
+	st, body := rawGet(t, n, "/api/v1/poll", tok)
+	read := netOutput(t, r) - before
+	require.Equal(t, 200, st, "%s", body)
+	var a struct {
+		Data struct {
+			Messages map[string][]struct{ ID string }
+		}
+		More bool
+	}
+	require.NoError(t, json.Unmarshal(body, &a))
+	got := len(a.Data.Messages[room])
+	require.True(t, a.More, "500 messages of 12 KB do not fit in one poll")
+	// a message is about 2,100 bytes from Redis (2,000 of text, its id,
+	// sender and time); the rest of the poll (cursors, marks) a few KB
+	perMessage := int64(2200)
+	limit := int64(got+realtime.PollPage)*perMessage + 16<<10
+	t.Logf("poll answered %d messages (%d bytes); Redis sent %d bytes (bound %d)", got, len(body), read, limit)
+	assert.LessOrEqual(t, read, limit, "Redis sent more than the poll's budget and one page")
 }

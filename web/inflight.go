@@ -7,14 +7,17 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/names"
 )
 
 // Defaults of the per-principal caps on work in flight (Config fields of
 // the same names say how to change them).
 const (
 	defaultMaxRequestsPerAddr = 256
+	defaultMaxRequestsPerUser = 64
 	defaultMaxPollsPerAddr    = 64
 	defaultMaxPollsPerUser    = 8
+	defaultMaxHistoryBuilds   = 4
 )
 
 // inflight counts the requests in flight on this node per key (a client
@@ -55,10 +58,14 @@ func (f *inflight) release(key string, max int) {
 }
 
 // capRequests refuses a request under /api/v1 while its client address
-// has Config.MaxRequestsPerAddr requests in flight on this node (429
-// rate_limited): a parked long poll or a slow reader holds its slot until
-// it is answered. The event stream is not counted here: it is a connection,
-// capped by limit.connections_per_ip.
+// has Config.MaxRequestsPerAddr requests in flight on this node, or the
+// user of its token Config.MaxRequestsPerUser (429 rate_limited): a parked
+// long poll or a slow reader holds its slots until it is answered. The
+// user is the one of a valid user token (checked here by its signature
+// alone, no Redis call; the route checks it again in full), over all its
+// sessions and addresses: many addresses cannot make one user hold more.
+// The event stream is not counted here: it is a connection, capped by
+// limit.connections_per_ip.
 func (s *Server) capRequests(c *fiber.Ctx) error {
 	if strings.HasSuffix(c.Path(), "/events") {
 		return c.Next()
@@ -68,6 +75,15 @@ func (s *Server) capRequests(c *fiber.Ctx) error {
 		return errf(errcode.RateLimited, "at most %d requests in flight from one address on one node; wait for an answer before sending more", max)
 	}
 	defer s.requests.release(addr, max)
+	if tok := bearer(c); tok != "" && s.auth.adminRole(tok) == "" {
+		if p, err := s.auth.tokens.verify(tok); err == nil {
+			user, umax := "user:"+names.Canonical(p.User), s.cfg.MaxRequestsPerUser
+			if !s.userRequests.acquire(user, umax) {
+				return errf(errcode.RateLimited, "at most %d requests in flight for one user on one node; wait for an answer before sending more", umax)
+			}
+			defer s.userRequests.release(user, umax)
+		}
+	}
 	return c.Next()
 }
 

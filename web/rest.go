@@ -16,7 +16,7 @@ import (
 type chatAPI struct {
 	chat *realtime.Chat
 	// histories bounds the history pages being built at once on this
-	// node (maxHistoryBuilds): each holds up to 1,000 messages read from
+	// node (Config.MaxHistoryBuilds): each holds up to 1,000 messages read from
 	// Redis while it is cut to its byte budget
 	histories chan struct{}
 }
@@ -118,7 +118,7 @@ func (h *chatAPI) listMessages(c *fiber.Ctx) error {
 	if err := h.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
 		return err
 	}
-	// a page is read and built while holding one of maxHistoryBuilds
+	// a page is read and built while holding one of Config.MaxHistoryBuilds
 	// slots: what a node holds for histories at once is bounded whatever
 	// the number of readers (40 slow readers of 1,000 messages of 12 KB
 	// each took a node from 27 to 1,207 MiB)
@@ -134,11 +134,6 @@ func (h *chatAPI) listMessages(c *fiber.Ctx) error {
 	}
 	return sendHistory(c, msgs)
 }
-
-// maxHistoryBuilds is how many history pages one node reads and builds at
-// once; more wait their turn. The page itself (at most
-// realtime.MaxHistoryBytes) is then sent without holding a slot.
-const maxHistoryBuilds = 4
 
 // sendHistory answers {"messages": [...], "more"?: true} within
 // realtime.MaxHistoryBytes: the page ends at the last message that fits

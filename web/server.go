@@ -103,6 +103,15 @@ type Config struct {
 	// stream aside) one client address has in flight on this node; one
 	// more is refused 429 rate_limited. 0 = 256, negative = no bound.
 	MaxRequestsPerAddr int
+	// MaxRequestsPerUser bounds the HTTP requests under /api/v1 (the event
+	// stream aside) one user (by its token) has in flight on this node,
+	// over all its sessions and addresses; one more is refused 429
+	// rate_limited. 0 = 64, negative = no bound.
+	MaxRequestsPerUser int
+	// MaxHistoryBuilds bounds the history pages (GET
+	// /rooms/{room}/messages) this node reads and builds at once; more
+	// wait their turn. 0 = 4.
+	MaxHistoryBuilds int
 	// MaxPollsPerAddr bounds the long polls (wait > 0) one client address
 	// has parked on this node; 0 = 64, negative = no bound.
 	MaxPollsPerAddr int
@@ -150,6 +159,8 @@ type Server struct {
 	game   *gameAPI
 	match  *matchAPI
 	poll   *pollAPI
+	// userRequests: requests in flight per user (Config.MaxRequestsPerUser)
+	userRequests inflight
 
 	lnMu sync.Mutex
 	ln   net.Listener // what Serve serves, for Shutdown to close
@@ -202,6 +213,12 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 	if cfg.MaxRequestsPerAddr == 0 {
 		cfg.MaxRequestsPerAddr = defaultMaxRequestsPerAddr
 	}
+	if cfg.MaxRequestsPerUser == 0 {
+		cfg.MaxRequestsPerUser = defaultMaxRequestsPerUser
+	}
+	if cfg.MaxHistoryBuilds <= 0 {
+		cfg.MaxHistoryBuilds = defaultMaxHistoryBuilds
+	}
 	if cfg.MaxPollsPerAddr == 0 {
 		cfg.MaxPollsPerAddr = defaultMaxPollsPerAddr
 	}
@@ -218,7 +235,7 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 	tok := &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience}
 	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: uc.Sessions, audit: uc.Admin,
 		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
-	s.chat = &chatAPI{chat: uc.Chat, histories: make(chan struct{}, maxHistoryBuilds)}
+	s.chat = &chatAPI{chat: uc.Chat, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
 	s.match = &matchAPI{match: uc.Match}
 	s.stream = &streamAPI{chat: uc.Chat, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,13 @@ type Config struct {
 	JWTAudience string
 	// JWTIssuer is the "iss" every token must carry; "" = "chatd".
 	JWTIssuer string
+	// Caps on the work one principal may hold on this node (web.Config's
+	// fields of the same names); 0 = no cap.
+	MaxRequestsPerAddr, MaxRequestsPerUser int
+	MaxPollsPerAddr, MaxPollsPerUser       int
+	// MaxHistoryBuilds is how many history pages this node builds at once
+	// (at least 1).
+	MaxHistoryBuilds int
 
 	ConfigFile  string // the --config file read; "" = none
 	PrintConfig bool   // print the effective configuration and exit
@@ -77,6 +85,11 @@ var flagSpecs = []flagSpec{
 	{name: "tls-key", env: "CHATD_TLS_KEY", help: "PEM private key file of --tls-cert"},
 	{name: "jwt-audience", env: "CHATD_JWT_AUDIENCE", help: "an aud every token must name (chatd's own tokens name it): a token minted for another service with the same secret is refused; empty = aud not checked"},
 	{name: "jwt-issuer", env: "CHATD_JWT_ISSUER", help: "the iss every token must carry (chatd's own tokens carry it); empty = \"chatd\""},
+	{name: "max-requests-per-addr", env: "CHATD_MAX_REQUESTS_PER_ADDR", def: "256", help: "HTTP requests under /api/v1 one client address may have in flight on this node (the event stream aside); one more is 429 rate_limited; 0 = no cap"},
+	{name: "max-requests-per-user", env: "CHATD_MAX_REQUESTS_PER_USER", def: "64", help: "HTTP requests under /api/v1 one user (over all its sessions and addresses) may have in flight on this node; one more is 429 rate_limited; 0 = no cap"},
+	{name: "max-polls-per-addr", env: "CHATD_MAX_POLLS_PER_ADDR", def: "64", help: "long polls (wait > 0) one client address may have parked on this node; one more is 429 rate_limited; 0 = no cap"},
+	{name: "max-polls-per-user", env: "CHATD_MAX_POLLS_PER_USER", def: "8", help: "long polls one user may have parked on this node, over all its sessions; one more is 429 rate_limited; 0 = no cap"},
+	{name: "max-history-builds", env: "CHATD_MAX_HISTORY_BUILDS", def: "4", help: "history pages (GET /rooms/{room}/messages, up to 1 MiB each) this node reads and builds at once; more wait their turn; at least 1"},
 }
 
 // origin says where a value came from: a flag, its environment twin, the
@@ -272,6 +285,21 @@ func (r resolved) apply(c *Config) error {
 		if !claimValue(v[f]) {
 			return r.fail(f, "--%s %q: expected 1–256 printable ASCII characters without spaces, or empty", f, v[f])
 		}
+	}
+	for _, f := range []struct {
+		name string
+		min  int
+		dst  *int
+	}{
+		{"max-requests-per-addr", 0, &c.MaxRequestsPerAddr}, {"max-requests-per-user", 0, &c.MaxRequestsPerUser},
+		{"max-polls-per-addr", 0, &c.MaxPollsPerAddr}, {"max-polls-per-user", 0, &c.MaxPollsPerUser},
+		{"max-history-builds", 1, &c.MaxHistoryBuilds},
+	} {
+		n, err := strconv.Atoi(strings.TrimSpace(v[f.name]))
+		if err != nil || n < f.min || n > 1_000_000 {
+			return r.fail(f.name, "--%s %q: expected a whole number from %d to 1000000", f.name, v[f.name], f.min)
+		}
+		*f.dst = n
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		if c.TLSCert == "" {

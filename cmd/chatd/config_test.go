@@ -264,3 +264,37 @@ func TestMaskRedisPassword(t *testing.T) {
 		assert.Equal(t, want, maskRedisPassword(in), in)
 	}
 }
+
+// TestCapFlags: the per-principal caps on work in flight are flags with an
+// environment twin and a key in the config file, default to web's figures,
+// refuse what is not a whole number in range, and --print-config shows
+// where each came from.
+func TestCapFlags(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, [5]int{256, 64, 64, 8, 4}, [5]int{c.MaxRequestsPerAddr, c.MaxRequestsPerUser, c.MaxPollsPerAddr, c.MaxPollsPerUser, c.MaxHistoryBuilds})
+
+	file := writeFile(t, "chatd.yaml", "max-polls-per-addr: 7\nmax-history-builds: 2\n")
+	c, r, err := loadConfig([]string{"--config", file, "--max-requests-per-user", "0"},
+		env(map[string]string{"CHATD_MAX_REQUESTS_PER_ADDR": "1000", "CHATD_MAX_POLLS_PER_USER": "3"}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, [5]int{1000, 0, 7, 3, 2}, [5]int{c.MaxRequestsPerAddr, c.MaxRequestsPerUser, c.MaxPollsPerAddr, c.MaxPollsPerUser, c.MaxHistoryBuilds})
+	assert.Equal(t, "flag", r.from["max-requests-per-user"].kind)
+	assert.Equal(t, "env", r.from["max-requests-per-addr"].kind)
+	assert.Equal(t, "file", r.from["max-polls-per-addr"].kind)
+	assert.Equal(t, -1, noCap(c.MaxRequestsPerUser), "0 is no cap, which web takes as negative")
+
+	for _, args := range [][]string{
+		{"--max-requests-per-addr", "-1"}, {"--max-requests-per-user", "many"},
+		{"--max-polls-per-addr", "1e9"}, {"--max-history-builds", "0"},
+	} {
+		_, err := parseConfig(args, env(nil), io.Discard)
+		assert.ErrorContains(t, err, args[0], "%v is refused, naming the flag", args)
+	}
+
+	var stdout bytes.Buffer
+	require.NoError(t, run(t.Context(), []string{"--print-config", "--max-polls-per-user", "5"}, env(nil), &stdout, io.Discard))
+	assert.Contains(t, stdout.String(), `max-polls-per-user: "5" # flag`)
+	assert.Contains(t, stdout.String(), `max-history-builds: "4" # default`)
+}

@@ -148,6 +148,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Logger:         slog.New(handler), // web adds "node" to every logger it makes
 			Registry:       reg,
 			PrivateMetrics: cfg.MetricsAddr != "",
+			// 0 on the command line is no cap; web's zero is its default
+			MaxRequestsPerAddr: noCap(cfg.MaxRequestsPerAddr),
+			MaxRequestsPerUser: noCap(cfg.MaxRequestsPerUser),
+			MaxPollsPerAddr:    noCap(cfg.MaxPollsPerAddr),
+			MaxPollsPerUser:    noCap(cfg.MaxPollsPerUser),
+			MaxHistoryBuilds:   cfg.MaxHistoryBuilds,
 		},
 	})
 	if err != nil {
@@ -263,4 +269,13 @@ func randomToken() string {
 		panic(err)
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// noCap is a cap of a flag (0 = no cap) as web.Config takes it (negative
+// = no cap, 0 = the default).
+func noCap(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -125,6 +125,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 			Addr: "127.0.0.1:9000", Redis: "redis://127.0.0.1:6379/2", NodeID: "env-node", Prefix: "envprefix",
 			Secret: secret, AdminToken: adminToken, AdminReadToken: "env-read-token", AllowedOrigins: []string{"https://a.example", "http://b.example:8080"},
 			LogLevel: slog.LevelDebug, LogFormat: "text", ShutdownGrace: 3 * time.Second, Auth: "guest",
+			MaxRequestsPerAddr: 256, MaxRequestsPerUser: 64, MaxPollsPerAddr: 64, MaxPollsPerUser: 8, MaxHistoryBuilds: 4,
 		}, c)
 	})
 	t.Run("flags win over the environment", func(t *testing.T) {
@@ -138,6 +139,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 			Addr: ":7000", Redis: "127.0.0.1:7001,127.0.0.1:7002", NodeID: "flag-node", Prefix: "flagprefix",
 			Secret: "flag-secret-0123456789", AdminToken: "flag-admin", AdminReadToken: "flag-read", AllowedOrigins: []string{"https://c.example"},
 			LogLevel: slog.LevelWarn, LogFormat: "text", ShutdownGrace: time.Minute, Auth: "guest",
+			MaxRequestsPerAddr: 256, MaxRequestsPerUser: 64, MaxPollsPerAddr: 64, MaxPollsPerUser: 8, MaxHistoryBuilds: 4,
 		}, c)
 	})
 	t.Run("an empty flag wins over the environment too", func(t *testing.T) {
