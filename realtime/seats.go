@@ -67,7 +67,7 @@ func (ch *Chat) renewSeats(ctx context.Context) {
 			}
 			ch.hub.removeFromRoom(a.Room, c)
 			c.dropFeed(a.Room)
-			c.SendError("not_seated", "your seat in "+a.Room+" expired and was taken; join the lobby again", a.Room, "")
+			c.SendError(errcode.NotSeated, "your seat in "+a.Room+" expired and was taken; join the lobby again", a.Room, "")
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/matchmaking"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -18,30 +19,12 @@ func (s *Server) matchRoutes(api fiber.Router, user, admin fiber.Handler) {
 	api.Post("/rooms/:room/join", user, s.joinRoom)
 }
 
-// ticketJSON is a ticket's status as the protocol shows it (HTTP and the
-// queued/dequeued frames alike).
-type ticketJSON struct {
-	ID         string            `json:"id"`
-	Queue      string            `json:"queue"`
-	User       string            `json:"user"`
-	Party      []string          `json:"party,omitempty"`
-	Skill      float64           `json:"skill"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-	Created    int64             `json:"created"`
-	State      matchmaking.State `json:"state"`
-	Ended      int64             `json:"ended,omitempty"`
-	// TroubleSince: the queue's matcher has failed since then (waiting
-	// tickets only).
-	TroubleSince int64    `json:"trouble_since,omitempty"`
-	Match        string   `json:"match,omitempty"`
-	Room         string   `json:"room,omitempty"`
-	Players      []string `json:"players,omitempty"`
-}
-
-func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
+// ticketOf is a ticket's status as the protocol shows it (HTTP and the
+// queued/dequeued events alike).
+func (s *Server) ticketOf(st matchmaking.Status) protocol.Ticket {
 	t := st.Ticket
-	out := ticketJSON{ID: t.ID, Queue: t.Queue, User: t.User, Party: t.Party, Skill: t.Skill, Attributes: t.Attributes,
-		Created: t.Created.UnixMilli(), State: st.State}
+	out := protocol.Ticket{ID: t.ID, Queue: t.Queue, User: t.User, Party: t.Party, Skill: t.Skill, Attributes: t.Attributes,
+		Created: t.Created.UnixMilli(), State: string(st.State)}
 	if !st.Ended.IsZero() {
 		out.Ended = st.Ended.UnixMilli()
 	}
@@ -55,7 +38,7 @@ func (s *Server) ticketOf(st matchmaking.Status) ticketJSON {
 }
 
 // ticketBody is a ticket request: the body of POST …/tickets and the
-// fields of a queue frame.
+// fields of a queue frame (protocol.Queue).
 type ticketBody struct {
 	Skill      *float64          `json:"skill"`
 	Party      []string          `json:"party"`
@@ -121,8 +104,8 @@ func (s *Server) joinRoom(c *fiber.Ctx) error {
 
 // queueFrame runs a queue frame: the ticket's status comes back as a
 // queued event with the frame's ref.
-func (s *Server) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
-	req, err := f.ticketBody.request()
+func (s *Server) queueFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) error {
+	req, err := ticketBody{Skill: f.Skill, Party: f.Party, Attributes: f.Attributes}.request()
 	if err != nil {
 		return err
 	}
@@ -130,17 +113,17 @@ func (s *Server) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) 
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "queued", "ref": f.Ref, "ticket": s.ticketOf(st)})
+	c.SendEvent(protocol.Queued{Ref: f.Ref, Ticket: s.ticketOf(st)})
 	return nil
 }
 
 // dequeueFrame runs a dequeue frame: the ticket's status after comes back
 // as a dequeued event.
-func (s *Server) dequeueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+func (s *Server) dequeueFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) error {
 	st, err := s.match.Cancel(ctx, c.Principal(), f.Queue, f.Ticket)
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": s.ticketOf(st)})
+	c.SendEvent(protocol.Dequeued{Ref: f.Ref, Ticket: s.ticketOf(st)})
 	return nil
 }

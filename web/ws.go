@@ -16,13 +16,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
 // WebSocket limits and timings.
 const (
-	maxFrame = 64 << 10         // frames over 64 KiB close the connection with 1009
-	pongWait = 60 * time.Second // no frame or pong for this long drops the client
+	maxFrame = protocol.MaxFrame // frames over 64 KiB close the connection with 1009
+	pongWait = 60 * time.Second  // no frame or pong for this long drops the client
 )
 
 // wsUpgrade refuses a bad Origin (403) or token (401) before the upgrade.
@@ -203,7 +204,7 @@ func (s *Server) readFrame(ctx context.Context, c *realtime.Client, typ int, buf
 		s.chat.Refuse(c, errf(errcode.BadJSON, "send text frames holding one JSON object"), "", "")
 		return
 	}
-	f, err := decodeFrame(buf)
+	f, err := protocol.Decode(buf)
 	if err != nil {
 		if lerr := c.AllowFrame("other", s.cfg.Now()); lerr != nil {
 			err = lerr
@@ -273,47 +274,13 @@ func readLimited(r io.Reader, buf []byte, max int) ([]byte, error) {
 	}
 }
 
-// inFrame is any client → server frame.
-type inFrame struct {
-	Type  string `json:"type"`
-	Lobby string `json:"lobby"`
-	Room  string `json:"room"`
-	Text  string `json:"text"`
-	Ref   string `json:"ref"`
-	After string `json:"after"`
-	ID    string `json:"id"`
-	// queue and dequeue
-	Queue  string `json:"queue"`
-	Ticket string `json:"ticket"`
-	ticketBody
-}
-
-// decodeFrame decodes a client frame strictly: one JSON object with a
-// string "type"; wrong field types and deep nesting are errors.
-func decodeFrame(p []byte) (inFrame, error) {
-	var f inFrame
-	if !utf8.Valid(p) {
-		return f, errf(errcode.BadJSON, "frames must be UTF-8 text")
-	}
-	if err := decodeJSON(p, &f); err != nil {
-		return f, err
-	}
-	if f.Type == "" {
-		return f, errf(errcode.BadRequest, `every frame needs a "type"`)
-	}
-	if len(f.Ref) > 64 {
-		return inFrame{Type: f.Type}, errf(errcode.BadRequest, `"ref" is longer than 64 characters`)
-	}
-	return f, nil
-}
-
 // handleFrame runs one frame. A say is queued on the client's say worker
 // (its ack or error follows; when the client has too many says queued,
 // this waits, and so does the reader); every other frame waits for the says
 // before it, so a client's frames take effect in the order sent. Errors go
 // back as error events naming the frame's room and ref; the connection
 // stays open.
-func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame) {
+func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) {
 	if f.Type == "say" {
 		if err := s.chat.Say(c, f.Room, f.Text, f.Ref); err != nil {
 			s.chat.Refuse(c, err, f.Room, f.Ref)
@@ -326,7 +293,7 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f inFrame)
 	var err error
 	switch f.Type {
 	case "ping":
-		c.SendJSON(map[string]string{"type": "pong"})
+		c.SendEvent(protocol.Pong{})
 	case "join":
 		err = s.chat.Join(fctx, c, f.Lobby)
 	case "leave":
