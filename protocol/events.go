@@ -1,9 +1,11 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 	"unicode/utf8"
 
@@ -280,7 +282,9 @@ func DecodeEvent(line []byte) (ServerEvent, error) {
 	var head struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(line, &head); err != nil {
+	if t, ok := peekType(line); ok {
+		head.Type = t
+	} else if err := json.Unmarshal(line, &head); err != nil {
 		return nil, err
 	}
 	need := func(ok bool, what string) error {
@@ -345,10 +349,38 @@ func DecodeEvent(line []byte) (ServerEvent, error) {
 	return Unknown{Type: head.Type}, nil
 }
 
+// typePrefix starts every event the server encodes: Encode writes the
+// type first.
+var typePrefix = []byte(`{"type":"`)
+
+// peekType reads the type of an event that starts with typePrefix and
+// whose type has no escape, without decoding the event twice; anything
+// else is left to the decoder. The decode that follows checks the rest
+// of the line and its type again.
+func peekType(line []byte) (string, bool) {
+	if !bytes.HasPrefix(line, typePrefix) {
+		return "", false
+	}
+	rest := line[len(typePrefix):]
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:i]), true
+}
+
 func decodeAs[E ServerEvent](line []byte) (E, error) {
 	var ev E
-	err := json.Unmarshal(line, &ev)
-	return ev, err
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return ev, err
+	}
+	if t := ev.EventType(); t != "" {
+		// a repeated "type" key: the decoder kept the last one
+		if got := typeField(ev); got != t {
+			return ev, fmt.Errorf("an event with two types (%q and %q)", t, got)
+		}
+	}
+	return ev, nil
 }
 
 func firstErr(err error, check func() error) error {
@@ -356,4 +388,10 @@ func firstErr(err error, check func() error) error {
 		return err
 	}
 	return check()
+}
+
+// typeField is the Type field of a decoded event: the first field of
+// every event type.
+func typeField(ev ServerEvent) string {
+	return reflect.ValueOf(ev).Field(0).String()
 }

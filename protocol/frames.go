@@ -34,6 +34,9 @@ const (
 // file, by value. EncodeFrame sets its Type.
 type ClientFrame interface {
 	FrameType() string
+	// WithRef returns the frame with its ref set to ref (every frame has
+	// one: the server names it in its answer).
+	WithRef(ref string) ClientFrame
 	withFrameType() ClientFrame
 }
 
@@ -126,6 +129,16 @@ func (f Read) withFrameType() ClientFrame    { f.Type = TypeRead; return f }
 func (f Ping) withFrameType() ClientFrame    { f.Type = TypePing; return f }
 func (f Queue) withFrameType() ClientFrame   { f.Type = TypeQueue; return f }
 func (f Dequeue) withFrameType() ClientFrame { f.Type = TypeDequeue; return f }
+
+func (f Join) WithRef(ref string) ClientFrame    { f.Ref = ref; return f }
+func (f Say) WithRef(ref string) ClientFrame     { f.Ref = ref; return f }
+func (f Leave) WithRef(ref string) ClientFrame   { f.Ref = ref; return f }
+func (f Resume) WithRef(ref string) ClientFrame  { f.Ref = ref; return f }
+func (f Typing) WithRef(ref string) ClientFrame  { f.Ref = ref; return f }
+func (f Read) WithRef(ref string) ClientFrame    { f.Ref = ref; return f }
+func (f Ping) WithRef(ref string) ClientFrame    { f.Ref = ref; return f }
+func (f Queue) WithRef(ref string) ClientFrame   { f.Ref = ref; return f }
+func (f Dequeue) WithRef(ref string) ClientFrame { f.Ref = ref; return f }
 
 // ClientFrames holds a zero value of every client frame type (the schema
 // test walks it).

@@ -160,3 +160,11 @@ func typesOf[T any](vs []T) []reflect.Type {
 
 // reflectNew returns a pointer to a new zero value of ev's type.
 func reflectNew(ev protocol.ServerEvent) any { return reflect.New(reflect.TypeOf(ev)).Interface() }
+
+// TestTypeIsTheFirstField: DecodeEvent reads a decoded event's type from
+// its first field.
+func TestTypeIsTheFirstField(t *testing.T) {
+	for _, typ := range append(typesOf(protocol.ServerEvents), typesOf(protocol.StreamEvents)...) {
+		assert.Equal(t, "Type", typ.Field(0).Name, typ.Name())
+	}
+}
