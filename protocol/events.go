@@ -309,7 +309,8 @@ func DecodeEvent(line []byte) (ServerEvent, error) {
 		})
 	case TypeAck:
 		ev, err := decodeAs[Ack](line)
-		return ev, firstErr(err, func() error { return need(ev.Ref != "" && ev.ID != "", "ref and id") })
+		// the ref is the say's, "" when the say had none
+		return ev, firstErr(err, func() error { return need(ev.ID != "", "id") })
 	case TypePresence:
 		ev, err := decodeAs[Presence](line)
 		return ev, firstErr(err, func() error { return need(ev.Room != "" && ev.User != "", "room and user") })
