@@ -565,19 +565,17 @@ func wsURL(n *testNode, tok string) string {
 // dialHeaders dials with extra headers and expects the upgrade to succeed.
 func dialHeaders(t testing.TB, n *testNode, user, tok string, h http.Header) *wsClient {
 	t.Helper()
-	conn, resp, err := websocket.DefaultDialer.Dial(wsURL(n, tok), h)
+	w, resp, err := openWS(t, user, wsURL(n, tok), h)
 	status, body := 0, ""
 	if resp != nil {
 		status = resp.StatusCode
-		if resp.Body != nil {
+		if err != nil && resp.Body != nil {
 			p, _ := io.ReadAll(resp.Body)
 			body = string(p)
 			resp.Body.Close()
 		}
 	}
 	require.NoError(t, err, "headers %v: status %d %s", h, status, body)
-	w := &wsClient{t: t, user: user, conn: conn, frames: make(chan map[string]any, 100), closed: make(chan struct{})}
-	t.Cleanup(func() { _ = conn.Close() })
 	return w
 }
 
