@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
@@ -11,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fasthttp/websocket"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
 )
 
 // mintWith signs claims with method and key, as an external login service
@@ -345,8 +346,7 @@ func (c *cluster) doRaw(n *testNode, method, path string, headers map[string]str
 // refused: it returns the HTTP status and the decoded error body.
 func wsRefusal(t testing.TB, n *testNode, token string, h http.Header) (int, map[string]any) {
 	t.Helper()
-	u := "ws" + strings.TrimPrefix(n.url, "http") + "/ws?token=" + token
-	conn, resp, err := websocket.DefaultDialer.Dial(u, h)
+	conn, resp, err := wsclient.Dial(context.Background(), wsURL(n, token), &wsclient.Options{Header: h})
 	if err == nil {
 		_ = conn.Close()
 		t.Errorf("the upgrade was accepted")

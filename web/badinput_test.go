@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/settings"
 )
@@ -430,7 +432,7 @@ func wsLimits(t *testing.T, c *cluster, n *testNode) int {
 		assertAPIError(t, 429, "rate_limited", st, body)
 		_ = ws[0].conn.Close()
 		require.Eventually(t, func() bool {
-			conn, resp, err := websocket.DefaultDialer.Dial(wsURL(n, tok), nil)
+			conn, resp, err := wsclient.Dial(context.Background(), wsURL(n, tok), nil)
 			if resp != nil && resp.Body != nil {
 				resp.Body.Close()
 			}

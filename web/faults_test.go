@@ -400,13 +400,9 @@ func TestNoticesAndSettingsReachEveryClientOnce(t *testing.T) {
 	assert.Equal(t, "pong", a2.nextOf("pong", "notice")["type"])
 
 	// The motd is in hello for new connections.
-	tok := c.session(c.nodes[0], "newbie")
-	u := "ws" + strings.TrimPrefix(c.nodes[0].url, "http") + "/ws?token=" + tok
-	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
+	nw, _, err := openWS(t, "newbie", wsURL(c.nodes[0], c.session(c.nodes[0], "newbie")), nil)
 	require.NoError(t, err)
-	defer conn.Close()
-	var hello map[string]any
-	require.NoError(t, conn.ReadJSON(&hello))
+	hello := nw.next("hello")
 	assert.Equal(t, "welcome: be kind", hello["motd"])
 	assert.Equal(t, "n1", hello["node"])
 }
