@@ -445,6 +445,8 @@ func TestAbuseFromOneAddress(t *testing.T) {
 	// 20 rate-limited refusals within 10 s close it with 1008
 	floodTok, _ := tok(0)
 	fu := url.URL{Scheme: "ws", Host: node(1).addr(), Path: "/ws", RawQuery: "token=" + url.QueryEscape(floodTok)}
+	// raw sockets here and in phase 7 on purpose: an abusive client at
+	// volume, whose frames are counted, not decoded
 	fws, resp, err := a.dialer.DialContext(ctx, fu.String(), nil)
 	require.NoError(t, err, "the flood's WebSocket")
 	resp.Body.Close()
