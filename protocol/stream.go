@@ -1,5 +1,12 @@
 package protocol
 
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"strings"
+)
+
 // The SSE stream (GET /api/v1/stream) carries the WebSocket's server
 // events, one a record, and ends with one of these.
 const (
@@ -58,4 +65,68 @@ func AppendRecord(b []byte, event, id string, data []byte) []byte {
 	b = append(b, "data: "...)
 	b = append(b, data...)
 	return append(b, '\n', '\n')
+}
+
+// Record is one SSE record as read.
+type Record struct {
+	// ID is the record's "id:" (the stream position), "" when it has none.
+	ID    string
+	HasID bool
+	// Event is the record's "event:" ("reconnect", "close"), "" for a
+	// server event.
+	Event string
+	// Data is the record's data lines joined by '\n': one JSON object.
+	Data []byte
+}
+
+// RecordReader reads the records of an event stream as EventSource does
+// (the WHATWG event stream format): "field: value" lines, a blank line
+// ending a record, ":" lines comments, a block without data no record.
+type RecordReader struct {
+	br *bufio.Reader
+	// OnComment, when set, gets each comment line (": ping").
+	OnComment func(line string)
+}
+
+// NewRecordReader reads records from r.
+func NewRecordReader(r io.Reader) *RecordReader {
+	return &RecordReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next record; the reader's error (io.EOF at the end)
+// once the stream ends.
+func (rr *RecordReader) Next() (Record, error) {
+	var rec Record
+	var data [][]byte
+	for {
+		line, err := rr.br.ReadString('\n')
+		if err != nil {
+			return Record{}, err
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if line == "" {
+			if len(data) == 0 {
+				rec = Record{}
+				continue
+			}
+			rec.Data = bytes.Join(data, []byte("\n"))
+			return rec, nil
+		}
+		if strings.HasPrefix(line, ":") {
+			if rr.OnComment != nil {
+				rr.OnComment(line)
+			}
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			rec.ID, rec.HasID = value, true
+		case "event":
+			rec.Event = value
+		case "data":
+			data = append(data, []byte(value))
+		}
+	}
 }
