@@ -19,6 +19,7 @@ import (
 
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/settings"
 )
@@ -342,7 +343,7 @@ func badFrames(t *testing.T, c *cluster, n *testNode) int {
 	require.NoError(t, w.conn.WriteMessage(websocket.TextMessage, []byte(edge)))
 	assert.Equal(t, "too_long", w.waitFor("error", "edge")["code"])
 
-	w.send(map[string]string{"type": "say", "room": room, "text": "still here", "ref": "ok"})
+	w.send(protocol.Say{Room: room, Text: "still here", Ref: "ok"})
 	w.waitFor("ack", "ok")
 	n1 := len(frames) + 2
 	t.Logf("%d bad WebSocket frames", n1)
@@ -353,7 +354,7 @@ func badFrames(t *testing.T, c *cluster, n *testNode) int {
 // before its pong: the answer to whatever was sent before the ping.
 func (w *wsClient) errorsUntilPong() []map[string]any {
 	w.t.Helper()
-	w.send(map[string]string{"type": "ping"})
+	w.send(protocol.Ping{})
 	var errs []map[string]any
 	for {
 		f := w.nextOf("error", "pong")
@@ -452,7 +453,7 @@ func wsLimits(t *testing.T, c *cluster, n *testNode) int {
 			assert.Equal(t, 426, st, "an upgrade without Sec-WebSocket-Key is refused")
 		}
 		w := dialToken(t, n, "frank", tok)
-		w.send(map[string]string{"type": "ping"})
+		w.send(protocol.Ping{})
 		w.next("pong")
 	})
 	return tried
@@ -512,7 +513,7 @@ func stillServes(t *testing.T, c *cluster, n *testNode) {
 	room := a.join("after")
 	b := dialAs(t, c, n, "yves")
 	require.Equal(t, room, b.join("after"))
-	a.send(map[string]string{"type": "say", "room": room, "text": "all good", "ref": "z1"})
+	a.send(protocol.Say{Room: room, Text: "all good", Ref: "z1"})
 	id := a.waitFor("ack", "z1")["id"]
 	for {
 		gotID, text := msgOf(b.next("message"))
@@ -663,15 +664,15 @@ func TestRefusalsSpreadBeyondTheWindowDoNotAddUp(t *testing.T) {
 	room := w.join("abuse")
 	for round := 0; round < 3; round++ {
 		offset.Add(int64(realtime.AbuseWindow + time.Second)) // a token is back, the window moved on
-		w.send(map[string]string{"type": "say", "room": room, "text": "ok", "ref": fmt.Sprint("ok", round)})
+		w.send(protocol.Say{Room: room, Text: "ok", Ref: fmt.Sprint("ok", round)})
 		require.Equal(t, "ack", w.outcome(fmt.Sprint("ok", round))["type"], "round %d", round)
 		for i := 0; i < realtime.AbuseLimit-1; i++ {
 			ref := fmt.Sprintf("r%d-%d", round, i)
-			w.send(map[string]string{"type": "say", "room": room, "text": "too fast", "ref": ref})
+			w.send(protocol.Say{Room: room, Text: "too fast", Ref: ref})
 			require.Equal(t, "rate_limited", w.outcome(ref)["code"], ref)
 		}
 	}
-	w.send(map[string]string{"type": "ping"})
+	w.send(protocol.Ping{})
 	w.next("pong")
 }
 
@@ -690,9 +691,9 @@ func TestPingsBetweenRefusalsDoNotResetTheCount(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		// The server may close at any frame, a ping included: a write
 		// after its close fails (a reset), which is the outcome sought.
-		f := map[string]string{"type": "say", "room": room, "text": "spam", "ref": fmt.Sprint("s", i)}
+		var f protocol.ClientFrame = protocol.Say{Room: room, Text: "spam", Ref: fmt.Sprint("s", i)}
 		if i%19 == 18 {
-			f = map[string]string{"type": "ping"}
+			f = protocol.Ping{}
 		}
 		if !w.trySend(f) {
 			break // closed

@@ -75,7 +75,7 @@ func TestResumeOfAThousandToASlowReader(t *testing.T) {
 	var ids []string
 	for k := range 1000 {
 		ref := fmt.Sprint("s", k)
-		sender.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint(k, big), "ref": ref})
+		sender.send(protocol.Say{Room: room, Text: fmt.Sprint(k, big), Ref: ref})
 		ids = append(ids, sender.waitFor("ack", ref)["id"].(string))
 	}
 
@@ -180,7 +180,7 @@ func TestSeatAndNodeCaps(t *testing.T) {
 	w := dialAs(t, c, n, "sam")
 	w.join("cap1")
 	w.join("cap2")
-	w.send(map[string]string{"type": "join", "lobby": "cap3", "ref": "j3"})
+	w.send(protocol.Join{Lobby: "cap3", Ref: "j3"})
 	e := w.waitFor("error", "j3")
 	assert.Equal(t, "rate_limited", e["code"])
 	assert.Contains(t, e["message"], "seats in 2 lobbies")

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -390,13 +391,13 @@ func TestNoticesAndSettingsReachEveryClientOnce(t *testing.T) {
 	assert.Equal(t, posted.ID, f["id"])
 	_ = late.conn.Close()
 	again := c.dial(c.nodes[0], "late")
-	again.send(map[string]string{"type": "ping"})
+	again.send(protocol.Ping{})
 	assert.Equal(t, "pong", again.nextOf("pong", "notice")["type"], "a seen notice is not shown again")
 
 	// ann saw it live: she does not get it again either
 	_ = a.conn.Close()
 	a2 := c.dial(c.nodes[1], "ann")
-	a2.send(map[string]string{"type": "ping"})
+	a2.send(protocol.Ping{})
 	assert.Equal(t, "pong", a2.nextOf("pong", "notice")["type"])
 
 	// The motd is in hello for new connections.

@@ -219,13 +219,21 @@ func dialToken(t testing.TB, n *testNode, user, tok string) *wsClient {
 	return w
 }
 
-func (w *wsClient) send(v any) {
+func (w *wsClient) send(f protocol.ClientFrame) {
+	w.t.Helper()
+	require.NoError(w.t, w.ws.Send(f))
+}
+
+// sendJSON sends v as a frame as it is: for a frame the protocol refuses,
+// or one a table builds for every frame type, on purpose.
+func (w *wsClient) sendJSON(v any) {
 	w.t.Helper()
 	require.NoError(w.t, w.conn.WriteJSON(v))
 }
 
-// trySend sends v and reports whether it could (false once the connection
-// closed).
+// trySend sends v as JSON as it is (a flood's frames include types the
+// protocol lacks, on purpose) and reports whether it could (false once the
+// connection closed).
 func (w *wsClient) trySend(v any) bool { return w.conn.WriteJSON(v) == nil }
 
 // frameWait bounds every wait for a frame: generous, for -race on a
