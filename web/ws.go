@@ -281,7 +281,7 @@ func readLimited(r io.Reader, buf []byte, max int) ([]byte, error) {
 // back as error events naming the frame's room and ref; the connection
 // stays open.
 func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) {
-	if f.Type == "say" {
+	if f.Type == protocol.TypeSay {
 		if err := s.chat.Say(c, f.Room, f.Text, f.Ref); err != nil {
 			s.chat.Refuse(c, err, f.Room, f.Ref)
 		}
@@ -292,21 +292,21 @@ func (s *Server) handleFrame(ctx context.Context, c *realtime.Client, f protocol
 	defer cancel()
 	var err error
 	switch f.Type {
-	case "ping":
+	case protocol.TypePing:
 		c.SendEvent(protocol.Pong{})
-	case "join":
+	case protocol.TypeJoin:
 		err = s.chat.Join(fctx, c, f.Lobby)
-	case "leave":
+	case protocol.TypeLeave:
 		err = s.chat.Leave(fctx, c, f.Room)
-	case "resume":
+	case protocol.TypeResume:
 		err = s.chat.Resume(fctx, c, f.Room, f.After)
-	case "typing":
+	case protocol.TypeTyping:
 		err = s.chat.Typing(fctx, c, f.Room)
-	case "read":
+	case protocol.TypeRead:
 		err = s.chat.Read(fctx, c.Principal(), f.Room, f.ID)
-	case "queue":
+	case protocol.TypeQueue:
 		err = s.queueFrame(fctx, c, f)
-	case "dequeue":
+	case protocol.TypeDequeue:
 		err = s.dequeueFrame(fctx, c, f)
 	default:
 		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue or ping", clipText(f.Type, 40))
