@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 )
 
 // ConnOptions configure a Conn; the zero value is a good default.
@@ -244,7 +245,7 @@ func (cn *Conn) LastID(room string) string {
 // joined; the room's latest 50 messages follow as MessageEvents, then its
 // live ones. Joining a lobby the user is in answers the same room.
 func (cn *Conn) Join(ctx context.Context, lobby string) (Room, error) {
-	r, err := cn.call(ctx, &op{kind: opJoin, lobby: lobby}, outFrame{Type: "join", Lobby: lobby})
+	r, err := cn.call(ctx, &op{kind: opJoin, lobby: lobby}, protocol.Join{Lobby: lobby})
 	return r.room, err
 }
 
@@ -254,7 +255,7 @@ func (cn *Conn) Join(ctx context.Context, lobby string) (Room, error) {
 // its rooms after a reconnect by itself. ErrRoomFull, ErrSeatedElsewhere;
 // a ResumeGapEvent when after is gone.
 func (cn *Conn) Resume(ctx context.Context, room, after string) (Room, error) {
-	r, err := cn.call(ctx, &op{kind: opResume, room: room, after: after}, outFrame{Type: "resume", Room: room, After: after})
+	r, err := cn.call(ctx, &op{kind: opResume, room: room, after: after}, protocol.Resume{Room: room, After: after})
 	return r.room, err
 }
 
@@ -270,27 +271,27 @@ func (cn *Conn) Resume(ctx context.Context, room, after string) (Room, error) {
 // the first copy had been stored.) A Say whose ctx ends may have been
 // stored or not.
 func (cn *Conn) Say(ctx context.Context, room, text string) (string, error) {
-	r, err := cn.call(ctx, &op{kind: opSay, room: room}, outFrame{Type: "say", Room: room, Text: text})
+	r, err := cn.call(ctx, &op{kind: opSay, room: room}, protocol.Say{Room: room, Text: text})
 	return r.id, err
 }
 
 // Leave frees the user's seat in room (for all its connections and
 // sessions) and stops following it; it returns once the server did it.
 func (cn *Conn) Leave(ctx context.Context, room string) error {
-	_, err := cn.call(ctx, &op{kind: opLeave, room: room}, outFrame{Type: "leave", Room: room})
+	_, err := cn.call(ctx, &op{kind: opLeave, room: room}, protocol.Leave{Room: room})
 	return err
 }
 
 // MarkRead records that the user read room up to message id (never
 // backwards); it returns once the server did it.
 func (cn *Conn) MarkRead(ctx context.Context, room, id string) error {
-	_, err := cn.call(ctx, &op{kind: opRead, room: room}, outFrame{Type: "read", Room: room, ID: id})
+	_, err := cn.call(ctx, &op{kind: opRead, room: room}, protocol.Read{Room: room, ID: id})
 	return err
 }
 
 // Ping sends a ping frame and returns the round trip to its pong.
 func (cn *Conn) Ping(ctx context.Context) (time.Duration, error) {
-	r, err := cn.call(ctx, &op{kind: opPing}, outFrame{Type: "ping"})
+	r, err := cn.call(ctx, &op{kind: opPing}, protocol.Ping{})
 	return r.rtt, err
 }
 
@@ -301,7 +302,7 @@ func (cn *Conn) Typing(ctx context.Context, room string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := encodeFrame(outFrame{Type: "typing", Room: room, Ref: cn.newRef(opTyping)})
+	p, err := encodeFrame(protocol.Typing{Room: room, Ref: cn.newRef(opTyping)})
 	if err != nil {
 		return err
 	}
@@ -322,13 +323,13 @@ func (cn *Conn) newRef(k opKind) string {
 
 // call sends o's frame (now, or after the reconnect in progress) and waits
 // for its answer.
-func (cn *Conn) call(ctx context.Context, o *op, f outFrame) (opResult, error) {
+func (cn *Conn) call(ctx context.Context, o *op, f protocol.ClientFrame) (opResult, error) {
 	if err := ctx.Err(); err != nil {
 		return opResult{}, err
 	}
 	if o.kind != opPing {
 		o.ref = cn.newRef(o.kind)
-		f.Ref = o.ref
+		f = f.WithRef(o.ref)
 	}
 	p, err := encodeFrame(f)
 	if err != nil {
@@ -430,8 +431,8 @@ func (cn *Conn) failAllLocked(err error) {
 }
 
 // errFor is the error of a call refused by an error event.
-func errFor(ev inEvent, kind opKind) *Error {
-	return &Error{Code: errcode.Code(ev.code), Message: ev.text, Room: ev.roomID, Op: opNames[kind]}
+func errFor(ev protocol.ErrorEvent, kind opKind) *Error {
+	return &Error{Code: ev.Code, Message: ev.Message, Room: ev.Room, Op: opNames[kind]}
 }
 
 // isTransient reports whether an error answer may go away by itself.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 )
 
 // handle applies the events of one frame, then queues the application's
@@ -30,40 +31,40 @@ func (cn *Conn) handle(s *socket, ds []decoded) {
 
 // apply acts on one event and appends the application's events to out.
 // Under cn.mu.
-func (cn *Conn) apply(s *socket, ev inEvent, out []Event) []Event {
-	switch ev.typ {
-	case "joined":
-		return cn.joined(s, ev, out)
-	case "message":
-		if st := cn.rooms[ev.roomID]; st != nil {
-			if st.lastID != "" && compareIDs(ev.id, st.lastID) <= 0 {
+func (cn *Conn) apply(s *socket, ev protocol.ServerEvent, out []Event) []Event {
+	switch ev := ev.(type) {
+	case protocol.Joined:
+		return cn.joined(s, ev.Room, out)
+	case protocol.MessageEvent:
+		if st := cn.rooms[ev.Message.Room]; st != nil {
+			if st.lastID != "" && compareIDs(ev.Message.ID, st.lastID) <= 0 {
 				cn.stats.Duplicates++
 				return out // had it: the seam of a resume
 			}
-			st.lastID = ev.id
+			st.lastID = ev.Message.ID
 		}
-		return append(out, MessageEvent{Message: ev.msg})
-	case "ack":
-		if o := cn.byRef[ev.ref]; o != nil && o.kind == opSay {
-			cn.resolveLocked(o, opResult{id: ev.id})
+		return append(out, MessageEvent{Message: ev.Message})
+	case protocol.Ack:
+		if o := cn.byRef[ev.Ref]; o != nil && o.kind == opSay {
+			cn.resolveLocked(o, opResult{id: ev.ID})
 		}
-	case "pong":
+	case protocol.Pong:
 		cn.pong(s)
-	case "error":
+	case protocol.ErrorEvent:
 		return cn.errorEvent(s, ev, out)
-	case "presence":
-		return append(out, PresenceEvent{Room: ev.roomID, User: ev.user, State: ev.state})
-	case "typing":
-		return append(out, TypingEvent{Room: ev.roomID, User: ev.user})
-	case "settings":
-		return append(out, SettingsEvent{Key: ev.key, Value: ev.value, Version: ev.version})
-	case "notice":
-		return append(out, NoticeEvent{ID: ev.id, Text: ev.text})
-	case "message_removed":
-		return append(out, MessageRemovedEvent{Room: ev.roomID, ID: ev.id})
-	case "left":
-		delete(cn.rooms, ev.roomID)
-		return append(out, LeftEvent{Room: ev.roomID})
+	case protocol.Presence:
+		return append(out, PresenceEvent{Room: ev.Room, User: ev.User, State: ev.State})
+	case protocol.TypingEvent:
+		return append(out, TypingEvent{Room: ev.Room, User: ev.User})
+	case protocol.Settings:
+		return append(out, SettingsEvent{Key: ev.Key, Value: ev.Value, Version: ev.Version})
+	case protocol.Notice:
+		return append(out, NoticeEvent{ID: ev.ID, Text: ev.Text})
+	case protocol.MessageRemoved:
+		return append(out, MessageRemovedEvent{Room: ev.Room, ID: ev.ID})
+	case protocol.Left:
+		delete(cn.rooms, ev.Room)
+		return append(out, LeftEvent{Room: ev.Room})
 	}
 	// hello again, or a type added to the protocol later: nothing to do
 	return out
@@ -72,10 +73,10 @@ func (cn *Conn) apply(s *socket, ev inEvent, out []Event) []Event {
 // joined answers the oldest join or resume waiting on s (frames take
 // effect in the order sent, and each answers joined or an error with its
 // ref) and follows the room.
-func (cn *Conn) joined(s *socket, ev inEvent, out []Event) []Event {
+func (cn *Conn) joined(s *socket, room Room, out []Event) []Event {
 	var o *op
 	for i, w := range s.joinq {
-		if (w.kind == opJoin && w.lobby == ev.room.Lobby) || (w.kind == opResume && w.room == ev.room.ID) {
+		if (w.kind == opJoin && w.lobby == room.Lobby) || (w.kind == opResume && w.room == room.ID) {
 			o = w
 			s.joinq = append(s.joinq[:i:i], s.joinq[i+1:]...)
 			break
@@ -83,18 +84,18 @@ func (cn *Conn) joined(s *socket, ev inEvent, out []Event) []Event {
 	}
 	after, resumed := "", false
 	if o != nil {
-		s.joinedRefs[o.ref] = ev.room.ID
+		s.joinedRefs[o.ref] = room.ID
 		if o.kind == opResume {
 			after, resumed = o.after, true
 		}
-		cn.resolveLocked(o, opResult{room: ev.room})
+		cn.resolveLocked(o, opResult{room: room})
 	}
-	if st := cn.rooms[ev.room.ID]; st != nil {
-		st.room = ev.room
+	if st := cn.rooms[room.ID]; st != nil {
+		st.room = room
 	} else {
-		cn.rooms[ev.room.ID] = &roomState{room: ev.room, lastID: after}
+		cn.rooms[room.ID] = &roomState{room: room, lastID: after}
 	}
-	return append(out, JoinedEvent{Room: ev.room, Resumed: resumed})
+	return append(out, JoinedEvent{Room: room, Resumed: resumed})
 }
 
 // pong answers the oldest call waiting for a pong on s.
@@ -112,10 +113,10 @@ func (cn *Conn) pong(s *socket) {
 
 // errorEvent matches an error event to the call it answers, or hands it
 // to the application.
-func (cn *Conn) errorEvent(s *socket, ev inEvent, out []Event) []Event {
-	kind := refKind(ev.ref, cn.refPrefix)
+func (cn *Conn) errorEvent(s *socket, ev protocol.ErrorEvent, out []Event) []Event {
+	kind := refKind(ev.Ref, cn.refPrefix)
 	e := errFor(ev, kind)
-	if o := cn.byRef[ev.ref]; o != nil && ev.ref != "" {
+	if o := cn.byRef[ev.Ref]; o != nil && ev.Ref != "" {
 		o.failed = true
 		for i, w := range s.joinq {
 			if w == o {
@@ -135,7 +136,7 @@ func (cn *Conn) errorEvent(s *socket, ev inEvent, out []Event) []Event {
 		delete(cn.rooms, o.room)
 		return append(out, RoomLostEvent{Room: o.room, Err: e})
 	}
-	if room, ok := s.joinedRefs[ev.ref]; ok && ev.ref != "" {
+	if room, ok := s.joinedRefs[ev.Ref]; ok && ev.Ref != "" {
 		// A join or resume said joined and then failed to replay: the
 		// server dropped the room from this connection. Connect again:
 		// the resume of every room mends it, or says the room is lost.
@@ -143,16 +144,16 @@ func (cn *Conn) errorEvent(s *socket, ev inEvent, out []Event) []Event {
 		return out
 	}
 	switch {
-	case ev.ref == "" && ev.code == string(errcode.ResumeGap) && ev.roomID != "":
+	case ev.Ref == "" && ev.Code == errcode.ResumeGap && ev.Room != "":
 		after := ""
-		if st := cn.rooms[ev.roomID]; st != nil {
+		if st := cn.rooms[ev.Room]; st != nil {
 			after = st.lastID
 		}
-		return append(out, ResumeGapEvent{Room: ev.roomID, After: after})
-	case ev.ref == "" && ev.code == string(errcode.NotSeated) && cn.rooms[ev.roomID] != nil:
+		return append(out, ResumeGapEvent{Room: ev.Room, After: after})
+	case ev.Ref == "" && ev.Code == errcode.NotSeated && cn.rooms[ev.Room] != nil:
 		// the seat lapsed and was taken: the server no longer sends the room
-		delete(cn.rooms, ev.roomID)
-		return append(out, RoomLostEvent{Room: ev.roomID, Err: e})
+		delete(cn.rooms, ev.Room)
+		return append(out, RoomLostEvent{Room: ev.Room, Err: e})
 	}
 	return append(out, ErrorEvent{Err: e})
 }

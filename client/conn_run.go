@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // The life of a Conn: one socket at a time, read by the run goroutine and
@@ -34,7 +36,7 @@ type socket struct {
 	cn     *Conn
 	ws     *websocket.Conn
 	url    string // the base URL it went to
-	hello  inEvent
+	hello  protocol.Hello
 	first  []decoded // events that came in hello's frame, after it
 	opened time.Time
 
@@ -159,10 +161,15 @@ func (cn *Conn) dial(ctx context.Context, base string) (*socket, error) {
 	}
 	if err == nil {
 		ds := decodeFrame(p)
-		if len(ds) == 0 || ds[0].err != nil || ds[0].ev.typ != "hello" {
+		var hello protocol.Hello
+		ok := len(ds) > 0 && ds[0].err == nil
+		if ok {
+			hello, ok = ds[0].ev.(protocol.Hello)
+		}
+		if !ok {
 			err = fmt.Errorf("the first event is not hello: %.100q", p)
 		} else {
-			s.hello, s.first = ds[0].ev, ds[1:]
+			s.hello, s.first = hello, ds[1:]
 		}
 	}
 	if err != nil {
@@ -306,7 +313,7 @@ func (cn *Conn) install(s *socket, reconnect bool) {
 		s.closeNormal(cn.opts.WriteTimeout)
 		return
 	}
-	cn.sock, cn.node = s, s.hello.node
+	cn.sock, cn.node = s, s.hello.Node
 	cn.stats.Connects++
 	ids := make([]string, 0, len(cn.rooms))
 	for id := range cn.rooms {
@@ -321,7 +328,7 @@ func (cn *Conn) install(s *socket, reconnect bool) {
 			after = roomStart
 		}
 		o := &op{kind: opResume, room: id, after: after, internal: true, ref: cn.newRef(opResume)}
-		o.frame, _ = encodeFrame(outFrame{Type: "resume", Room: id, After: after, Ref: o.ref})
+		o.frame, _ = encodeFrame(protocol.Resume{Room: id, After: after, Ref: o.ref})
 		cn.byRef[o.ref] = o
 		s.send(o)
 	}
@@ -329,7 +336,7 @@ func (cn *Conn) install(s *socket, reconnect bool) {
 		s.send(o)
 	}
 	cn.mu.Unlock()
-	cn.q.push(ConnectedEvent{URL: s.url, Node: s.hello.node, Motd: s.hello.motd, Reconnect: reconnect})
+	cn.q.push(ConnectedEvent{URL: s.url, Node: s.hello.Node, Motd: s.hello.Motd, Reconnect: reconnect})
 }
 
 // serve reads s until it fails.

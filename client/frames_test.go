@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 func TestCompareIDs(t *testing.T) {
@@ -27,8 +29,8 @@ func TestCompareIDs(t *testing.T) {
 func TestDecodeFrameSplitsBatches(t *testing.T) {
 	ds := decodeFrame([]byte("{\"type\":\"pong\"}\r\n\n{\"type\":\"notice\",\"id\":\"1\",\"text\":\"a\\nb\"}\n"))
 	if assert.Len(t, ds, 2) {
-		assert.Equal(t, "pong", ds[0].ev.typ)
-		assert.Equal(t, "a\nb", ds[1].ev.text, "an escaped newline stays inside its event")
+		assert.Equal(t, protocol.Pong{Type: "pong"}, ds[0].ev)
+		assert.Equal(t, "a\nb", ds[1].ev.(protocol.Notice).Text, "an escaped newline stays inside its event")
 	}
 }
 
@@ -55,28 +57,29 @@ func FuzzDecodeFrame(f *testing.F) {
 				_ = clipLine(d.line)
 				continue
 			}
-			ev := d.ev
-			switch ev.typ {
-			case "":
-				t.Fatalf("an event without a type decoded: %q", p)
-			case "joined":
-				if ev.room.ID == "" || ev.roomID != ev.room.ID {
+			switch ev := d.ev.(type) {
+			case protocol.Unknown:
+				if ev.Type == "" {
+					t.Fatalf("an event without a type decoded: %q", p)
+				}
+			case protocol.Joined:
+				if ev.Room.ID == "" {
 					t.Fatalf("joined without a room id: %q", p)
 				}
-			case "message":
-				if ev.msg.ID == "" || ev.msg.Room == "" || ev.id != ev.msg.ID {
+			case protocol.MessageEvent:
+				if ev.Message.ID == "" || ev.Message.Room == "" {
 					t.Fatalf("message without id or room: %q", p)
 				}
-			case "ack":
-				if ev.ref == "" || ev.id == "" {
-					t.Fatalf("ack without ref or id: %q", p)
+				_ = compareIDs(ev.Message.ID, "1-1")
+			case protocol.Ack:
+				if ev.ID == "" {
+					t.Fatalf("ack without id: %q", p)
 				}
-			case "error":
-				if ev.code == "" {
+			case protocol.ErrorEvent:
+				if ev.Code == "" {
 					t.Fatalf("error without code: %q", p)
 				}
 			}
-			_ = compareIDs(ev.id, "1-1")
 		}
 	})
 }

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // TicketRequest asks for a match (docs/PROTOCOL.md, "Matchmaking").
@@ -18,34 +20,17 @@ type TicketRequest struct {
 	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
-// Ticket is a matchmaking ticket's status.
-type Ticket struct {
-	ID         string            `json:"id"`
-	Queue      string            `json:"queue"`
-	User       string            `json:"user"`
-	Party      []string          `json:"party,omitempty"`
-	Skill      float64           `json:"skill"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-	Created    int64             `json:"created"` // unix ms
-	// State is "pending" (a party whose invitations are not all
-	// accepted: in no queue), "waiting", "matched", "expired" or
-	// "cancelled".
-	State string `json:"state"`
-	Ended int64  `json:"ended,omitempty"` // unix ms
-	// TroubleSince (unix ms), on a waiting ticket only: the queue's
-	// matcher has failed round after round since then, so no match forms
-	// until it recovers (the ticket still expires at the max wait).
-	TroubleSince int64 `json:"trouble_since,omitempty"`
-	// Match, Room and Players are set once matched: join Room with
-	// JoinRoom (or a WebSocket resume) within the queue's reservation.
-	Match   string   `json:"match,omitempty"`
-	Room    string   `json:"room,omitempty"`
-	Players []string `json:"players,omitempty"`
-	// Accepted lists a party's invitees who accepted (canonical names);
-	// Expires (unix ms), on a pending party, when its invitations lapse.
-	Accepted []string `json:"accepted,omitempty"`
-	Expires  int64    `json:"expires,omitempty"`
-}
+// Ticket is a matchmaking ticket's status (the protocol's Ticket): State
+// is "pending" (a party whose invitations are not all accepted: in no
+// queue), "waiting", "matched", "expired" or "cancelled"; times are unix
+// ms. Accepted lists a party's invitees who accepted (canonical names);
+// Expires, on a pending party, when its invitations lapse.
+// TroubleSince, on a waiting ticket only: the queue's matcher has failed
+// round after round since then, so no match forms until it recovers (the
+// ticket still expires at the max wait). Match, Room and Players are set
+// once matched: join Room with JoinRoom (or a WebSocket resume) within the
+// queue's reservation.
+type Ticket = protocol.Ticket
 
 // MatchEvent is what a player is told about a ticket: Type "matched"
 // (with the room to join), "ticket_expired", "party_invite" (accept or

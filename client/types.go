@@ -1,28 +1,22 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/chatd/chatd/protocol"
+)
 
 // The shapes of docs/PROTOCOL.md ("Shapes"). Fields the server adds later
 // are ignored, as the compatibility rule asks of clients.
 
-// Room is a room of a lobby and who holds a seat in it.
-type Room struct {
-	ID       string   `json:"id"`       // "{lobby}-{seq}", e.g. "general-3"
-	Lobby    string   `json:"lobby"`    // the lobby's name
-	Seq      int      `json:"seq"`      // the room's number in its lobby, from 1
-	Capacity int      `json:"capacity"` // the current room.capacity
-	Members  []string `json:"members"`  // users holding a live seat
-}
+// Room is a room of a lobby and who holds a seat in it (the protocol's
+// Room: ID "{lobby}-{seq}", Lobby, Seq, Capacity, Members).
+type Room = protocol.Room
 
-// Message is a chat message. Ids of one room sort in send order as
-// strings (13 digits of milliseconds, '-', 6 digits of sequence).
-type Message struct {
-	ID   string    `json:"id"`
-	Room string    `json:"room"`
-	From string    `json:"from"`
-	Text string    `json:"text"`
-	TS   time.Time `json:"ts"`
-}
+// Message is a chat message (the protocol's Message). Ids of one room sort
+// in send order as strings (13 digits of milliseconds, '-', 6 digits of
+// sequence).
+type Message = protocol.Message
 
 // LobbyInfo is one lobby of GET /lobbies.
 type LobbyInfo struct {

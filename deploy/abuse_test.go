@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/protocol"
 )
 
 // abuseAddr is the one client address of the abuse: every request and
@@ -292,7 +293,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 	for k := range 1200 {
 		ref := "w" + strconv.Itoa(k)
 		warm = append(warm, ref)
-		legit[k%6].send(map[string]string{"type": "say", "room": room, "text": ref, "ref": ref})
+		legit[k%6].send(protocol.Say{Room: room, Text: ref, Ref: ref})
 	}
 	require.Eventually(t, func() bool {
 		n := 0
@@ -324,7 +325,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 				case <-tick.C:
 				}
 				ref := fmt.Sprintf("l%d-%d", i, k)
-				if err := p.ws.WriteJSON(map[string]string{"type": "say", "room": room, "text": ref, "ref": ref}); err != nil {
+				if err := p.ws.Send(protocol.Say{Room: room, Text: ref, Ref: ref}); err != nil {
 					t.Errorf("%s: say: %v", p.user, err)
 					return
 				}
@@ -444,6 +445,8 @@ func TestAbuseFromOneAddress(t *testing.T) {
 	// 20 rate-limited refusals within 10 s close it with 1008
 	floodTok, _ := tok(0)
 	fu := url.URL{Scheme: "ws", Host: node(1).addr(), Path: "/ws", RawQuery: "token=" + url.QueryEscape(floodTok)}
+	// raw sockets here and in phase 7 on purpose: an abusive client at
+	// volume, whose frames are counted, not decoded
 	fws, resp, err := a.dialer.DialContext(ctx, fu.String(), nil)
 	require.NoError(t, err, "the flood's WebSocket")
 	resp.Body.Close()

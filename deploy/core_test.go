@@ -17,6 +17,9 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // The realtime core's acceptance tests on real chatd processes: a rolling
@@ -28,7 +31,7 @@ type peer struct {
 	t    *testing.T
 	user string
 	tok  string
-	ws   *websocket.Conn
+	ws   *wsclient.Conn
 	node string
 
 	mu     sync.Mutex
@@ -50,7 +53,7 @@ func dialPeer(ctx context.Context, t *testing.T, addr, user, tok string) *peer {
 
 func (p *peer) dial(ctx context.Context, addr string) error {
 	u := url.URL{Scheme: "ws", Host: addr, Path: "/ws", RawQuery: "token=" + url.QueryEscape(p.tok)}
-	ws, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).DialContext(ctx, u.String(), nil)
+	ws, resp, err := wsclient.Dial(ctx, u.String(), &wsclient.Options{Dialer: &websocket.Dialer{HandshakeTimeout: 5 * time.Second}})
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
@@ -70,50 +73,34 @@ func (p *peer) dial(ctx context.Context, addr string) error {
 	return nil
 }
 
-func (p *peer) read(ws *websocket.Conn, closed chan struct{}) {
+// read takes the events of one connection (internal/wsclient reads and
+// decodes them) and records them.
+func (p *peer) read(ws *wsclient.Conn, closed chan struct{}) {
 	defer close(closed)
-	for {
-		_, b, err := ws.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			p.mu.Lock()
-			if asCloseErr(err, &ce) {
-				p.code = ce.Code
-			} else {
-				p.code = websocket.CloseAbnormalClosure
-			}
-			p.mu.Unlock()
-			return
-		}
-		var f frame
-		if err := json.Unmarshal(b, &f); err != nil {
-			p.t.Errorf("%s: undecodable frame %q", p.user, b)
+	for ev := range ws.Events() {
+		if ev.ServerEvent == nil {
+			p.t.Errorf("%s: undecodable frame %q: %v", p.user, ev.Raw, ws.Bad())
 			continue
 		}
+		var f frame
+		_ = json.Unmarshal(ev.Raw, &f)
 		p.mu.Lock()
-		switch f.Type {
-		case "message":
-			var m chatMessage
-			_ = json.Unmarshal(f.Message, &m)
-			p.ids = append(p.ids, m.ID)
-		case "ack":
-			p.acks[f.Ref] = f.ID
-		case "error":
-			p.errs[f.Code] = append(p.errs[f.Code], f.Ref)
+		switch e := ev.ServerEvent.(type) {
+		case protocol.MessageEvent:
+			p.ids = append(p.ids, e.Message.ID)
+		case protocol.Ack:
+			p.acks[e.Ref] = e.ID
+		case protocol.ErrorEvent:
+			p.errs[string(e.Code)] = append(p.errs[string(e.Code)], e.Ref)
 			p.frames[f.Type] = append(p.frames[f.Type], f)
 		default:
 			p.frames[f.Type] = append(p.frames[f.Type], f)
 		}
 		p.mu.Unlock()
 	}
-}
-
-func asCloseErr(err error, ce **websocket.CloseError) bool {
-	c, ok := err.(*websocket.CloseError)
-	if ok {
-		*ce = c
-	}
-	return ok
+	p.mu.Lock()
+	p.code = ws.CloseCode()
+	p.mu.Unlock()
 }
 
 // wait waits for n frames of type typ in all and returns them.
@@ -135,9 +122,9 @@ func (p *peer) dump() string {
 	return fmt.Sprintf("frames %v, %d messages, code %d", p.frames, len(p.ids), p.code)
 }
 
-func (p *peer) send(v any) {
+func (p *peer) send(f protocol.ClientFrame) {
 	p.t.Helper()
-	require.NoError(p.t, p.ws.WriteJSON(v), p.user)
+	require.NoError(p.t, p.ws.Send(f), p.user)
 }
 
 func (p *peer) messages() []string {
@@ -150,7 +137,7 @@ func (p *peer) messages() []string {
 func (p *peer) join(ctx context.Context, lobby string) string {
 	p.t.Helper()
 	n := p.count("joined")
-	p.send(map[string]string{"type": "join", "lobby": lobby})
+	p.send(protocol.Join{Lobby: lobby})
 	j := p.wait(ctx, "joined", n+1)
 	var r roomInfo
 	require.NoError(p.t, json.Unmarshal(j[n].Room, &r))
@@ -245,7 +232,7 @@ func TestRollingRestartKeepsEverySeat(t *testing.T) {
 				// reconnect at once to another node and resume
 				assert.NoError(t, p.dial(ctx, others[i%2].addr()))
 				n := p.count("joined")
-				p.send(map[string]string{"type": "resume", "room": room, "after": last})
+				p.send(protocol.Resume{Room: room, After: last})
 				p.wait(ctx, "joined", n+1)
 			}()
 		}
@@ -271,7 +258,7 @@ func TestRollingRestartKeepsEverySeat(t *testing.T) {
 		for k := range 20 {
 			ref := fmt.Sprintf("r%d-%d", round, k)
 			refs = append(refs, ref)
-			obs.send(map[string]string{"type": "say", "room": room, "text": ref, "ref": ref})
+			obs.send(protocol.Say{Room: room, Text: ref, Ref: ref})
 		}
 		require.Eventually(t, func() bool { return len(obs.acked(refs)) == len(refs) }, 20*time.Second, 10*time.Millisecond,
 			"the observer's says are acked: %s", obs.dump())
@@ -338,7 +325,7 @@ func TestPausedNodeDeliversItsBacklog(t *testing.T) {
 	for k := range n {
 		ref := "b" + strconv.Itoa(k)
 		refs = append(refs, ref)
-		sender.send(map[string]string{"type": "say", "room": room, "text": ref, "ref": ref})
+		sender.send(protocol.Say{Room: room, Text: ref, Ref: ref})
 	}
 	require.Eventually(t, func() bool { return len(sender.acked(refs)) == n }, 60*time.Second, 10*time.Millisecond, "all says acked")
 	time.Sleep(time.Until(stopped.Add(3 * time.Second)))

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/chatdtest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestPausedRedisAppliesEveryAckedWriteOnce is issue #27's reproduction on
@@ -211,20 +212,23 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 func rawSay(ctx context.Context, t *testing.T, addr, token, room, ref, text string) string {
 	t.Helper()
 	u := url.URL{Scheme: "ws", Host: addr, Path: "/ws", RawQuery: "token=" + url.QueryEscape(token)}
-	ws, resp, err := websocket.DefaultDialer.DialContext(ctx, u.String(), nil)
+	ws, resp, err := wsclient.Dial(ctx, u.String(), nil)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
 	require.NoError(t, err)
 	defer ws.Close()
-	require.NoError(t, ws.WriteJSON(map[string]string{"type": "say", "room": room, "ref": ref, "text": text}))
-	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	require.NoError(t, ws.Send(protocol.Say{Room: room, Ref: ref, Text: text}))
 	for {
-		var f struct{ Type, Ref, ID, Code string }
-		require.NoError(t, ws.ReadJSON(&f), "waiting for the ack of %s", ref)
-		if f.Ref == ref {
-			require.Equal(t, "ack", f.Type, "%s answered %s", ref, f.Code)
-			return f.ID
+		ev, err := ws.Next(30*time.Second, protocol.TypeAck, protocol.TypeError)
+		require.NoError(t, err, "waiting for the ack of %s", ref)
+		switch f := ev.ServerEvent.(type) {
+		case protocol.Ack:
+			if f.Ref == ref {
+				return f.ID
+			}
+		case protocol.ErrorEvent:
+			require.NotEqual(t, ref, f.Ref, "%s answered %s", ref, f.Code)
 		}
 	}
 }

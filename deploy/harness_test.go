@@ -28,6 +28,8 @@ import (
 
 	"github.com/chatd/chatd/internal/chatdtest"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // The harness runs the loopback topology of cluster.sh inside a test: a
@@ -369,11 +371,11 @@ func (c *cluster) waitRouted(ctx context.Context, n *node) {
 		if _, err := c.do(ctx, c.lb, http.MethodGet, "/healthz", "", nil, &out); err == nil && out.Node == n.id {
 			return
 		}
-		var held []*websocket.Conn
+		var held []*wsclient.Conn
 		found := false
 		for range 12 {
 			u := url.URL{Scheme: "ws", Host: c.lb, Path: "/ws", RawQuery: "token=" + url.QueryEscape(tok)}
-			ws, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).DialContext(ctx, u.String(), nil)
+			ws, resp, err := wsclient.Dial(ctx, u.String(), &wsclient.Options{Dialer: &websocket.Dialer{HandshakeTimeout: 5 * time.Second}})
 			if resp != nil && resp.Body != nil {
 				_ = resp.Body.Close()
 			}
@@ -382,15 +384,12 @@ func (c *cluster) waitRouted(ctx context.Context, n *node) {
 				break
 			}
 			held = append(held, ws)
-			var hello struct {
-				Type string `json:"type"`
-				Node string `json:"node"`
-			}
-			_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if err := ws.ReadJSON(&hello); err != nil {
+			ev, err := ws.Next(5*time.Second, protocol.TypeHello)
+			if err != nil {
 				last = err.Error()
 				break
 			}
+			hello := ev.ServerEvent.(protocol.Hello)
 			last = hello.Node
 			if hello.Node == n.id {
 				found = true

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // member is a chat user as docs/PROTOCOL.md describes one: a session token from
@@ -75,7 +78,7 @@ type chatMessage struct {
 // records messages and presence itself and passes every other frame on
 // events (closed when the connection ends).
 type wsConn struct {
-	ws     *websocket.Conn
+	ws     *wsclient.Conn
 	node   string
 	events chan frame
 }
@@ -107,9 +110,9 @@ func newMember(ctx context.Context, c *cluster, user string) *member {
 // balancer has no node to give, and waits for hello.
 func (m *member) connect(ctx context.Context) error {
 	u := url.URL{Scheme: "ws", Host: m.c.lb, Path: "/ws", RawQuery: "token=" + url.QueryEscape(m.token)}
-	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	d := &websocket.Dialer{HandshakeTimeout: 5 * time.Second}
 	for {
-		ws, resp, err := d.DialContext(ctx, u.String(), nil)
+		ws, resp, err := wsclient.Dial(ctx, u.String(), &wsclient.Options{Dialer: d, Buffer: 1024})
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close()
 		}
@@ -138,8 +141,8 @@ func (m *member) connect(ctx context.Context) error {
 // browser would, and returns the handshake's HTTP status.
 func (m *member) handshake(ctx context.Context, origin string) int {
 	u := url.URL{Scheme: "ws", Host: m.c.lb, Path: "/ws", RawQuery: "token=" + url.QueryEscape(m.token)}
-	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
-	ws, resp, err := d.DialContext(ctx, u.String(), http.Header{"Origin": {origin}})
+	d := &websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	ws, resp, err := wsclient.Dial(ctx, u.String(), &wsclient.Options{Dialer: d, Header: http.Header{"Origin": {origin}}})
 	if err == nil {
 		_ = ws.Close()
 	}
@@ -152,46 +155,30 @@ func (m *member) handshake(ctx context.Context, origin string) int {
 	return resp.StatusCode
 }
 
-// read is the reader of one connection.
+// read takes the events of one connection (internal/wsclient reads and
+// decodes them): it records messages and presence, passes the rest on.
 func (m *member) read(c *wsConn) {
 	defer close(c.events)
-	for {
-		_, p, err := c.ws.ReadMessage()
-		if err != nil {
-			code := websocket.CloseAbnormalClosure
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				code = ce.Code
-			}
+	for ev := range c.ws.Events() {
+		switch e := ev.ServerEvent.(type) {
+		case nil:
+			m.t.Errorf("%s: undecodable frame %q: %v", m.user, ev.Raw, c.ws.Bad())
+		case protocol.MessageEvent:
+			m.onMessage(chatMessage{ID: e.Message.ID, Room: e.Message.Room, From: e.Message.From, Text: e.Message.Text})
+		case protocol.Presence:
 			m.mu.Lock()
-			m.closes = append(m.closes, code)
+			m.presence = append(m.presence, presenceEvent{e.Room, e.User, e.State})
 			m.mu.Unlock()
-			return
-		}
-		var f frame
-		if err := json.Unmarshal(p, &f); err != nil {
-			m.t.Errorf("%s: undecodable frame %q: %v", m.user, p, err)
-			continue
-		}
-		switch f.Type {
-		case "message":
-			var msg chatMessage
-			if err := json.Unmarshal(f.Message, &msg); err != nil || msg.ID == "" {
-				m.t.Errorf("%s: bad message frame %q", m.user, p)
-				continue
-			}
-			m.onMessage(msg)
-		case "presence":
-			var room string
-			_ = json.Unmarshal(f.Room, &room)
-			m.mu.Lock()
-			m.presence = append(m.presence, presenceEvent{room, f.User, f.State})
-			m.mu.Unlock()
-		case "settings", "notice":
+		case protocol.Settings, protocol.Notice:
 		default:
+			var f frame
+			_ = json.Unmarshal(ev.Raw, &f)
 			c.events <- f
 		}
 	}
+	m.mu.Lock()
+	m.closes = append(m.closes, c.ws.CloseCode())
+	m.mu.Unlock()
 }
 
 func (m *member) onMessage(msg chatMessage) {
@@ -241,13 +228,13 @@ func (m *member) refused(code string) {
 	m.mu.Unlock()
 }
 
-func (m *member) send(v any) error {
-	p, err := json.Marshal(v)
+func (m *member) send(f protocol.ClientFrame) error {
+	p, err := protocol.EncodeFrame(f)
 	if err != nil {
 		return err
 	}
-	_ = m.conn.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if err := m.conn.ws.WriteMessage(websocket.TextMessage, p); err != nil {
+	_ = m.conn.ws.WS().SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := m.conn.ws.SendRaw(websocket.TextMessage, p); err != nil {
 		return fmt.Errorf("%w: %v", errClosed, err)
 	}
 	return nil
@@ -255,7 +242,7 @@ func (m *member) send(v any) error {
 
 // join joins a lobby and returns the room it was seated in.
 func (m *member) join(ctx context.Context, lobby string) (roomInfo, error) {
-	if err := m.send(map[string]string{"type": "join", "lobby": lobby, "ref": "join-" + lobby}); err != nil {
+	if err := m.send(protocol.Join{Lobby: lobby, Ref: "join-" + lobby}); err != nil {
 		return roomInfo{}, err
 	}
 	f, err := m.next(ctx, "joined")
@@ -272,7 +259,7 @@ func (m *member) join(ctx context.Context, lobby string) (roomInfo, error) {
 // say sends text with a fresh ref and waits for its ack (the message id) or
 // its error.
 func (m *member) say(ctx context.Context, room, text, ref string) (string, error) {
-	if err := m.send(map[string]string{"type": "say", "room": room, "text": text, "ref": ref}); err != nil {
+	if err := m.send(protocol.Say{Room: room, Text: text, Ref: ref}); err != nil {
 		return "", err
 	}
 	for {
@@ -300,7 +287,7 @@ func (m *member) resume(ctx context.Context, room string) error {
 	m.mu.Lock()
 	after := m.last[room]
 	m.mu.Unlock()
-	if err := m.send(map[string]string{"type": "resume", "room": room, "after": after, "ref": "resume-" + room}); err != nil {
+	if err := m.send(protocol.Resume{Room: room, After: after, Ref: "resume-" + room}); err != nil {
 		return err
 	}
 	_, err := m.next(ctx, "joined")

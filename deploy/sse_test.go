@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // streamEvent is one record of an event stream: its id and its data.
@@ -45,25 +46,15 @@ func openEvents(ctx context.Context, t *testing.T, base, token, last string) <-c
 	go func() {
 		defer close(out)
 		defer resp.Body.Close()
-		br := bufio.NewReader(resp.Body)
-		var ev streamEvent
+		rr := protocol.NewRecordReader(resp.Body)
 		for {
-			line, err := br.ReadString('\n')
+			rec, err := rr.Next()
 			if err != nil {
 				return
 			}
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case line == "":
-				if ev.data != nil {
-					out <- ev
-				}
-				ev = streamEvent{}
-			case strings.HasPrefix(line, "id: "):
-				ev.id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "data: "):
-				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data)
-			}
+			ev := streamEvent{id: rec.ID}
+			_ = json.Unmarshal(rec.Data, &ev.data)
+			out <- ev
 		}
 	}()
 	return out

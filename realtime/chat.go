@@ -15,6 +15,7 @@ import (
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -167,7 +168,7 @@ func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*C
 		return nil, ErrTooManyConnections
 	}
 	ch.env.m.open.Inc()
-	c.SendJSON(map[string]string{"type": "hello", "user": p.User, "node": ch.node, "motd": ch.settings.String(settingMOTD)})
+	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settingMOTD)})
 	ch.env.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
 	ch.env.run(func(ctx context.Context) { ch.notices.deliverUnseen(ctx, c) })
 	return c, nil
@@ -261,7 +262,7 @@ func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error
 	ch.marks.room(room, dirty.Of(dirty.Rooms))
 	if c.InRoom(room) {
 		if after == "" {
-			c.SendJSON(map[string]any{"type": "joined", "room": r})
+			c.SendEvent(protocol.Joined{Room: protocol.Room(r)})
 			return nil
 		}
 		ch.hub.removeFromRoom(room, c)
@@ -281,7 +282,7 @@ func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after, fl
 	c.fmu.Lock()
 	if c.feeds[room.ID] != nil {
 		c.fmu.Unlock()
-		c.SendJSON(map[string]any{"type": "joined", "room": room})
+		c.SendEvent(protocol.Joined{Room: protocol.Room(room)})
 		return nil // already in: a repeated join answers with the same room
 	}
 	f := NewFeed(after, func(_ string, frame []byte) { c.Send(frame) })
@@ -298,7 +299,7 @@ func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after, fl
 	f.LiveAfter(since) // whenever the read below runs, nothing after since is skipped
 	// Other nodes learn the user is here before the client hears it joined.
 	ch.touchUser(ctx, c.p.User)
-	c.SendJSON(map[string]any{"type": "joined", "room": room})
+	c.SendEvent(protocol.Joined{Room: protocol.Room(room)})
 	read := ch.reader(room.ID)
 	err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
 	if errors.Is(err, rooms.ErrResumeGap) {
@@ -307,7 +308,7 @@ func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after, fl
 			ch.env.m.gapsUnfilled.Inc()
 			ch.log.Warn("join could not read from where it went live: client told", "room", room.ID, "user", c.p.User)
 		}
-		c.SendError(string(errcode.ResumeGap), "the message to resume after is no longer in the history; showing the latest messages", room.ID, "")
+		c.SendError(errcode.ResumeGap, "the message to resume after is no longer in the history; showing the latest messages", room.ID, "")
 		f.Rewind()
 		err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
 	}
@@ -358,7 +359,7 @@ func (ch *Chat) leftRoom(user, room string, by *Client) {
 		ch.hub.removeFromRoom(room, c)
 		c.dropFeed(room)
 		if c != by {
-			c.SendJSON(map[string]string{"type": "left", "room": room})
+			c.SendEvent(protocol.Left{Room: room})
 		}
 	}
 	ch.marks.room(room, dirty.Of(dirty.Rooms))

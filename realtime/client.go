@@ -2,11 +2,13 @@ package realtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 )
 
 // Transport is what a Client writes through: the WebSocket connection in
@@ -206,26 +208,20 @@ func (c *Client) Send(frame []byte) {
 	c.qmu.Unlock()
 }
 
-// SendJSON encodes v and queues it.
-func (c *Client) SendJSON(v any) {
-	b, err := json.Marshal(v)
+// SendEvent encodes ev (protocol.Encode) and queues it. An event sent to
+// many clients is encoded once by the caller and queued with Send.
+func (c *Client) SendEvent(ev protocol.ServerEvent) {
+	b, err := protocol.Encode(ev)
 	if err != nil {
-		c.env.log.Error("encode frame", "err", err)
+		c.env.log.Error("encode event", "type", ev.EventType(), "err", err)
 		return
 	}
 	c.Send(b)
 }
 
-// SendError queues an error event; room and ref are added when not empty.
-func (c *Client) SendError(code, message, room, ref string) {
-	ev := map[string]string{"type": "error", "code": code, "message": message}
-	if room != "" {
-		ev["room"] = room
-	}
-	if ref != "" {
-		ev["ref"] = ref
-	}
-	c.SendJSON(ev)
+// SendError queues an error event; room and ref are left out when empty.
+func (c *Client) SendError(code errcode.Code, message, room, ref string) {
+	c.SendEvent(protocol.ErrorEvent{Code: code, Message: message, Room: room, Ref: ref})
 }
 
 // kickLocked starts the writer unless it runs. qmu is held.

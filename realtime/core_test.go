@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -265,7 +266,7 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 			break
 		}
 		if i%5 == 4 {
-			a.SendJSON(map[string]string{"type": "pong"}) // other traffic between refusals changes nothing
+			a.SendEvent(protocol.Pong{}) // other traffic between refusals changes nothing
 		}
 	}
 	assert.Equal(t, ClosePolicy, fa.closeCode(t))

@@ -1,7 +1,6 @@
 package realtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -129,11 +128,3 @@ func (e *LimitError) Unwrap() error           { return e.Err }
 func (e *LimitError) ErrorCode() errcode.Code { return errcode.RateLimited }
 func (e *LimitError) ClientMessage() string   { return e.Text }
 func (e *LimitError) RetryIn() time.Duration  { return e.Retry }
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}

@@ -429,7 +429,7 @@ func (r *hubRoom) unfilled(from string, err error) {
 	}
 	r.mu.Unlock()
 	for _, c := range members {
-		c.SendError(string(errcode.ResumeGap), "messages of this room were missed and are no longer in the history; the latest follow", r.id, "")
+		c.SendError(errcode.ResumeGap, "messages of this room were missed and are no longer in the history; the latest follow", r.id, "")
 	}
 }
 

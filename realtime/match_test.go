@@ -262,3 +262,11 @@ func TestTheHooksAreIdempotent(t *testing.T) {
 		assert.Equal(t, want, evs[0].Type)
 	}
 }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/seen"
@@ -366,7 +367,12 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("realtime: subscribe matchmaking: %w", err)
 	}
 	n.unwatch = n.settings.Watch("", func(ch settings.Change) {
-		n.Chat.broadcast(mustJSON(map[string]any{"type": "settings", "key": ch.Key, "value": ch.Value, "version": ch.Version}))
+		frame, err := protocol.Encode(protocol.Settings{Key: ch.Key, Value: ch.Value, Version: ch.Version})
+		if err != nil {
+			n.log.Error("encode settings event", "key", ch.Key, "err", err)
+			return
+		}
+		n.Chat.broadcast(frame)
 	})
 	g := n.loops
 	g.Go(n.clock.run)

@@ -2,11 +2,11 @@ package realtime
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
 	"github.com/chatd/chatd/notices"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/seen"
 )
 
@@ -48,7 +48,10 @@ func (nb *noticeBoard) receive(_ string, p []byte) {
 	if err != nil {
 		return
 	}
-	frame, _ := json.Marshal(map[string]string{"type": "notice", "id": ev.ID, "text": ev.Text})
+	frame, err := protocol.Encode(protocol.Notice{ID: ev.ID, Text: ev.Text})
+	if err != nil {
+		return
+	}
 	users := map[string]time.Duration{} // user → the life of its filter
 	for _, c := range nb.hub.Clients() {
 		c.Send(frame)
@@ -79,21 +82,27 @@ func (nb *noticeBoard) deliverUnseen(ctx context.Context, c *Client) {
 		return
 	}
 	for _, id := range ids {
-		c.SendJSON(map[string]string{"type": "notice", "id": id, "text": byID[id].Text})
+		c.SendEvent(protocol.Notice{ID: id, Text: byID[id].Text})
 	}
+}
+
+// PollNotice is a notice in the poll's notices section.
+type PollNotice struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
 }
 
 // takeUnseen returns the poll's notices section for user and marks them
 // seen.
-func (nb *noticeBoard) takeUnseen(ctx context.Context, p Principal) ([]map[string]string, error) {
+func (nb *noticeBoard) takeUnseen(ctx context.Context, p Principal) ([]PollNotice, error) {
 	user := p.User
 	ids, byID, err := nb.unseen(ctx, user)
 	if err != nil {
 		return nil, err
 	}
-	list := make([]map[string]string, 0, len(ids))
+	list := make([]PollNotice, 0, len(ids))
 	for _, id := range ids {
-		list = append(list, map[string]string{"id": id, "text": byID[id].Text})
+		list = append(list, PollNotice{ID: id, Text: byID[id].Text})
 	}
 	if len(ids) > 0 {
 		if err := nb.seen.MarkFor(ctx, user, ids, p.Life()); err != nil {

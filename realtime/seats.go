@@ -73,10 +73,10 @@ func (ch *Chat) renewSeats(ctx context.Context) {
 				// to a replica that had not synced it): the seat cannot be
 				// taken back, and nothing more is sent to the room.
 				ch.log.Warn("room lost with Redis's data: member told to join again", "room", a.Room, "user", a.User)
-				c.SendError("not_seated", "the room "+a.Room+" no longer exists (the server lost its data); join the lobby again", a.Room, "")
+				c.SendError(errcode.NotSeated, "the room "+a.Room+" no longer exists (the server lost its data); join the lobby again", a.Room, "")
 				continue
 			}
-			c.SendError("not_seated", "your seat in "+a.Room+" expired and was taken; join the lobby again", a.Room, "")
+			c.SendError(errcode.NotSeated, "your seat in "+a.Room+" expired and was taken; join the lobby again", a.Room, "")
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -220,7 +221,7 @@ func (ch *Chat) sayWorker(ctx context.Context, c *Client) {
 				continue
 			}
 			if r.ref != "" {
-				c.SendJSON(map[string]string{"type": "ack", "ref": r.ref, "id": res[i].msg.ID, "room": r.room})
+				c.SendEvent(protocol.Ack{Ref: r.ref, ID: res[i].msg.ID, Room: r.room})
 			}
 		}
 	}
@@ -238,7 +239,7 @@ func (ch *Chat) Refuse(c *Client, err error, room, ref string) {
 	if code == errcode.Internal || errcode.Unavailable(err) {
 		ch.log.Warn("websocket frame failed", "user", c.p.User, "room", room, "code", code, "err", err)
 	}
-	c.SendError(string(code), errcode.Message(err), room, ref)
+	c.SendError(code, errcode.Message(err), room, ref)
 	if code == errcode.RateLimited && c.refused(ch.now()) {
 		ch.env.m.floodCloses.Inc()
 		c.Close(ClosePolicy, "too many refused frames")

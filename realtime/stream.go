@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -143,7 +144,7 @@ func (ch *Chat) syncStream(ctx context.Context, c *Client, after Position) {
 			ch.hub.removeFromRoom(room, c)
 			c.dropFeed(room)
 			ch.detach(ctx, room, c)
-			c.SendJSON(map[string]string{"type": "left", "room": room})
+			c.SendEvent(protocol.Left{Room: room})
 		}
 	}
 	for room := range cur {

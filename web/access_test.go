@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // accessRoles are the roles of the access matrix, in the order
@@ -94,12 +95,12 @@ func TestAccessMatrix(t *testing.T) {
 	// a match: ann over the WebSocket on n1, bob over REST on n2
 	ann := cl.dial(n1, "ann")
 	bob := cl.session(n2, "bob")
-	ann.send(map[string]any{"type": "queue", "queue": "duo", "skill": 100})
+	ann.send(protocol.Queue{Queue: "duo", Skill: skill(100)})
 	ann.next("queued")
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/matchmaking/duo/tickets", bob, map[string]any{"skill": 100}, nil))
 	private, _ := ann.next("matched")["room"].(string)
 	require.NotEmpty(t, private)
-	ann.send(map[string]string{"type": "resume", "room": private})
+	ann.send(protocol.Resume{Room: private})
 	ann.next("joined")
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/rooms/"+private+"/join", bob, nil, nil))
 	cl.say(n3, bob, private, "the plan is secret")
@@ -149,8 +150,9 @@ func TestAccessMatrix(t *testing.T) {
 		p := params(role)
 		for i, fr := range frames {
 			ref := fmt.Sprintf("f%d", i)
-			w.send(map[string]string{"type": fr.typ, "ref": ref, "room": p["room"], "lobby": p["lobby"], "text": "hi", "id": "1-1"})
-			w.send(map[string]string{"type": "ping"})
+			// one frame of each type from the table: sent as JSON on purpose
+			w.sendJSON(map[string]string{"type": fr.typ, "ref": ref, "room": p["room"], "lobby": p["lobby"], "text": "hi", "id": "1-1"})
+			w.send(protocol.Ping{})
 			code := ""
 			for f := w.nextOf("error", "pong"); f["type"] != "pong"; f = w.nextOf("error", "pong") {
 				if f["ref"] == ref {

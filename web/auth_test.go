@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
@@ -11,12 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fasthttp/websocket"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // mintWith signs claims with method and key, as an external login service
@@ -208,7 +210,7 @@ func TestTokenMintedOnOneNodeWorksOnAnother(t *testing.T) {
 	assert.Equal(t, 200, c.do(c.nodes[1], "GET", "/api/v1/settings", tok, nil, &out), "%v", out)
 	w := dialToken(t, c.nodes[1], "alice", tok)
 	room := w.join("tokens")
-	w.send(map[string]string{"type": "say", "room": room, "text": "hi from node 2", "ref": "r1"})
+	w.send(protocol.Say{Room: room, Text: "hi from node 2", Ref: "r1"})
 	ack := w.waitFor("ack", "r1")
 	assert.Equal(t, "r1", ack["ref"])
 
@@ -296,9 +298,9 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	tok := c.session(n, "alice")
 	w := dialToken(t, n, "alice", tok)
 	room := w.join("logs")
-	w.send(map[string]string{"type": "say", "room": room, "text": "hi", "ref": "r1"})
+	w.send(protocol.Say{Room: room, Text: "hi", Ref: "r1"})
 	w.waitFor("ack", "r1")
-	w.send(map[string]string{"type": "say", "room": "nope-1", "text": "hi", "ref": "r2"})
+	w.send(protocol.Say{Room: "nope-1", Text: "hi", Ref: "r2"})
 	w.waitFor("error", "r2")
 	for _, auth := range []string{"Bearer " + testAdmin, "Bearer " + tok, "Bearer " + testAdmin + "x", "Bearer " + tok + "x"} {
 		c.doRaw(n, "PUT", "/api/v1/settings/motd", map[string]string{"Authorization": auth}, []byte(`{"value": "m"}`), nil)
@@ -345,8 +347,7 @@ func (c *cluster) doRaw(n *testNode, method, path string, headers map[string]str
 // refused: it returns the HTTP status and the decoded error body.
 func wsRefusal(t testing.TB, n *testNode, token string, h http.Header) (int, map[string]any) {
 	t.Helper()
-	u := "ws" + strings.TrimPrefix(n.url, "http") + "/ws?token=" + token
-	conn, resp, err := websocket.DefaultDialer.Dial(u, h)
+	conn, resp, err := wsclient.Dial(context.Background(), wsURL(n, token), &wsclient.Options{Header: h})
 	if err == nil {
 		_ = conn.Close()
 		t.Errorf("the upgrade was accepted")

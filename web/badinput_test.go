@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/settings"
 )
@@ -340,7 +343,7 @@ func badFrames(t *testing.T, c *cluster, n *testNode) int {
 	require.NoError(t, w.conn.WriteMessage(websocket.TextMessage, []byte(edge)))
 	assert.Equal(t, "too_long", w.waitFor("error", "edge")["code"])
 
-	w.send(map[string]string{"type": "say", "room": room, "text": "still here", "ref": "ok"})
+	w.send(protocol.Say{Room: room, Text: "still here", Ref: "ok"})
 	w.waitFor("ack", "ok")
 	n1 := len(frames) + 2
 	t.Logf("%d bad WebSocket frames", n1)
@@ -351,7 +354,7 @@ func badFrames(t *testing.T, c *cluster, n *testNode) int {
 // before its pong: the answer to whatever was sent before the ping.
 func (w *wsClient) errorsUntilPong() []map[string]any {
 	w.t.Helper()
-	w.send(map[string]string{"type": "ping"})
+	w.send(protocol.Ping{})
 	var errs []map[string]any
 	for {
 		f := w.nextOf("error", "pong")
@@ -430,7 +433,7 @@ func wsLimits(t *testing.T, c *cluster, n *testNode) int {
 		assertAPIError(t, 429, "rate_limited", st, body)
 		_ = ws[0].conn.Close()
 		require.Eventually(t, func() bool {
-			conn, resp, err := websocket.DefaultDialer.Dial(wsURL(n, tok), nil)
+			conn, resp, err := wsclient.Dial(context.Background(), wsURL(n, tok), nil)
 			if resp != nil && resp.Body != nil {
 				resp.Body.Close()
 			}
@@ -450,7 +453,7 @@ func wsLimits(t *testing.T, c *cluster, n *testNode) int {
 			assert.Equal(t, 426, st, "an upgrade without Sec-WebSocket-Key is refused")
 		}
 		w := dialToken(t, n, "frank", tok)
-		w.send(map[string]string{"type": "ping"})
+		w.send(protocol.Ping{})
 		w.next("pong")
 	})
 	return tried
@@ -510,7 +513,7 @@ func stillServes(t *testing.T, c *cluster, n *testNode) {
 	room := a.join("after")
 	b := dialAs(t, c, n, "yves")
 	require.Equal(t, room, b.join("after"))
-	a.send(map[string]string{"type": "say", "room": room, "text": "all good", "ref": "z1"})
+	a.send(protocol.Say{Room: room, Text: "all good", Ref: "z1"})
 	id := a.waitFor("ack", "z1")["id"]
 	for {
 		gotID, text := msgOf(b.next("message"))
@@ -565,19 +568,17 @@ func wsURL(n *testNode, tok string) string {
 // dialHeaders dials with extra headers and expects the upgrade to succeed.
 func dialHeaders(t testing.TB, n *testNode, user, tok string, h http.Header) *wsClient {
 	t.Helper()
-	conn, resp, err := websocket.DefaultDialer.Dial(wsURL(n, tok), h)
+	w, resp, err := openWS(t, user, wsURL(n, tok), h)
 	status, body := 0, ""
 	if resp != nil {
 		status = resp.StatusCode
-		if resp.Body != nil {
+		if err != nil && resp.Body != nil {
 			p, _ := io.ReadAll(resp.Body)
 			body = string(p)
 			resp.Body.Close()
 		}
 	}
 	require.NoError(t, err, "headers %v: status %d %s", h, status, body)
-	w := &wsClient{t: t, user: user, conn: conn, frames: make(chan map[string]any, 100), closed: make(chan struct{})}
-	t.Cleanup(func() { _ = conn.Close() })
 	return w
 }
 
@@ -663,15 +664,15 @@ func TestRefusalsSpreadBeyondTheWindowDoNotAddUp(t *testing.T) {
 	room := w.join("abuse")
 	for round := 0; round < 3; round++ {
 		offset.Add(int64(realtime.AbuseWindow + time.Second)) // a token is back, the window moved on
-		w.send(map[string]string{"type": "say", "room": room, "text": "ok", "ref": fmt.Sprint("ok", round)})
+		w.send(protocol.Say{Room: room, Text: "ok", Ref: fmt.Sprint("ok", round)})
 		require.Equal(t, "ack", w.outcome(fmt.Sprint("ok", round))["type"], "round %d", round)
 		for i := 0; i < realtime.AbuseLimit-1; i++ {
 			ref := fmt.Sprintf("r%d-%d", round, i)
-			w.send(map[string]string{"type": "say", "room": room, "text": "too fast", "ref": ref})
+			w.send(protocol.Say{Room: room, Text: "too fast", Ref: ref})
 			require.Equal(t, "rate_limited", w.outcome(ref)["code"], ref)
 		}
 	}
-	w.send(map[string]string{"type": "ping"})
+	w.send(protocol.Ping{})
 	w.next("pong")
 }
 
@@ -690,9 +691,9 @@ func TestPingsBetweenRefusalsDoNotResetTheCount(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		// The server may close at any frame, a ping included: a write
 		// after its close fails (a reset), which is the outcome sought.
-		f := map[string]string{"type": "say", "room": room, "text": "spam", "ref": fmt.Sprint("s", i)}
+		var f protocol.ClientFrame = protocol.Say{Room: room, Text: "spam", Ref: fmt.Sprint("s", i)}
 		if i%19 == 18 {
-			f = map[string]string{"type": "ping"}
+			f = protocol.Ping{}
 		}
 		if !w.trySend(f) {
 			break // closed

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // The caps of issue #28 that sit in the core, tried from outside on three
@@ -100,11 +101,11 @@ func TestSeatCapCountsFromTheSeatData(t *testing.T) {
 		w.join("wcap1")
 		w.join("wcap2")
 		w2 := c.dial(c.nodes[1], "wes") // a second connection, another node
-		w2.send(map[string]string{"type": "resume", "room": third, "ref": "r3"})
+		w2.send(protocol.Resume{Room: third, Ref: "r3"})
 		e := w2.waitFor("error", "r3")
 		assert.Equal(t, "rate_limited", e["code"], "%v", e)
 		assert.Contains(t, e["message"], "seats in 2 lobbies")
-		w2.send(map[string]string{"type": "resume", "room": "wcap1-1", "ref": "r1"})
+		w2.send(protocol.Resume{Room: "wcap1-1", Ref: "r1"})
 		j := w2.next("joined")
 		assert.Equal(t, "wcap1-1", j["room"].(map[string]any)["id"], "a lobby held already resumes")
 	})

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestClosingAWebSocketKeepsTheSameUsersRESTSeat: user uma is in a room
@@ -72,56 +75,45 @@ func TestResumeOfAThousandToASlowReader(t *testing.T) {
 	var ids []string
 	for k := range 1000 {
 		ref := fmt.Sprint("s", k)
-		sender.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint(k, big), "ref": ref})
+		sender.send(protocol.Say{Room: room, Text: fmt.Sprint(k, big), Ref: ref})
 		ids = append(ids, sender.waitFor("ack", ref)["id"].(string))
 	}
 
+	// a buffer of one event: the client reads no faster than the test
 	tok := c.session(n, "slow")
-	u := "ws" + n.url[len("http"):] + "/ws?token=" + tok
-	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	conn, resp, err := wsclient.Dial(context.Background(), wsURL(n, tok), &wsclient.Options{Buffer: 1})
 	require.NoError(t, err)
+	resp.Body.Close()
 	defer conn.Close()
-	require.NoError(t, conn.WriteJSON(map[string]string{"type": "join", "lobby": "replay"}))
+	require.NoError(t, conn.Send(protocol.Join{Lobby: "replay"}))
 	// the join's own replay first (the latest 50), then the resume's
 	// "joined" and its replay
 	var got []string
 	joined := 0
 	for len(got) < len(ids)-1 {
-		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-		var f struct {
-			Type    string
-			Code    string
-			Message struct{ ID string }
-		}
-		require.NoError(t, conn.ReadJSON(&f), "got %d of %d", len(got), len(ids)-1)
-		switch f.Type {
-		case "joined":
+		ev, err := conn.Next(30 * time.Second)
+		require.NoError(t, err, "got %d of %d", len(got), len(ids)-1)
+		switch f := ev.ServerEvent.(type) {
+		case protocol.Joined:
 			if joined++; joined == 1 {
-				require.NoError(t, conn.WriteJSON(map[string]string{"type": "resume", "room": room, "after": ids[0]}))
+				require.NoError(t, conn.Send(protocol.Resume{Room: room, After: ids[0]}))
 			}
-		case "message":
+		case protocol.MessageEvent:
 			if joined == 2 {
 				got = append(got, f.Message.ID)
 				if len(got)%100 == 0 {
 					time.Sleep(200 * time.Millisecond) // a slow reader: 20 s for all, at this pace
 				}
 			}
-		case "error":
+		case protocol.ErrorEvent:
 			t.Fatalf("error frame %s", f.Code)
 		}
 	}
 	checkIDs(t, got, ids[1:])
-	require.NoError(t, conn.WriteJSON(map[string]string{"type": "ping"}))
-	for {
-		var f struct{ Type string }
-		require.NoError(t, conn.ReadJSON(&f), "the connection is still open")
-		if f.Type == "pong" {
-			break
-		}
-	}
+	require.NoError(t, conn.Send(protocol.Ping{}))
+	_, err = conn.Next(30*time.Second, protocol.TypePong)
+	require.NoError(t, err, "the connection is still open")
+	assert.Empty(t, conn.Bad())
 }
 
 // checkIDs asserts got is exactly want: every id once, in order.
@@ -188,7 +180,7 @@ func TestSeatAndNodeCaps(t *testing.T) {
 	w := dialAs(t, c, n, "sam")
 	w.join("cap1")
 	w.join("cap2")
-	w.send(map[string]string{"type": "join", "lobby": "cap3", "ref": "j3"})
+	w.send(protocol.Join{Lobby: "cap3", Ref: "j3"})
 	e := w.waitFor("error", "j3")
 	assert.Equal(t, "rate_limited", e["code"])
 	assert.Contains(t, e["message"], "seats in 2 lobbies")

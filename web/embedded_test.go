@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatd/chatd/internal/embedded"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestEmbeddedRedisServesTheWholeProduct runs one node on the embedded
@@ -22,7 +23,7 @@ func TestEmbeddedRedisServesTheWholeProduct(t *testing.T) {
 
 	w := c.dial(n, "alice")
 	room := w.join("general")
-	w.send(map[string]string{"type": "say", "room": room, "text": "hello", "ref": "1"})
+	w.send(protocol.Say{Room: room, Text: "hello", Ref: "1"})
 	got := w.await("ack", "message")
 	_, text := msgOf(got["message"])
 	assert.Equal(t, "hello", text)
@@ -85,7 +86,7 @@ func TestEmbeddedRedisMatchesPlayers(t *testing.T) {
 
 	ann := c.dial(n, "ann")
 	bob := c.session(n, "bob")
-	ann.send(map[string]any{"type": "queue", "queue": "duel", "skill": 100, "ref": "q"})
+	ann.send(protocol.Queue{Queue: "duel", Skill: skill(100), Ref: "q"})
 	ann.next("queued")
 	var tk ticketAnswer
 	require.Equal(t, 200, c.do(n, "POST", "/api/v1/matchmaking/duel/tickets", bob, map[string]any{"skill": 1200.5}, &tk))

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -261,7 +262,8 @@ func TestSlowClientIsDroppedAndOthersGetEverything(t *testing.T) {
 	fast := c.dial(c.nodes[0], "fast")
 	require.Equal(t, room, fast.join("slow"))
 
-	// The slow client joins and then never reads.
+	// The slow client joins and then never reads: a raw socket on purpose
+	// (the test client, internal/wsclient, reads in the background).
 	tok := c.session(c.nodes[0], "slow")
 	u := "ws" + strings.TrimPrefix(c.nodes[0].url, "http") + "/ws?token=" + tok
 	slow, _, err := websocket.DefaultDialer.Dial(u, nil)
@@ -297,7 +299,7 @@ func TestSlowClientIsDroppedAndOthersGetEverything(t *testing.T) {
 		// 1013 when the close frame fits in the socket buffers; when they
 		// are full the server can only cut the connection (1006).
 		var ce *websocket.CloseError
-		require.True(t, asClose(err, &ce), "the connection is closed: %v", err)
+		require.ErrorAs(t, err, &ce, "the connection is closed")
 		assert.Contains(t, []int{realtime.CloseTryLater, websocket.CloseAbnormalClosure}, ce.Code)
 		break
 	}
@@ -314,6 +316,8 @@ func TestGoroutinesReturnToBaselineAfterManyConnections(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	base := runtime.NumGoroutine()
 
+	// raw sockets on purpose: the test counts goroutines, and the test
+	// client's background reader would be one per connection
 	u := "ws" + strings.TrimPrefix(c.nodes[0].url, "http") + "/ws?token=" + tok
 	for i := 0; i < 1000; i++ {
 		conn, _, err := websocket.DefaultDialer.Dial(u, nil)
@@ -387,23 +391,19 @@ func TestNoticesAndSettingsReachEveryClientOnce(t *testing.T) {
 	assert.Equal(t, posted.ID, f["id"])
 	_ = late.conn.Close()
 	again := c.dial(c.nodes[0], "late")
-	again.send(map[string]string{"type": "ping"})
+	again.send(protocol.Ping{})
 	assert.Equal(t, "pong", again.nextOf("pong", "notice")["type"], "a seen notice is not shown again")
 
 	// ann saw it live: she does not get it again either
 	_ = a.conn.Close()
 	a2 := c.dial(c.nodes[1], "ann")
-	a2.send(map[string]string{"type": "ping"})
+	a2.send(protocol.Ping{})
 	assert.Equal(t, "pong", a2.nextOf("pong", "notice")["type"])
 
 	// The motd is in hello for new connections.
-	tok := c.session(c.nodes[0], "newbie")
-	u := "ws" + strings.TrimPrefix(c.nodes[0].url, "http") + "/ws?token=" + tok
-	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
+	nw, _, err := openWS(t, "newbie", wsURL(c.nodes[0], c.session(c.nodes[0], "newbie")), nil)
 	require.NoError(t, err)
-	defer conn.Close()
-	var hello map[string]any
-	require.NoError(t, conn.ReadJSON(&hello))
+	hello := nw.next("hello")
 	assert.Equal(t, "welcome: be kind", hello["motd"])
 	assert.Equal(t, "n1", hello["node"])
 }

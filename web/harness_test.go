@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/game"
@@ -205,16 +207,18 @@ func (c *cluster) session(n *testNode, user string) string {
 	return out.Token
 }
 
-// wsClient is a test WebSocket client that collects frames in the background.
+// wsClient is the web tests' WebSocket client: internal/wsclient (which
+// reads, splits batches and decodes every event with the protocol
+// package), with each event checked against docs/ws-frames.schema.json
+// (validateFrame) and handed out as generic JSON for the tests that look
+// at fields by name.
 type wsClient struct {
 	t      testing.TB
 	user   string
-	conn   *websocket.Conn
+	ws     *wsclient.Conn
+	conn   *websocket.Conn // ws's socket, for tests that write raw frames on purpose
 	frames chan map[string]any
-	closed chan struct{}
-	code   int // close code received, if any
-	mu     sync.Mutex
-	bad    []string // frames docs/ws-frames.schema.json refuses (validateFrame)
+	closed chan struct{} // the connection ended and every frame is in frames
 }
 
 func (c *cluster) dial(n *testNode, user string) *wsClient {
@@ -223,61 +227,62 @@ func (c *cluster) dial(n *testNode, user string) *wsClient {
 	return dialToken(c.t, n, user, tok)
 }
 
-func dialToken(t testing.TB, n *testNode, user, tok string) *wsClient {
-	t.Helper()
-	u := "ws" + strings.TrimPrefix(n.url, "http") + "/ws?token=" + tok
-	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
+// openWS dials url with header and starts handing out its events; the
+// response is the dialer's (nil error: already closed).
+func openWS(t testing.TB, user, url string, header http.Header) (*wsClient, *http.Response, error) {
+	ws, resp, err := wsclient.Dial(context.Background(), url, &wsclient.Options{Header: header, Check: validateFrame})
+	if err != nil {
+		return nil, resp, err
+	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
-	require.NoError(t, err)
-	w := &wsClient{t: t, user: user, conn: conn, frames: make(chan map[string]any, 10000), closed: make(chan struct{})}
+	w := &wsClient{t: t, user: user, ws: ws, conn: ws.WS(), frames: make(chan map[string]any, 10000), closed: make(chan struct{})}
+	stop := make(chan struct{})
 	go func() {
 		defer close(w.closed)
-		for {
-			_, p, err := conn.ReadMessage()
-			if err != nil {
-				var ce *websocket.CloseError
-				if ok := asClose(err, &ce); ok {
-					w.mu.Lock()
-					w.code = ce.Code
-					w.mu.Unlock()
+		for ev := range ws.Events() {
+			if m := ev.Map(); m != nil {
+				select {
+				case w.frames <- m:
+				case <-stop:
+					return
 				}
-				return
-			}
-			if err := validateFrame(p); err != nil {
-				w.mu.Lock()
-				w.bad = append(w.bad, err.Error())
-				w.mu.Unlock()
-			}
-			var f map[string]any
-			if json.Unmarshal(p, &f) == nil {
-				w.frames <- f
 			}
 		}
 	}()
 	t.Cleanup(w.reportBadFrames) // runs after the close below
-	t.Cleanup(func() { _ = conn.Close() })
+	t.Cleanup(func() {
+		close(stop)
+		_ = ws.Close()
+	})
+	return w, resp, nil
+}
+
+func dialToken(t testing.TB, n *testNode, user, tok string) *wsClient {
+	t.Helper()
+	w, _, err := openWS(t, user, wsURL(n, tok), nil)
+	require.NoError(t, err)
 	hello := w.next("hello")
 	require.Equal(t, user, hello["user"])
 	return w
 }
 
-func asClose(err error, target **websocket.CloseError) bool {
-	ce, ok := err.(*websocket.CloseError)
-	if ok {
-		*target = ce
-	}
-	return ok
+func (w *wsClient) send(f protocol.ClientFrame) {
+	w.t.Helper()
+	require.NoError(w.t, w.ws.Send(f))
 }
 
-func (w *wsClient) send(v any) {
+// sendJSON sends v as a frame as it is: for a frame the protocol refuses,
+// or one a table builds for every frame type, on purpose.
+func (w *wsClient) sendJSON(v any) {
 	w.t.Helper()
 	require.NoError(w.t, w.conn.WriteJSON(v))
 }
 
-// trySend sends v and reports whether it could (false once the connection
-// closed).
+// trySend sends v as JSON as it is (a flood's frames include types the
+// protocol lacks, on purpose) and reports whether it could (false once the
+// connection closed).
 func (w *wsClient) trySend(v any) bool { return w.conn.WriteJSON(v) == nil }
 
 // frameWait bounds every wait for a frame: generous, for -race on a
@@ -346,17 +351,13 @@ func (w *wsClient) await(types ...string) map[string]map[string]any {
 // join joins lobby and returns the room id, after the join history.
 func (w *wsClient) join(lobby string) string {
 	w.t.Helper()
-	w.send(map[string]string{"type": "join", "lobby": lobby})
+	require.NoError(w.t, w.ws.Send(protocol.Join{Lobby: lobby}))
 	f := w.next("joined")
 	room := f["room"].(map[string]any)
 	return room["id"].(string)
 }
 
-func (w *wsClient) closeCode() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.code
-}
+func (w *wsClient) closeCode() int { return w.ws.CloseCode() }
 
 func msgOf(f map[string]any) (id, text string) {
 	m, _ := f["message"].(map[string]any)

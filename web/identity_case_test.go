@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestPresenceByAnyCaseOfTheName: "CaseTwo" online over a WebSocket on one
@@ -83,11 +84,11 @@ func TestKeyspaceFoldsUserNames(t *testing.T) {
 	tok2 := second.Token
 
 	room := w.join("fold")
-	w.send(map[string]string{"type": "say", "room": room, "text": "hi", "ref": "s1"})
+	w.send(protocol.Say{Room: room, Text: "hi", Ref: "s1"})
 	id, _ := w.next("ack")["id"].(string)
 	require.NotEmpty(t, id)
-	w.send(map[string]string{"type": "typing", "room": room})
-	w.send(map[string]string{"type": "read", "room": room, "id": id})
+	w.send(protocol.Typing{Room: room})
+	w.send(protocol.Read{Room: room, ID: id})
 	cl.join(n2, tok2, "fold-rest")
 	require.Equal(t, 200, cl.do(n3, "POST", "/api/v1/rooms/"+room+"/read", tok2, map[string]string{"id": id}, nil))
 	require.Equal(t, 200, cl.do(n3, "GET", "/api/v1/unread", tok2, nil, nil))

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestGuestsSurviveAnEmptyRedisRestart is issue #28's acceptance, from
@@ -34,7 +35,7 @@ func TestGuestsSurviveAnEmptyRedisRestart(t *testing.T) {
 		tokens[i] = c.session(c.nodes[i%3], names[i])
 		w := dialToken(t, c.nodes[i%3], names[i], tokens[i])
 		room := w.join("survive")
-		w.send(map[string]string{"type": "say", "room": room, "text": "before", "ref": "b"})
+		w.send(protocol.Say{Room: room, Text: "before", Ref: "b"})
 		w.waitFor("ack", "b")
 	}
 	gone := c.session(c.nodes[0], "Leaver")
@@ -67,7 +68,7 @@ func TestGuestsSurviveAnEmptyRedisRestart(t *testing.T) {
 	for i := range guests {
 		w := dialToken(t, c.nodes[(i+1)%3], names[i], tokens[i])
 		room := w.join("survive")
-		w.send(map[string]string{"type": "say", "room": room, "text": "after", "ref": "a"})
+		w.send(protocol.Say{Room: room, Text: "after", Ref: "a"})
 		ack := w.waitFor("ack", "a")
 		assert.NotEmpty(t, ack["id"])
 	}

@@ -1,94 +1,13 @@
 package web
 
-import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"strings"
-
-	"github.com/chatd/chatd/errcode"
-)
+import "github.com/chatd/chatd/protocol"
 
 // maxJSONDepth bounds nesting in request bodies and WebSocket frames.
-const maxJSONDepth = 32
+const maxJSONDepth = protocol.MaxJSONDepth
 
-// decodeJSON decodes one JSON value from data into v, strictly: the body
-// must be a single value; wrong types name the field; nesting deeper than
-// maxJSONDepth is refused before decoding. Unknown fields are ignored, so
-// newer clients keep working against older servers.
-func decodeJSON(data []byte, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return errf(errcode.BadJSON, "the body is empty; send a JSON object")
-	}
-	if err := checkDepth(data); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if field == "" {
-				return errf(errcode.BadRequest, "expected %s, got JSON %s", kindOf(te.Type.String()), te.Value)
-			}
-			return errf(errcode.BadRequest, "field %q must be %s, not %s", field, kindOf(te.Type.String()), te.Value)
-		}
-		return errf(errcode.BadJSON, "the body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errf(errcode.BadJSON, "the body must hold exactly one JSON value")
-	}
-	return nil
-}
-
-func kindOf(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "map"), strings.HasPrefix(goType, "struct"), strings.Contains(goType, "."):
-		if goType == "json.Number" {
-			return "a number"
-		}
-		return "an object"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "true or false"
-	}
-	return goType
-}
-
-// checkDepth refuses JSON nested deeper than maxJSONDepth without decoding it.
-func checkDepth(data []byte) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > maxJSONDepth {
-				return errf(errcode.BadJSON, "%s", fmt.Sprintf("JSON nested deeper than %d levels", maxJSONDepth))
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return nil
-}
+// decodeJSON decodes one JSON value from data into v strictly, as
+// WebSocket frames are decoded (protocol.DecodeJSON): a single value,
+// wrong types named by field, nesting deeper than maxJSONDepth refused.
+// Unknown fields are ignored, so newer clients keep working against older
+// servers.
+func decodeJSON(data []byte, v any) error { return protocol.DecodeJSON(data, v) }

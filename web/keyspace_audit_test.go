@@ -15,6 +15,7 @@ import (
 
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestKeyspaceAudit: nothing a client does leaves a key without a TTL,
@@ -102,23 +103,23 @@ func TestKeyspaceAudit(t *testing.T) {
 	// WebSocket: join, say, typing, read, resume, leave, ping on both nodes
 	wb := dialSpec(t, s, n2, bob, false)
 	wc := dialSpec(t, s, n1, carol, true)
-	wb.send(map[string]string{"type": "join", "lobby": "audit", "ref": "j1"})
+	wb.send(protocol.Join{Lobby: "audit", Ref: "j1"})
 	require.Equal(t, room, wb.next("joined")["room"].(map[string]any)["id"])
-	wc.send(map[string]string{"type": "join", "lobby": "audit"})
+	wc.send(protocol.Join{Lobby: "audit"})
 	require.Equal(t, room, wc.next("joined")["room"].(map[string]any)["id"])
-	wb.send(map[string]string{"type": "say", "room": room, "text": "from bob", "ref": "s1"})
+	wb.send(protocol.Say{Room: room, Text: "from bob", Ref: "s1"})
 	wsMsg := wb.next("ack")["id"].(string)
-	wc.send(map[string]string{"type": "typing", "room": room})
+	wc.send(protocol.Typing{Room: room})
 	assert.Equal(t, "carol", wb.next("typing")["user"])
-	wc.send(map[string]string{"type": "read", "room": room, "id": wsMsg})
-	wc.send(map[string]string{"type": "ping", "ref": "p1"})
+	wc.send(protocol.Read{Room: room, ID: wsMsg})
+	wc.send(protocol.Ping{Ref: "p1"})
 	wc.next("pong")
-	wc.send(map[string]string{"type": "resume", "room": room, "after": first})
+	wc.send(protocol.Resume{Room: room, After: first})
 	wc.next("joined")
-	wc.send(map[string]string{"type": "join", "lobby": "audit-ws"})
+	wc.send(protocol.Join{Lobby: "audit-ws"})
 	wsRoom := wc.next("joined")["room"].(map[string]any)["id"].(string)
-	wc.send(map[string]string{"type": "leave", "room": wsRoom, "ref": "l1"})
-	wc.send(map[string]string{"type": "ping", "ref": "p2"})
+	wc.send(protocol.Leave{Room: wsRoom, Ref: "l1"})
+	wc.send(protocol.Ping{Ref: "p2"})
 	wc.next("pong")
 
 	// presence, nodes, stats, settings
@@ -184,20 +185,20 @@ func TestKeyspaceAudit(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 	c2.do(call{method: "POST", path: "/api/v1/rooms/" + tk.Ticket.Room + "/join", token: alice, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/matchmaking/queues", token: testAdmin, status: 200})
-	wb.send(map[string]any{"type": "queue", "queue": "audit-q", "skill": 500})
+	wb.send(protocol.Queue{Queue: "audit-q", Skill: skill(500)})
 	q := wb.next("queued")["ticket"].(map[string]any)["id"].(string)
-	wb.send(map[string]any{"type": "dequeue", "queue": "audit-q", "ticket": q})
+	wb.send(protocol.Dequeue{Queue: "audit-q", Ticket: q})
 	wb.next("dequeued")
 	c2.do(call{method: "GET", path: "/api/v1/poll", token: dave, status: 200})
 	// parties: bob's invitation left pending (its ticket and the pending
 	// index expire); alice's declined, then accepted, over bob's
 	// WebSocket; carol's declined and accepted over REST
-	wb.send(map[string]any{"type": "invite", "queue": "audit-p", "skill": 1, "party": []string{"dave"}})
+	wb.send(protocol.Invite{Queue: "audit-p", Skill: skill(1), Party: []string{"dave"}})
 	wb.next("party")
 	for _, answer := range []string{"decline", "accept"} {
 		c1.do(call{method: "POST", path: "/api/v1/matchmaking/audit-p/parties", token: alice, body: map[string]any{"skill": 1, "party": []string{"bob"}}, status: 200})
 		inv := wb.next("party_invite")
-		wb.send(map[string]any{"type": answer, "queue": "audit-p", "ticket": inv["ticket"]})
+		wb.send(partyAnswer(answer, "audit-p", inv["ticket"].(string), ""))
 		wb.next("party")
 	}
 	var party struct{ Ticket struct{ ID string } }
@@ -265,8 +266,8 @@ func TestKeyspaceAudit(t *testing.T) {
 	st.close()
 	c1.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/leave", token: alice, status: 200})
 	c2.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/leave", token: dave, status: 200})
-	wb.send(map[string]string{"type": "leave", "room": room})
-	wb.send(map[string]string{"type": "ping", "ref": "p3"})
+	wb.send(protocol.Leave{Room: room})
+	wb.send(protocol.Ping{Ref: "p3"})
 	wb.next("pong")
 	wb.close()
 	extra.close()

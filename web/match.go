@@ -7,6 +7,7 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/matchmaking"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -26,34 +27,12 @@ func (h *matchAPI) routes(api fiber.Router, a *authAPI) {
 	api.Post("/matchmaking/:queue/tickets/:id/decline", user, h.declineParty)
 }
 
-// ticketJSON is a ticket's status as the protocol shows it (HTTP and the
-// queued/dequeued frames alike).
-type ticketJSON struct {
-	ID         string            `json:"id"`
-	Queue      string            `json:"queue"`
-	User       string            `json:"user"`
-	Party      []string          `json:"party,omitempty"`
-	Skill      float64           `json:"skill"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-	Created    int64             `json:"created"`
-	State      matchmaking.State `json:"state"`
-	Ended      int64             `json:"ended,omitempty"`
-	// TroubleSince: the queue's matcher has failed since then (waiting
-	// tickets only).
-	TroubleSince int64    `json:"trouble_since,omitempty"`
-	Match        string   `json:"match,omitempty"`
-	Room         string   `json:"room,omitempty"`
-	Players      []string `json:"players,omitempty"`
-	// Accepted and Expires: a party's invitees who accepted, and (while
-	// pending) when its invitations lapse.
-	Accepted []string `json:"accepted,omitempty"`
-	Expires  int64    `json:"expires,omitempty"`
-}
-
-func (h *matchAPI) ticketOf(st matchmaking.Status) ticketJSON {
+// ticketOf is a ticket's status as the protocol shows it (HTTP and the
+// queued/dequeued events alike).
+func (h *matchAPI) ticketOf(st matchmaking.Status) protocol.Ticket {
 	t := st.Ticket
-	out := ticketJSON{ID: t.ID, Queue: t.Queue, User: t.User, Party: t.Party, Skill: t.Skill, Attributes: t.Attributes,
-		Created: t.Created.UnixMilli(), State: st.State}
+	out := protocol.Ticket{ID: t.ID, Queue: t.Queue, User: t.User, Party: t.Party, Skill: t.Skill, Attributes: t.Attributes,
+		Created: t.Created.UnixMilli(), State: string(st.State)}
 	if !st.Ended.IsZero() {
 		out.Ended = st.Ended.UnixMilli()
 	}
@@ -71,7 +50,7 @@ func (h *matchAPI) ticketOf(st matchmaking.Status) ticketJSON {
 }
 
 // ticketBody is a ticket request: the body of POST …/tickets and the
-// fields of a queue frame.
+// fields of a queue frame (protocol.Queue).
 type ticketBody struct {
 	Skill      *float64          `json:"skill"`
 	Party      []string          `json:"party"`
@@ -153,8 +132,8 @@ func (h *matchAPI) declineParty(c *fiber.Ctx) error {
 
 // queueFrame runs a queue frame: the ticket's status comes back as a
 // queued event with the frame's ref.
-func (h *matchAPI) queueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
-	req, err := f.ticketBody.request()
+func (h *matchAPI) queueFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) error {
+	req, err := ticketBody{Skill: f.Skill, Party: f.Party, Attributes: f.Attributes}.request()
 	if err != nil {
 		return err
 	}
@@ -162,29 +141,29 @@ func (h *matchAPI) queueFrame(ctx context.Context, c *realtime.Client, f inFrame
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "queued", "ref": f.Ref, "ticket": h.ticketOf(st)})
+	c.SendEvent(protocol.Queued{Ref: f.Ref, Ticket: h.ticketOf(st)})
 	return nil
 }
 
 // dequeueFrame runs a dequeue frame: the ticket's status after comes back
 // as a dequeued event.
-func (h *matchAPI) dequeueFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+func (h *matchAPI) dequeueFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) error {
 	st, err := h.match.Cancel(ctx, c.Principal(), f.Queue, f.Ticket)
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "dequeued", "ref": f.Ref, "ticket": h.ticketOf(st)})
+	c.SendEvent(protocol.Dequeued{Ref: f.Ref, Ticket: h.ticketOf(st)})
 	return nil
 }
 
 // partyFrame runs an invite, accept or decline frame: the party's ticket
 // comes back as a party event with the frame's ref.
-func (h *matchAPI) partyFrame(ctx context.Context, c *realtime.Client, f inFrame) error {
+func (h *matchAPI) partyFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) error {
 	var st matchmaking.Status
 	var err error
 	switch f.Type {
 	case "invite":
-		req, rerr := f.ticketBody.request()
+		req, rerr := ticketBody{Skill: f.Skill, Party: f.Party, Attributes: f.Attributes}.request()
 		if rerr != nil {
 			return rerr
 		}
@@ -197,6 +176,6 @@ func (h *matchAPI) partyFrame(ctx context.Context, c *realtime.Client, f inFrame
 	if err != nil {
 		return err
 	}
-	c.SendJSON(map[string]any{"type": "party", "ref": f.Ref, "ticket": h.ticketOf(st)})
+	c.SendEvent(protocol.Party{Ref: f.Ref, Ticket: h.ticketOf(st)})
 	return nil
 }

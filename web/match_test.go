@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 type ticketAnswer struct {
@@ -38,9 +39,9 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 	bob := cl.dial(n2, "bob")
 	cy := cl.session(n3, "cy")
 	cl.poll(n3, cy, "") // the first poll: every section, the match one empty
-	ann.send(map[string]any{"type": "queue", "queue": "trio", "skill": 100, "ref": "q"})
+	ann.send(protocol.Queue{Queue: "trio", Skill: skill(100), Ref: "q"})
 	assert.Equal(t, "waiting", ann.next("queued")["ticket"].(map[string]any)["state"])
-	bob.send(map[string]any{"type": "queue", "queue": "trio", "skill": 120})
+	bob.send(protocol.Queue{Queue: "trio", Skill: skill(120)})
 	bob.next("queued")
 	var tk ticketAnswer
 	require.Equal(t, 200, cl.do(n3, "POST", "/api/v1/matchmaking/trio/tickets", cy, map[string]any{"skill": 90}, &tk))
@@ -72,14 +73,14 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 	assert.Equal(t, 1.0, matched)
 
 	// they meet in the room: a resume over the WebSocket, a join by id over REST
-	ann.send(map[string]string{"type": "resume", "room": room})
+	ann.send(protocol.Resume{Room: room})
 	ann.next("joined")
-	bob.send(map[string]string{"type": "resume", "room": room})
+	bob.send(protocol.Resume{Room: room})
 	bob.next("joined")
 	var joined struct{ Room roomJSON }
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/rooms/"+room+"/join", cy, nil, &joined))
 	assert.ElementsMatch(t, []string{"ann", "bob", "cy"}, joined.Room.Members)
-	ann.send(map[string]string{"type": "say", "room": room, "text": "glhf", "ref": "s"})
+	ann.send(protocol.Say{Room: room, Text: "glhf", Ref: "s"})
 	ann.next("ack")
 	_, text := msgOf(bob.next("message"))
 	assert.Equal(t, "glhf", text)
@@ -91,10 +92,10 @@ func TestQuickMatchAcrossThreeNodes(t *testing.T) {
 
 	// nobody else gets in, by the room or by its lobby
 	eve := cl.dial(n1, "eve")
-	eve.send(map[string]string{"type": "resume", "room": room, "ref": "r"})
+	eve.send(protocol.Resume{Room: room, Ref: "r"})
 	assert.Equal(t, "unknown_room", eve.next("error")["code"], "as for a room that does not exist")
 	lobby := room[:strings.LastIndexByte(room, '-')]
-	eve.send(map[string]string{"type": "join", "lobby": lobby, "ref": "j"})
+	eve.send(protocol.Join{Lobby: lobby, Ref: "j"})
 	assert.Equal(t, "forbidden", eve.next("error")["code"])
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // putSetting sets a live setting through the admin API and waits until
@@ -60,7 +61,7 @@ func TestFanOutAcrossThreeNodesOnceInOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := 0; k < each; k++ {
-				w.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprintf("m %d %d", i, k), "ref": fmt.Sprint(k)})
+				w.send(protocol.Say{Room: room, Text: fmt.Sprintf("m %d %d", i, k), Ref: fmt.Sprint(k)})
 			}
 		}()
 	}
@@ -92,7 +93,7 @@ func TestAckEchoesRefAndErrorsKeepConnectionOpen(t *testing.T) {
 	w := c.dial(c.nodes[0], "alice")
 	room := w.join("general")
 
-	w.send(map[string]string{"type": "say", "room": room, "text": "hi", "ref": "c-1"})
+	w.send(protocol.Say{Room: room, Text: "hi", Ref: "c-1"})
 	got := w.await("ack", "message")
 	ack := got["ack"]
 	assert.Equal(t, "c-1", ack["ref"])
@@ -100,15 +101,15 @@ func TestAckEchoesRefAndErrorsKeepConnectionOpen(t *testing.T) {
 	assert.Equal(t, ack["id"], id)
 	assert.Equal(t, "hi", text)
 
-	w.send(map[string]string{"type": "say", "room": "general-99", "text": "x", "ref": "c-2"})
+	w.send(protocol.Say{Room: "general-99", Text: "x", Ref: "c-2"})
 	e := w.next("error")
 	assert.Equal(t, "c-2", e["ref"])
 	assert.Contains(t, []any{"not_seated", "unknown_room"}, e["code"])
 
-	w.send(map[string]string{"type": "dance"})
+	w.sendJSON(map[string]string{"type": "dance"}) // a type the protocol lacks, on purpose
 	assert.Equal(t, "unknown_type", w.next("error")["code"])
 
-	w.send(map[string]string{"type": "ping"})
+	w.send(protocol.Ping{})
 	w.next("pong")
 }
 
@@ -129,11 +130,11 @@ func TestARefReusedForAnotherRoomIsABadRequest(t *testing.T) {
 	t.Run("a say's ref", func(t *testing.T) {
 		w := c.dial(c.nodes[0], "alice")
 		general, other := w.join("general"), w.join("lounge")
-		w.send(map[string]string{"type": "say", "room": general, "text": "hi", "ref": "r-1"})
+		w.send(protocol.Say{Room: general, Text: "hi", Ref: "r-1"})
 		w.next("ack")
-		for _, f := range []map[string]string{
-			{"type": "say", "room": other, "text": "hi", "ref": "r-1"},
-			{"type": "say", "room": general, "text": "other text", "ref": "r-1"},
+		for _, f := range []protocol.Say{
+			{Room: other, Text: "hi", Ref: "r-1"},
+			{Room: general, Text: "other text", Ref: "r-1"},
 		} {
 			w.send(f)
 			e := w.next("error")
@@ -173,7 +174,7 @@ func TestResumeReplaysExactlyTheMissedMessages(t *testing.T) {
 	require.Equal(t, room, b.join("resume"))
 
 	for k := 0; k < 5; k++ {
-		a.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint("before ", k)})
+		a.send(protocol.Say{Room: room, Text: fmt.Sprint("before ", k)})
 	}
 	ids := b.collect(5)
 	last := ids[len(ids)-1]
@@ -181,13 +182,13 @@ func TestResumeReplaysExactlyTheMissedMessages(t *testing.T) {
 	_ = b.conn.Close()
 
 	for k := 0; k < 7; k++ {
-		a.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint("missed ", k)})
+		a.send(protocol.Say{Room: room, Text: fmt.Sprint("missed ", k)})
 	}
 	a.collect(12)
 
 	// bob comes back on the other node and resumes
 	b2 := dialToken(t, c.nodes[0], "bob", tok)
-	b2.send(map[string]string{"type": "resume", "room": room, "after": last})
+	b2.send(protocol.Resume{Room: room, After: last})
 	b2.next("joined")
 	var texts []string
 	for len(texts) < 7 {
@@ -197,7 +198,7 @@ func TestResumeReplaysExactlyTheMissedMessages(t *testing.T) {
 	for k, text := range texts {
 		assert.Equal(t, fmt.Sprint("missed ", k), text)
 	}
-	a.send(map[string]string{"type": "say", "room": room, "text": "live"})
+	a.send(protocol.Say{Room: room, Text: "live"})
 	_, text := msgOf(b2.next("message"))
 	assert.Equal(t, "live", text, "then live, with nothing in between")
 }
@@ -223,7 +224,7 @@ func TestClusterChatAndStats(t *testing.T) {
 		ws = append(ws, w)
 	}
 	for i, w := range ws {
-		w.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprint("hello from ", i), "ref": "r"})
+		w.send(protocol.Say{Room: room, Text: fmt.Sprint("hello from ", i), Ref: "r"})
 	}
 	var first []string
 	for i, w := range ws {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // outageNodes starts n nodes on r, each with its own client whose timeouts
@@ -118,7 +119,7 @@ func redisOutage(t *testing.T, f redisFault) {
 
 	var acked []string
 	say := func(w *wsClient, ref, text string) map[string]any {
-		w.send(map[string]string{"type": "say", "room": room, "text": text, "ref": ref})
+		w.send(protocol.Say{Room: room, Text: text, Ref: ref})
 		o := w.outcome(ref)
 		if o["type"] == "ack" {
 			acked = append(acked, o["id"].(string))

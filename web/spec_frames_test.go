@@ -2,15 +2,14 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,27 +19,21 @@ import (
 
 	"github.com/chatd/chatd/docs"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // specWS is a WebSocket client that checks every frame both ways against
 // docs/ws-frames.schema.json: what it sends with send must be a valid
 // ClientFrame (so the script also checks the schema admits what the server
-// takes), every event it receives must be a valid ServerEvent.
+// takes), every event it receives must be a valid ServerEvent (and decode
+// as a protocol event: internal/wsclient checks that).
 type specWS struct {
-	t     *testing.T
-	s     *spec
-	name  string
-	conn  *websocket.Conn
-	batch bool
-
-	mu     sync.Mutex
-	events []map[string]any
-	bad    []error
-	code   int
-	notify chan struct{}
-	done   chan struct{}
-	pos    int // next event next() looks at (test goroutine only)
-	sent   map[string]bool
+	t    *testing.T
+	s    *spec
+	name string
+	ws   *wsclient.Conn
+	sent map[string]bool
 }
 
 func wsURLOf(n *testNode, tok string, batch bool) string {
@@ -56,15 +49,14 @@ func wsURLOf(n *testNode, tok string, batch bool) string {
 func dialSpec(t *testing.T, s *spec, n *testNode, tok string, batch bool) *specWS {
 	t.Helper()
 	u := wsURLOf(n, tok, batch)
-	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
+	ws, resp, err := wsclient.Dial(context.Background(), u, &wsclient.Options{Check: s.validateEvent})
 	require.NoError(t, err)
 	resp.Body.Close()
 	hu, _ := url.Parse(strings.Replace(u, "ws", "http", 1))
 	_, err = s.check(exchange{method: "GET", url: hu, header: http.Header{}, status: resp.StatusCode, rheader: resp.Header}, true)
 	assert.NoError(t, err)
-	w := &specWS{t: t, s: s, conn: conn, batch: batch, notify: make(chan struct{}, 1), done: make(chan struct{}), sent: map[string]bool{}}
-	go w.read()
-	t.Cleanup(func() { _ = conn.Close() })
+	w := &specWS{t: t, s: s, ws: ws, sent: map[string]bool{}}
+	t.Cleanup(func() { _ = ws.Close() })
 	w.name = w.next("hello")["user"].(string)
 	return w
 }
@@ -74,9 +66,9 @@ func dialSpec(t *testing.T, s *spec, n *testNode, tok string, batch bool) *specW
 func refusedUpgrade(t *testing.T, s *spec, n *testNode, tok string) (int, string) {
 	t.Helper()
 	u := wsURLOf(n, tok, false)
-	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
-	if conn != nil {
-		conn.Close()
+	ws, resp, err := wsclient.Dial(context.Background(), u, nil)
+	if ws != nil {
+		_ = ws.Close()
 	}
 	require.ErrorIs(t, err, websocket.ErrBadHandshake)
 	body, err := io.ReadAll(resp.Body)
@@ -90,143 +82,62 @@ func refusedUpgrade(t *testing.T, s *spec, n *testNode, tok string) (int, string
 	return resp.StatusCode, string(e.Error.Code)
 }
 
-func (w *specWS) read() {
-	defer close(w.done)
-	for {
-		typ, p, err := w.conn.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			w.mu.Lock()
-			if errors.As(err, &ce) {
-				w.code = ce.Code
-			}
-			w.mu.Unlock()
-			return
-		}
-		lines := [][]byte{p}
-		if w.batch {
-			lines = bytes.Split(p, []byte("\n"))
-		}
-		w.mu.Lock()
-		if typ != websocket.TextMessage {
-			w.bad = append(w.bad, fmt.Errorf("a frame of type %d, not text", typ))
-		}
-		for _, line := range lines {
-			if len(bytes.TrimSpace(line)) == 0 {
-				continue
-			}
-			if err := w.s.validateEvent(line); err != nil {
-				w.bad = append(w.bad, err)
-			}
-			var ev map[string]any
-			if err := json.Unmarshal(line, &ev); err != nil {
-				w.bad = append(w.bad, err)
-				continue
-			}
-			w.events = append(w.events, ev)
-		}
-		w.mu.Unlock()
-		select {
-		case w.notify <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// send sends v, which must be a valid ClientFrame.
-func (w *specWS) send(v any) {
+// send sends f, which must be a valid ClientFrame.
+func (w *specWS) send(f protocol.ClientFrame) {
 	w.t.Helper()
-	p, err := json.Marshal(v)
+	p, err := protocol.EncodeFrame(f)
 	require.NoError(w.t, err)
 	require.NoError(w.t, w.s.validateClientFrame(p), "the script sends a frame the schema refuses")
-	var f struct{ Type string }
-	_ = json.Unmarshal(p, &f)
-	w.sent[f.Type] = true
-	require.NoError(w.t, w.conn.WriteMessage(websocket.TextMessage, p))
+	w.sent[f.FrameType()] = true
+	require.NoError(w.t, w.ws.Send(f))
 }
 
 // sendInvalid sends a frame the schema must refuse (the server answers it
-// with an error event).
+// with an error event): raw on purpose.
 func (w *specWS) sendInvalid(typ int, p []byte) {
 	w.t.Helper()
 	if typ == websocket.TextMessage {
 		require.Error(w.t, w.s.validateClientFrame(p), "%s should not be a valid ClientFrame", p)
 	}
-	require.NoError(w.t, w.conn.WriteMessage(typ, p))
+	require.NoError(w.t, w.ws.SendRaw(typ, p))
 }
 
 // next returns the next event of one of types, skipping others.
 func (w *specWS) next(types ...string) map[string]any {
 	w.t.Helper()
-	deadline := time.After(frameWait)
-	for {
-		w.mu.Lock()
-		for w.pos < len(w.events) {
-			ev := w.events[w.pos]
-			w.pos++
-			for _, typ := range types {
-				if ev["type"] == typ {
-					w.mu.Unlock()
-					return ev
-				}
-			}
-		}
-		w.mu.Unlock()
-		select {
-		case <-w.notify:
-		case <-w.done:
-			w.mu.Lock()
-			more := w.pos < len(w.events)
-			w.mu.Unlock()
-			if !more {
-				w.t.Fatalf("%s: closed (code %d) before a %v event", w.name, w.closeCode(), types)
-			}
-		case <-deadline:
-			w.t.Fatalf("%s: no %v event within %s", w.name, types, frameWait)
-		}
+	ev, err := w.ws.Next(frameWait, types...)
+	switch {
+	case errors.Is(err, wsclient.ErrClosed):
+		w.t.Fatalf("%s: closed (code %d) before a %v event", w.name, w.ws.CloseCode(), types)
+	case err != nil:
+		w.t.Fatalf("%s: no %v event within %s", w.name, types, frameWait)
 	}
+	return ev.Map()
 }
 
 // closed waits for the server to close the connection and returns the code.
 func (w *specWS) closed() int {
 	w.t.Helper()
 	select {
-	case <-w.done:
+	case <-w.ws.Done():
 	case <-time.After(frameWait):
 		w.t.Fatalf("%s: not closed within %s", w.name, frameWait)
 	}
-	code := w.closeCode()
+	code := w.ws.CloseCode()
 	assert.True(w.t, w.s.closeCodes[code], "close code %d is not in ws-frames.schema.json's CloseCode", code)
 	return code
-}
-
-func (w *specWS) closeCode() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.code
 }
 
 // close ends the connection and reports every event that did not conform.
 func (w *specWS) close() {
 	w.t.Helper()
-	_ = w.conn.Close()
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, err := range w.bad {
+	_ = w.ws.Close()
+	for _, err := range w.ws.Bad() {
 		w.t.Errorf("%s: %v", w.name, err)
 	}
 }
 
-func (w *specWS) types() map[string]bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := map[string]bool{}
-	for _, ev := range w.events {
-		out[ev["type"].(string)] = true
-	}
-	return out
-}
+func (w *specWS) types() map[string]bool { return w.ws.Types() }
 
 // frameTypes returns the type of every frame of a oneOf group of the schema.
 func frameTypes(t *testing.T, group string) []string {
@@ -275,16 +186,16 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	all := []*specWS{a1, a2, b, carol}
 
 	// join: joined, then presence to the others
-	a1.send(map[string]string{"type": "join", "lobby": "wsf", "ref": "j1"})
+	a1.send(protocol.Join{Lobby: "wsf", Ref: "j1"})
 	room := a1.next("joined")["room"].(map[string]any)["id"].(string)
-	b.send(map[string]string{"type": "join", "lobby": "wsf"})
+	b.send(protocol.Join{Lobby: "wsf"})
 	require.Equal(t, room, b.next("joined")["room"].(map[string]any)["id"])
 	assert.Equal(t, "bob", a1.next("presence")["user"])
-	a2.send(map[string]string{"type": "join", "lobby": "wsf"})
+	a2.send(protocol.Join{Lobby: "wsf"})
 	require.Equal(t, room, a2.next("joined")["room"].(map[string]any)["id"], "a second connection of alice gets her seat")
 
 	// say: ack with room and ref, the message to every member
-	a1.send(map[string]string{"type": "say", "room": room, "text": "one", "ref": "s1"})
+	a1.send(protocol.Say{Room: room, Text: "one", Ref: "s1"})
 	ack := a1.next("ack")
 	assert.Equal(t, "s1", ack["ref"])
 	assert.Equal(t, room, ack["room"])
@@ -293,23 +204,23 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	assert.Equal(t, first, id)
 
 	// typing from another node reaches alice's connections, not bob's own
-	b.send(map[string]string{"type": "typing", "room": room})
+	b.send(protocol.Typing{Room: room})
 	ty := a1.next("typing")
 	assert.Equal(t, "bob", ty["user"])
 	assert.Equal(t, room, ty["room"])
 	a2.next("typing")
 
 	// read answers nothing: the pong after it comes first
-	b.send(map[string]string{"type": "read", "room": room, "id": first})
-	b.send(map[string]string{"type": "ping", "ref": "p1"})
+	b.send(protocol.Read{Room: room, ID: first})
+	b.send(protocol.Ping{Ref: "p1"})
 	assert.Equal(t, "pong", b.next("pong", "error")["type"])
 
 	// refusals: error events with the room of the frame and its ref
-	a1.send(map[string]string{"type": "say", "room": "wsf-99", "text": "x", "ref": "e1"})
+	a1.send(protocol.Say{Room: "wsf-99", Text: "x", Ref: "e1"})
 	e := a1.next("error")
 	assert.Equal(t, "wsf-99", e["room"])
 	assert.Equal(t, "e1", e["ref"])
-	a1.send(map[string]string{"type": "typing", "room": "wsf-98", "ref": "e2"})
+	a1.send(protocol.Typing{Room: "wsf-98", Ref: "e2"})
 	e = a1.next("error")
 	assert.Equal(t, "not_seated", e["code"])
 	assert.Equal(t, "wsf-98", e["room"])
@@ -341,27 +252,27 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	}
 
 	// says of one connection are acked in order
-	b.send(map[string]string{"type": "say", "room": room, "text": "two", "ref": "b1"})
-	b.send(map[string]string{"type": "say", "room": room, "text": "three", "ref": "b2"})
+	b.send(protocol.Say{Room: room, Text: "two", Ref: "b1"})
+	b.send(protocol.Say{Room: room, Text: "three", Ref: "b2"})
 	assert.Equal(t, "b1", b.next("ack")["ref"])
 	assert.Equal(t, "b2", b.next("ack")["ref"])
 
 	// a leave on one connection: left to the other connection on the node,
 	// presence left to the room
-	a2.send(map[string]string{"type": "leave", "room": room, "ref": "l1"})
+	a2.send(protocol.Leave{Room: room, Ref: "l1"})
 	assert.Equal(t, room, a1.next("left")["room"])
 	p := b.next("presence")
 	assert.Equal(t, "left", p["state"])
 
 	// resume after the first message: joined, then the two after it
-	a1.send(map[string]string{"type": "resume", "room": room, "after": first, "ref": "r1"})
+	a1.send(protocol.Resume{Room: room, After: first, Ref: "r1"})
 	a1.next("joined")
 	_, text := msgOf(a1.next("message"))
 	assert.Equal(t, "two", text)
 	_, text = msgOf(a1.next("message"))
 	assert.Equal(t, "three", text)
 	// resume after an id the history no longer holds: resume_gap, then the latest
-	a1.send(map[string]string{"type": "resume", "room": room, "after": "1-1"})
+	a1.send(protocol.Resume{Room: room, After: "1-1"})
 	a1.next("joined")
 
 	// matchmaking: queued and dequeued answers, a match of bob and carol
@@ -370,30 +281,30 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	require.Equal(t, 200, cl.do(n1, "PUT", "/api/v1/settings/matchmaking.queues", testAdmin, map[string]string{"value": queues}, nil))
 	carol.next("settings")
 	b.next("settings")
-	carol.send(map[string]any{"type": "queue", "queue": "quick", "skill": 1, "ref": "q1"})
+	carol.send(protocol.Queue{Queue: "quick", Skill: skill(1), Ref: "q1"})
 	q := carol.next("queued")
 	assert.Equal(t, "q1", q["ref"])
 	ticket := q["ticket"].(map[string]any)["id"].(string)
-	carol.send(map[string]any{"type": "dequeue", "queue": "quick", "ticket": ticket, "ref": "q2"})
+	carol.send(protocol.Dequeue{Queue: "quick", Ticket: ticket, Ref: "q2"})
 	assert.Equal(t, "cancelled", carol.next("dequeued")["ticket"].(map[string]any)["state"])
-	b.send(map[string]any{"type": "queue", "queue": "quick", "skill": 10})
+	b.send(protocol.Queue{Queue: "quick", Skill: skill(10), Attributes: map[string]string{"mode": "any"}})
 	b.next("queued")
-	carol.send(map[string]any{"type": "queue", "queue": "quick", "skill": 20, "attributes": map[string]string{}})
+	carol.send(protocol.Queue{Queue: "quick", Skill: skill(20), Attributes: map[string]string{"mode": "any"}})
 	carol.next("queued")
 	mb, mc := b.next("matched"), carol.next("matched")
 	assert.Equal(t, mb["room"], mc["room"])
-	carol.send(map[string]any{"type": "queue", "queue": "wsfx", "skill": 1})
+	carol.send(protocol.Queue{Queue: "wsfx", Skill: skill(1)})
 	carol.next("queued")
 	assert.Equal(t, "wsfx", carol.next("ticket_expired")["queue"])
 	// a party: bob invites carol, who declines, then accepts a second
 	// invitation (party answers, party_invite and party_update events)
 	for _, answer := range []string{"decline", "accept"} {
-		b.send(map[string]any{"type": "invite", "queue": "wsparty", "skill": 1, "party": []string{"carol"}, "ref": "p1"})
+		b.send(protocol.Invite{Queue: "wsparty", Skill: skill(1), Party: []string{"carol"}, Ref: "p1"})
 		pending := b.next("party")["ticket"].(map[string]any)
 		assert.Equal(t, "pending", pending["state"])
 		inv := carol.next("party_invite")
 		assert.Equal(t, pending["id"], inv["ticket"])
-		carol.send(map[string]any{"type": answer, "queue": "wsparty", "ticket": inv["ticket"], "ref": "p2"})
+		carol.send(partyAnswer(answer, "wsparty", inv["ticket"].(string), "p2"))
 		after := carol.next("party")["ticket"].(map[string]any)
 		upd := b.next("party_update")
 		assert.Equal(t, map[string]string{"decline": "cancelled", "accept": "waiting"}[answer], after["state"])
@@ -409,7 +320,7 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	// the client writes the frame in fragments; the server closes once 64 KiB
 	// are in, and the client may learn of that before its last fragment
 	// (then its write ends with ErrCloseSent): either way the code is 1009
-	if err := b.conn.WriteMessage(websocket.TextMessage, bytes.Repeat([]byte("x"), 70<<10)); err != nil {
+	if err := b.ws.SendRaw(websocket.TextMessage, bytes.Repeat([]byte("x"), 70<<10)); err != nil {
 		require.ErrorIs(t, err, websocket.ErrCloseSent)
 	}
 	assert.Equal(t, 1009, b.closed())
@@ -430,4 +341,15 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	for _, typ := range frameTypes(t, "ServerEvent") {
 		assert.True(t, got[typ], "the script never received a %q event", typ)
 	}
+}
+
+func skill(v float64) *float64 { return &v }
+
+// partyAnswer is the accept or decline frame (answer) of a party
+// invitation.
+func partyAnswer(answer, queue, ticket, ref string) protocol.ClientFrame {
+	if answer == "accept" {
+		return protocol.Accept{Queue: queue, Ticket: ticket, Ref: ref}
+	}
+	return protocol.Decline{Queue: queue, Ticket: ticket, Ref: ref}
 }

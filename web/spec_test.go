@@ -270,9 +270,7 @@ func validateHTTP(t testing.TB, req *http.Request, resp *http.Response, body []b
 // reportBadFrames fails the test for every frame a harness client received
 // that docs/ws-frames.schema.json refuses.
 func (w *wsClient) reportBadFrames() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, e := range w.bad {
+	for _, e := range w.ws.Bad() {
 		w.t.Errorf("%s: %s", w.user, e)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
@@ -128,8 +129,8 @@ func leftOf(e []byte) (room string, ok bool) {
 	if !bytes.Contains(e, leftType) {
 		return "", false
 	}
-	var ev struct{ Type, Room string }
-	if json.Unmarshal(e, &ev) != nil || ev.Type != "left" || ev.Room == "" {
+	var ev protocol.Left
+	if json.Unmarshal(e, &ev) != nil || ev.Type != protocol.TypeLeft || ev.Room == "" {
 		return "", false
 	}
 	return ev.Room, true
@@ -142,24 +143,21 @@ func (t *sseConn) Write(events [][]byte) error {
 	if t.closed {
 		return net.ErrClosed
 	}
-	var b bytes.Buffer
+	var b []byte
 	for _, e := range events {
-		if room, id, ok := messageOf(e); ok {
-			t.pos[room] = id
-			b.WriteString("id: ")
-			b.WriteString(t.pos.String())
-			b.WriteByte('\n')
+		id := ""
+		if room, msg, ok := messageOf(e); ok {
+			t.pos[room] = msg
+			id = t.pos.String()
 		} else if room, ok := leftOf(e); ok {
 			// the position names the rooms the stream is in: it would
 			// otherwise grow with every room ever left, past what a
 			// Last-Event-ID may hold
 			delete(t.pos, room)
 		}
-		b.WriteString("data: ")
-		b.Write(e) // one JSON object: no newline inside
-		b.WriteString("\n\n")
+		b = protocol.AppendRecord(b, "", id, e) // one JSON object: no newline inside
 	}
-	return t.flushLocked(b.Bytes())
+	return t.flushLocked(b)
 }
 
 // Ping writes a heartbeat comment.
@@ -194,15 +192,12 @@ func (t *sseConn) Close(code int, reason string) {
 	}
 	if code != realtime.CloseAbnormal {
 		reason = strings.ToValidUTF8(reason, "")
-		var rec []byte
+		var ev protocol.ServerEvent = protocol.StreamClose{Code: code, Reason: reason}
 		if code == realtime.CloseServiceReboot || code == realtime.CloseTryLater {
-			ev, _ := json.Marshal(map[string]any{"type": "reconnect", "code": code, "reason": reason})
-			rec = append([]byte("event: reconnect\ndata: "), ev...)
-		} else {
-			ev, _ := json.Marshal(map[string]any{"type": "close", "code": code, "reason": reason})
-			rec = append([]byte("event: close\ndata: "), ev...)
+			ev = protocol.StreamReconnect{Code: code, Reason: reason}
 		}
-		_ = t.flushLocked(append(rec, '\n', '\n'))
+		data, _ := protocol.Encode(ev) // an int and a valid UTF-8 string: cannot fail
+		_ = t.flushLocked(protocol.AppendRecord(nil, ev.EventType(), "", data))
 	}
 	t.closed = true
 	close(t.done)

@@ -1,19 +1,19 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // The tests' client of the event stream (GET /api/v1/events).
@@ -101,65 +101,42 @@ func openStream(t testing.TB, n *testNode, user, tok string, o streamOpts) *sseC
 	return s
 }
 
-// read parses the stream (the WHATWG event stream format, as EventSource
-// does) until it ends.
+// read parses the stream (protocol.RecordReader: the WHATWG event stream
+// format, as EventSource does) until it ends.
 func (s *sseClient) read(resp *http.Response) {
 	defer close(s.ended)
 	defer resp.Body.Close()
 	sp := mustSpecNoT()
-	br := bufio.NewReader(resp.Body)
-	var rec sseRecord
-	var data []string
-	hasID := false
+	rr := protocol.NewRecordReader(resp.Body)
+	rr.OnComment = func(line string) {
+		s.mu.Lock()
+		s.comments = append(s.comments, line)
+		s.mu.Unlock()
+	}
 	for {
-		line, err := br.ReadString('\n')
+		r, err := rr.Next()
 		if err != nil {
 			return
 		}
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" {
-			if len(data) == 0 {
-				rec, hasID = sseRecord{}, false
-				continue
-			}
-			raw := strings.Join(data, "\n")
-			if sp != nil {
-				if err := validateWith(sp.streamEvent, []byte(raw), "stream record"); err != nil {
-					s.mu.Lock()
-					s.bad = append(s.bad, err.Error())
-					s.mu.Unlock()
-				}
-			}
-			if err := json.Unmarshal([]byte(raw), &rec.data); err != nil {
+		rec := sseRecord{id: r.ID, event: r.Event}
+		if sp != nil {
+			if err := validateWith(sp.streamEvent, r.Data, "stream record"); err != nil {
 				s.mu.Lock()
-				s.bad = append(s.bad, fmt.Sprintf("record data is not JSON: %q", raw))
+				s.bad = append(s.bad, err.Error())
 				s.mu.Unlock()
 			}
-			if hasID {
-				s.mu.Lock()
-				s.lastID = rec.id
-				s.mu.Unlock()
-			}
-			s.records <- rec
-			rec, data, hasID = sseRecord{}, nil, false
-			continue
 		}
-		if strings.HasPrefix(line, ":") {
+		if err := json.Unmarshal(r.Data, &rec.data); err != nil {
 			s.mu.Lock()
-			s.comments = append(s.comments, line)
+			s.bad = append(s.bad, fmt.Sprintf("record data is not JSON: %q", r.Data))
 			s.mu.Unlock()
-			continue
 		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			rec.id, hasID = value, true
-		case "event":
-			rec.event = value
-		case "data":
-			data = append(data, value)
+		if r.HasID {
+			s.mu.Lock()
+			s.lastID = rec.id
+			s.mu.Unlock()
 		}
+		s.records <- rec
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/protocol"
 )
 
 // TestStreamAndWebSocketOneRoomAcrossThreeNodes: an SSE client and a
@@ -47,7 +48,7 @@ func TestStreamAndWebSocketOneRoomAcrossThreeNodes(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < each; i++ {
-			wes.send(map[string]string{"type": "say", "room": room, "text": fmt.Sprintf("w-%d", i)})
+			wes.send(protocol.Say{Room: room, Text: fmt.Sprintf("w-%d", i)})
 		}
 	}()
 	for i := 0; i < each; i++ {

@@ -17,13 +17,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
 )
 
 // WebSocket limits and timings.
 const (
-	maxFrame = 64 << 10         // frames over 64 KiB close the connection with 1009
-	pongWait = 60 * time.Second // no frame or pong for this long drops the client
+	maxFrame = protocol.MaxFrame // frames over 64 KiB close the connection with 1009
+	pongWait = 60 * time.Second  // no frame or pong for this long drops the client
 )
 
 // streamAPI serves the realtime connections, WebSocket (GET /ws) and
@@ -190,7 +191,7 @@ func (h *streamAPI) readFrame(ctx context.Context, c *realtime.Client, typ int, 
 		h.chat.Refuse(c, errf(errcode.BadJSON, "send text frames holding one JSON object"), "", "")
 		return
 	}
-	f, err := decodeFrame(buf)
+	f, err := protocol.Decode(buf)
 	if err != nil {
 		if lerr := c.AllowFrame("other", h.now()); lerr != nil {
 			err = lerr
@@ -260,48 +261,14 @@ func readLimited(r io.Reader, buf []byte, max int) ([]byte, error) {
 	}
 }
 
-// inFrame is any client → server frame.
-type inFrame struct {
-	Type  string `json:"type"`
-	Lobby string `json:"lobby"`
-	Room  string `json:"room"`
-	Text  string `json:"text"`
-	Ref   string `json:"ref"`
-	After string `json:"after"`
-	ID    string `json:"id"`
-	// queue, dequeue, invite, accept and decline
-	Queue  string `json:"queue"`
-	Ticket string `json:"ticket"`
-	ticketBody
-}
-
-// decodeFrame decodes a client frame strictly: one JSON object with a
-// string "type"; wrong field types and deep nesting are errors.
-func decodeFrame(p []byte) (inFrame, error) {
-	var f inFrame
-	if !utf8.Valid(p) {
-		return f, errf(errcode.BadJSON, "frames must be UTF-8 text")
-	}
-	if err := decodeJSON(p, &f); err != nil {
-		return f, err
-	}
-	if f.Type == "" {
-		return f, errf(errcode.BadRequest, `every frame needs a "type"`)
-	}
-	if len(f.Ref) > 64 {
-		return inFrame{Type: f.Type}, errf(errcode.BadRequest, `"ref" is longer than 64 characters`)
-	}
-	return f, nil
-}
-
 // handleFrame runs one frame. A say is queued on the client's say worker
 // (its ack or error follows; when the client has too many says queued,
 // this waits, and so does the reader); every other frame waits for the says
 // before it, so a client's frames take effect in the order sent. Errors go
 // back as error events naming the frame's room and ref; the connection
 // stays open.
-func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f inFrame) {
-	if f.Type == "say" {
+func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f protocol.Frame) {
+	if f.Type == protocol.TypeSay {
 		if err := h.chat.Say(c, f.Room, f.Text, f.Ref); err != nil {
 			h.chat.Refuse(c, err, f.Room, f.Ref)
 		}
@@ -312,27 +279,27 @@ func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f inFra
 	defer cancel()
 	var err error
 	switch f.Type {
-	case "ping":
-		c.SendJSON(map[string]string{"type": "pong"})
-	case "join":
+	case protocol.TypePing:
+		c.SendEvent(protocol.Pong{})
+	case protocol.TypeJoin:
 		err = h.chat.Join(fctx, c, f.Lobby)
-	case "leave":
+	case protocol.TypeLeave:
 		err = h.chat.Leave(fctx, c, f.Room)
-	case "resume":
+	case protocol.TypeResume:
 		err = h.chat.Resume(fctx, c, f.Room, f.After)
-	case "typing":
+	case protocol.TypeTyping:
 		err = h.chat.Typing(fctx, c, f.Room)
-	case "read":
+	case protocol.TypeRead:
 		err = h.chat.Read(fctx, c.Principal(), f.Room, f.ID)
-	case "queue":
+	case protocol.TypeQueue:
 		err = h.match.queueFrame(fctx, c, f)
-	case "dequeue":
+	case protocol.TypeDequeue:
 		err = h.match.dequeueFrame(fctx, c, f)
-	case "invite": // one case per type: deploy's docs test reads them
+	case protocol.TypeInvite: // one case per type: deploy's docs test reads them
 		err = h.match.partyFrame(fctx, c, f)
-	case "accept":
+	case protocol.TypeAccept:
 		err = h.match.partyFrame(fctx, c, f)
-	case "decline":
+	case protocol.TypeDecline:
 		err = h.match.partyFrame(fctx, c, f)
 	default:
 		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline or ping", clipText(f.Type, 40))

@@ -134,7 +134,7 @@ func TestDecodeFrame(t *testing.T) {
 	assert.Equal(t, Room{ID: "g-1", Lobby: "g", Seq: 1, Capacity: 50, Members: []string{"a"}}, f.Room)
 	require.NoError(t, decodeFrame([]byte(`{"type":"presence","room":"g-1","user":"a","state":"left"}`), &f))
 	assert.Equal(t, "g-1", f.RoomID)
-	require.NoError(t, decodeFrame([]byte(`{"type":"message","message":{"id":"1","room":"g-1","from":"a","text":"hi","ts":"x"}}`), &f))
+	require.NoError(t, decodeFrame([]byte(`{"type":"message","message":{"id":"1","room":"g-1","from":"a","text":"hi","ts":"2026-12-01T11:01:25.123Z"}}`), &f))
 	assert.Equal(t, "hi", f.Msg.Text)
 	require.NoError(t, decodeFrame([]byte(`{"type":"error","code":"too_long","message":"shorter","ref":"r1"}`), &f))
 	assert.Equal(t, "shorter", f.ErrText)

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // API is the HTTP client every scenario and anchor uses: net/http with
@@ -129,72 +130,56 @@ func (a *API) ResetSetting(ctx context.Context, base, key string) error {
 	return err
 }
 
-// Room is docs/PROTOCOL.md's Room.
-type Room struct {
-	ID       string   `json:"id"`
-	Lobby    string   `json:"lobby"`
-	Seq      int      `json:"seq"`
-	Capacity int      `json:"capacity"`
-	Members  []string `json:"members"`
-}
+// Room and Message are the protocol's.
+type (
+	Room    = protocol.Room
+	Message = protocol.Message
+)
 
-// Message is docs/PROTOCOL.md's Message.
-type Message struct {
-	ID   string `json:"id"`
-	Room string `json:"room"`
-	From string `json:"from"`
-	Text string `json:"text"`
-	TS   string `json:"ts"`
-}
-
-// Frame is one server → client WebSocket frame, fully decoded: fields whose
-// JSON type depends on the frame type are decoded by type into Room, RoomID,
-// Msg and ErrText.
+// Frame is one server → client event as the scenarios read it: decoded
+// and checked by protocol.DecodeEvent, then flattened to the fields the
+// scenarios look at (the byte scanner of scan.go reads the hot message
+// events without it).
 type Frame struct {
-	Type    string          `json:"type"`
-	User    string          `json:"user"`
-	Node    string          `json:"node"`
-	Motd    string          `json:"motd"`
-	Ref     string          `json:"ref"`
-	ID      string          `json:"id"`
-	Code    string          `json:"code"`
-	Key     string          `json:"key"`
-	Value   json.RawMessage `json:"value"`
-	Version int64           `json:"version"`
-	State   string          `json:"state"`
-	Text    string          `json:"text"`
-	RawRoom json.RawMessage `json:"room"`
-	RawMsg  json.RawMessage `json:"message"`
-
-	Room    Room    `json:"-"` // joined
-	RoomID  string  `json:"-"` // presence
-	Msg     Message `json:"-"` // message
-	ErrText string  `json:"-"` // error
+	Type    string
+	Ref     string
+	ID      string
+	Code    string
+	Key     string
+	Value   any // settings: a float64 or a string
+	Version int64
+	User    string
+	Room    Room    // joined
+	RoomID  string  // presence, ack, error, left, typing
+	Msg     Message // message
+	ErrText string  // error
 }
 
-// decodeFrame decodes p completely, by frame type.
+// decodeFrame decodes and checks p, one event.
 func decodeFrame(p []byte, f *Frame) error {
 	*f = Frame{}
-	if err := json.Unmarshal(p, f); err != nil {
+	ev, err := protocol.DecodeEvent(p)
+	if err != nil {
 		return fmt.Errorf("frame %.80q: %w", p, err)
 	}
-	var err error
-	switch f.Type {
-	case "joined":
-		err = json.Unmarshal(f.RawRoom, &f.Room)
-	case "presence":
-		err = json.Unmarshal(f.RawRoom, &f.RoomID)
-	case "message":
-		err = json.Unmarshal(f.RawMsg, &f.Msg)
-	case "error":
-		if len(f.RawMsg) > 0 {
-			err = json.Unmarshal(f.RawMsg, &f.ErrText)
-		}
-	case "":
-		err = errors.New("no type")
-	}
-	if err != nil {
-		return fmt.Errorf("%s frame %.80q: %w", f.Type, p, err)
+	f.Type = ev.EventType()
+	switch ev := ev.(type) {
+	case protocol.Joined:
+		f.Room, f.RoomID = ev.Room, ev.Room.ID
+	case protocol.MessageEvent:
+		f.Msg, f.ID, f.RoomID = ev.Message, ev.Message.ID, ev.Message.Room
+	case protocol.Ack:
+		f.Ref, f.ID, f.RoomID = ev.Ref, ev.ID, ev.Room
+	case protocol.ErrorEvent:
+		f.Code, f.ErrText, f.Ref, f.RoomID = string(ev.Code), ev.Message, ev.Ref, ev.Room
+	case protocol.Presence:
+		f.RoomID, f.User = ev.Room, ev.User
+	case protocol.Settings:
+		f.Key, f.Value, f.Version = ev.Key, ev.Value, ev.Version
+	case protocol.Hello:
+		f.User = ev.User
+	case protocol.Left:
+		f.RoomID = ev.Room
 	}
 	return nil
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/wsframe"
+	"github.com/chatd/chatd/protocol"
 )
 
 // The bare hub is the anchor for chatd's real-time path (A3, A4): the same
@@ -171,7 +173,7 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 		h.mu.Unlock()
 	}()
 	go h.write(c, written)
-	c.enqueue(mustJSON(map[string]string{"type": "hello", "user": c.user, "node": h.node, "motd": ""}))
+	c.enqueue(mustEncode(protocol.Hello{User: c.user, Node: h.node}))
 	for {
 		_, p, err := conn.ReadMessage()
 		if err != nil {
@@ -181,23 +183,21 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 			Type, Lobby, Room, Text, Ref string
 		}
 		if err := json.Unmarshal(p, &in); err != nil {
-			c.enqueue(mustJSON(map[string]string{"type": "error", "code": "bad_json", "message": err.Error()}))
+			c.enqueue(mustEncode(protocol.ErrorEvent{Code: errcode.BadJSON, Message: err.Error()}))
 			continue
 		}
 		switch in.Type {
 		case "join":
 			room, err := h.join(ctx, c, in.Lobby)
 			if err != nil {
-				c.enqueue(mustJSON(map[string]string{"type": "error", "code": "internal", "message": err.Error()}))
+				c.enqueue(mustEncode(protocol.ErrorEvent{Code: errcode.Internal, Message: err.Error()}))
 				continue
 			}
 			joined = append(joined, room.ID)
-			c.enqueue(mustJSON(map[string]any{"type": "joined", "room": room}))
+			c.enqueue(mustEncode(protocol.Joined{Room: room}))
 		case "say":
 			id := fmt.Sprintf("%013d-%s-%d", time.Now().UnixMilli(), h.node, h.seq.Add(1))
-			frame := mustJSON(map[string]any{"type": "message", "message": Message{
-				ID: id, Room: in.Room, From: c.user, Text: in.Text, TS: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-			}})
+			frame := mustEncode(protocol.MessageEvent{Message: Message{ID: id, Room: in.Room, From: c.user, Text: in.Text, TS: time.Now()}})
 			if c.says != nil {
 				if !c.queueSay(hubSay{room: in.Room, ref: in.Ref, id: id, frame: frame}) {
 					return
@@ -206,14 +206,14 @@ func (h *hub) serve(ctx context.Context, conn *websocket.Conn) {
 			}
 			if h.rdb != nil {
 				if err := h.rdb.Publish(ctx, "hub:"+in.Room, frame).Err(); err != nil {
-					c.enqueue(mustJSON(map[string]string{"type": "error", "code": "redis_unavailable", "message": err.Error(), "ref": in.Ref}))
+					c.enqueue(mustEncode(protocol.ErrorEvent{Code: errcode.RedisUnavailable, Message: err.Error(), Ref: in.Ref}))
 					continue
 				}
 			} else {
 				h.broadcast(in.Room, frame)
 			}
 			if in.Ref != "" {
-				c.enqueue(mustJSON(map[string]string{"type": "ack", "ref": in.Ref, "id": id}))
+				c.enqueue(mustEncode(protocol.Ack{Ref: in.Ref, ID: id}))
 			}
 		case "ping":
 			c.enqueue([]byte(`{"type":"pong"}`))
@@ -379,8 +379,9 @@ func (h *hub) receive(ctx context.Context) {
 	}
 }
 
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
+// mustEncode encodes an event of the bare hub, which holds strings only.
+func mustEncode(ev protocol.ServerEvent) []byte {
+	b, err := protocol.Encode(ev)
 	if err != nil {
 		panic(err)
 	}

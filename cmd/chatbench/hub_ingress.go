@@ -4,6 +4,9 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/protocol"
 )
 
 // The bare hub's ingress comes in two shapes (?ingress=):
@@ -88,9 +91,9 @@ func (h *hub) sayWorker(ctx context.Context, c *hubClient, finished chan<- struc
 			}
 			switch {
 			case err != nil:
-				c.enqueue(mustJSON(map[string]string{"type": "error", "code": "redis_unavailable", "message": err.Error(), "room": s.room, "ref": s.ref}))
+				c.enqueue(mustEncode(protocol.ErrorEvent{Code: errcode.RedisUnavailable, Message: err.Error(), Room: s.room, Ref: s.ref}))
 			case s.ref != "":
-				c.enqueue(mustJSON(map[string]string{"type": "ack", "ref": s.ref, "id": s.id, "room": s.room}))
+				c.enqueue(mustEncode(protocol.Ack{Ref: s.ref, ID: s.id, Room: s.room}))
 			}
 		}
 		clear(batch) // let the frames go

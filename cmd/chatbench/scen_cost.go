@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // The cost scenario measures what each operation costs Redis — CPU
@@ -444,10 +445,7 @@ func (b *Bench) costSay(ctx context.Context, n int, bg costRate) error {
 			for k := s; k < n; k += costSenders {
 				now := time.Now()
 				id := fmt.Sprintf("%013d-%06d", now.UnixMilli(), k%1000)
-				payload, err := json.Marshal(struct {
-					Type    string  `json:"type"`
-					Message Message `json:"message"`
-				}{"message", Message{ID: id, Room: fr.room, From: fr.user, Text: text, TS: now.UTC().Format("2006-01-02T15:04:05.000Z07:00")}})
+				payload, err := protocol.Encode(protocol.MessageEvent{Message: Message{ID: id, Room: fr.room, From: fr.user, Text: text, TS: now}})
 				if err != nil {
 					return err
 				}

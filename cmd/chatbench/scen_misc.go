@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,8 +55,8 @@ func (b *Bench) scenarioSettings(ctx context.Context) error {
 				if f.Type != "settings" || f.Key != "motd" {
 					continue
 				}
-				var v string
-				if json.Unmarshal(f.Value, &v) != nil || !strings.HasPrefix(v, tag+" ") {
+				v, _ := f.Value.(string)
+				if !strings.HasPrefix(v, tag+" ") {
 					continue
 				}
 				seq, _ := strconv.Atoi(strings.TrimPrefix(v, tag+" "))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -27,6 +28,9 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/wsclient"
+	"github.com/chatd/chatd/protocol"
 )
 
 // testCA is a certificate authority made for one test.
@@ -153,53 +157,29 @@ func TestTLSWebSocketAndReload(t *testing.T) {
 
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, TLSClientConfig: &tls.Config{RootCAs: ca.pool}}
 	u := url.URL{Scheme: "wss", Host: addr, Path: "/ws", RawQuery: "token=" + url.QueryEscape(sess.Token)}
-	ws, _, err := d.Dial(u.String(), nil)
+	ws, _, err := wsclient.Dial(context.Background(), u.String(), &wsclient.Options{Dialer: &d})
 	require.NoError(t, err, "wss:// handshake verified against the test CA")
 	defer ws.Close()
-	events := make(chan map[string]any, 256)
-	go func() {
-		for {
-			_, p, err := ws.ReadMessage()
-			if err != nil {
-				close(events)
-				return
-			}
-			var ev map[string]any
-			if json.Unmarshal(p, &ev) == nil {
-				events <- ev
-			}
-		}
-	}()
-	waitFor := func(typ string, match func(map[string]any) bool) map[string]any {
+	next := func(types ...string) protocol.ServerEvent {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case ev, ok := <-events:
-				require.True(t, ok, "the WebSocket closed waiting for %s", typ)
-				if (typ == "" || ev["type"] == typ) && (match == nil || match(ev)) {
-					return ev
-				}
-			case <-deadline:
-				t.Fatalf("no %s event within 10 s", typ)
-			}
+		ev, err := ws.Next(10*time.Second, types...)
+		require.NoError(t, err, "waiting for %v", types)
+		return ev.ServerEvent
+	}
+	next(protocol.TypeHello)
+	require.NoError(t, ws.Send(protocol.Join{Lobby: "tls"}))
+	room := next(protocol.TypeJoined).(protocol.Joined).Room.ID
+	require.NoError(t, ws.Send(protocol.Say{Room: room, Text: "over TLS", Ref: "r1"}))
+	var acked, delivered bool
+	for !acked || !delivered { // the ack and the message, in either order
+		switch ev := next(protocol.TypeAck, protocol.TypeMessage).(type) {
+		case protocol.Ack:
+			acked = acked || ev.Ref == "r1"
+		case protocol.MessageEvent:
+			delivered = delivered || ev.Message.Text == "over TLS"
 		}
 	}
-	waitFor("hello", nil)
-	require.NoError(t, ws.WriteJSON(map[string]any{"type": "join", "lobby": "tls"}))
-	joined := waitFor("joined", nil)
-	room := joined["room"].(map[string]any)["id"].(string)
-	require.NoError(t, ws.WriteJSON(map[string]any{"type": "say", "room": room, "text": "over TLS", "ref": "r1"}))
-	var acked, delivered bool
-	waitFor("", func(ev map[string]any) bool { // the ack and the message, in either order
-		switch ev["type"] {
-		case "ack":
-			acked = acked || ev["ref"] == "r1"
-		case "message":
-			delivered = delivered || ev["message"].(map[string]any)["text"] == "over TLS"
-		}
-		return acked && delivered
-	})
+	assert.Empty(t, ws.Bad())
 
 	require.Equal(t, int64(100), servedSerial(t, addr, ca))
 
@@ -210,8 +190,8 @@ func TestTLSWebSocketAndReload(t *testing.T) {
 		assert.Equal(t, int64(200), servedSerial(t, addr, ca))
 		assert.Contains(t, logs.String(), "CN=second")
 		// the WebSocket opened before the reload goes on
-		require.NoError(t, ws.WriteJSON(map[string]any{"type": "ping", "ref": "p1"}))
-		waitFor("pong", nil)
+		require.NoError(t, ws.Send(protocol.Ping{Ref: "p1"}))
+		next(protocol.TypePong)
 	})
 	t.Run("a bad reload is logged and the certificate in use stays", func(t *testing.T) {
 		require.NoError(t, os.WriteFile(certFile, []byte("-----BEGIN CERTIFICATE-----\nnot a certificate\n"), 0o600))
