@@ -3,7 +3,6 @@ package rooms
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/protocol"
 )
 
 // Messages carries what is said in the rooms: Send and SendMany append a
@@ -41,48 +42,14 @@ func (s *Messages) Channel(roomID string) string {
 	return channel(s.ks, lobby, seq)
 }
 
-// Message is a chat message, as docs/PROTOCOL.md shows it. Its JSON form has
-// "ts" in RFC 3339 with milliseconds, UTC.
-type Message struct {
-	// ID is the message's stream id, zero-padded ("1700000000000-000003"
-	// style: 13 digits of ms, 6 of sequence), so the ids of one room sort
-	// in send order as strings.
-	ID   string    `json:"id"`
-	Room string    `json:"room"`
-	From string    `json:"from"`
-	Text string    `json:"text"`
-	TS   time.Time `json:"ts"`
-}
-
-// tsLayout is RFC 3339 with exactly three fraction digits.
-const tsLayout = "2006-01-02T15:04:05.000Z07:00"
-
-type messageJSON struct {
-	ID   string `json:"id"`
-	Room string `json:"room"`
-	From string `json:"from"`
-	Text string `json:"text"`
-	TS   string `json:"ts"`
-}
-
-// MarshalJSON encodes m with its time as RFC 3339 with milliseconds, UTC.
-func (m Message) MarshalJSON() ([]byte, error) {
-	return json.Marshal(messageJSON{ID: m.ID, Room: m.Room, From: m.From, Text: m.Text, TS: m.TS.UTC().Format(tsLayout)})
-}
-
-// UnmarshalJSON decodes a message; "ts" must be RFC 3339.
-func (m *Message) UnmarshalJSON(b []byte) error {
-	var j messageJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	ts, err := time.Parse(time.RFC3339Nano, j.TS)
-	if err != nil {
-		return fmt.Errorf("message ts: %w", err)
-	}
-	*m = Message{ID: j.ID, Room: j.Room, From: j.From, Text: j.Text, TS: ts}
-	return nil
-}
+// Message is a chat message, as docs/PROTOCOL.md shows it: the protocol's
+// type (package protocol), so that the message event the send script
+// publishes and every node forwards byte for byte is the one the protocol
+// defines. Its ID is the message's stream id, zero-padded
+// ("1700000000000-000003" style: 13 digits of ms, 6 of sequence), so the
+// ids of one room sort in send order as strings; its JSON "ts" is RFC 3339
+// with milliseconds, UTC.
+type Message = protocol.Message
 
 // formatID is the exposed, zero-padded form of stream id ms-seq.
 func formatID(ms, seq uint64) string { return fmt.Sprintf("%013d-%06d", ms, seq) }

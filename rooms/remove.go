@@ -3,12 +3,12 @@ package rooms
 import (
 	"context"
 	_ "embed" // Lua source
-	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redisx"
+	"github.com/chatd/chatd/protocol"
 )
 
 //go:embed lua/message_remove.lua
@@ -47,7 +47,7 @@ func (s *Messages) remove(ctx context.Context, roomID, id string) error {
 	if err != nil {
 		return err
 	}
-	ev, err := json.Marshal(map[string]string{"type": EventRemoved, "room": roomID, "id": formatID(ms, sq)})
+	ev, err := protocol.Encode(protocol.MessageRemoved{Room: roomID, ID: formatID(ms, sq)})
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *Messages) PublishTyping(ctx context.Context, roomID, user string) error
 	if err != nil {
 		return fmt.Errorf("rooms: typing in %s: %w", roomID, err)
 	}
-	ev, err := json.Marshal(map[string]string{"type": "typing", "room": roomID, "user": user})
+	ev, err := protocol.Encode(protocol.TypingEvent{Room: roomID, User: user})
 	if err != nil {
 		return err
 	}
