@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/settings"
 )
 
@@ -315,13 +316,20 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 	proto, err := os.ReadFile(filepath.Join(docsDir, "PROTOCOL.md"))
 	require.NoError(t, err)
 
-	// client frames: the cases of web's handleFrame, and its f.Type == "say"
+	// client frames: the cases of web's handleFrame, and its f.Type ==
+	// protocol.TypeSay, by the protocol's constants (TypeDequeue is
+	// "dequeue": every frame type is one word)
 	client := schemaFrameTypes(t, ws, "ClientFrame")
-	handled := regexp.MustCompile(`(?m)^\s*case "([a-z_]+)":|\bf\.Type == "([a-z_]+)"`).FindAllStringSubmatch(sourceOf(t, "web"), -1)
+	handled := regexp.MustCompile(`(?m)^\s*case protocol\.Type(\w+):|\bf\.Type == protocol\.Type(\w+)`).FindAllStringSubmatch(sourceOf(t, "web"), -1)
 	require.Greater(t, len(handled), 5, "found only %v: has handleFrame's syntax changed?", handled)
+	frameTypes := map[string]bool{}
+	for _, f := range protocol.ClientFrames {
+		frameTypes[f.FrameType()] = true
+	}
 	seen := map[string]bool{}
 	for _, m := range handled {
-		typ := m[1] + m[2]
+		typ := strings.ToLower(m[1] + m[2])
+		require.True(t, frameTypes[typ], "web handles protocol.Type%s, which is no client frame of the protocol's", m[1]+m[2])
 		seen[typ] = true
 		assert.True(t, client[typ], "web handles %q frames, which ws-frames.schema.json's ClientFrame lacks", typ)
 		assert.Contains(t, string(proto), "{\"type\": \""+typ+"\"", "PROTOCOL.md does not show a %q frame", typ)
@@ -343,12 +351,18 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		require.NoError(t, err)
 		server[f.(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)] = true
 	}
+	// what the server sends: each protocol event type its code builds
+	// (protocol.Hello{…}), and the Event constants of rooms and
+	// matchmaking, whose events are encoded once and forwarded as they are
 	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking")
 	sent := map[string]bool{}
-	for _, re := range []*regexp.Regexp{regexp.MustCompile(`"type":\s*"([a-z_]+)"`), regexp.MustCompile(`\bEvent\w+\s*=\s*"([a-z_]+)"`)} {
-		for _, m := range re.FindAllStringSubmatch(src, -1) {
-			sent[m[1]] = true
+	for _, ev := range append(protocol.ServerEvents, protocol.StreamEvents...) {
+		if regexp.MustCompile(`\bprotocol\.` + reflect.TypeOf(ev).Name() + `\{`).MatchString(src) {
+			sent[ev.EventType()] = true
 		}
+	}
+	for _, m := range regexp.MustCompile(`\bEvent\w+\s*=\s*"([a-z_]+)"`).FindAllStringSubmatch(src, -1) {
+		sent[m[1]] = true
 	}
 	require.Greater(t, len(sent), 8, "found only %v: has the event syntax changed?", sent)
 	for typ := range sent {

@@ -66,6 +66,11 @@
  * @property {MatchEvent} matched a matchmaking ticket of the user was matched (on every connection of the user):
  *   take the seat with enter(room) within reserve_seconds
  * @property {MatchEvent} ticket_expired a matchmaking ticket of the user waited past its queue's max_wait_seconds
+ *   (or a pending party's invitations lapsed)
+ * @property {MatchEvent} party_invite the user is invited to a party (leader, players, expires): accept or decline
+ *   its ticket before expires; it queues nobody until every invitee accepted
+ * @property {MatchEvent} party_update a party of the user changed: user accepted (state pending, or waiting once
+ *   every invitee did) or it was dissolved (state cancelled; reason declined, cancelled or offline)
  * @property {{room: string, error: ChatdError}} resume_gap what was missed is gone from history; the latest messages follow
  * @property {{error: ChatdError}} error a frame failed that no promise waits for (read, typing, a lost seat …)
  * @property {{code: number, reason: string, text: string, willReconnect: boolean, delay?: number, attempt: number}} disconnected a connection ended
