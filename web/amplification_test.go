@@ -412,6 +412,42 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	op("DELETE /api/v1/matchmaking/{queue}/tickets/{id}", "/api/v1/matchmaking/quick/tickets/"+tk.Ticket.ID, mm, nil, nil, 200)
 	op("GET /api/v1/matchmaking/queues", "/api/v1/matchmaking/queues", testAdminRead, nil, nil, 200)
 
+	// parties: a leader invites a fresh invitee (the default queue's
+	// max_party is 2), who accepts or declines a fresh invitation
+	parties := 0
+	var leader, invitee string
+	newParty := func() func() {
+		parties++
+		leader = c.session(n, fmt.Sprintf("lead%d", parties))
+		invitee = c.session(n, fmt.Sprintf("guest%d", parties))
+		for _, tok := range []string{leader, invitee} { // online: a party forms of online users only
+			st, p := send("GET", "/api/v1/poll?wait=0", tok, nil, nil)
+			require.Equal(t, 200, st, "%s", p)
+		}
+		return nil
+	}
+	invite := func() (int, []byte) {
+		return send("POST", "/api/v1/matchmaking/quick/parties", leader, map[string]any{"skill": -1e9, "party": []string{fmt.Sprintf("guest%d", parties)}}, nil)
+	}
+	measure("POST /api/v1/matchmaking/{queue}/parties", newParty, func() int64 {
+		st, p := invite()
+		require.Equal(t, 200, st, "%s", p)
+		return int64(len(p))
+	})
+	for _, answer := range []string{"accept", "decline"} {
+		measure("POST /api/v1/matchmaking/{queue}/tickets/{id}/"+answer, func() func() {
+			newParty()
+			st, p := invite()
+			require.Equal(t, 200, st, "%s", p)
+			require.NoError(t, json.Unmarshal(p, &tk))
+			return nil
+		}, func() int64 {
+			st, p := send("POST", "/api/v1/matchmaking/quick/tickets/"+tk.Ticket.ID+"/"+answer, invitee, nil, nil)
+			require.Equal(t, 200, st, "%s", p)
+			return int64(len(p))
+		})
+	}
+
 	// the event stream and the WebSocket: opening one, up to its hello and
 	// the unseen notices, then hanging up
 	measure("GET /api/v1/events", nil, func() int64 {
@@ -517,6 +553,27 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	frame("ping", wr, map[string]any{"type": "ping", "ref": ref}, nil)
 	frame("queue", newUser, map[string]any{"type": "queue", "queue": "quick", "skill": 1e9, "ref": ref}, nil)
 	frame("dequeue", wr, map[string]any{"type": "dequeue", "queue": "quick", "ticket": strings.Repeat("t", 32), "ref": ref}, nil)
+	// the party frames: a fresh leader invites a fresh guest; a fresh
+	// invitee answers a fresh invitation
+	frame("invite", func() string {
+		newParty()
+		return leader
+	}, map[string]any{"type": "invite", "queue": "quick", "skill": 1e9, "party": []string{"guest-ws"}, "ref": ref}, func(*websocket.Conn) {
+		st, p := send("GET", "/api/v1/poll?wait=0", c.session(n, "guest-ws"), nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+	})
+	for _, answer := range []string{"accept", "decline"} {
+		answer := answer
+		f := map[string]any{"type": answer, "queue": "quick", "ref": ref}
+		frame(answer, func() string {
+			newParty()
+			st, p := invite()
+			require.Equal(t, 200, st, "%s", p)
+			require.NoError(t, json.Unmarshal(p, &tk))
+			f["ticket"] = tk.Ticket.ID // the frame map is sent after this
+			return invitee
+		}, f, nil)
+	}
 
 	// every operation and frame measured, and within its cost
 	for key, cost := range ops {
