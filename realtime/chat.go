@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/chatd/chatd/dirty"
@@ -92,6 +91,22 @@ var (
 	_ cursors      = (*dirty.Tracker)(nil)
 )
 
+// leaseReleaser gives a connection lease back (Sessions).
+type leaseReleaser interface {
+	ReleaseConn(ctx context.Context, addr, id string)
+}
+
+// idSource hands out ids unique to the node's run (Node).
+type idSource interface {
+	RunID() string
+	NextID() uint64
+}
+
+var (
+	_ leaseReleaser = (*Sessions)(nil)
+	_ idSource      = (*Node)(nil)
+)
+
 // Chat is the chat use case: join, say, leave, resume, typing and read
 // marks, for WebSocket clients and REST sessions alike, with one rule for
 // each (a REST post is a say batch of one; a REST join and a WebSocket join
@@ -101,8 +116,7 @@ var (
 // lobbies, presence, unread counts).
 type Chat struct {
 	node     string
-	runID    string // random per process: attachment ids never repeat across restarts
-	seq      atomic.Uint64
+	ids      idSource
 	presence chatPresence
 	cursors  cursors
 	settings liveSettings
@@ -125,13 +139,29 @@ type Chat struct {
 	players   playerList
 
 	maxConnsPerUser int
-	releaseLease    func(ctx context.Context, addr, id string)
+	leases          leaseReleaser
+	names           nameKeeper
+	run             func(fn func(ctx context.Context)) bool // the node's loops
 	prefix          string
 	publish         publisher
 	subscribe       func(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
 	typing          throttle
 	buckets         emptyBuckets
 	pstate          presenceState
+}
+
+// NewChat builds the chat use case on n's services and Hub; a closed
+// connection gives its lease back to leases. Start starts its loops.
+func NewChat(n *Node, leases leaseReleaser) *Chat {
+	rs := n.rooms
+	ch := &Chat{node: n.cfg.Node, ids: n, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
+		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: n.settings,
+		hub: n.hub, marks: n.marks, rest: &restState{}, mod: n.mod, caps: n.Services.Caps, notices: n.notices, env: n.env,
+		now: n.cfg.Now, log: n.log, draining: n.draining, maxConnsPerUser: n.cfg.MaxConnsPerUser,
+		prefix: n.cfg.Prefix, publish: redisPublisher{n.cfg.Redis}, subscribe: n.bus.Subscribe, leases: leases,
+		names: n.names, run: n.Go}
+	ch.pstate.fresh = &n.fresh
+	return ch
 }
 
 // CanConnect reports, before a transport is set up, whether user may open
@@ -176,7 +206,7 @@ func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*C
 
 // attachID is a fresh attachment id: unique per node run.
 func (ch *Chat) attachID(kind string) string {
-	return kind + ":" + ch.node + ":" + ch.runID + ":" + strconv.FormatUint(ch.seq.Add(1), 36)
+	return kind + ":" + ch.node + ":" + ch.ids.RunID() + ":" + strconv.FormatUint(ch.ids.NextID(), 36)
 }
 
 // Disconnect forgets a client whose connection ended: it leaves the hub and
@@ -194,8 +224,8 @@ func (ch *Chat) Disconnect(ctx context.Context, c *Client) {
 		ch.detach(ctx, room, c)
 	}
 	ch.touchUser(ctx, c.p.User)
-	if ch.releaseLease != nil {
-		ch.releaseLease(ctx, c.p.Addr, c.lease)
+	if ch.leases != nil {
+		ch.leases.ReleaseConn(ctx, c.p.Addr, c.lease)
 	}
 }
 
@@ -547,13 +577,6 @@ func (ch *Chat) Unread(ctx context.Context, p Principal) (map[string]int, error)
 		return map[string]int{}, nil
 	}
 	return ch.readMarks.Unread(ctx, p.User, list)
-}
-
-// broadcast queues a frame for every client of this node.
-func (ch *Chat) broadcast(frame []byte) {
-	for _, c := range ch.hub.Clients() {
-		c.Send(frame)
-	}
 }
 
 // closeUser closes user's clients on this node (holder "" = any); user

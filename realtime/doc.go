@@ -30,16 +30,20 @@
 //     and the node's command channel (Node.Disconnect: a user's or one
 //     connection's clients closed on every node, like centrifuge's
 //     control channel).
-//   - Node runs the lifecycle. New builds the domain services, the Hub and
-//     the core's use cases; Start starts the components in order (bus,
-//     settings, dirty tracker, subscriptions, loops, the matchmaking
-//     matchers); Shutdown drains the clients (1012), then stops the
-//     components in reverse order and waits for every goroutine they own
-//     (group). Node.Services hands the domain services and Caps, Marks
-//     and the moderation Guard to the use cases built above the core
-//     (by the composition root, internal/compose).
+//   - Node runs the core's lifecycle. New builds the domain services, the
+//     bus and the Hub, and no use case; Start starts the core's components
+//     in order (bus, settings, dirty tracker, subscriptions, clock,
+//     heartbeat, sweepers); Shutdown drains the clients (1012), then stops
+//     the components in reverse order and waits for every goroutine they
+//     own (group), the use cases' loops among them (Node.Go). The
+//     composition root, realtime/app, builds the use cases on a Node
+//     (NewSessions, NewChat, NewMatch, NewPolls, still in this package,
+//     and the packages below from Node.Services), in an order that needs
+//     no wiring after construction, and runs their Start and Shutdown
+//     around the core's; internal/compose (cmd/chatd), realtimetest and
+//     package web's tests all compose through it.
 //   - realtimetest gives the use-case packages' tests a recording
-//     Transport and a started Node (the core's own tests keep theirs).
+//     Transport and a started node (realtime/app) (the core's own tests keep theirs).
 //
 // The use cases, each a package, each with the interfaces it declares:
 //

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
 )
 
 // matchStore is what the matchmaking use case needs of package matchmaking.
@@ -71,6 +73,27 @@ type Matchmaking struct {
 	now      func() time.Time
 	log      *slog.Logger
 	roomKey  []byte // Config.MatchRoomKey
+	// subscribe subscribes to a node-wide channel (the node's bus)
+	subscribe func(ctx context.Context, channel string, h bus.Handler) error
+	runCtx    context.Context // the node's loops' context: the matchers run on it
+}
+
+// NewMatch builds the matchmaking use case: its matchmaking service and
+// matchers (whose hooks are its own), the private rooms and presence of
+// n. Start starts it.
+func NewMatch(n *Node) (*Matchmaking, error) {
+	cfg, st := n.cfg, n.settings
+	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: n.log,
+		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
+	mm := &Matchmaking{svc: mms, rooms: n.rooms.Private, online: n.presence, hub: n.hub, marks: n.marks, now: cfg.Now,
+		log: n.log, roomKey: cfg.MatchRoomKey, subscribe: n.Subscribe, runCtx: n.loops.ctx}
+	var err error
+	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: n.locks,
+		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
+	if err != nil {
+		return nil, err
+	}
+	return mm, nil
 }
 
 // TicketRequest is a ticket as a client asks for it.
@@ -404,13 +427,24 @@ func (mm *Matchmaking) receive(_ string, p []byte) {
 	}
 }
 
-// start runs the matchers under ctx.
-func (mm *Matchmaking) start(ctx context.Context) error {
-	if err := mm.matchers.Start(ctx); err != nil && !errors.Is(err, matchmaking.ErrStarted) {
-		return err
+// Start subscribes to the matchmaking channel (a match or an expiry told
+// on any node reaches the players' clients here), then runs the matchers
+// on the node's loops' context.
+func (mm *Matchmaking) Start(ctx context.Context) error {
+	if err := mm.subscribe(ctx, mm.svc.Channel(), bus.HandlerFuncs{OnReceive: mm.receive}); err != nil {
+		return fmt.Errorf("realtime: subscribe matchmaking: %w", err)
+	}
+	if err := mm.matchers.Start(mm.runCtx); err != nil && !errors.Is(err, matchmaking.ErrStarted) {
+		return fmt.Errorf("realtime: start matchmaking: %w", err)
 	}
 	return nil
 }
 
-// stop stops the matchers, handing this node's queues over at once.
-func (mm *Matchmaking) stop(ctx context.Context) error { return mm.matchers.Stop(ctx) }
+// Shutdown stops the matchers, handing this node's queues over at once;
+// a root runs it after the node's Drain, before its Shutdown.
+func (mm *Matchmaking) Shutdown(ctx context.Context) error {
+	if err := mm.matchers.Stop(ctx); err != nil {
+		return fmt.Errorf("realtime: stop matchers: %w", err)
+	}
+	return nil
+}

@@ -76,6 +76,15 @@ type Polls struct {
 	parked map[string]int // session → long polls parked on this node
 }
 
+// NewPolls builds the REST poll on n's services; its sections read chat's
+// REST seats and match's events.
+func NewPolls(n *Node, chat *Chat, match *Matchmaking) *Polls {
+	rs := n.rooms
+	return &Polls{chat: chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: n.settings,
+		wallets: n.Services.Shop, boards: n.Services.Boards, notices: n.notices, match: match, now: n.cfg.Now,
+		draining: n.draining}
+}
+
 // PollResult is the answer to a poll: the sections dirty since the
 // session's last poll, each with its fresh data.
 type PollResult struct {

@@ -33,15 +33,16 @@ func (ch *Chat) lease() time.Duration {
 	return time.Duration(ch.settings.Int(settingLease)) * time.Second
 }
 
-// start starts the chat loops in g: seat renewal every third of the
-// lease, presence every third of its TTL.
-func (ch *Chat) start(g *group, keeper nameKeeper) {
-	g.Go(func(ctx context.Context) {
+// Start starts the chat loops on the node's: seat renewal every third of
+// the lease, presence every third of its TTL. Node.Shutdown stops them.
+func (ch *Chat) Start(context.Context) error {
+	ch.run(func(ctx context.Context) {
 		every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, ch.renewSeats)
 	})
-	g.Go(func(ctx context.Context) {
-		every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { ch.touchPresence(ctx, keeper) })
+	ch.run(func(ctx context.Context) {
+		every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { ch.touchPresence(ctx, ch.names) })
 	})
+	return nil
 }
 
 // renewSeats renews the leases of every attachment of this node's clients
@@ -137,7 +138,7 @@ const presenceRefreshTicks = 180
 // again, the users whose write failed, and the stripes that order the
 // writes of one user.
 type presenceState struct {
-	fresh atomic.Bool // Heartbeat said Fresh (or nothing written yet): rewrite all
+	fresh *atomic.Bool // Heartbeat said Fresh (or nothing written yet): rewrite all (Node.fresh)
 
 	mu    sync.Mutex
 	retry map[string]struct{} // users whose touch failed: rewritten next tick

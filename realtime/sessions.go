@@ -48,15 +48,24 @@ type Sessions struct {
 	conns    connLeases
 	mod      *modGuard
 	caps     *Caps
-	chat     *Chat
 	settings liveSettings
 	hub      *Hub
-	runID    string
+	ids      idSource
+	now      func() time.Time
+	run      func(fn func(ctx context.Context)) bool // the node's loops
 	log      *slog.Logger
 	// runsKnown reports whether the live runs are known now (the last
 	// heartbeat answered); nil = never.
 	runsKnown func() bool
 	refreshed time.Time // when renewConns last refreshed the keys (its loop only)
+}
+
+// NewSessions builds the sessions use case on n's name registry,
+// connection leases, moderation statuses and caps. Start starts its loop.
+func NewSessions(n *Node) *Sessions {
+	return &Sessions{names: n.names, conns: n.conns, mod: n.mod, caps: n.Services.Caps, settings: n.settings,
+		hub: n.hub, ids: n, now: n.cfg.Now, run: n.Go, log: n.log,
+		runsKnown: func() bool { return n.connRuns() != nil }}
 }
 
 // SignIn signs a guest in as name from client address addr and returns the
@@ -106,7 +115,7 @@ func (s *Sessions) SignOut(ctx context.Context, p Principal) error {
 			return err
 		}
 	}
-	s.chat.closeUser(p.User, p.Holder, CloseSessionEnded, "signed out")
+	s.hub.CloseUser(p.User, p.Holder, CloseSessionEnded, "signed out")
 	return nil
 }
 
@@ -136,7 +145,7 @@ func (s *Sessions) AdmitConn(ctx context.Context, addr string) (string, error) {
 	if max := s.settings.Int(settings.ConnectionsPerNode); max > 0 && s.hub.Count() >= max {
 		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", ErrNodeFull, max)
 	}
-	id := connRun(s.runID) + "-" + strconv.FormatUint(s.chat.seq.Add(1), 36)
+	id := connRun(s.ids.RunID()) + "-" + strconv.FormatUint(s.ids.NextID(), 36)
 	max := s.settings.Int(settings.ConnectionsPerIP)
 	ok, err := s.conns.Admit(ctx, addr, id, max)
 	if err != nil {
@@ -159,11 +168,13 @@ func (s *Sessions) ReleaseConn(ctx context.Context, addr, id string) {
 	}
 }
 
-// start starts the renewal of this node's connection leases.
-func (s *Sessions) start(g *group, now func() time.Time) {
-	g.Go(func(ctx context.Context) {
-		every(ctx, now, func() time.Duration { return s.conns.Lease() / 3 }, s.renewConns)
+// Start starts the renewal of this node's connection leases, on the
+// node's loops (Node.Shutdown stops it).
+func (s *Sessions) Start(context.Context) error {
+	s.run(func(ctx context.Context) {
+		every(ctx, s.now, func() time.Duration { return s.conns.Lease() / 3 }, s.renewConns)
 	})
+	return nil
 }
 
 // connRun is a run as this node's connection ids start with it: an id is
@@ -178,7 +189,7 @@ func connRun(run string) string { return "c-" + run }
 // addresses' keys are kept, one PEXPIRE per address every Keep/3.
 func (s *Sessions) renewConns(ctx context.Context) {
 	known := s.runsKnown != nil && s.runsKnown()
-	now := s.chat.now()
+	now := s.now()
 	if known && now.Sub(s.refreshed) < s.conns.Keep()/3 {
 		return
 	}

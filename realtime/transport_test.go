@@ -47,7 +47,11 @@ func (f *fakeTransport) closeCode(t testing.TB) int {
 // testNode is a started Node on its own Redis client.
 type testNode struct {
 	*Node
-	rdb redis.UniversalClient
+	Chat     *Chat
+	Polls    *Polls
+	Sessions *Sessions
+	Match    *Matchmaking
+	rdb      redis.UniversalClient
 }
 
 func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)) *testNode {
@@ -57,18 +61,30 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 	for _, f := range cfg {
 		f(&c)
 	}
+	// composed and started as realtime/app does (which this package's
+	// tests cannot import)
 	n, err := New(c)
 	require.NoError(t, err)
+	tn := &testNode{Node: n, rdb: rdb, Sessions: NewSessions(n)}
+	tn.Chat = NewChat(n, tn.Sessions)
+	tn.Match, err = NewMatch(n)
+	require.NoError(t, err)
+	tn.Polls = NewPolls(n, tn.Chat, tn.Match)
 	require.NoError(t, n.Start(context.Background()))
+	require.NoError(t, tn.Chat.Start(context.Background()))
+	require.NoError(t, tn.Sessions.Start(context.Background()))
+	require.NoError(t, tn.Match.Start(context.Background()))
 	// tests send faster than a person: the default say rate would refuse
 	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		_ = n.Drain(ctx)
+		_ = tn.Match.Shutdown(ctx)
 		_ = n.Shutdown(ctx)
 	})
-	return &testNode{Node: n, rdb: rdb}
+	return tn
 }
 
 // connect opens a client of user on n through a fake transport and waits

@@ -40,7 +40,7 @@ import (
 // UseCases are what a Server serves: the realtime use cases its handlers
 // call (each handler group holds the ones it needs) and the core's
 // readiness and drain. A Server builds none of them: cmd/chatd composes
-// them (realtime.New) and hands them over. Every field is required.
+// them (realtime/app, through internal/compose) and hands them over. Every field is required.
 type UseCases struct {
 	Chat       *realtime.Chat
 	Polls      *realtime.Polls
@@ -171,7 +171,7 @@ type Server struct {
 func New(uc UseCases, cfg Config) (*Server, error) {
 	if uc.Chat == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
 		uc.Admin == nil || uc.Match == nil || uc.Core == nil {
-		return nil, errors.New("web: every use case is required (realtime.New builds them)")
+		return nil, errors.New("web: every use case is required (realtime/app builds them)")
 	}
 	if cfg.Node == "" {
 		return nil, errors.New("web: Config.Node is required")
