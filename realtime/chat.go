@@ -103,8 +103,7 @@ type idSource interface {
 }
 
 var (
-	_ leaseReleaser = (*Sessions)(nil)
-	_ idSource      = (*Node)(nil)
+	_ idSource = (*Node)(nil)
 )
 
 // Chat is the chat use case: join, say, leave, resume, typing and read
@@ -123,7 +122,7 @@ type Chat struct {
 	hub      *Hub
 	marks    *marker
 	rest     *restState
-	mod      *modGuard
+	mod      *Moderated
 	caps     *Caps
 	notices  *noticeBoard
 	env      *clientEnv
@@ -156,7 +155,7 @@ func NewChat(n *Node, leases leaseReleaser) *Chat {
 	rs := n.rooms
 	ch := &Chat{node: n.cfg.Node, ids: n, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
 		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: n.settings,
-		hub: n.hub, marks: n.marks, rest: &restState{}, mod: n.mod, caps: n.Services.Caps, notices: n.notices, env: n.env,
+		hub: n.hub, marks: n.marks, rest: &restState{}, mod: n.Services.Moderated, caps: n.Services.Caps, notices: n.notices, env: n.env,
 		now: n.cfg.Now, log: n.log, draining: n.draining, maxConnsPerUser: n.cfg.MaxConnsPerUser,
 		prefix: n.cfg.Prefix, publish: redisPublisher{n.cfg.Redis}, subscribe: n.bus.Subscribe, leases: leases,
 		names: n.names, run: n.Go}

@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/errcode"
-	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/protocol"
@@ -175,31 +173,8 @@ func TestKickAndBanCloseEveryConnectionOfTheUser(t *testing.T) {
 	_, err := n2.Services.Moderation.Ban(context.Background(), "bart", time.Minute, "")
 	require.NoError(t, err)
 	assert.Equal(t, CloseBanned, fb.closeCode(t))
-	assert.ErrorIs(t, n1.Sessions.Admit(context.Background(), Principal{User: "bart", Session: "s"}), ErrBanned)
+	assert.ErrorIs(t, n1.Services.Moderated.Banned(context.Background(), "bart"), ErrBanned)
 }
-
-func TestSignOutClosesTheGuestsConnections(t *testing.T) {
-	t.Parallel()
-	r := redistest.Real(t)
-	n := startNode(t, r, "n1")
-	ctx := context.Background()
-	holder, err := n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
-	require.NoError(t, err)
-	p := Principal{User: "gus", Session: "s1", Holder: holder, Expires: time.Now().Add(time.Hour)}
-	f := newFake()
-	_, err = n.Chat.Connect(p, "", f)
-	require.NoError(t, err)
-	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
-	assert.ErrorIs(t, err, ErrNameTaken, "the name is held")
-	require.NoError(t, n.Sessions.SignOut(ctx, p))
-	assert.Equal(t, CloseSessionEnded, f.closeCode(t))
-	err = n.Sessions.Admit(ctx, p)
-	assert.ErrorIs(t, err, identity.ErrSignedOut)
-	assert.Equal(t, errcode.BadToken, errcode.Of(err))
-	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
-	assert.NoError(t, err, "the name is free again")
-}
-
 func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
@@ -445,46 +420,6 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	assert.False(t, online("idle00"), "Redis lost it")
 	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.presence.TTL()/3+10*time.Second, 100*time.Millisecond,
 		"the heartbeat after the loss is fresh, and the next tick writes every user again")
-}
-
-// TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats: the connection ids
-// Sessions gives carry the run the heartbeat reports live, so package
-// identity counts their leases without renewal (ConnsConfig.Live): past
-// their lease's end they still hold the address's cap, and the node's
-// renewal loop sends nothing per connection.
-func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
-	t.Parallel()
-	r := redistest.Real(t)
-	ctx := context.Background()
-	n := startNode(t, r, "n1")
-	_, err := n.Services.Settings.Set(ctx, "limit.connections_per_ip", []byte("2"))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.connRuns() != nil }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
-	const addr = "203.0.113.9"
-	var ids []string
-	for range 2 {
-		id, err := n.Sessions.AdmitConn(ctx, addr)
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
-	for _, id := range ids {
-		run := id[:strings.LastIndexByte(id, '-')]
-		assert.Contains(t, n.connRuns(), run, "the id's run (before its last '-') is a live run")
-	}
-	// End both leases in Redis, as if an hour passed without renewal.
-	key := "*{ip:*}:conns"
-	keys, err := r.Client.Keys(ctx, r.Prefix+key).Result()
-	require.NoError(t, err)
-	require.Len(t, keys, 1)
-	for _, id := range ids {
-		require.NoError(t, r.Client.ZAdd(ctx, keys[0], redis.Z{Score: 1, Member: id}).Err())
-	}
-	_, err = n.Sessions.AdmitConn(ctx, addr)
-	assert.ErrorIs(t, err, ErrTooManyFromAddr, "leases of a live run count past their end")
-	n.Sessions.renewConns(ctx)
-	scores, err := r.Client.ZMScore(ctx, keys[0], ids...).Result()
-	require.NoError(t, err)
-	assert.Equal(t, []float64{1, 1}, scores, "nothing renewed them")
 }
 
 // TestAFailedOfflineIsWrittenAgain: a user whose offline write failed is

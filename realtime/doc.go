@@ -37,7 +37,7 @@
 //     the components in reverse order and waits for every goroutine they
 //     own (group), the use cases' loops among them (Node.Go). The
 //     composition root, realtime/app, builds the use cases on a Node
-//     (NewSessions, NewChat, NewMatch, NewPolls, still in this package,
+//     (NewChat, NewMatch, NewPolls, still in this package,
 //     and the packages below from Node.Services), in an order that needs
 //     no wiring after construction, and runs their Start and Shutdown
 //     around the core's; internal/compose (cmd/chatd), realtimetest and
@@ -56,6 +56,11 @@
 //     queues (Matchmaking.Queues), disconnecter (Node.Disconnect).
 //   - game (leaderboards, seen, shop): boardStore, shopStore, seenFilter,
 //     follower of the domain packages; caps (realtime.Caps).
+//   - sessions (guest sign-in and sign-out, the per-request admission,
+//     connection leases and caps, the leases' renewal): nameClaims and
+//     connLeases (package identity), banCheck (realtime.Moderated),
+//     sessionCaps (Caps), clients (Hub), nodeRun (Node: RunID, NextID,
+//     LiveRuns, Go). Chat gives leases back through its ReleaseConn.
 //   - moderation (kick, mute, ban, their lifting): Store (the domain
 //     service) and Cache (moderation.Guard's Drop). It needs nothing of
 //     the core.
@@ -68,8 +73,6 @@
 //     chat reads.
 //   - Polls: the REST poll (its sections read Chat's REST seats, the
 //     match events and the notices).
-//   - Sessions: guest sign-in and sign-out, the per-request admission,
-//     connection leases and caps.
 //   - Match: matchmaking tickets, and the matchers' hooks: a match becomes
 //     a private room with the players' seats reserved, and each player
 //     learns of it by a matched event on every connection on every node,

@@ -70,7 +70,7 @@ type Config struct {
 // runs the core's lifecycle: Start starts the core's components in order,
 // Shutdown drains the clients and stops them in reverse order, waiting for
 // every goroutine they own. It builds no use case: the composition root
-// (realtime/app) builds them on a Node — NewSessions, NewChat, NewMatch,
+// (realtime/app) builds them on a Node — sessions.New, NewChat, NewMatch,
 // NewPolls here, and the packages under realtime/ from Services — and
 // starts them after the Node, each owning its own Start and Shutdown. It
 // knows no transport: a Client writes through a Transport.
@@ -106,9 +106,7 @@ type Node struct {
 	seq   atomic.Uint64 // NextID
 	fresh atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
 	marks *marker
-	mod   *modGuard
 	env   *clientEnv
-	conns *identity.Conns
 	locks *lock.Client
 }
 
@@ -131,6 +129,12 @@ type Services struct {
 	// Guard is the node's cache of moderation statuses (the core's mute
 	// and ban checks read it); a use case that changes a status drops it.
 	Guard *moderation.Guard
+	// Moderated is the core's mute and ban refusals, read from Guard.
+	Moderated *Moderated
+	// Names is the guest-name registry.
+	Names *identity.Registry
+	// Conns are the connection leases per client address, across nodes.
+	Conns *identity.Conns
 	// Caps are the per-minute caps shared by every node.
 	Caps *Caps
 	// Marks are the node's coalesced dirty marks.
@@ -255,12 +259,12 @@ func New(cfg Config) (*Node, error) {
 		OnWalletChange: func(_ context.Context, user string) { mk.user(user, dirty.Of(dirty.Wallet)) },
 	})
 	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
-	n.mod = &modGuard{status: n.guard, now: now}
+	mod := &Moderated{status: n.guard, now: now}
 	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
-	n.runID, n.marks, n.env, n.conns, n.locks = runID, mk, env, conns, locks
+	n.runID, n.marks, n.env, n.locks = runID, mk, env, locks
 	n.fresh.Store(true) // nothing written yet
 	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
-		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Caps: cp, Marks: Marks{mk},
+		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Moderated: mod, Names: n.names, Conns: conns, Caps: cp, Marks: Marks{mk},
 		Audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
@@ -320,6 +324,16 @@ func (n *Node) Ready(ctx context.Context, timeout time.Duration) error {
 // reports false once the group stopped.
 func (n *Node) Go(fn func(ctx context.Context)) bool { return n.loops.Go(fn) }
 
+// LiveRuns reports whether the live nodes' runs are known now: the last
+// heartbeat that answered is within the presence TTL (then a connection
+// lease of a live run counts without renewal).
+func (n *Node) LiveRuns() bool { return n.connRuns() != nil }
+
+// ConnRun is a run as connection-lease ids start with it: an id is
+// ConnRun(run) + "-" + a sequence number, so that package identity finds
+// the run before the last '-'.
+func ConnRun(run string) string { return "c-" + run }
+
 // Subscribe subscribes h to a node-wide channel on the node's bus (a
 // use case's own channel, such as matchmaking's) until the node stops; it
 // returns the bus's error.
@@ -376,11 +390,11 @@ func (n *Node) Start(ctx context.Context) error {
 	g := n.loops
 	g.Go(n.clock.run)
 	g.Go(func(ctx context.Context) {
-		every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
+		Every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
 	})
 	g.Go(func(ctx context.Context) { _ = n.rooms.Seats.RunSweeper(ctx, time.Second) })
 	g.Go(func(ctx context.Context) {
-		every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
+		Every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
 	})
 	return nil
 }
@@ -454,7 +468,7 @@ func (n *Node) heartbeat(ctx context.Context) {
 	}
 	runs := make([]string, len(beat.Runs))
 	for i, r := range beat.Runs {
-		runs[i] = connRun(r)
+		runs[i] = ConnRun(r)
 	}
 	n.runs.Store(&liveRuns{conns: runs, at: now})
 	if beat.Fresh {
@@ -470,6 +484,9 @@ func (n *Node) sweepSessions(ctx context.Context) {
 		n.log.Debug("sweep sessions", "err", err)
 	}
 }
+
+// Hub is the node's registry of its clients.
+func (n *Node) Hub() *Hub { return n.hub }
 
 // Clients returns the number of realtime clients on this node.
 func (n *Node) Clients() int { return n.hub.Count() }

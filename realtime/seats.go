@@ -37,10 +37,10 @@ func (ch *Chat) lease() time.Duration {
 // the lease, presence every third of its TTL. Node.Shutdown stops them.
 func (ch *Chat) Start(context.Context) error {
 	ch.run(func(ctx context.Context) {
-		every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, ch.renewSeats)
+		Every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, ch.renewSeats)
 	})
 	ch.run(func(ctx context.Context) {
-		every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { ch.touchPresence(ctx, ch.names) })
+		Every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { ch.touchPresence(ctx, ch.names) })
 	})
 	return nil
 }

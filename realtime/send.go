@@ -78,7 +78,7 @@ func idemKey(session, id string) string {
 // send sends reqs of s in order in one round trip and answers each.
 func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult {
 	out := make([]sendResult, len(reqs))
-	if err := ch.mod.checkMuted(ctx, s.p.User); err != nil {
+	if err := ch.mod.Muted(ctx, s.p.User); err != nil {
 		for i := range out {
 			out[i].err = err
 		}
@@ -141,7 +141,7 @@ func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (
 		// Say why: a REST client that stopped polling lost its seat, and
 		// nothing else tells it so.
 		return rooms.Message{}, fmt.Errorf("%w: you hold no seat in %s: you never joined it, you left it, or your seat lapsed because the session did not poll (a REST session keeps its seats by polling GET /api/v1/poll at least once every %s, seat.lease_seconds); join the room again",
-			rooms.ErrNotSeated, room, humanDuration(ch.lease()))
+			rooms.ErrNotSeated, room, HumanDuration(ch.lease()))
 	}
 	return res.msg, res.err
 }

@@ -47,11 +47,10 @@ func (f *fakeTransport) closeCode(t testing.TB) int {
 // testNode is a started Node on its own Redis client.
 type testNode struct {
 	*Node
-	Chat     *Chat
-	Polls    *Polls
-	Sessions *Sessions
-	Match    *Matchmaking
-	rdb      redis.UniversalClient
+	Chat  *Chat
+	Polls *Polls
+	Match *Matchmaking
+	rdb   redis.UniversalClient
 }
 
 func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)) *testNode {
@@ -65,14 +64,13 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 	// tests cannot import)
 	n, err := New(c)
 	require.NoError(t, err)
-	tn := &testNode{Node: n, rdb: rdb, Sessions: NewSessions(n)}
-	tn.Chat = NewChat(n, tn.Sessions)
+	tn := &testNode{Node: n, rdb: rdb}
+	tn.Chat = NewChat(n, nil) // no connection leases (package sessions tests them)
 	tn.Match, err = NewMatch(n)
 	require.NoError(t, err)
 	tn.Polls = NewPolls(n, tn.Chat, tn.Match)
 	require.NoError(t, n.Start(context.Background()))
 	require.NoError(t, tn.Chat.Start(context.Background()))
-	require.NoError(t, tn.Sessions.Start(context.Background()))
 	require.NoError(t, tn.Match.Start(context.Background()))
 	// tests send faster than a person: the default say rate would refuse
 	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))

@@ -35,6 +35,7 @@ import (
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/game"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/sessions"
 )
 
 // UseCases are what a Server serves: the realtime use cases its handlers
@@ -45,7 +46,7 @@ type UseCases struct {
 	Chat       *realtime.Chat
 	Polls      *realtime.Polls
 	Game       *game.Game
-	Sessions   *realtime.Sessions
+	Sessions   *sessions.Sessions
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
 	Match      *realtime.Matchmaking

@@ -28,6 +28,7 @@ import (
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/game"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/sessions"
 )
 
 // App is one node's realtime core and its use cases.
@@ -38,7 +39,7 @@ type App struct {
 
 	Chat       *realtime.Chat
 	Polls      *realtime.Polls
-	Sessions   *realtime.Sessions
+	Sessions   *sessions.Sessions
 	Match      *realtime.Matchmaking
 	Game       *game.Game
 	Moderation *moderate.Moderation
@@ -54,7 +55,7 @@ func New(cfg realtime.Config) (*App, error) {
 	}
 	a := &App{Core: core}
 	svc := core.Services
-	a.Sessions = realtime.NewSessions(core)
+	a.Sessions = sessions.New(sessions.Config{Node: core, Now: cfg.Now, Logger: cfg.Logger})
 	a.Chat = realtime.NewChat(core, a.Sessions)
 	if a.Match, err = realtime.NewMatch(core); err != nil {
 		return nil, err
