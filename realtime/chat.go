@@ -91,6 +91,10 @@ var (
 	_ cursors      = (*dirty.Tracker)(nil)
 )
 
+// MatchLobbyPrefix starts the lobby of every match's private room
+// (matchmaking.MatchLobby): a lobby join under it is refused.
+const MatchLobbyPrefix = "mm."
+
 // leaseReleaser gives a connection lease back (Sessions).
 type leaseReleaser interface {
 	ReleaseConn(ctx context.Context, addr, id string)

@@ -37,7 +37,7 @@
 //     the components in reverse order and waits for every goroutine they
 //     own (group), the use cases' loops among them (Node.Go). The
 //     composition root, realtime/app, builds the use cases on a Node
-//     (NewChat, NewMatch, NewPolls, still in this package,
+//     (NewChat and NewPolls, still in this package,
 //     and the packages below from Node.Services), in an order that needs
 //     no wiring after construction, and runs their Start and Shutdown
 //     around the core's; internal/compose (cmd/chatd), realtimetest and
@@ -61,23 +61,26 @@
 //     connLeases (package identity), banCheck (realtime.Moderated),
 //     sessionCaps (Caps), clients (Hub), nodeRun (Node: RunID, NextID,
 //     LiveRuns, Go). Chat gives leases back through its ReleaseConn.
+//   - match (matchmaking tickets, parties by consent, and the matchers'
+//     hooks: a match becomes a private room with the players' seats
+//     reserved, and each player learns of it by a matched event on every
+//     connection on every node, over the matchmaking channel, and by the
+//     match poll section; an expired ticket likewise): matchStore,
+//     matchRooms, onlineChecker of the domain packages; players (Hub),
+//     marks (Marks), node (Node: Subscribe, RunContext). Polls read its
+//     Events, admin its Queues.
 //   - moderation (kick, mute, ban, their lifting): Store (the domain
 //     service) and Cache (moderation.Guard's Drop). It needs nothing of
 //     the core.
 //
 // Still in this package, to be split the same way (the plan: one package
-// each, chat below polls, sessions and match):
+// each, chat below polls):
 //
 //   - Chat: join, say, leave, resume, typing, read marks, for WebSocket
 //     clients and REST sessions alike, the REST session streams, and the
 //     chat reads.
 //   - Polls: the REST poll (its sections read Chat's REST seats, the
 //     match events and the notices).
-//   - Match: matchmaking tickets, and the matchers' hooks: a match becomes
-//     a private room with the players' seats reserved, and each player
-//     learns of it by a matched event on every connection on every node,
-//     over the matchmaking channel, and by the match poll section; an
-//     expired ticket likewise.
 //
 // A REST write marks the dirty bits it must; a mute drops the cached
 // status; nothing is left for the transport to remember.

@@ -70,7 +70,7 @@ type Config struct {
 // runs the core's lifecycle: Start starts the core's components in order,
 // Shutdown drains the clients and stops them in reverse order, waiting for
 // every goroutine they own. It builds no use case: the composition root
-// (realtime/app) builds them on a Node — sessions.New, NewChat, NewMatch,
+// (realtime/app) builds them on a Node — sessions.New, match.New, NewChat,
 // NewPolls here, and the packages under realtime/ from Services — and
 // starts them after the Node, each owning its own Start and Shutdown. It
 // knows no transport: a Client writes through a Transport.
@@ -107,7 +107,6 @@ type Node struct {
 	fresh atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
 	marks *marker
 	env   *clientEnv
-	locks *lock.Client
 }
 
 // Services are the domain services and the core's shared parts a Node
@@ -135,6 +134,8 @@ type Services struct {
 	Names *identity.Registry
 	// Conns are the connection leases per client address, across nodes.
 	Conns *identity.Conns
+	// Locks are the node's distributed locks (room creation, matchers).
+	Locks *lock.Client
 	// Caps are the per-minute caps shared by every node.
 	Caps *Caps
 	// Marks are the node's coalesced dirty marks.
@@ -261,10 +262,10 @@ func New(cfg Config) (*Node, error) {
 	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
 	mod := &Moderated{status: n.guard, now: now}
 	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
-	n.runID, n.marks, n.env, n.locks = runID, mk, env, locks
+	n.runID, n.marks, n.env = runID, mk, env
 	n.fresh.Store(true) // nothing written yet
 	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
-		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Moderated: mod, Names: n.names, Conns: conns, Caps: cp, Marks: Marks{mk},
+		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Moderated: mod, Names: n.names, Conns: conns, Locks: locks, Caps: cp, Marks: Marks{mk},
 		Audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
@@ -341,6 +342,10 @@ func (n *Node) Subscribe(ctx context.Context, channel string, h bus.Handler) err
 	_, err := n.bus.Subscribe(ctx, channel, h)
 	return err
 }
+
+// RunContext is the context of the node's loops: work a use case starts
+// on it (the matchers) stops when Shutdown stops the loops.
+func (n *Node) RunContext() context.Context { return n.loops.ctx }
 
 // NextID is a number not handed out before by this node's run.
 func (n *Node) NextID() uint64 { return n.seq.Add(1) }

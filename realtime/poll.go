@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
@@ -68,7 +69,7 @@ type Polls struct {
 	wallets  pollWallets
 	boards   pollBoards
 	notices  *noticeBoard
-	match    *Matchmaking
+	match    matchEvents
 	now      func() time.Time
 	draining <-chan struct{}
 
@@ -76,9 +77,14 @@ type Polls struct {
 	parked map[string]int // session → long polls parked on this node
 }
 
+// matchEvents are a user's matchmaking events (package match).
+type matchEvents interface {
+	Events(ctx context.Context, user string) ([]matchmaking.Event, error)
+}
+
 // NewPolls builds the REST poll on n's services; its sections read chat's
 // REST seats and match's events.
-func NewPolls(n *Node, chat *Chat, match *Matchmaking) *Polls {
+func NewPolls(n *Node, chat *Chat, match matchEvents) *Polls {
 	rs := n.rooms
 	return &Polls{chat: chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: n.settings,
 		wallets: n.Services.Shop, boards: n.Services.Boards, notices: n.notices, match: match, now: n.cfg.Now,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/matchmaking"
 )
 
 // The realtime core is tested here without a network transport: a
@@ -49,7 +50,6 @@ type testNode struct {
 	*Node
 	Chat  *Chat
 	Polls *Polls
-	Match *Matchmaking
 	rdb   redis.UniversalClient
 }
 
@@ -66,20 +66,17 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 	require.NoError(t, err)
 	tn := &testNode{Node: n, rdb: rdb}
 	tn.Chat = NewChat(n, nil) // no connection leases (package sessions tests them)
-	tn.Match, err = NewMatch(n)
-	require.NoError(t, err)
-	tn.Polls = NewPolls(n, tn.Chat, tn.Match)
+	// the poll's match section reads the matchmaking events (package
+	// match's tests run its use case)
+	tn.Polls = NewPolls(n, tn.Chat, matchmaking.New(rdb, matchmaking.Config{Prefix: r.Prefix}))
 	require.NoError(t, n.Start(context.Background()))
 	require.NoError(t, tn.Chat.Start(context.Background()))
-	require.NoError(t, tn.Match.Start(context.Background()))
 	// tests send faster than a person: the default say rate would refuse
 	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = n.Drain(ctx)
-		_ = tn.Match.Shutdown(ctx)
 		_ = n.Shutdown(ctx)
 	})
 	return tn

@@ -34,6 +34,7 @@ import (
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/game"
+	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/sessions"
 )
@@ -49,7 +50,7 @@ type UseCases struct {
 	Sessions   *sessions.Sessions
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
-	Match      *realtime.Matchmaking
+	Match      *match.Matchmaking
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core

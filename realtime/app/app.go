@@ -27,6 +27,7 @@ import (
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/game"
+	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/sessions"
 )
@@ -40,7 +41,7 @@ type App struct {
 	Chat       *realtime.Chat
 	Polls      *realtime.Polls
 	Sessions   *sessions.Sessions
-	Match      *realtime.Matchmaking
+	Match      *match.Matchmaking
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
@@ -57,7 +58,9 @@ func New(cfg realtime.Config) (*App, error) {
 	svc := core.Services
 	a.Sessions = sessions.New(sessions.Config{Node: core, Now: cfg.Now, Logger: cfg.Logger})
 	a.Chat = realtime.NewChat(core, a.Sessions)
-	if a.Match, err = realtime.NewMatch(core); err != nil {
+	a.Match, err = match.New(match.Config{Node: core, Redis: cfg.Redis, Prefix: cfg.Prefix, RoomKey: cfg.MatchRoomKey,
+		Now: cfg.Now, Logger: cfg.Logger, Registerer: cfg.Registerer})
+	if err != nil {
 		return nil, err
 	}
 	a.Polls = realtime.NewPolls(core, a.Chat, a.Match)
