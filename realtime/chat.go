@@ -167,6 +167,26 @@ func NewChat(n *Node, leases leaseReleaser) *Chat {
 	return ch
 }
 
+// REST is the chat of REST sessions: their joins, leaves, typing, read
+// marks, posts and event streams, and the renewal of their seats by the
+// poll. It shares Chat's state and send path (a post is a say of a batch
+// of one), so a rule of a say holds for both.
+type REST struct{ ch *Chat }
+
+// NewREST builds the REST half of ch.
+func NewREST(ch *Chat) *REST { return &REST{ch: ch} }
+
+// Reads are the chat's reads: history, rooms, lobbies, presence, unread
+// counts, local connections. They change nothing.
+type Reads struct{ ch *Chat }
+
+// NewReads builds the reads of ch.
+func NewReads(ch *Chat) *Reads { return &Reads{ch: ch} }
+
+// keeper is the chat's background work, started by Chat.Start: seat
+// renewal, and the presence of this node's users.
+type keeper struct{ ch *Chat }
+
 // CanConnect reports, before a transport is set up, whether user may open
 // one more realtime connection on this node: the rule Connect enforces.
 func (ch *Chat) CanConnect(user string) error {
@@ -418,11 +438,12 @@ func (ch *Chat) typingOf(ctx context.Context, user, room string) error {
 
 // TypingREST relays a typing indicator of a REST session's user: the
 // session must be in the room (its poll cursor holds it).
-func (ch *Chat) TypingREST(ctx context.Context, p Principal, room string) error {
+func (rt *REST) TypingREST(ctx context.Context, p Principal, room string) error {
+	ch := rt.ch
 	if err := names.Room(room); err != nil {
 		return err
 	}
-	if !ch.restInRoom(ctx, p, room) {
+	if !rt.restInRoom(ctx, p, room) {
 		return rooms.ErrNotSeated
 	}
 	return ch.typingOf(ctx, p.User, room)
@@ -441,13 +462,14 @@ func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
 // an attachment of the seat and the room joins its poll cursor, starting
 // after the room's newest message, so the next poll of "messages" returns
 // what is sent from now on.
-func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.Room, error) {
+func (rt *REST) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.Room, error) {
+	ch := rt.ch
 	room, err := ch.join(ctx, p, lobby, restAttach(p.Session))
 	if err != nil {
 		return rooms.Room{}, err
 	}
-	ch.restEnter(ctx, p, room.ID)
-	ch.sessionChanged(ctx, p)
+	rt.restEnter(ctx, p, room.ID)
+	rt.sessionChanged(ctx, p)
 	return room, nil
 }
 
@@ -455,21 +477,23 @@ func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 // REST resume, and the way into a match's private room): the seat is kept
 // or taken back (rooms.Seats.Reclaim) with the session attached, and the room
 // joins the session's poll as JoinREST does.
-func (ch *Chat) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
+func (rt *REST) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
+	ch := rt.ch
 	r, err := ch.claimRoom(ctx, room, p.User, restAttach(p.Session))
 	if err != nil {
 		return rooms.Room{}, err
 	}
 	ch.marks.room(r.ID, dirty.Of(dirty.Rooms))
-	ch.restEnter(ctx, p, r.ID)
-	ch.sessionChanged(ctx, p)
+	rt.restEnter(ctx, p, r.ID)
+	rt.sessionChanged(ctx, p)
 	return r, nil
 }
 
 // restAttach is the attachment of a REST session to its seats.
 func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" + session, REST: true} }
 
-func (ch *Chat) restEnter(ctx context.Context, p Principal, room string) {
+func (rt *REST) restEnter(ctx context.Context, p Principal, room string) {
+	ch := rt.ch
 	if _, err := ch.cursors.Open(ctx, p.Session, p.User); err != nil {
 		ch.log.Debug("open session", "err", err)
 		return
@@ -489,14 +513,16 @@ func (ch *Chat) restEnter(ctx context.Context, p Principal, room string) {
 }
 
 // restInRoom reports whether a REST session is in room (by its cursor).
-func (ch *Chat) restInRoom(ctx context.Context, p Principal, room string) bool {
+func (rt *REST) restInRoom(ctx context.Context, p Principal, room string) bool {
+	ch := rt.ch
 	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
 	return err == nil && cur[room] != ""
 }
 
 // LeaveREST frees p's user's seat in room (an explicit leave) and drops
 // the room from the session's poll.
-func (ch *Chat) LeaveREST(ctx context.Context, p Principal, room string) error {
+func (rt *REST) LeaveREST(ctx context.Context, p Principal, room string) error {
+	ch := rt.ch
 	if err := ch.leave(ctx, p, room); err != nil {
 		return err
 	}
@@ -504,25 +530,28 @@ func (ch *Chat) LeaveREST(ctx context.Context, p Principal, room string) error {
 		ch.log.Debug("drop cursor", "err", err)
 	}
 	ch.leftRoom(p.User, room, nil)
-	ch.sessionChanged(ctx, p)
+	rt.sessionChanged(ctx, p)
 	return nil
 }
 
 // History returns up to limit messages of room after the id after ("" =
 // the latest).
-func (ch *Chat) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
+func (rd *Reads) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
+	ch := rd.ch
 	return ch.messages.History(ctx, room, after, limit)
 }
 
 // Room returns a room with its live members.
-func (ch *Chat) Room(ctx context.Context, room string) (rooms.Room, error) {
+func (rd *Reads) Room(ctx context.Context, room string) (rooms.Room, error) {
+	ch := rd.ch
 	return ch.seats.Room(ctx, room)
 }
 
 // Rooms returns every room of a lobby that v may see (CanSee): none of a
 // private lobby but to its players and the admins, as for a lobby that
 // does not exist.
-func (ch *Chat) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room, error) {
+func (rd *Reads) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room, error) {
+	ch := rd.ch
 	if err := names.Lobby(lobby); err != nil {
 		return nil, err
 	}
@@ -536,13 +565,15 @@ func (ch *Chat) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room
 }
 
 // Lobbies returns the most populated lobbies.
-func (ch *Chat) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error) {
+func (rd *Reads) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error) {
+	ch := rd.ch
 	return ch.lobbies.List(ctx, limit)
 }
 
 // Presence returns a user's presence as v may see it: the private rooms
 // v may not see (CanSee) are left out of its rooms.
-func (ch *Chat) Presence(ctx context.Context, v Viewer, user string) (presence.Status, error) {
+func (rd *Reads) Presence(ctx context.Context, v Viewer, user string) (presence.Status, error) {
+	ch := rd.ch
 	if err := names.User(user); err != nil {
 		return presence.Status{}, err
 	}
@@ -556,7 +587,8 @@ func (ch *Chat) Presence(ctx context.Context, v Viewer, user string) (presence.S
 
 // Unread returns, for each room p's user is seated in (on any node, over
 // WebSocket or REST), the messages after the user's last-read id, capped.
-func (ch *Chat) Unread(ctx context.Context, p Principal) (map[string]int, error) {
+func (rd *Reads) Unread(ctx context.Context, p Principal) (map[string]int, error) {
+	ch := rd.ch
 	set := map[string]struct{}{}
 	st, err := ch.presence.Get(ctx, p.User)
 	if err != nil {
@@ -589,4 +621,4 @@ func (ch *Chat) closeUser(user, holder string, code int, reason string) {
 }
 
 // Connections returns the number of user's realtime clients on this node.
-func (ch *Chat) Connections(user string) int { return len(ch.hub.UserClients(user)) }
+func (rd *Reads) Connections(user string) int { return len(rd.ch.hub.UserClients(user)) }

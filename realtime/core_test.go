@@ -146,14 +146,14 @@ func TestShutdownClosesWith1012AndFreesTheSeats(t *testing.T) {
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
 	a, fa := n1.connect(t, "alice")
 	room := n1.joinRoom(t, a, fa, "drain")
-	got, err := n2.Chat.Room(context.Background(), room)
+	got, err := n2.Reads.Room(context.Background(), room)
 	require.NoError(t, err)
 	require.Equal(t, []string{"alice"}, got.Members)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, n1.Shutdown(ctx))
 	assert.Equal(t, CloseServiceReboot, fa.closeCode(t))
-	got, err = n2.Chat.Room(context.Background(), room)
+	got, err = n2.Reads.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Empty(t, got.Members, "the drained node freed the seat it alone held")
 	_, err = n1.Chat.Connect(Principal{User: "late", Session: "s"}, "", newFake())
@@ -213,7 +213,7 @@ func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	}
 	r.Server.Resume(t)
 	time.Sleep(time.Second) // the batch in flight lands
-	msgs, err := n.Chat.History(ctx, room, "", 1000)
+	msgs, err := n.Reads.History(ctx, room, "", 1000)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(msgs), 1+maxSayBatch, "nothing of the dropped queue reached Redis")
 	assert.Less(t, len(msgs), int(stalled)+1)
@@ -276,24 +276,24 @@ func TestARESTPostTakesTheSameSendPath(t *testing.T) {
 	w, fw := n.connect(t, "wendy")
 	room := n.joinRoom(t, w, fw, "rest")
 	p := Principal{User: "rita", Session: "rest-session-1"}
-	joined, err := n.Chat.JoinREST(ctx, p, "rest")
+	joined, err := n.REST.JoinREST(ctx, p, "rest")
 	require.NoError(t, err)
 	require.Equal(t, room, joined.ID)
-	msg, err := n.Chat.Post(ctx, p, room, "from REST", "")
+	msg, err := n.REST.Post(ctx, p, room, "from REST", "")
 	require.NoError(t, err)
 	fw.wait(t, "the REST post", func([]map[string]any) bool { return len(fw.messages(room)) == 1 })
 	assert.Equal(t, []string{msg.ID}, fw.messages(room))
 
-	_, err = n.Chat.Post(ctx, Principal{User: "nobody", Session: "s2"}, room, "x", "")
+	_, err = n.REST.Post(ctx, Principal{User: "nobody", Session: "s2"}, room, "x", "")
 	assert.Equal(t, errcode.NotSeated, errcode.Of(err))
-	_, err = n.Chat.Post(ctx, p, room, "", "")
+	_, err = n.REST.Post(ctx, p, room, "", "")
 	assert.ErrorIs(t, err, ErrEmptyText, "checked before Redis")
 
 	res, err := n.Polls.Poll(ctx, p, 0)
 	require.NoError(t, err)
 	assert.Contains(t, res.Dirty, "rooms")
-	require.NoError(t, n.Chat.LeaveREST(ctx, p, room))
-	_, err = n.Chat.Post(ctx, p, room, "after leaving", "")
+	require.NoError(t, n.REST.LeaveREST(ctx, p, room))
+	_, err = n.REST.Post(ctx, p, room, "after leaving", "")
 	assert.Equal(t, errcode.NotSeated, errcode.Of(err), "a left session does not take its seat back")
 }
 
@@ -303,7 +303,7 @@ func TestAPollSeesWhatWasSentSinceTheJoin(t *testing.T) {
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
 	p := Principal{User: "polly", Session: "poll-session-1"}
-	joined, err := n.Chat.JoinREST(ctx, p, "poll")
+	joined, err := n.REST.JoinREST(ctx, p, "poll")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
@@ -335,7 +335,7 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
 	p := Principal{User: "nora", Session: "durable-session-1"}
-	joined, err := n.Chat.JoinREST(ctx, p, "durable")
+	joined, err := n.REST.JoinREST(ctx, p, "durable")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)

@@ -76,9 +76,14 @@
 // Still in this package, to be split the same way (the plan: one package
 // each, chat below polls):
 //
-//   - Chat: join, say, leave, resume, typing, read marks, for WebSocket
-//     clients and REST sessions alike, the REST session streams, and the
-//     chat reads.
+//   - Chat: join, say, leave, resume, typing, read marks of WebSocket
+//     clients, the say rules and the send path (CheckSay, send) that REST
+//     posts take too, the access rules (CanSee); REST: the REST sessions'
+//     joins, leaves, typing, posts and event streams, and their seats'
+//     renewal by the poll; Reads: history, rooms, lobbies, presence,
+//     unread counts; keeper: the seat and presence loops Chat.Start runs.
+//     REST, Reads and keeper share Chat's state (one send path for both
+//     transports); each is built from a Chat (NewREST, NewReads).
 //   - Polls: the REST poll (its sections read Chat's REST seats, the
 //     match events and the notices).
 //

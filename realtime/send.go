@@ -131,11 +131,12 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 // the same path as a WebSocket say, a batch of one. key is the request's
 // Idempotency-Key ("" = none): the same session posting the same key again
 // gets the first message back and sends nothing.
-func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
+func (rt *REST) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
+	ch := rt.ch
 	if err := ch.CheckSay(room, text); err != nil {
 		return rooms.Message{}, err
 	}
-	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return ch.restInRoom(ctx, p, room) }}
+	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return rt.restInRoom(ctx, p, room) }}
 	res := ch.send(ctx, s, []sayReq{{room: room, text: text, ref: key}})[0]
 	if errors.Is(res.err, rooms.ErrNotSeated) {
 		// Say why: a REST client that stopped polling lost its seat, and

@@ -49,6 +49,8 @@ func (f *fakeTransport) closeCode(t testing.TB) int {
 type testNode struct {
 	*Node
 	Chat  *Chat
+	REST  *REST
+	Reads *Reads
 	Polls *Polls
 	rdb   redis.UniversalClient
 }
@@ -68,7 +70,8 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 	tn.Chat = NewChat(n, nil) // no connection leases (package sessions tests them)
 	// the poll's match section reads the matchmaking events (package
 	// match's tests run its use case)
-	tn.Polls = NewPolls(n, tn.Chat, matchmaking.New(rdb, matchmaking.Config{Prefix: r.Prefix}))
+	tn.REST, tn.Reads = NewREST(tn.Chat), NewReads(tn.Chat)
+	tn.Polls = NewPolls(n, tn.REST, matchmaking.New(rdb, matchmaking.Config{Prefix: r.Prefix}))
 	require.NoError(t, n.Start(context.Background()))
 	require.NoError(t, tn.Chat.Start(context.Background()))
 	// tests send faster than a person: the default say rate would refuse

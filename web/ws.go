@@ -34,6 +34,7 @@ const (
 // and Matchmaking calls.
 type streamAPI struct {
 	chat           *realtime.Chat
+	rest           *realtime.REST // the event stream
 	sessions       *sessions.Sessions
 	match          *matchAPI // the queue and dequeue frames
 	tokens         *tokens

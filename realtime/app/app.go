@@ -39,6 +39,8 @@ type App struct {
 	Core *realtime.Node
 
 	Chat       *realtime.Chat
+	REST       *realtime.REST
+	Reads      *realtime.Reads
 	Polls      *realtime.Polls
 	Sessions   *sessions.Sessions
 	Match      *match.Matchmaking
@@ -63,7 +65,8 @@ func New(cfg realtime.Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Polls = realtime.NewPolls(core, a.Chat, a.Match)
+	a.REST, a.Reads = realtime.NewREST(a.Chat), realtime.NewReads(a.Chat)
+	a.Polls = realtime.NewPolls(core, a.REST, a.Match)
 	a.Game = game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
 		Caps: svc.Caps, Logger: cfg.Logger})
 	a.Moderation = moderate.New(svc.Moderation, svc.Guard)

@@ -41,6 +41,8 @@ type testNode struct {
 	*realtime.Node
 	id    string
 	Chat  *realtime.Chat
+	REST  *realtime.REST
+	Reads *realtime.Reads
 	Polls *realtime.Polls
 	Match *Matchmaking
 }
@@ -54,7 +56,8 @@ func startNode(t testing.TB, r *redistest.Redis, id string) *testNode {
 	tn := &testNode{Node: n, id: id, Chat: realtime.NewChat(n, nil)}
 	tn.Match, err = New(Config{Node: n, Redis: rdb, Prefix: r.Prefix, Logger: log})
 	require.NoError(t, err)
-	tn.Polls = realtime.NewPolls(n, tn.Chat, tn.Match)
+	tn.REST, tn.Reads = realtime.NewREST(tn.Chat), realtime.NewReads(tn.Chat)
+	tn.Polls = realtime.NewPolls(n, tn.REST, tn.Match)
 	ctx := context.Background()
 	require.NoError(t, n.Start(ctx))
 	require.NoError(t, tn.Chat.Start(ctx))

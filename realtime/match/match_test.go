@@ -101,12 +101,12 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 		fa.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
 		require.NoError(t, n2.Chat.Resume(ctx, bob, room, ""))
 		fb.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
-		_, err := n3.Chat.JoinRoomREST(ctx, cy, room)
+		_, err := n3.REST.JoinRoomREST(ctx, cy, room)
 		require.NoError(t, err)
 		id := n1.say(t, ann, fa, room, "glhf", "m1")
 		fb.wait(t, "ann's message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
 		assert.Equal(t, []string{id}, fb.messages(room))
-		_, err = n3.Chat.Post(ctx, cy, room, "gg", "")
+		_, err = n3.REST.Post(ctx, cy, room, "gg", "")
 		require.NoError(t, err)
 		fa.wait(t, "cy's message", func([]map[string]any) bool { return len(fa.messages(room)) == 2 })
 	})
@@ -232,10 +232,10 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		fa.first(t, "presence", func(m map[string]any) bool {
 			return m["room"] == room && m["user"] == "rita" && m["state"] == "left"
 		})
-		got, err := n2.Chat.Room(ctx, room)
+		got, err := n2.Reads.Room(ctx, room)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"ann"}, got.Members)
-		_, err = n2.Chat.JoinRoomREST(ctx, realtime.Principal{User: "eve", Session: "rest-eve"}, room)
+		_, err = n2.REST.JoinRoomREST(ctx, realtime.Principal{User: "eve", Session: "rest-eve"}, room)
 		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "a released seat is no seat for a stranger, and no hint of the room")
 	})
 }
@@ -250,7 +250,7 @@ func TestTheHooksAreIdempotent(t *testing.T) {
 		Tickets: []matchmaking.Ticket{{ID: "TA", Queue: "pair", User: "ann"}, {ID: "TB", Queue: "pair", User: "bob"}}}
 	require.NoError(t, n.Match.matched(ctx, m))
 	require.NoError(t, n.Match.matched(ctx, m), "a hook run again (a holder died before its ack)")
-	room, err := n.Chat.Room(ctx, n.Match.Room(m))
+	room, err := n.Reads.Room(ctx, n.Match.Room(m))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ann", "bob"}, room.Members)
 	x := matchmaking.Ticket{ID: "TX", Queue: "pair", User: "cy", Created: time.UnixMilli(9_000)}
