@@ -73,9 +73,9 @@ func (cp *Caps) take(ctx context.Context, l *ratelimit.Limiter, setting, key str
 	return nil
 }
 
-// allowSession takes a token of the client address's bucket of new
+// AllowSession takes a token of the client address's bucket of new
 // sessions (limit.sessions_per_ip_per_minute).
-func (cp *Caps) allowSession(ctx context.Context, addr string) error {
+func (cp *Caps) AllowSession(ctx context.Context, addr string) error {
 	key, err := identity.RateKey(addr)
 	if err != nil {
 		return nil // not an IP (a unix socket): nothing to count

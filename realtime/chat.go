@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/chatd/chatd/dirty"
@@ -92,6 +91,25 @@ var (
 	_ cursors      = (*dirty.Tracker)(nil)
 )
 
+// MatchLobbyPrefix starts the lobby of every match's private room
+// (matchmaking.MatchLobby): a lobby join under it is refused.
+const MatchLobbyPrefix = "mm."
+
+// leaseReleaser gives a connection lease back (Sessions).
+type leaseReleaser interface {
+	ReleaseConn(ctx context.Context, addr, id string)
+}
+
+// idSource hands out ids unique to the node's run (Node).
+type idSource interface {
+	RunID() string
+	NextID() uint64
+}
+
+var (
+	_ idSource = (*Node)(nil)
+)
+
 // Chat is the chat use case: join, say, leave, resume, typing and read
 // marks, for WebSocket clients and REST sessions alike, with one rule for
 // each (a REST post is a say batch of one; a REST join and a WebSocket join
@@ -101,15 +119,14 @@ var (
 // lobbies, presence, unread counts).
 type Chat struct {
 	node     string
-	runID    string // random per process: attachment ids never repeat across restarts
-	seq      atomic.Uint64
+	ids      idSource
 	presence chatPresence
 	cursors  cursors
 	settings liveSettings
 	hub      *Hub
 	marks    *marker
 	rest     *restState
-	mod      *modGuard
+	mod      *Moderated
 	caps     *Caps
 	notices  *noticeBoard
 	env      *clientEnv
@@ -125,7 +142,9 @@ type Chat struct {
 	players   playerList
 
 	maxConnsPerUser int
-	releaseLease    func(ctx context.Context, addr, id string)
+	leases          leaseReleaser
+	names           nameKeeper
+	run             func(fn func(ctx context.Context)) bool // the node's loops
 	prefix          string
 	publish         publisher
 	subscribe       func(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
@@ -133,6 +152,40 @@ type Chat struct {
 	buckets         emptyBuckets
 	pstate          presenceState
 }
+
+// NewChat builds the chat use case on n's services and Hub; a closed
+// connection gives its lease back to leases. Start starts its loops.
+func NewChat(n *Node, leases leaseReleaser) *Chat {
+	rs := n.rooms
+	ch := &Chat{node: n.cfg.Node, ids: n, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
+		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: n.settings,
+		hub: n.hub, marks: n.marks, rest: &restState{}, mod: n.Services.Moderated, caps: n.Services.Caps, notices: n.notices, env: n.env,
+		now: n.cfg.Now, log: n.log, draining: n.draining, maxConnsPerUser: n.cfg.MaxConnsPerUser,
+		prefix: n.cfg.Prefix, publish: redisPublisher{n.cfg.Redis}, subscribe: n.bus.Subscribe, leases: leases,
+		names: n.names, run: n.Go}
+	ch.pstate.fresh = &n.fresh
+	return ch
+}
+
+// REST is the chat of REST sessions: their joins, leaves, typing, read
+// marks, posts and event streams, and the renewal of their seats by the
+// poll. It shares Chat's state and send path (a post is a say of a batch
+// of one), so a rule of a say holds for both.
+type REST struct{ ch *Chat }
+
+// NewREST builds the REST half of ch.
+func NewREST(ch *Chat) *REST { return &REST{ch: ch} }
+
+// Reads are the chat's reads: history, rooms, lobbies, presence, unread
+// counts, local connections. They change nothing.
+type Reads struct{ ch *Chat }
+
+// NewReads builds the reads of ch.
+func NewReads(ch *Chat) *Reads { return &Reads{ch: ch} }
+
+// keeper is the chat's background work, started by Chat.Start: seat
+// renewal, and the presence of this node's users.
+type keeper struct{ ch *Chat }
 
 // CanConnect reports, before a transport is set up, whether user may open
 // one more realtime connection on this node: the rule Connect enforces.
@@ -176,7 +229,7 @@ func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*C
 
 // attachID is a fresh attachment id: unique per node run.
 func (ch *Chat) attachID(kind string) string {
-	return kind + ":" + ch.node + ":" + ch.runID + ":" + strconv.FormatUint(ch.seq.Add(1), 36)
+	return kind + ":" + ch.node + ":" + ch.ids.RunID() + ":" + strconv.FormatUint(ch.ids.NextID(), 36)
 }
 
 // Disconnect forgets a client whose connection ended: it leaves the hub and
@@ -194,8 +247,8 @@ func (ch *Chat) Disconnect(ctx context.Context, c *Client) {
 		ch.detach(ctx, room, c)
 	}
 	ch.touchUser(ctx, c.p.User)
-	if ch.releaseLease != nil {
-		ch.releaseLease(ctx, c.p.Addr, c.lease)
+	if ch.leases != nil {
+		ch.leases.ReleaseConn(ctx, c.p.Addr, c.lease)
 	}
 }
 
@@ -383,18 +436,6 @@ func (ch *Chat) typingOf(ctx context.Context, user, room string) error {
 	return ch.messages.PublishTyping(ctx, room, user)
 }
 
-// TypingREST relays a typing indicator of a REST session's user: the
-// session must be in the room (its poll cursor holds it).
-func (ch *Chat) TypingREST(ctx context.Context, p Principal, room string) error {
-	if err := names.Room(room); err != nil {
-		return err
-	}
-	if !ch.restInRoom(ctx, p, room) {
-		return rooms.ErrNotSeated
-	}
-	return ch.typingOf(ctx, p.User, room)
-}
-
 // Read records that the user has read room up to message id (WebSocket
 // and REST alike).
 func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
@@ -404,92 +445,27 @@ func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
 	return ch.readMarks.MarkRead(ctx, room, p.User, id)
 }
 
-// JoinREST seats p's user in lobby for a REST session: the session becomes
-// an attachment of the seat and the room joins its poll cursor, starting
-// after the room's newest message, so the next poll of "messages" returns
-// what is sent from now on.
-func (ch *Chat) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.Room, error) {
-	room, err := ch.join(ctx, p, lobby, restAttach(p.Session))
-	if err != nil {
-		return rooms.Room{}, err
-	}
-	ch.restEnter(ctx, p, room.ID)
-	ch.sessionChanged(ctx, p)
-	return room, nil
-}
-
-// JoinRoomREST takes p's user into one given room for a REST session (the
-// REST resume, and the way into a match's private room): the seat is kept
-// or taken back (rooms.Seats.Reclaim) with the session attached, and the room
-// joins the session's poll as JoinREST does.
-func (ch *Chat) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
-	r, err := ch.claimRoom(ctx, room, p.User, restAttach(p.Session))
-	if err != nil {
-		return rooms.Room{}, err
-	}
-	ch.marks.room(r.ID, dirty.Of(dirty.Rooms))
-	ch.restEnter(ctx, p, r.ID)
-	ch.sessionChanged(ctx, p)
-	return r, nil
-}
-
 // restAttach is the attachment of a REST session to its seats.
 func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" + session, REST: true} }
 
-func (ch *Chat) restEnter(ctx context.Context, p Principal, room string) {
-	if _, err := ch.cursors.Open(ctx, p.Session, p.User); err != nil {
-		ch.log.Debug("open session", "err", err)
-		return
-	}
-	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
-	if err == nil && cur[room] != "" {
-		return // already in the room: keep its place
-	}
-	last := "0"
-	if msgs, err := ch.messages.History(ctx, room, "", 1); err == nil && len(msgs) == 1 {
-		last = msgs[0].ID
-	}
-	if err := ch.cursors.SetCursor(ctx, p.Session, map[string]string{room: last}); err != nil {
-		ch.log.Debug("set cursor", "err", err)
-	}
-	ch.rest.renewed.forget(p.Session)
-}
-
-// restInRoom reports whether a REST session is in room (by its cursor).
-func (ch *Chat) restInRoom(ctx context.Context, p Principal, room string) bool {
-	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
-	return err == nil && cur[room] != ""
-}
-
-// LeaveREST frees p's user's seat in room (an explicit leave) and drops
-// the room from the session's poll.
-func (ch *Chat) LeaveREST(ctx context.Context, p Principal, room string) error {
-	if err := ch.leave(ctx, p, room); err != nil {
-		return err
-	}
-	if err := ch.cursors.DropCursor(ctx, p.Session, room); err != nil {
-		ch.log.Debug("drop cursor", "err", err)
-	}
-	ch.leftRoom(p.User, room, nil)
-	ch.sessionChanged(ctx, p)
-	return nil
-}
-
 // History returns up to limit messages of room after the id after ("" =
 // the latest).
-func (ch *Chat) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
+func (rd *Reads) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
+	ch := rd.ch
 	return ch.messages.History(ctx, room, after, limit)
 }
 
 // Room returns a room with its live members.
-func (ch *Chat) Room(ctx context.Context, room string) (rooms.Room, error) {
+func (rd *Reads) Room(ctx context.Context, room string) (rooms.Room, error) {
+	ch := rd.ch
 	return ch.seats.Room(ctx, room)
 }
 
 // Rooms returns every room of a lobby that v may see (CanSee): none of a
 // private lobby but to its players and the admins, as for a lobby that
 // does not exist.
-func (ch *Chat) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room, error) {
+func (rd *Reads) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room, error) {
+	ch := rd.ch
 	if err := names.Lobby(lobby); err != nil {
 		return nil, err
 	}
@@ -503,13 +479,15 @@ func (ch *Chat) Rooms(ctx context.Context, v Viewer, lobby string) ([]rooms.Room
 }
 
 // Lobbies returns the most populated lobbies.
-func (ch *Chat) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error) {
+func (rd *Reads) Lobbies(ctx context.Context, limit int) ([]rooms.LobbyInfo, error) {
+	ch := rd.ch
 	return ch.lobbies.List(ctx, limit)
 }
 
 // Presence returns a user's presence as v may see it: the private rooms
 // v may not see (CanSee) are left out of its rooms.
-func (ch *Chat) Presence(ctx context.Context, v Viewer, user string) (presence.Status, error) {
+func (rd *Reads) Presence(ctx context.Context, v Viewer, user string) (presence.Status, error) {
+	ch := rd.ch
 	if err := names.User(user); err != nil {
 		return presence.Status{}, err
 	}
@@ -523,7 +501,8 @@ func (ch *Chat) Presence(ctx context.Context, v Viewer, user string) (presence.S
 
 // Unread returns, for each room p's user is seated in (on any node, over
 // WebSocket or REST), the messages after the user's last-read id, capped.
-func (ch *Chat) Unread(ctx context.Context, p Principal) (map[string]int, error) {
+func (rd *Reads) Unread(ctx context.Context, p Principal) (map[string]int, error) {
+	ch := rd.ch
 	set := map[string]struct{}{}
 	st, err := ch.presence.Get(ctx, p.User)
 	if err != nil {
@@ -549,13 +528,6 @@ func (ch *Chat) Unread(ctx context.Context, p Principal) (map[string]int, error)
 	return ch.readMarks.Unread(ctx, p.User, list)
 }
 
-// broadcast queues a frame for every client of this node.
-func (ch *Chat) broadcast(frame []byte) {
-	for _, c := range ch.hub.Clients() {
-		c.Send(frame)
-	}
-}
-
 // closeUser closes user's clients on this node (holder "" = any); user
 // in any case (names compare canonically).
 func (ch *Chat) closeUser(user, holder string, code int, reason string) {
@@ -563,4 +535,4 @@ func (ch *Chat) closeUser(user, holder string, code int, reason string) {
 }
 
 // Connections returns the number of user's realtime clients on this node.
-func (ch *Chat) Connections(user string) int { return len(ch.hub.UserClients(user)) }
+func (rd *Reads) Connections(user string) int { return len(rd.ch.hub.UserClients(user)) }

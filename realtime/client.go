@@ -146,6 +146,10 @@ func (c *Client) Principal() Principal { return c.p }
 // ID returns the client's attachment id.
 func (c *Client) ID() string { return c.id }
 
+// Lease is the client's connection lease id (Sessions.AdmitConn; "" =
+// none).
+func (c *Client) Lease() string { return c.lease }
+
 // Done is closed when the client starts closing.
 func (c *Client) Done() <-chan struct{} { return c.done }
 

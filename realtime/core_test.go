@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/errcode"
-	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/protocol"
@@ -148,14 +146,14 @@ func TestShutdownClosesWith1012AndFreesTheSeats(t *testing.T) {
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
 	a, fa := n1.connect(t, "alice")
 	room := n1.joinRoom(t, a, fa, "drain")
-	got, err := n2.Chat.Room(context.Background(), room)
+	got, err := n2.Reads.Room(context.Background(), room)
 	require.NoError(t, err)
 	require.Equal(t, []string{"alice"}, got.Members)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, n1.Shutdown(ctx))
 	assert.Equal(t, CloseServiceReboot, fa.closeCode(t))
-	got, err = n2.Chat.Room(context.Background(), room)
+	got, err = n2.Reads.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Empty(t, got.Members, "the drained node freed the seat it alone held")
 	_, err = n1.Chat.Connect(Principal{User: "late", Session: "s"}, "", newFake())
@@ -175,31 +173,8 @@ func TestKickAndBanCloseEveryConnectionOfTheUser(t *testing.T) {
 	_, err := n2.Services.Moderation.Ban(context.Background(), "bart", time.Minute, "")
 	require.NoError(t, err)
 	assert.Equal(t, CloseBanned, fb.closeCode(t))
-	assert.ErrorIs(t, n1.Sessions.Admit(context.Background(), Principal{User: "bart", Session: "s"}), ErrBanned)
+	assert.ErrorIs(t, n1.Services.Moderated.Banned(context.Background(), "bart"), ErrBanned)
 }
-
-func TestSignOutClosesTheGuestsConnections(t *testing.T) {
-	t.Parallel()
-	r := redistest.Real(t)
-	n := startNode(t, r, "n1")
-	ctx := context.Background()
-	holder, err := n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
-	require.NoError(t, err)
-	p := Principal{User: "gus", Session: "s1", Holder: holder, Expires: time.Now().Add(time.Hour)}
-	f := newFake()
-	_, err = n.Chat.Connect(p, "", f)
-	require.NoError(t, err)
-	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
-	assert.ErrorIs(t, err, ErrNameTaken, "the name is held")
-	require.NoError(t, n.Sessions.SignOut(ctx, p))
-	assert.Equal(t, CloseSessionEnded, f.closeCode(t))
-	err = n.Sessions.Admit(ctx, p)
-	assert.ErrorIs(t, err, identity.ErrSignedOut)
-	assert.Equal(t, errcode.BadToken, errcode.Of(err))
-	_, err = n.Sessions.SignIn(ctx, "127.0.0.1", "gus", nil)
-	assert.NoError(t, err, "the name is free again")
-}
-
 func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
@@ -238,7 +213,7 @@ func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	}
 	r.Server.Resume(t)
 	time.Sleep(time.Second) // the batch in flight lands
-	msgs, err := n.Chat.History(ctx, room, "", 1000)
+	msgs, err := n.Reads.History(ctx, room, "", 1000)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(msgs), 1+maxSayBatch, "nothing of the dropped queue reached Redis")
 	assert.Less(t, len(msgs), int(stalled)+1)
@@ -251,10 +226,7 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 	ctx := context.Background()
 	_, err := n.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("0.1"))
 	require.NoError(t, err)
-	// no matchmaking queue: a matcher's rounds are scripts too
-	_, err = n.Services.Settings.Set(ctx, "matchmaking.queues", json.RawMessage(`""`))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(n.Match.matchers.Holding()) == 0 }, 20*time.Second, 10*time.Millisecond)
+	// (no matchers run on the core's test nodes: their rounds are scripts too)
 	a, fa := n.connect(t, "alice")
 	room := n.joinRoom(t, a, fa, "flood")
 	n.say(t, a, fa, room, "the one token", "ok")
@@ -304,24 +276,24 @@ func TestARESTPostTakesTheSameSendPath(t *testing.T) {
 	w, fw := n.connect(t, "wendy")
 	room := n.joinRoom(t, w, fw, "rest")
 	p := Principal{User: "rita", Session: "rest-session-1"}
-	joined, err := n.Chat.JoinREST(ctx, p, "rest")
+	joined, err := n.REST.JoinREST(ctx, p, "rest")
 	require.NoError(t, err)
 	require.Equal(t, room, joined.ID)
-	msg, err := n.Chat.Post(ctx, p, room, "from REST", "")
+	msg, err := n.REST.Post(ctx, p, room, "from REST", "")
 	require.NoError(t, err)
 	fw.wait(t, "the REST post", func([]map[string]any) bool { return len(fw.messages(room)) == 1 })
 	assert.Equal(t, []string{msg.ID}, fw.messages(room))
 
-	_, err = n.Chat.Post(ctx, Principal{User: "nobody", Session: "s2"}, room, "x", "")
+	_, err = n.REST.Post(ctx, Principal{User: "nobody", Session: "s2"}, room, "x", "")
 	assert.Equal(t, errcode.NotSeated, errcode.Of(err))
-	_, err = n.Chat.Post(ctx, p, room, "", "")
+	_, err = n.REST.Post(ctx, p, room, "", "")
 	assert.ErrorIs(t, err, ErrEmptyText, "checked before Redis")
 
 	res, err := n.Polls.Poll(ctx, p, 0)
 	require.NoError(t, err)
 	assert.Contains(t, res.Dirty, "rooms")
-	require.NoError(t, n.Chat.LeaveREST(ctx, p, room))
-	_, err = n.Chat.Post(ctx, p, room, "after leaving", "")
+	require.NoError(t, n.REST.LeaveREST(ctx, p, room))
+	_, err = n.REST.Post(ctx, p, room, "after leaving", "")
 	assert.Equal(t, errcode.NotSeated, errcode.Of(err), "a left session does not take its seat back")
 }
 
@@ -331,7 +303,7 @@ func TestAPollSeesWhatWasSentSinceTheJoin(t *testing.T) {
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
 	p := Principal{User: "polly", Session: "poll-session-1"}
-	joined, err := n.Chat.JoinREST(ctx, p, "poll")
+	joined, err := n.REST.JoinREST(ctx, p, "poll")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
@@ -363,7 +335,7 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
 	p := Principal{User: "nora", Session: "durable-session-1"}
-	joined, err := n.Chat.JoinREST(ctx, p, "durable")
+	joined, err := n.REST.JoinREST(ctx, p, "durable")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
@@ -445,46 +417,6 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	assert.False(t, online("idle00"), "Redis lost it")
 	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.presence.TTL()/3+10*time.Second, 100*time.Millisecond,
 		"the heartbeat after the loss is fresh, and the next tick writes every user again")
-}
-
-// TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats: the connection ids
-// Sessions gives carry the run the heartbeat reports live, so package
-// identity counts their leases without renewal (ConnsConfig.Live): past
-// their lease's end they still hold the address's cap, and the node's
-// renewal loop sends nothing per connection.
-func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
-	t.Parallel()
-	r := redistest.Real(t)
-	ctx := context.Background()
-	n := startNode(t, r, "n1")
-	_, err := n.Services.Settings.Set(ctx, "limit.connections_per_ip", []byte("2"))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.connRuns() != nil }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
-	const addr = "203.0.113.9"
-	var ids []string
-	for range 2 {
-		id, err := n.Sessions.AdmitConn(ctx, addr)
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
-	for _, id := range ids {
-		run := id[:strings.LastIndexByte(id, '-')]
-		assert.Contains(t, n.connRuns(), run, "the id's run (before its last '-') is a live run")
-	}
-	// End both leases in Redis, as if an hour passed without renewal.
-	key := "*{ip:*}:conns"
-	keys, err := r.Client.Keys(ctx, r.Prefix+key).Result()
-	require.NoError(t, err)
-	require.Len(t, keys, 1)
-	for _, id := range ids {
-		require.NoError(t, r.Client.ZAdd(ctx, keys[0], redis.Z{Score: 1, Member: id}).Err())
-	}
-	_, err = n.Sessions.AdmitConn(ctx, addr)
-	assert.ErrorIs(t, err, ErrTooManyFromAddr, "leases of a live run count past their end")
-	n.Sessions.renewConns(ctx)
-	scores, err := r.Client.ZMScore(ctx, keys[0], ids...).Result()
-	require.NoError(t, err)
-	assert.Equal(t, []float64{1, 1}, scores, "nothing renewed them")
 }
 
 // TestAFailedOfflineIsWrittenAgain: a user whose offline write failed is

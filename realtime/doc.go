@@ -30,16 +30,20 @@
 //     and the node's command channel (Node.Disconnect: a user's or one
 //     connection's clients closed on every node, like centrifuge's
 //     control channel).
-//   - Node runs the lifecycle. New builds the domain services, the Hub and
-//     the core's use cases; Start starts the components in order (bus,
-//     settings, dirty tracker, subscriptions, loops, the matchmaking
-//     matchers); Shutdown drains the clients (1012), then stops the
-//     components in reverse order and waits for every goroutine they own
-//     (group). Node.Services hands the domain services and Caps, Marks
-//     and the moderation Guard to the use cases built above the core
-//     (by the composition root, internal/compose).
+//   - Node runs the core's lifecycle. New builds the domain services, the
+//     bus and the Hub, and no use case; Start starts the core's components
+//     in order (bus, settings, dirty tracker, subscriptions, clock,
+//     heartbeat, sweepers); Shutdown drains the clients (1012), then stops
+//     the components in reverse order and waits for every goroutine they
+//     own (group), the use cases' loops among them (Node.Go). The
+//     composition root, realtime/app, builds the use cases on a Node
+//     (NewChat and NewPolls, still in this package,
+//     and the packages below from Node.Services), in an order that needs
+//     no wiring after construction, and runs their Start and Shutdown
+//     around the core's; internal/compose (cmd/chatd), realtimetest and
+//     package web's tests all compose through it.
 //   - realtimetest gives the use-case packages' tests a recording
-//     Transport and a started Node (the core's own tests keep theirs).
+//     Transport and a started node (realtime/app) (the core's own tests keep theirs).
 //
 // The use cases, each a package, each with the interfaces it declares:
 //
@@ -52,25 +56,36 @@
 //     queues (Matchmaking.Queues), disconnecter (Node.Disconnect).
 //   - game (leaderboards, seen, shop): boardStore, shopStore, seenFilter,
 //     follower of the domain packages; caps (realtime.Caps).
+//   - sessions (guest sign-in and sign-out, the per-request admission,
+//     connection leases and caps, the leases' renewal): nameClaims and
+//     connLeases (package identity), banCheck (realtime.Moderated),
+//     sessionCaps (Caps), clients (Hub), nodeRun (Node: RunID, NextID,
+//     LiveRuns, Go). Chat gives leases back through its ReleaseConn.
+//   - match (matchmaking tickets, parties by consent, and the matchers'
+//     hooks: a match becomes a private room with the players' seats
+//     reserved, and each player learns of it by a matched event on every
+//     connection on every node, over the matchmaking channel, and by the
+//     match poll section; an expired ticket likewise): matchStore,
+//     matchRooms, onlineChecker of the domain packages; players (Hub),
+//     marks (Marks), node (Node: Subscribe, RunContext). Polls read its
+//     Events, admin its Queues.
 //   - moderation (kick, mute, ban, their lifting): Store (the domain
 //     service) and Cache (moderation.Guard's Drop). It needs nothing of
 //     the core.
 //
 // Still in this package, to be split the same way (the plan: one package
-// each, chat below polls, sessions and match):
+// each, chat below polls):
 //
-//   - Chat: join, say, leave, resume, typing, read marks, for WebSocket
-//     clients and REST sessions alike, the REST session streams, and the
-//     chat reads.
+//   - Chat: join, say, leave, resume, typing, read marks of WebSocket
+//     clients, the say rules and the send path (CheckSay, send) that REST
+//     posts take too, the access rules (CanSee); REST: the REST sessions'
+//     joins, leaves, typing, posts and event streams, and their seats'
+//     renewal by the poll; Reads: history, rooms, lobbies, presence,
+//     unread counts; keeper: the seat and presence loops Chat.Start runs.
+//     REST, Reads and keeper share Chat's state (one send path for both
+//     transports); each is built from a Chat (NewREST, NewReads).
 //   - Polls: the REST poll (its sections read Chat's REST seats, the
 //     match events and the notices).
-//   - Sessions: guest sign-in and sign-out, the per-request admission,
-//     connection leases and caps.
-//   - Match: matchmaking tickets, and the matchers' hooks: a match becomes
-//     a private room with the players' seats reserved, and each player
-//     learns of it by a matched event on every connection on every node,
-//     over the matchmaking channel, and by the match poll section; an
-//     expired ticket likewise.
 //
 // A REST write marks the dirty bits it must; a mute drops the cached
 // status; nothing is left for the transport to remember.

@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/chatd/chatd/errcode"
@@ -128,3 +129,22 @@ func (e *LimitError) Unwrap() error           { return e.Err }
 func (e *LimitError) ErrorCode() errcode.Code { return errcode.RateLimited }
 func (e *LimitError) ClientMessage() string   { return e.Text }
 func (e *LimitError) RetryIn() time.Duration  { return e.Retry }
+
+// HumanDuration writes d for people, in an error's message: "30 minutes",
+// "2 hours", "45 seconds".
+func HumanDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int(d.Round(time.Second)/time.Second), "second")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}

@@ -147,7 +147,7 @@ func TestARoomRedisLostTellsItsSeatedMembersSo(t *testing.T) {
 	e := fb.first(t, "error", func(m map[string]any) bool { return m["ref"] == "r1" })
 	assert.Equal(t, "unknown_room", e["code"])
 
-	n1.Chat.renewSeats(ctx)
+	(&keeper{ch: n1.Chat}).renewSeats(ctx)
 	e = fa.first(t, "error", func(m map[string]any) bool { return m["code"] == "not_seated" })
 	assert.Equal(t, room, e["room"])
 	assert.Contains(t, e["message"], "no longer exists")

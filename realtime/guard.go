@@ -15,16 +15,16 @@ type modStatus interface {
 
 var _ modStatus = (*moderation.Guard)(nil)
 
-// modGuard turns a user's moderation status into the core's refusals: a
+// Moderated turns a user's moderation status into the core's refusals: a
 // say of a muted user (Chat), any request or connection of a banned one
 // (Sessions).
-type modGuard struct {
+type Moderated struct {
 	status modStatus
 	now    func() time.Time
 }
 
-// checkBanned returns a *BannedError while user is banned.
-func (g *modGuard) checkBanned(ctx context.Context, user string) error {
+// Banned returns a *BannedError while user is banned.
+func (g *Moderated) Banned(ctx context.Context, user string) error {
 	st, err := g.status.Status(ctx, user)
 	if err != nil {
 		return err
@@ -35,8 +35,8 @@ func (g *modGuard) checkBanned(ctx context.Context, user string) error {
 	return nil
 }
 
-// checkMuted returns a *MutedError while user is muted.
-func (g *modGuard) checkMuted(ctx context.Context, user string) error {
+// Muted returns a *MutedError while user is muted.
+func (g *Moderated) Muted(ctx context.Context, user string) error {
 	st, err := g.status.Status(ctx, user)
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ func calledFrom(fn string) bool {
 func TestAGuestWhoLeavesDuringItsPresenceWriteKeepsGuestRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, path := range []string{"(*Chat).touchUser", "(*Chat).localPresence"} {
+	for _, path := range []string{"(*Chat).touchUser", "(*keeper).localPresence"} {
 		t.Run(path, func(t *testing.T) {
 			r := redistest.Real(t)
 			var hook atomic.Pointer[func()]

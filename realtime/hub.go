@@ -166,6 +166,13 @@ func (h *Hub) Clients() []*Client {
 	return out
 }
 
+// Broadcast queues frame for every client of this node.
+func (h *Hub) Broadcast(frame []byte) {
+	for _, c := range h.Clients() {
+		c.Send(frame)
+	}
+}
+
 // Count returns the number of clients on this node.
 func (h *Hub) Count() int { return int(h.count.Load()) }
 

@@ -60,11 +60,11 @@ func (g *group) Stop(ctx context.Context) error {
 	}
 }
 
-// every runs fn now and then every interval() until ctx ends, each run
+// Every runs fn now and then every interval() until ctx ends, each run
 // bounded by 5 s. interval is read again while waiting, so a shorter
 // interval (seat.lease_seconds lowered) takes effect within half a second,
 // not after the old, longer wait.
-func every(ctx context.Context, now func() time.Time, interval func() time.Duration, fn func(context.Context)) {
+func Every(ctx context.Context, now func() time.Time, interval func() time.Duration, fn func(context.Context)) {
 	for {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fn(fctx)

@@ -147,3 +147,6 @@ func (m Marks) All(bits dirty.Mask) { m.mk.all(bits) }
 // Room marks the REST members of room with bits: after a message the core
 // did not send itself (the system's).
 func (m Marks) Room(room string, bits dirty.Mask) { m.mk.room(room, bits) }
+
+// User marks bits dirty for user's sessions.
+func (m Marks) User(user string, bits dirty.Mask) { m.mk.user(user, bits) }

@@ -22,7 +22,6 @@ import (
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/lock"
-	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
@@ -67,22 +66,16 @@ type Config struct {
 }
 
 // Node is one chatd node's realtime core. It only wires: it builds the
-// domain services on the node's Redis client, the bus and the Hub, and the
-// use cases of the core the transport calls — Chat, Polls, Sessions,
-// Match — each with the narrow interfaces it needs; and it runs the
-// lifecycle: Start starts the components in order, Shutdown drains the
-// clients and stops them in reverse order, waiting for every goroutine
-// they own. It knows no transport: a Client writes through a Transport.
-// The use cases of their own packages (admin, game, moderation) are built
-// above it, from Services, by the composition root (internal/compose).
+// domain services on the node's Redis client, the bus and the Hub, and
+// runs the core's lifecycle: Start starts the core's components in order,
+// Shutdown drains the clients and stops them in reverse order, waiting for
+// every goroutine they own. It builds no use case: the composition root
+// (realtime/app) builds them on a Node — sessions.New, match.New, NewChat,
+// NewPolls here, and the packages under realtime/ from Services — and
+// starts them after the Node, each owning its own Start and Shutdown. It
+// knows no transport: a Client writes through a Transport.
 type Node struct {
-	// The use cases of the core, for the transport.
-	Chat     *Chat
-	Polls    *Polls
-	Sessions *Sessions
-	Match    *Matchmaking
-
-	// Services are what the use cases above the core are built from.
+	// Services are what the use cases are built from.
 	Services Services
 
 	cfg      Config
@@ -107,6 +100,13 @@ type Node struct {
 	proc     procStats
 	started  time.Time // when Start was called
 	runs     atomic.Pointer[liveRuns]
+
+	// What the use cases of this package are built from (New*).
+	runID string        // random per process: ids never repeat across restarts
+	seq   atomic.Uint64 // NextID
+	fresh atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
+	marks *marker
+	env   *clientEnv
 }
 
 // Services are the domain services and the core's shared parts a Node
@@ -128,6 +128,14 @@ type Services struct {
 	// Guard is the node's cache of moderation statuses (the core's mute
 	// and ban checks read it); a use case that changes a status drops it.
 	Guard *moderation.Guard
+	// Moderated is the core's mute and ban refusals, read from Guard.
+	Moderated *Moderated
+	// Names is the guest-name registry.
+	Names *identity.Registry
+	// Conns are the connection leases per client address, across nodes.
+	Conns *identity.Conns
+	// Locks are the node's distributed locks (room creation, matchers).
+	Locks *lock.Client
 	// Caps are the per-minute caps shared by every node.
 	Caps *Caps
 	// Marks are the node's coalesced dirty marks.
@@ -252,33 +260,12 @@ func New(cfg Config) (*Node, error) {
 		OnWalletChange: func(_ context.Context, user string) { mk.user(user, dirty.Of(dirty.Wallet)) },
 	})
 	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
-	mod := &modGuard{status: n.guard, now: now}
+	mod := &Moderated{status: n.guard, now: now}
 	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
-	rest := &restState{}
-
-	// The use cases.
-	n.Chat = &Chat{node: cfg.Node, runID: runID, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
-		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: st,
-		hub: n.hub, marks: mk, rest: rest, mod: mod, caps: cp, notices: n.notices, env: env,
-		now: now, log: log, draining: n.draining, maxConnsPerUser: cfg.MaxConnsPerUser,
-		prefix: cfg.Prefix, publish: redisPublisher{rdb}, subscribe: n.bus.Subscribe}
-	n.Chat.pstate.fresh.Store(true) // nothing written yet
-	n.Sessions = &Sessions{names: n.names, conns: conns, mod: mod, caps: cp, chat: n.Chat, settings: st,
-		hub: n.hub, runID: runID, log: log,
-		runsKnown: func() bool { return n.connRuns() != nil }}
-	n.Chat.releaseLease = n.Sessions.ReleaseConn
-	mms := matchmaking.New(rdb, matchmaking.Config{Prefix: cfg.Prefix, Clock: now, Registerer: reg, Logger: log,
-		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
-	n.Match = &Matchmaking{svc: mms, rooms: rs.Private, online: n.presence, hub: n.hub, marks: mk, now: now, log: log, roomKey: cfg.MatchRoomKey}
-	n.Match.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: locks,
-		OnMatched: n.Match.matched, OnExpired: n.Match.expired, OnPending: n.Match.checkPending})
-	if err != nil {
-		return nil, err
-	}
-	n.Polls = &Polls{chat: n.Chat, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: st, wallets: sh, boards: rk,
-		notices: n.notices, match: n.Match, now: now, draining: n.draining}
+	n.runID, n.marks, n.env = runID, mk, env
+	n.fresh.Store(true) // nothing written yet
 	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
-		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Caps: cp, Marks: Marks{mk},
+		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Moderated: mod, Names: n.names, Conns: conns, Locks: locks, Caps: cp, Marks: Marks{mk},
 		Audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
 }
@@ -333,15 +320,49 @@ func (n *Node) Ready(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
+// Go runs fn in the node's group, on its loops' context: the one owner of
+// the use cases' background work, stopped and waited for by Shutdown. It
+// reports false once the group stopped.
+func (n *Node) Go(fn func(ctx context.Context)) bool { return n.loops.Go(fn) }
+
+// LiveRuns reports whether the live nodes' runs are known now: the last
+// heartbeat that answered is within the presence TTL (then a connection
+// lease of a live run counts without renewal).
+func (n *Node) LiveRuns() bool { return n.connRuns() != nil }
+
+// ConnRun is a run as connection-lease ids start with it: an id is
+// ConnRun(run) + "-" + a sequence number, so that package identity finds
+// the run before the last '-'.
+func ConnRun(run string) string { return "c-" + run }
+
+// Subscribe subscribes h to a node-wide channel on the node's bus (a
+// use case's own channel, such as matchmaking's) until the node stops; it
+// returns the bus's error.
+func (n *Node) Subscribe(ctx context.Context, channel string, h bus.Handler) error {
+	_, err := n.bus.Subscribe(ctx, channel, h)
+	return err
+}
+
+// RunContext is the context of the node's loops: work a use case starts
+// on it (the matchers) stops when Shutdown stops the loops.
+func (n *Node) RunContext() context.Context { return n.loops.ctx }
+
+// NextID is a number not handed out before by this node's run.
+func (n *Node) NextID() uint64 { return n.seq.Add(1) }
+
+// RunID is this process's random run id: ids made of it and NextID never
+// repeat across restarts.
+func (n *Node) RunID() string { return n.runID }
+
 // Draining is closed when Shutdown starts.
 func (n *Node) Draining() <-chan struct{} { return n.draining }
 
-// Start starts the node's components, in order: the bus (everything else
+// Start starts the core's components, in order: the bus (everything else
 // subscribes through it), the settings (everything reads them), the dirty
-// tracker's wake-ups, the notice and moderation subscriptions, the rooms
-// service's background work, then the loops (seat and presence renewal,
-// node heartbeat, seat sweeper, session sweep, connection leases) and the
-// matchmaking matchers. It returns once the node can serve.
+// tracker's wake-ups, the notice, moderation and command subscriptions,
+// then the loops (coarse clock, node heartbeat, seat sweeper, session
+// sweep). The use cases start after it (their Start), on its loops. It
+// returns once the core can serve.
 func (n *Node) Start(ctx context.Context) error {
 	n.started = n.cfg.Now().UTC()
 	n.busRun.Go(func(ctx context.Context) { _ = n.bus.Run(ctx) })
@@ -363,33 +384,23 @@ func (n *Node) Start(ctx context.Context) error {
 	if _, err := n.bus.Subscribe(ctx, adminChannel(n.cfg.Prefix), bus.HandlerFuncs{OnReceive: n.receiveCommand}); err != nil {
 		return fmt.Errorf("realtime: subscribe admin commands: %w", err)
 	}
-	if _, err := n.bus.Subscribe(ctx, n.Match.svc.Channel(), bus.HandlerFuncs{OnReceive: n.Match.receive}); err != nil {
-		return fmt.Errorf("realtime: subscribe matchmaking: %w", err)
-	}
 	n.unwatch = n.settings.Watch("", func(ch settings.Change) {
 		frame, err := protocol.Encode(protocol.Settings{Key: ch.Key, Value: ch.Value, Version: ch.Version})
 		if err != nil {
 			n.log.Error("encode settings event", "key", ch.Key, "err", err)
 			return
 		}
-		n.Chat.broadcast(frame)
+		n.hub.Broadcast(frame)
 	})
 	g := n.loops
 	g.Go(n.clock.run)
-	n.Chat.start(g, n.names)
-	n.Sessions.start(g, n.cfg.Now)
 	g.Go(func(ctx context.Context) {
-		every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
+		Every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
 	})
 	g.Go(func(ctx context.Context) { _ = n.rooms.Seats.RunSweeper(ctx, time.Second) })
 	g.Go(func(ctx context.Context) {
-		every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
+		Every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
 	})
-	// The matchers run on the loops' context; Shutdown stops them first,
-	// handing this node's queues over at once.
-	if err := n.Match.start(g.ctx); err != nil {
-		return fmt.Errorf("realtime: start matchmaking: %w", err)
-	}
 	return nil
 }
 
@@ -397,15 +408,14 @@ func (n *Node) Start(ctx context.Context) error {
 // client is told to reconnect elsewhere (close 1012) and detached — which
 // frees a seat only where it was the user's last attachment — the node
 // leaves the registry, and the components stop in the reverse order of
-// Start: the loops and every goroutine they own, the settings watch and
-// store, the dirty tracker, and last the bus.
+// Start: the loops and every goroutine they own (the use cases' loops
+// too), the settings watch and store, the dirty tracker, and last the
+// bus. A root stops the use cases that hand work over (Match) between
+// Drain and Shutdown.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := n.Drain(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	if err := n.Match.stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("realtime: stop matchers: %w", err))
 	}
 	if err := n.presence.Leave(ctx, n.cfg.Node); err != nil {
 		n.log.Debug("leave node registry", "err", err)
@@ -456,20 +466,20 @@ func (n *Node) heartbeat(ctx context.Context) {
 	ps := n.proc.sample(now)
 	beat, err := n.presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
 		Version: n.cfg.Version, StartedAt: n.started, CPU: ps.cpu, MemoryBytes: ps.memoryBytes, HeapBytes: ps.heapBytes,
-		Goroutines: ps.goroutines, Run: n.Chat.runID})
+		Goroutines: ps.goroutines, Run: n.runID})
 	if err != nil {
 		n.log.Debug("node heartbeat", "err", err)
 		return
 	}
 	runs := make([]string, len(beat.Runs))
 	for i, r := range beat.Runs {
-		runs[i] = connRun(r)
+		runs[i] = ConnRun(r)
 	}
 	n.runs.Store(&liveRuns{conns: runs, at: now})
 	if beat.Fresh {
 		// The registry did not know this run (first beat, a lapse, a Redis
 		// that lost its data): the users' claims are written again.
-		n.Chat.pstate.fresh.Store(true)
+		n.fresh.Store(true)
 	}
 }
 
@@ -479,6 +489,9 @@ func (n *Node) sweepSessions(ctx context.Context) {
 		n.log.Debug("sweep sessions", "err", err)
 	}
 }
+
+// Hub is the node's registry of its clients.
+func (n *Node) Hub() *Hub { return n.hub }
 
 // Clients returns the number of realtime clients on this node.
 func (n *Node) Clients() int { return n.hub.Count() }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
@@ -61,6 +62,7 @@ var (
 // session's seats and presence (at most once per third of the lease).
 type Polls struct {
 	chat     *Chat
+	rest     *REST
 	dirty    pollTracker
 	rooms    pollRooms
 	history  pollHistory
@@ -68,12 +70,26 @@ type Polls struct {
 	wallets  pollWallets
 	boards   pollBoards
 	notices  *noticeBoard
-	match    *Matchmaking
+	match    matchEvents
 	now      func() time.Time
 	draining <-chan struct{}
 
 	mu     sync.Mutex
 	parked map[string]int // session → long polls parked on this node
+}
+
+// matchEvents are a user's matchmaking events (package match).
+type matchEvents interface {
+	Events(ctx context.Context, user string) ([]matchmaking.Event, error)
+}
+
+// NewPolls builds the REST poll on n's services; its sections read the
+// REST sessions' seats (rest) and match's events.
+func NewPolls(n *Node, rest *REST, match matchEvents) *Polls {
+	rs := n.rooms
+	return &Polls{chat: rest.ch, rest: rest, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: n.settings,
+		wallets: n.Services.Shop, boards: n.Services.Boards, notices: n.notices, match: match, now: n.cfg.Now,
+		draining: n.draining}
 }
 
 // PollResult is the answer to a poll: the sections dirty since the
@@ -108,9 +124,8 @@ func (ps *Polls) Poll(ctx context.Context, p Principal, wait time.Duration) (Pol
 	if _, err := ps.dirty.Open(ctx, p.Session, p.User); err != nil {
 		return PollResult{}, err
 	}
-	ch := ps.chat
-	if ch.rest.renewed.due(p.Session, ps.now(), ch.lease()/3) {
-		ch.renewREST(ctx, p)
+	if ch := ps.chat; ch.rest.renewed.due(p.Session, ps.now(), ch.lease()/3) {
+		ps.rest.renewREST(ctx, p)
 	}
 	var mask dirty.Mask
 	var err error

@@ -61,7 +61,7 @@ func TestAPollWhoseCursorWasTrimmedSaysSo(t *testing.T) {
 	n := startNode(t, r, "n1", func(c *Config) { c.Registerer = reg })
 	ctx := context.Background()
 	p := Principal{User: "polly", Session: "poll-gap-session"}
-	joined, err := n.Chat.JoinREST(ctx, p, "trim")
+	joined, err := n.REST.JoinREST(ctx, p, "trim")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)

@@ -1,8 +1,13 @@
 package realtime
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/rooms"
 )
 
 // restState is what this node knows of the REST sessions that polled it:
@@ -129,4 +134,90 @@ func (r *renewals) due(sid string, now time.Time, every time.Duration) bool {
 	}
 	r.last[sid] = now
 	return true
+}
+
+// TypingREST relays a typing indicator of a REST session's user: the
+// session must be in the room (its poll cursor holds it).
+func (rt *REST) TypingREST(ctx context.Context, p Principal, room string) error {
+	ch := rt.ch
+	if err := names.Room(room); err != nil {
+		return err
+	}
+	if !rt.restInRoom(ctx, p, room) {
+		return rooms.ErrNotSeated
+	}
+	return ch.typingOf(ctx, p.User, room)
+}
+
+// JoinREST seats p's user in lobby for a REST session: the session becomes
+// an attachment of the seat and the room joins its poll cursor, starting
+// after the room's newest message, so the next poll of "messages" returns
+// what is sent from now on.
+func (rt *REST) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.Room, error) {
+	ch := rt.ch
+	room, err := ch.join(ctx, p, lobby, restAttach(p.Session))
+	if err != nil {
+		return rooms.Room{}, err
+	}
+	rt.restEnter(ctx, p, room.ID)
+	rt.sessionChanged(ctx, p)
+	return room, nil
+}
+
+// JoinRoomREST takes p's user into one given room for a REST session (the
+// REST resume, and the way into a match's private room): the seat is kept
+// or taken back (rooms.Seats.Reclaim) with the session attached, and the room
+// joins the session's poll as JoinREST does.
+func (rt *REST) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
+	ch := rt.ch
+	r, err := ch.claimRoom(ctx, room, p.User, restAttach(p.Session))
+	if err != nil {
+		return rooms.Room{}, err
+	}
+	ch.marks.room(r.ID, dirty.Of(dirty.Rooms))
+	rt.restEnter(ctx, p, r.ID)
+	rt.sessionChanged(ctx, p)
+	return r, nil
+}
+
+func (rt *REST) restEnter(ctx context.Context, p Principal, room string) {
+	ch := rt.ch
+	if _, err := ch.cursors.Open(ctx, p.Session, p.User); err != nil {
+		ch.log.Debug("open session", "err", err)
+		return
+	}
+	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
+	if err == nil && cur[room] != "" {
+		return // already in the room: keep its place
+	}
+	last := "0"
+	if msgs, err := ch.messages.History(ctx, room, "", 1); err == nil && len(msgs) == 1 {
+		last = msgs[0].ID
+	}
+	if err := ch.cursors.SetCursor(ctx, p.Session, map[string]string{room: last}); err != nil {
+		ch.log.Debug("set cursor", "err", err)
+	}
+	ch.rest.renewed.forget(p.Session)
+}
+
+// restInRoom reports whether a REST session is in room (by its cursor).
+func (rt *REST) restInRoom(ctx context.Context, p Principal, room string) bool {
+	ch := rt.ch
+	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
+	return err == nil && cur[room] != ""
+}
+
+// LeaveREST frees p's user's seat in room (an explicit leave) and drops
+// the room from the session's poll.
+func (rt *REST) LeaveREST(ctx context.Context, p Principal, room string) error {
+	ch := rt.ch
+	if err := ch.leave(ctx, p, room); err != nil {
+		return err
+	}
+	if err := ch.cursors.DropCursor(ctx, p.Session, room); err != nil {
+		ch.log.Debug("drop cursor", "err", err)
+	}
+	ch.leftRoom(p.User, room, nil)
+	rt.sessionChanged(ctx, p)
+	return nil
 }

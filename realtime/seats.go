@@ -33,21 +33,24 @@ func (ch *Chat) lease() time.Duration {
 	return time.Duration(ch.settings.Int(settingLease)) * time.Second
 }
 
-// start starts the chat loops in g: seat renewal every third of the
-// lease, presence every third of its TTL.
-func (ch *Chat) start(g *group, keeper nameKeeper) {
-	g.Go(func(ctx context.Context) {
-		every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, ch.renewSeats)
+// Start starts the chat loops on the node's: seat renewal every third of
+// the lease, presence every third of its TTL. Node.Shutdown stops them.
+func (ch *Chat) Start(context.Context) error {
+	kp := &keeper{ch: ch}
+	ch.run(func(ctx context.Context) {
+		Every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, kp.renewSeats)
 	})
-	g.Go(func(ctx context.Context) {
-		every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { ch.touchPresence(ctx, keeper) })
+	ch.run(func(ctx context.Context) {
+		Every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { kp.touchPresence(ctx, ch.names) })
 	})
+	return nil
 }
 
 // renewSeats renews the leases of every attachment of this node's clients
 // in one pipelined round trip; an attachment that is gone is taken back if
 // it can be, or its client is told (not_seated, naming the room).
-func (ch *Chat) renewSeats(ctx context.Context) {
+func (kp *keeper) renewSeats(ctx context.Context) {
+	ch := kp.ch
 	atts := ch.hub.localSeats()
 	if len(atts) == 0 {
 		return
@@ -85,7 +88,8 @@ func (ch *Chat) renewSeats(ctx context.Context) {
 // presence (a REST user in no room is online too). A seat that lapsed (the
 // session did not poll within the lease) is dropped from the session's rooms
 // and its rooms bit set, so this very poll tells the client to join again.
-func (ch *Chat) renewREST(ctx context.Context, p Principal) {
+func (rt *REST) renewREST(ctx context.Context, p Principal) {
+	ch := rt.ch
 	cur, err := ch.cursors.Cursors(ctx, p.Session)
 	if err != nil {
 		ch.log.Debug("read REST rooms", "err", err)
@@ -137,7 +141,7 @@ const presenceRefreshTicks = 180
 // again, the users whose write failed, and the stripes that order the
 // writes of one user.
 type presenceState struct {
-	fresh atomic.Bool // Heartbeat said Fresh (or nothing written yet): rewrite all
+	fresh *atomic.Bool // Heartbeat said Fresh (or nothing written yet): rewrite all (Node.fresh)
 
 	mu    sync.Mutex
 	retry map[string]struct{} // users whose touch failed: rewritten next tick
@@ -175,7 +179,8 @@ func (ps *presenceState) failed(user string) {
 // also renews the names of the guests with an open connection (an open
 // WebSocket is activity; package identity answers from memory within a
 // quarter of the name's TTL).
-func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
+func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
+	ch := kp.ch
 	ps := &ch.pstate
 	for _, c := range ch.hub.Clients() {
 		if c.p.Holder != "" && keeper != nil {
@@ -201,7 +206,7 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for i := range ps.stripes {
 		ps.stripes[i].Lock()
 	}
-	byUser, conns, guests := ch.localPresence()
+	byUser, conns, guests := kp.localPresence()
 	var write []presence.UserState
 	all := make([]string, 0, len(byUser))
 	for u, rs := range byUser {
@@ -256,7 +261,8 @@ func (ch *Chat) touchPresence(ctx context.Context, keeper nameKeeper) {
 // session here: its rooms, its connections, and whether it is a guest, all
 // from one snapshot (a guest whose connection ends meanwhile is still
 // written as the guest it was).
-func (ch *Chat) localPresence() (map[string]map[string]struct{}, map[string][]presence.Conn, map[string]bool) {
+func (kp *keeper) localPresence() (map[string]map[string]struct{}, map[string][]presence.Conn, map[string]bool) {
+	ch := kp.ch
 	byUser := map[string]map[string]struct{}{}
 	add := func(user string, rs []string) {
 		m := byUser[user]

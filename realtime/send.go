@@ -78,7 +78,7 @@ func idemKey(session, id string) string {
 // send sends reqs of s in order in one round trip and answers each.
 func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult {
 	out := make([]sendResult, len(reqs))
-	if err := ch.mod.checkMuted(ctx, s.p.User); err != nil {
+	if err := ch.mod.Muted(ctx, s.p.User); err != nil {
 		for i := range out {
 			out[i].err = err
 		}
@@ -131,17 +131,18 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 // the same path as a WebSocket say, a batch of one. key is the request's
 // Idempotency-Key ("" = none): the same session posting the same key again
 // gets the first message back and sends nothing.
-func (ch *Chat) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
+func (rt *REST) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
+	ch := rt.ch
 	if err := ch.CheckSay(room, text); err != nil {
 		return rooms.Message{}, err
 	}
-	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return ch.restInRoom(ctx, p, room) }}
+	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return rt.restInRoom(ctx, p, room) }}
 	res := ch.send(ctx, s, []sayReq{{room: room, text: text, ref: key}})[0]
 	if errors.Is(res.err, rooms.ErrNotSeated) {
 		// Say why: a REST client that stopped polling lost its seat, and
 		// nothing else tells it so.
 		return rooms.Message{}, fmt.Errorf("%w: you hold no seat in %s: you never joined it, you left it, or your seat lapsed because the session did not poll (a REST session keeps its seats by polling GET /api/v1/poll at least once every %s, seat.lease_seconds); join the room again",
-			rooms.ErrNotSeated, room, humanDuration(ch.lease()))
+			rooms.ErrNotSeated, room, HumanDuration(ch.lease()))
 	}
 	return res.msg, res.err
 }

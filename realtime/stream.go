@@ -107,28 +107,30 @@ func ParsePosition(s string) (Position, error) {
 // for a new stream): it enters every room of the session, each from its
 // position (a room without one replays its latest messages, as a join
 // does), and follows the session's joins and leaves until it closes.
-func (ch *Chat) Stream(ctx context.Context, p Principal, lease string, t Transport, after Position) (*Client, error) {
+func (rt *REST) Stream(ctx context.Context, p Principal, lease string, t Transport, after Position) (*Client, error) {
+	ch := rt.ch
 	c, err := ch.connect(p, lease, t, true)
 	if err != nil {
 		return nil, err
 	}
 	sub, err := ch.subscribe(ctx, sessionChannel(ch.prefix, p.Session), bus.HandlerFuncs{
-		OnReceive:      func(string, []byte) { ch.env.run(func(ctx context.Context) { ch.syncStream(ctx, c, nil) }) },
-		OnResubscribed: func() { ch.env.run(func(ctx context.Context) { ch.syncStream(ctx, c, nil) }) },
+		OnReceive:      func(string, []byte) { ch.env.run(func(ctx context.Context) { rt.syncStream(ctx, c, nil) }) },
+		OnResubscribed: func() { ch.env.run(func(ctx context.Context) { rt.syncStream(ctx, c, nil) }) },
 	})
 	if err != nil {
 		c.Close(CloseServiceReboot, "could not follow the session: reconnect")
 		return c, err
 	}
 	c.setOnClose(func() { _ = sub.Close(context.Background()) })
-	ch.syncStream(ctx, c, after)
+	rt.syncStream(ctx, c, after)
 	return c, nil
 }
 
 // syncStream makes the stream's rooms the session's: it enters the rooms
 // the session joined (from after's position where it has one) and leaves
 // the ones it left.
-func (ch *Chat) syncStream(ctx context.Context, c *Client, after Position) {
+func (rt *REST) syncStream(ctx context.Context, c *Client, after Position) {
+	ch := rt.ch
 	c.smu.Lock() // one sync at a time per stream
 	defer c.smu.Unlock()
 	if c.Closing() {
@@ -186,7 +188,8 @@ func streamFloor(after Position, room, cursor string) string {
 
 // sessionChanged tells the node holding p's stream, if any, that the
 // session joined or left a room.
-func (ch *Chat) sessionChanged(ctx context.Context, p Principal) {
+func (rt *REST) sessionChanged(ctx context.Context, p Principal) {
+	ch := rt.ch
 	if err := ch.publish.Publish(ctx, sessionChannel(ch.prefix, p.Session), "rooms"); err != nil {
 		ch.log.Debug("publish session change", "session", p.Session, "err", err)
 	}

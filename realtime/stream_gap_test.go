@@ -55,7 +55,7 @@ func (s *stallCursorReads) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 func (n *testNode) openStream(t testing.TB, p Principal, after Position) (*Client, *fakeTransport) {
 	t.Helper()
 	f := newFake()
-	c, err := n.Chat.Stream(context.Background(), p, "", f, after)
+	c, err := n.REST.Stream(context.Background(), p, "", f, after)
 	require.NoError(t, err)
 	f.first(t, "hello", nil)
 	go func() {
@@ -86,7 +86,7 @@ func TestAStreamThatEntersARoomLateGetsEveryMessageSinceTheSessionJoined(t *test
 	_, fs := n1.openStream(t, p, Position{})
 
 	stall.armed.Store(true)
-	joined, err := n2.Chat.JoinREST(ctx, p, "late")
+	joined, err := n2.REST.JoinREST(ctx, p, "late")
 	require.NoError(t, err)
 	<-stall.held // n1 heard of the join; the stream has not entered yet
 	b, fb := n2.connect(t, "bob")
@@ -117,9 +117,9 @@ func TestAStreamReopenedWithAPositionGetsEveryMessageOfARoomItNamesNot(t *testin
 	n2 := startNode(t, r, "n2")
 	ctx := context.Background()
 	p := Principal{User: "sam", Session: "stream-session-2"}
-	one, err := n1.Chat.JoinREST(ctx, p, "named")
+	one, err := n1.REST.JoinREST(ctx, p, "named")
 	require.NoError(t, err)
-	two, err := n1.Chat.JoinREST(ctx, p, "unnamed")
+	two, err := n1.REST.JoinREST(ctx, p, "unnamed")
 	require.NoError(t, err)
 	s, fs := n1.openStream(t, p, Position{})
 	fs.wait(t, "both rooms entered", func(fr []map[string]any) bool {
@@ -164,7 +164,7 @@ func TestAStreamWhoseHistoryReadStallsGetsEveryMessageAfterItWentLive(t *testing
 	n2 := startNode(t, r, "n2")
 	ctx := context.Background()
 	p := Principal{User: "sam", Session: "stream-session-3"}
-	joined, err := n2.Chat.JoinREST(ctx, p, "stalled")
+	joined, err := n2.REST.JoinREST(ctx, p, "stalled")
 	require.NoError(t, err)
 	b, fb := n2.connect(t, "bob")
 	room := n2.joinRoom(t, b, fb, "stalled")
@@ -173,7 +173,7 @@ func TestAStreamWhoseHistoryReadStallsGetsEveryMessageAfterItWentLive(t *testing
 	fs := newFake()
 	opened := make(chan *Client, 1)
 	go func() {
-		c, err := n1.Chat.Stream(ctx, p, "", fs, Position{})
+		c, err := n1.REST.Stream(ctx, p, "", fs, Position{})
 		assert.NoError(t, err)
 		opened <- c
 	}()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/matchmaking"
 )
 
 // The realtime core is tested here without a network transport: a
@@ -47,7 +48,11 @@ func (f *fakeTransport) closeCode(t testing.TB) int {
 // testNode is a started Node on its own Redis client.
 type testNode struct {
 	*Node
-	rdb redis.UniversalClient
+	Chat  *Chat
+	REST  *REST
+	Reads *Reads
+	Polls *Polls
+	rdb   redis.UniversalClient
 }
 
 func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)) *testNode {
@@ -57,9 +62,18 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 	for _, f := range cfg {
 		f(&c)
 	}
+	// composed and started as realtime/app does (which this package's
+	// tests cannot import)
 	n, err := New(c)
 	require.NoError(t, err)
+	tn := &testNode{Node: n, rdb: rdb}
+	tn.Chat = NewChat(n, nil) // no connection leases (package sessions tests them)
+	// the poll's match section reads the matchmaking events (package
+	// match's tests run its use case)
+	tn.REST, tn.Reads = NewREST(tn.Chat), NewReads(tn.Chat)
+	tn.Polls = NewPolls(n, tn.REST, matchmaking.New(rdb, matchmaking.Config{Prefix: r.Prefix}))
 	require.NoError(t, n.Start(context.Background()))
+	require.NoError(t, tn.Chat.Start(context.Background()))
 	// tests send faster than a person: the default say rate would refuse
 	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
 	require.NoError(t, err)
@@ -68,7 +82,7 @@ func startNode(t testing.TB, r *redistest.Redis, id string, cfg ...func(*Config)
 		defer cancel()
 		_ = n.Shutdown(ctx)
 	})
-	return &testNode{Node: n, rdb: rdb}
+	return tn
 }
 
 // connect opens a client of user on n through a fake transport and waits

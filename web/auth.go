@@ -21,6 +21,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/sessions"
 )
 
 // Session tokens are JWTs signed with HMAC-SHA256 (HS256) by the secret all
@@ -168,7 +169,7 @@ func validToken(s string, max int) bool {
 type authAPI struct {
 	mode           string // Config.Auth: "guest" or "jwt"
 	tokens         *tokens
-	sessions       *realtime.Sessions
+	sessions       *sessions.Sessions
 	audit          auditor
 	adminToken     string // "" = the admin actions answer 403
 	adminReadToken string // "" = none

@@ -309,7 +309,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	st, _ := wsRefusal(t, n, tok+"x", nil)
 	assert.Equal(t, 401, st)
 	_ = w.conn.Close()
-	require.Eventually(t, func() bool { return n.node.Clients() == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.node.Core.Clients() == 0 }, 10*time.Second, 10*time.Millisecond)
 
 	out := logs.String()
 	require.Contains(t, out, "level=DEBUG", "debug logging was on")

@@ -481,7 +481,7 @@ func badOrigins(t *testing.T, c *cluster, n *testNode) int {
 	// This node allows 3 connections per user, and a close is cleaned up
 	// on the server after the client's Close returns: wait for it.
 	gone := func() {
-		require.Eventually(t, func() bool { return n.node.Chat.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return n.node.Reads.Connections("grace") == 0 }, 10*time.Second, 5*time.Millisecond)
 	}
 	for _, o := range []string{"http://" + host, "https://" + host, "HTTP://" + strings.ToUpper(host)} {
 		w := dialHeaders(t, n, "grace", tok, origin(o))

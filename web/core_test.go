@@ -33,7 +33,7 @@ func TestClosingAWebSocketKeepsTheSameUsersRESTSeat(t *testing.T) {
 	require.Equal(t, room.ID, ws.join("mix"))
 	require.NoError(t, ws.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")))
 	<-ws.closed
-	require.Eventually(t, func() bool { return n.node.Chat.Connections("uma") == 0 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return n.node.Reads.Connections("uma") == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the node has handled the close")
 
 	var r struct{ Room roomJSON }

@@ -336,7 +336,7 @@ func TestGoroutinesReturnToBaselineAfterManyConnections(t *testing.T) {
 		}
 		require.NoError(t, conn.Close())
 	}
-	require.Eventually(t, func() bool { return c.nodes[0].node.Clients() == 0 }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return c.nodes[0].node.Core.Clients() == 0 }, 15*time.Second, 20*time.Millisecond,
 		"every connection is unregistered")
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= base+5 }, 15*time.Second, 50*time.Millisecond,
 		"goroutines: baseline %d, now %d", base, runtime.NumGoroutine())

@@ -25,9 +25,7 @@ import (
 	"github.com/chatd/chatd/internal/wsclient"
 	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
-	"github.com/chatd/chatd/realtime/admin"
-	"github.com/chatd/chatd/realtime/game"
-	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/app"
 )
 
 const (
@@ -42,8 +40,8 @@ const (
 type testNode struct {
 	t    testing.TB
 	srv  *Server
-	node *realtime.Node // the realtime core srv serves
-	url  string         // http://127.0.0.1:port
+	node *app.App // the realtime core and the use cases srv serves
+	url  string   // http://127.0.0.1:port
 	rdb  redis.UniversalClient
 	stop func()
 }
@@ -75,33 +73,27 @@ type nodeConfig struct {
 
 // useCasesOf is internal/compose.UseCases, which this package's tests can
 // not import (compose imports web).
-func useCasesOf(core *realtime.Node, log *slog.Logger) UseCases {
-	svc := core.Services
-	return UseCases{Chat: core.Chat, Polls: core.Polls, Sessions: core.Sessions, Match: core.Match, Core: core,
-		Game: game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
-			Caps: svc.Caps, Logger: log}),
-		Moderation: moderate.New(svc.Moderation, svc.Guard),
-		Admin: admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
-			Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence, Purchases: svc.Shop, Notices: svc.Notices,
-			Marks: svc.Marks, Audit: svc.Audit, SayRules: core.Chat, Queues: core.Match, Disconnecter: core}),
-	}
+func useCasesOf(a *app.App) UseCases {
+	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
+		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
 }
 
 // composeNode builds a node as cmd/chatd does (internal/compose, which
-// this package's tests can not import): the realtime core, started, then
-// the front serving its use cases. shutdown stops them in the reverse
-// order: the front, draining the core's clients, then the core.
-func composeNode(t testing.TB, cfg nodeConfig) (srv *Server, core *realtime.Node, shutdown func(context.Context) error) {
+// this package's tests can not import): the realtime core and its use
+// cases (realtime/app), started, then the front serving them. shutdown
+// stops them in the reverse order: the front, draining the core's
+// clients, then the use cases and the core.
+func composeNode(t testing.TB, cfg nodeConfig) (srv *Server, core *app.App, shutdown func(context.Context) error) {
 	t.Helper()
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry() // the core's and the front's
 	}
-	core, err := realtime.New(realtime.Config{
+	core, err := app.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Prefix: cfg.Prefix, MatchRoomKey: cfg.Secret,
 		MaxConnsPerUser: cfg.MaxConnsPerUser, Now: cfg.Now, Logger: cfg.Logger.With("node", cfg.Node), Registerer: cfg.Registry,
 	})
 	require.NoError(t, err)
-	srv, err = New(useCasesOf(core, cfg.Logger), cfg.Config)
+	srv, err = New(useCasesOf(core), cfg.Config)
 	require.NoError(t, err)
 	require.NoError(t, core.Start(context.Background()))
 	return srv, core, func(ctx context.Context) error { return errors.Join(srv.Shutdown(ctx), core.Shutdown(ctx)) }

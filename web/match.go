@@ -9,12 +9,13 @@ import (
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/match"
 )
 
 // matchAPI serves matchmaking tickets (Matchmaking), over HTTP and as
 // the queue and dequeue frames of a WebSocket.
 type matchAPI struct {
-	match *realtime.Matchmaking
+	match *match.Matchmaking
 }
 
 func (h *matchAPI) routes(api fiber.Router, a *authAPI) {
@@ -57,11 +58,11 @@ type ticketBody struct {
 	Attributes map[string]string `json:"attributes"`
 }
 
-func (b ticketBody) request() (realtime.TicketRequest, error) {
+func (b ticketBody) request() (match.TicketRequest, error) {
 	if b.Skill == nil {
-		return realtime.TicketRequest{}, errf(errcode.BadRequest, `send {"skill": 1500} (and optionally "party": ["user", …], "attributes": {"region": "eu"})`)
+		return match.TicketRequest{}, errf(errcode.BadRequest, `send {"skill": 1500} (and optionally "party": ["user", …], "attributes": {"region": "eu"})`)
 	}
-	return realtime.TicketRequest{Skill: *b.Skill, Party: b.Party, Attributes: b.Attributes}, nil
+	return match.TicketRequest{Skill: *b.Skill, Party: b.Party, Attributes: b.Attributes}, nil
 }
 
 func (h *matchAPI) submitTicket(c *fiber.Ctx) error {

@@ -14,7 +14,9 @@ import (
 // chatAPI serves the chat over HTTP (Chat): lobbies, rooms, messages and
 // their history, presence, unread counts, read marks and typing.
 type chatAPI struct {
-	chat *realtime.Chat
+	chat  *realtime.Chat // CanSee
+	rest  *realtime.REST
+	reads *realtime.Reads
 	// histories bounds the history pages being built at once on this
 	// node (Config.MaxHistoryBuilds): each holds up to 1,000 messages read from
 	// Redis while it is cut to its byte budget
@@ -39,7 +41,7 @@ func (h *chatAPI) routes(api fiber.Router, a *authAPI) {
 }
 
 func (h *chatAPI) joinLobby(c *fiber.Ctx) error {
-	room, err := h.chat.JoinREST(c.UserContext(), principal(c), c.Params("lobby"))
+	room, err := h.rest.JoinREST(c.UserContext(), principal(c), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -47,14 +49,14 @@ func (h *chatAPI) joinLobby(c *fiber.Ctx) error {
 }
 
 func (h *chatAPI) leaveRoom(c *fiber.Ctx) error {
-	if err := h.chat.LeaveREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
+	if err := h.rest.LeaveREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
 }
 
 func (h *chatAPI) listRooms(c *fiber.Ctx) error {
-	rs, err := h.chat.Rooms(c.UserContext(), viewer(c), c.Params("lobby"))
+	rs, err := h.reads.Rooms(c.UserContext(), viewer(c), c.Params("lobby"))
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func (h *chatAPI) getRoom(c *fiber.Ctx) error {
 	if err := h.chat.CanSee(c.UserContext(), viewer(c), c.Params("room")); err != nil {
 		return err
 	}
-	r, err := h.chat.Room(c.UserContext(), c.Params("room"))
+	r, err := h.reads.Room(c.UserContext(), c.Params("room"))
 	if err != nil {
 		return err
 	}
@@ -88,7 +90,7 @@ func (h *chatAPI) postMessage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	msg, err := h.chat.Post(c.UserContext(), principal(c), c.Params("room"), req.Text, key)
+	msg, err := h.rest.Post(c.UserContext(), principal(c), c.Params("room"), req.Text, key)
 	if err != nil {
 		return err
 	}
@@ -128,7 +130,7 @@ func (h *chatAPI) listMessages(c *fiber.Ctx) error {
 		return c.UserContext().Err()
 	}
 	defer func() { <-h.histories }()
-	msgs, err := h.chat.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
+	msgs, err := h.reads.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
 	if err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func sendHistory(c *fiber.Ctx, msgs []rooms.Message) error {
 }
 
 func (h *chatAPI) getPresence(c *fiber.Ctx) error {
-	st, err := h.chat.Presence(c.UserContext(), viewer(c), c.Params("user"))
+	st, err := h.reads.Presence(c.UserContext(), viewer(c), c.Params("user"))
 	if err != nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func (h *chatAPI) listLobbies(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ls, err := h.chat.Lobbies(c.UserContext(), limit)
+	ls, err := h.reads.Lobbies(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
@@ -193,7 +195,7 @@ func (h *chatAPI) listLobbies(c *fiber.Ctx) error {
 }
 
 func (h *chatAPI) unread(c *fiber.Ctx) error {
-	counts, err := h.chat.Unread(c.UserContext(), principal(c))
+	counts, err := h.reads.Unread(c.UserContext(), principal(c))
 	if err != nil {
 		return err
 	}
@@ -204,7 +206,7 @@ func (h *chatAPI) unread(c *fiber.Ctx) error {
 // (the WebSocket sends a typing frame instead); at most one per user and
 // room every realtime.TypingEvery is relayed, the rest answer ok silently.
 func (h *chatAPI) postTyping(c *fiber.Ctx) error {
-	if err := h.chat.TypingREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
+	if err := h.rest.TypingREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"ok": true})
@@ -229,7 +231,7 @@ func (h *chatAPI) markRead(c *fiber.Ctx) error {
 // joinRoom takes a REST session into a room by its id: a match's room, or
 // back into a room whose seat lapsed.
 func (h *chatAPI) joinRoom(c *fiber.Ctx) error {
-	room, err := h.chat.JoinRoomREST(c.UserContext(), principal(c), c.Params("room"))
+	room, err := h.rest.JoinRoomREST(c.UserContext(), principal(c), c.Params("room"))
 	if err != nil {
 		return err
 	}

@@ -34,21 +34,25 @@ import (
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/game"
+	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/sessions"
 )
 
 // UseCases are what a Server serves: the realtime use cases its handlers
 // call (each handler group holds the ones it needs) and the core's
 // readiness and drain. A Server builds none of them: cmd/chatd composes
-// them (realtime.New) and hands them over. Every field is required.
+// them (realtime/app, through internal/compose) and hands them over. Every field is required.
 type UseCases struct {
 	Chat       *realtime.Chat
+	REST       *realtime.REST
+	Reads      *realtime.Reads
 	Polls      *realtime.Polls
 	Game       *game.Game
-	Sessions   *realtime.Sessions
+	Sessions   *sessions.Sessions
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
-	Match      *realtime.Matchmaking
+	Match      *match.Matchmaking
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core
@@ -169,9 +173,9 @@ type Server struct {
 
 // New builds the front of the use cases uc; Serve serves it.
 func New(uc UseCases, cfg Config) (*Server, error) {
-	if uc.Chat == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
+	if uc.Chat == nil || uc.REST == nil || uc.Reads == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
 		uc.Admin == nil || uc.Match == nil || uc.Core == nil {
-		return nil, errors.New("web: every use case is required (realtime.New builds them)")
+		return nil, errors.New("web: every use case is required (realtime/app builds them)")
 	}
 	if cfg.Node == "" {
 		return nil, errors.New("web: Config.Node is required")
@@ -235,9 +239,9 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 	tok := &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience}
 	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: uc.Sessions, audit: uc.Admin,
 		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
-	s.chat = &chatAPI{chat: uc.Chat, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
+	s.chat = &chatAPI{chat: uc.Chat, rest: uc.REST, reads: uc.Reads, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
 	s.match = &matchAPI{match: uc.Match}
-	s.stream = &streamAPI{chat: uc.Chat, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
+	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
 	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
 	s.mod = &moderationAPI{mod: uc.Moderation}

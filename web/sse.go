@@ -69,7 +69,7 @@ func (h *streamAPI) streamEvents(c *fiber.Ctx) error {
 			return
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cl := h.open(a, t, func() (*realtime.Client, error) { return h.chat.Stream(sctx, a.p, a.lease, t, after) })
+		cl := h.open(a, t, func() (*realtime.Client, error) { return h.rest.Stream(sctx, a.p, a.lease, t, after) })
 		cancel()
 		if cl == nil {
 			return

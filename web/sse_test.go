@@ -344,7 +344,7 @@ func TestStreamSlowReaderDroppedBurstNot(t *testing.T) {
 		head = append(head, buf[:n]...)
 	}
 	require.Contains(t, string(head), "200 OK")
-	require.Equal(t, 1, n1.node.Chat.Connections("slow"))
+	require.Equal(t, 1, n1.node.Reads.Connections("slow"))
 	// from now on the slow stream reads nothing
 
 	const burst, size = 600, 16000
@@ -381,9 +381,9 @@ func TestStreamSlowReaderDroppedBurstNot(t *testing.T) {
 		}
 	}
 	assert.Len(t, seen, burst, "the reading stream got the whole burst")
-	require.Eventually(t, func() bool { return n1.node.Chat.Connections("slow") == 0 }, 2*frameWait, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return n1.node.Reads.Connections("slow") == 0 }, 2*frameWait, 50*time.Millisecond,
 		"the stream that stopped reading was never dropped")
-	assert.Equal(t, 1, n1.node.Chat.Connections("fast"), "the reading stream stays")
+	assert.Equal(t, 1, n1.node.Reads.Connections("fast"), "the reading stream stays")
 }
 
 // TestStreamFollowsItsSession: REST joins and leaves of the stream's

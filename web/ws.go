@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/sessions"
 )
 
 // WebSocket limits and timings.
@@ -33,7 +34,8 @@ const (
 // and Matchmaking calls.
 type streamAPI struct {
 	chat           *realtime.Chat
-	sessions       *realtime.Sessions
+	rest           *realtime.REST // the event stream
+	sessions       *sessions.Sessions
 	match          *matchAPI // the queue and dequeue frames
 	tokens         *tokens
 	ip             proxies

@@ -6,11 +6,10 @@
 //
 // The components, in the order they start:
 //
-//	core  the realtime core (realtime.New): the domain services on the
-//	      node's Redis client, the bus, the Hub and the core's use cases
-//	      (Chat, Polls, Sessions, Match), and their background work
-//	      (realtime.Node.Start); then the use cases above the core (Game,
-//	      Moderation, Admin), built here from the core's services
+//	core  the realtime core and its use cases (realtime/app: the domain
+//	      services on the node's Redis client, the bus, the Hub, then
+//	      Chat, Polls, Sessions, Match, Game, Moderation and Admin), and
+//	      their background work (app.App.Start)
 //	web   the HTTP and WebSocket front (web.New), given the use cases it
 //	      serves; it builds nothing of its own
 //
@@ -25,13 +24,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 
 	"github.com/chatd/chatd/realtime"
-	"github.com/chatd/chatd/realtime/admin"
-	"github.com/chatd/chatd/realtime/game"
-	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/app"
 	"github.com/chatd/chatd/web"
 )
 
@@ -44,8 +40,8 @@ type Config struct {
 
 // Node is one chatd node, composed.
 type Node struct {
-	// Core is the realtime core: the use cases and their lifecycle.
-	Core *realtime.Node
+	// Core is the realtime core and its use cases, with their lifecycle.
+	Core *app.App
 	// Web is the front that serves Core's use cases.
 	Web *web.Server
 }
@@ -53,31 +49,21 @@ type Node struct {
 // New builds a node: the realtime core, then the front serving its use
 // cases. Start starts it; nothing runs before.
 func New(cfg Config) (*Node, error) {
-	core, err := realtime.New(cfg.Realtime)
+	core, err := app.New(cfg.Realtime)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := web.New(UseCases(core, cfg.Realtime.Logger), cfg.Web)
+	srv, err := web.New(UseCases(core), cfg.Web)
 	if err != nil {
 		return nil, err
 	}
 	return &Node{Core: core, Web: srv}, nil
 }
 
-// UseCases are the use cases the front serves: the core's own (Chat,
-// Polls, Sessions, Match) and those built here above it, from the domain
-// services the core built (packages realtime/game, realtime/moderation
-// and realtime/admin), each handed only what it needs.
-func UseCases(core *realtime.Node, log *slog.Logger) web.UseCases {
-	svc := core.Services
-	return web.UseCases{Chat: core.Chat, Polls: core.Polls, Sessions: core.Sessions, Match: core.Match, Core: core,
-		Game: game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
-			Caps: svc.Caps, Logger: log}),
-		Moderation: moderate.New(svc.Moderation, svc.Guard),
-		Admin: admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
-			Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence, Purchases: svc.Shop, Notices: svc.Notices,
-			Marks: svc.Marks, Audit: svc.Audit, SayRules: core.Chat, Queues: core.Match, Disconnecter: core}),
-	}
+// UseCases are the use cases the front serves, as app composed them.
+func UseCases(a *app.App) web.UseCases {
+	return web.UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
+		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
 }
 
 // Start starts the core's background work (the bus first, then what

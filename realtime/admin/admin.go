@@ -21,6 +21,7 @@ import (
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/match"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
 )
@@ -65,7 +66,7 @@ type sayRules interface {
 
 // queues reads the matchmaking queues.
 type queues interface {
-	Queues(ctx context.Context) ([]realtime.QueueInfo, error)
+	Queues(ctx context.Context) ([]match.QueueInfo, error)
 }
 
 // disconnecter closes a user's connections, or one of them, on every node.
@@ -80,7 +81,7 @@ var (
 	_ noticeStore   = (*notices.Board)(nil)
 	_ marks         = realtime.Marks{}
 	_ sayRules      = (*realtime.Chat)(nil)
-	_ queues        = (*realtime.Matchmaking)(nil)
+	_ queues        = (*match.Matchmaking)(nil)
 	_ disconnecter  = (*realtime.Node)(nil)
 )
 
@@ -141,7 +142,7 @@ func New(cfg Config) *Admin {
 
 // Queues returns every matchmaking queue with its depth and oldest wait
 // (the admin console). It returns Redis errors.
-func (a *Admin) Queues(ctx context.Context) ([]realtime.QueueInfo, error) { return a.match.Queues(ctx) }
+func (a *Admin) Queues(ctx context.Context) ([]match.QueueInfo, error) { return a.match.Queues(ctx) }
 
 // Stats are the global figures of GET /stats.
 type Stats struct {

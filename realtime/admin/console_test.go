@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
@@ -18,16 +17,6 @@ import (
 	"github.com/chatd/chatd/rooms"
 )
 
-// newAdmin builds the admin use case on n, as the composition root does.
-func newAdmin(t testing.TB, n *realtimetest.Node, r *redistest.Redis) *admin.Admin {
-	svc := n.Services
-	return admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
-		Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence,
-		Purchases: svc.Shop, Notices: svc.Notices, Marks: svc.Marks,
-		Audit:    audit.New(r.NewClient(t), audit.Config{Prefix: r.Prefix}),
-		SayRules: n.Chat, Queues: n.Match, Disconnecter: n.Node})
-}
-
 // TestAdminConsoleAcrossTwoNodes: the admin console's reads and actions,
 // taken on one node, about users of the other.
 func TestAdminConsoleAcrossTwoNodes(t *testing.T) {
@@ -35,7 +24,7 @@ func TestAdminConsoleAcrossTwoNodes(t *testing.T) {
 	r := redistest.Real(t)
 	ctx := context.Background()
 	n1, n2 := realtimetest.StartNode(t, r, "n1"), realtimetest.StartNode(t, r, "n2")
-	a1, a2 := newAdmin(t, n1, r), newAdmin(t, n2, r)
+	a1, a2 := n1.Admin, n2.Admin // as chatd composes them (realtime/app)
 	ca, fa := n1.Connect(t, "alice")
 	ca2, fa2 := n1.Connect(t, "alice")
 	cb, fb := n2.Connect(t, "bob")

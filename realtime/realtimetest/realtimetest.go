@@ -1,6 +1,6 @@
 // Package realtimetest drives the realtime core without a network, for the
 // tests of the use-case packages built above it (realtime/admin and the
-// next ones): a started Node on a real Redis (internal/redistest) whose
+// next ones): a started node (realtime/app) on a real Redis (internal/redistest) whose
 // clients write through testkit's Transport, the in-memory transport the
 // core's own tests use too.
 package realtimetest
@@ -17,6 +17,7 @@ import (
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/app"
 )
 
 var (
@@ -24,9 +25,10 @@ var (
 	_ realtime.Aborter   = (*testkit.Transport)(nil)
 )
 
-// Node is a started realtime.Node, shut down when the test ends.
+// Node is a started node — the realtime core and its use cases, composed
+// as chatd composes them (realtime/app) — shut down when the test ends.
 type Node struct {
-	*realtime.Node
+	*app.App
 	ID string
 }
 
@@ -34,18 +36,18 @@ type Node struct {
 // send faster than a person).
 func StartNode(t testing.TB, r *redistest.Redis, id string) *Node {
 	t.Helper()
-	n, err := realtime.New(realtime.Config{Redis: r.NewClient(t), Node: id, Prefix: r.Prefix,
+	n, err := app.New(realtime.Config{Redis: r.NewClient(t), Node: id, Prefix: r.Prefix,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	require.NoError(t, n.Start(context.Background()))
-	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
+	_, err = n.Core.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = n.Shutdown(ctx)
 	})
-	return &Node{Node: n, ID: id}
+	return &Node{App: n, ID: id}
 }
 
 // Connect opens a client of user (session "s-<user>-<node>") through a

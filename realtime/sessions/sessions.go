@@ -1,4 +1,17 @@
-package realtime
+// Package sessions is the identity use case of a chatd node: guest
+// sign-in and sign-out, the check every request and connection of a
+// session passes (not banned, a guest still holding its name), and the
+// per-address and per-node caps of realtime connections, with the
+// renewal of this node's connection leases. It owns no Redis keys: the
+// names and the leases are package identity's; it shows how a cap that
+// must hold across nodes is counted without a write per connection per
+// renewal (a lease of a live run counts without renewal).
+//
+// It is built on the realtime core (realtime.Node) from what it declares:
+// nameClaims and connLeases (package identity), banCheck (the core's
+// realtime.Moderated), sessionCaps (realtime.Caps), clients (the Hub),
+// ids (the node's run). Chat takes its ReleaseConn.
+package sessions
 
 import (
 	"context"
@@ -12,13 +25,14 @@ import (
 
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/settings"
 )
 
 // nameClaims is what the sessions use case needs of the guest-name
 // registry.
 type nameClaims interface {
-	nameKeeper
+	Admit(ctx context.Context, name, holder string, expires time.Time) error
 	Claim(ctx context.Context, name, holder string) error
 	Release(ctx context.Context, name, holder string, expires time.Time) error
 	TTL() time.Duration
@@ -34,9 +48,45 @@ type connLeases interface {
 	Lease() time.Duration
 }
 
+// banCheck refuses a banned user (realtime.Moderated).
+type banCheck interface {
+	Banned(ctx context.Context, user string) error
+}
+
+// sessionCaps caps new sessions per client address (realtime.Caps).
+type sessionCaps interface {
+	AllowSession(ctx context.Context, addr string) error
+}
+
+// clients are this node's realtime clients (realtime.Hub).
+type clients interface {
+	Count() int
+	Clients() []*realtime.Client
+	CloseUser(user, holder string, code int, reason string)
+}
+
+// nodeRun is the node's run (ids unique to it, whether the live runs are
+// known) and its loops (realtime.Node).
+type nodeRun interface {
+	RunID() string
+	NextID() uint64
+	LiveRuns() bool
+	Go(fn func(ctx context.Context)) bool
+}
+
+// liveSettings are the live settings Sessions reads.
+type liveSettings interface {
+	Int(key string) int
+}
+
 var (
-	_ nameClaims = (*identity.Registry)(nil)
-	_ connLeases = (*identity.Conns)(nil)
+	_ nameClaims   = (*identity.Registry)(nil)
+	_ connLeases   = (*identity.Conns)(nil)
+	_ banCheck     = (*realtime.Moderated)(nil)
+	_ sessionCaps  = (*realtime.Caps)(nil)
+	_ clients      = (*realtime.Hub)(nil)
+	_ nodeRun      = (*realtime.Node)(nil)
+	_ liveSettings = (*settings.Store)(nil)
 )
 
 // Sessions is the identity use case: guest sign-in and sign-out, the check
@@ -44,19 +94,40 @@ var (
 // still holding its name), and the per-address and per-node connection
 // caps of realtime connections.
 type Sessions struct {
-	names    nameClaims
-	conns    connLeases
-	mod      *modGuard
-	caps     *Caps
-	chat     *Chat
-	settings liveSettings
-	hub      *Hub
-	runID    string
-	log      *slog.Logger
-	// runsKnown reports whether the live runs are known now (the last
-	// heartbeat answered); nil = never.
-	runsKnown func() bool
+	names     nameClaims
+	conns     connLeases
+	mod       banCheck
+	caps      sessionCaps
+	settings  liveSettings
+	hub       clients
+	node      nodeRun
+	now       func() time.Time
+	log       *slog.Logger
 	refreshed time.Time // when renewConns last refreshed the keys (its loop only)
+}
+
+// Config configures Sessions: the parts of the core it is built from.
+type Config struct {
+	// Node is the realtime core: its Hub, its run and its loops. Required.
+	Node *realtime.Node
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+	// Logger receives the logs; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+// New builds the sessions use case on the core's name registry,
+// connection leases, moderation statuses and caps. Start starts its loop.
+func New(cfg Config) *Sessions {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	svc := cfg.Node.Services
+	return &Sessions{names: svc.Names, conns: svc.Conns, mod: svc.Moderated, caps: svc.Caps, settings: svc.Settings,
+		hub: cfg.Node.Hub(), node: cfg.Node, now: cfg.Now, log: cfg.Logger}
 }
 
 // SignIn signs a guest in as name from client address addr and returns the
@@ -66,14 +137,14 @@ type Sessions struct {
 // joins the holder), whatever the case of name (names compare canonically:
 // the caller keeps the guest's display name, prev.User). Sessions per
 // client address per minute are capped.
-func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principal) (holder string, err error) {
+func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *realtime.Principal) (holder string, err error) {
 	if err := names.User(name); err != nil {
 		return "", err
 	}
-	if err := s.caps.allowSession(ctx, addr); err != nil {
+	if err := s.caps.AllowSession(ctx, addr); err != nil {
 		return "", err
 	}
-	if err := s.mod.checkBanned(ctx, name); err != nil {
+	if err := s.mod.Banned(ctx, name); err != nil {
 		return "", err
 	}
 	if prev != nil && names.Canonical(prev.User) == names.Canonical(name) && prev.Holder != "" {
@@ -89,7 +160,7 @@ func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principa
 	if err := s.names.Claim(ctx, name, holder); err != nil {
 		if errors.Is(err, identity.ErrNameTaken) {
 			return "", fmt.Errorf("%w: the name %q is in use by another guest; pick another, or wait until that guest signs out or is idle for %s",
-				ErrNameTaken, name, humanDuration(s.names.TTL()))
+				realtime.ErrNameTaken, name, realtime.HumanDuration(s.names.TTL()))
 		}
 		return "", err
 	}
@@ -100,13 +171,13 @@ func (s *Sessions) SignIn(ctx context.Context, addr, name string, prev *Principa
 // the holder is revoked until its token expires (it can never take the
 // name back), and every node closes the guest's connections (4000) when
 // the registry's event reaches it — this one at once.
-func (s *Sessions) SignOut(ctx context.Context, p Principal) error {
+func (s *Sessions) SignOut(ctx context.Context, p realtime.Principal) error {
 	if p.Holder != "" {
 		if err := s.names.Release(ctx, p.User, p.Holder, p.Expires); err != nil {
 			return err
 		}
 	}
-	s.chat.closeUser(p.User, p.Holder, CloseSessionEnded, "signed out")
+	s.hub.CloseUser(p.User, p.Holder, realtime.CloseSessionEnded, "signed out")
 	return nil
 }
 
@@ -116,8 +187,8 @@ func (s *Sessions) SignOut(ctx context.Context, p Principal) error {
 // their session; a signed-out holder or one whose name another guest took
 // is refused (bad_token). Both answers come from caches most of the time,
 // caches that every sign-out and takeover clears on every node at once.
-func (s *Sessions) Admit(ctx context.Context, p Principal) error {
-	if err := s.mod.checkBanned(ctx, p.User); err != nil {
+func (s *Sessions) Admit(ctx context.Context, p realtime.Principal) error {
+	if err := s.mod.Banned(ctx, p.User); err != nil {
 		return err
 	}
 	if p.Holder == "" {
@@ -134,9 +205,9 @@ func (s *Sessions) Admit(ctx context.Context, p Principal) error {
 // a dependency): the id is then "".
 func (s *Sessions) AdmitConn(ctx context.Context, addr string) (string, error) {
 	if max := s.settings.Int(settings.ConnectionsPerNode); max > 0 && s.hub.Count() >= max {
-		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", ErrNodeFull, max)
+		return "", fmt.Errorf("%w: this node holds %d, its most; reconnect (the balancer may pick another node)", realtime.ErrNodeFull, max)
 	}
-	id := connRun(s.runID) + "-" + strconv.FormatUint(s.chat.seq.Add(1), 36)
+	id := realtime.ConnRun(s.node.RunID()) + "-" + strconv.FormatUint(s.node.NextID(), 36)
 	max := s.settings.Int(settings.ConnectionsPerIP)
 	ok, err := s.conns.Admit(ctx, addr, id, max)
 	if err != nil {
@@ -144,7 +215,7 @@ func (s *Sessions) AdmitConn(ctx context.Context, addr string) (string, error) {
 		return "", nil
 	}
 	if !ok {
-		return "", fmt.Errorf("%w: at most %d open connections from one address across all nodes", ErrTooManyFromAddr, max)
+		return "", fmt.Errorf("%w: at most %d open connections from one address across all nodes", realtime.ErrTooManyFromAddr, max)
 	}
 	return id, nil
 }
@@ -159,17 +230,14 @@ func (s *Sessions) ReleaseConn(ctx context.Context, addr, id string) {
 	}
 }
 
-// start starts the renewal of this node's connection leases.
-func (s *Sessions) start(g *group, now func() time.Time) {
-	g.Go(func(ctx context.Context) {
-		every(ctx, now, func() time.Duration { return s.conns.Lease() / 3 }, s.renewConns)
+// Start starts the renewal of this node's connection leases, on the
+// node's loops (Node.Shutdown stops it).
+func (s *Sessions) Start(context.Context) error {
+	s.node.Go(func(ctx context.Context) {
+		realtime.Every(ctx, s.now, func() time.Duration { return s.conns.Lease() / 3 }, s.renewConns)
 	})
+	return nil
 }
-
-// connRun is a run as this node's connection ids start with it: an id is
-// connRun(run) + "-" + a sequence number, so that package identity finds
-// the run before the last '-'.
-func connRun(run string) string { return "c-" + run }
 
 // renewConns renews the per-address connection leases of this node's
 // clients, in one pipeline, when the live runs are not known (the node
@@ -177,15 +245,15 @@ func connRun(run string) string { return "c-" + run }
 // live run counts without renewal (identity.ConnsConfig.Live): only the
 // addresses' keys are kept, one PEXPIRE per address every Keep/3.
 func (s *Sessions) renewConns(ctx context.Context) {
-	known := s.runsKnown != nil && s.runsKnown()
-	now := s.chat.now()
+	known := s.node.LiveRuns()
+	now := s.now()
 	if known && now.Sub(s.refreshed) < s.conns.Keep()/3 {
 		return
 	}
 	var cs []identity.Conn
 	for _, c := range s.hub.Clients() {
-		if c.lease != "" {
-			cs = append(cs, identity.Conn{Addr: c.p.Addr, ID: c.lease})
+		if l := c.Lease(); l != "" {
+			cs = append(cs, identity.Conn{Addr: c.Principal().Addr, ID: l})
 		}
 	}
 	if len(cs) == 0 {
@@ -211,22 +279,4 @@ func randomID() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-// humanDuration writes d for people: "30 minutes", "2 hours", "45 seconds".
-func humanDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return plural(int(d/time.Hour), "hour")
-	case d >= time.Minute && d%time.Minute == 0:
-		return plural(int(d/time.Minute), "minute")
-	}
-	return plural(int(d.Round(time.Second)/time.Second), "second")
-}
-
-func plural(n int, unit string) string {
-	if n == 1 {
-		return "1 " + unit
-	}
-	return strconv.Itoa(n) + " " + unit + "s"
 }

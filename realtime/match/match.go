@@ -1,4 +1,15 @@
-package realtime
+// Package match is the matchmaking use case of a chatd node: tickets
+// (submit, status, cancel, and parties by invitation and acceptance), and
+// what a formed match or an expired ticket sets off. It owns no Redis keys
+// (package matchmaking owns the queues, package rooms the private rooms);
+// it owns the node's matchers and their hooks, so nothing is wired into it
+// after it is built.
+//
+// It is built on the realtime core from what it declares: matchStore
+// (package matchmaking), matchRooms (rooms.Private), onlineChecker
+// (presence), players (the core's Hub), marks (realtime.Marks), and the
+// node's bus and loops (Start). Polls read its Events; admin its Queues.
+package match
 
 import (
 	"context"
@@ -11,11 +22,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
 )
 
 // matchStore is what the matchmaking use case needs of package matchmaking.
@@ -49,10 +66,6 @@ var (
 	_ onlineChecker = (*presence.Presence)(nil)
 )
 
-// MatchLobbyPrefix starts the lobby of every match's private room
-// (matchmaking.MatchLobby): a lobby join under it is refused.
-const MatchLobbyPrefix = "mm."
-
 // Matchmaking is the matchmaking use case: tickets (submit, status,
 // cancel, for WebSocket and REST alike), and what a formed match or an
 // expired ticket sets off. It owns the node's matchers (started and stopped
@@ -66,11 +79,79 @@ type Matchmaking struct {
 	matchers *matchmaking.Matchers
 	rooms    matchRooms
 	online   onlineChecker
-	hub      *Hub
-	marks    *marker
+	hub      players
+	marks    marks
 	now      func() time.Time
 	log      *slog.Logger
 	roomKey  []byte // Config.MatchRoomKey
+	node     node
+}
+
+// players are this node's clients by user (realtime.Hub).
+type players interface {
+	UserClients(user string) []*realtime.Client
+}
+
+// marks marks a user's poll sections dirty (realtime.Marks).
+type marks interface {
+	User(user string, bits dirty.Mask)
+}
+
+// node is the node's bus and loops (realtime.Node).
+type node interface {
+	Subscribe(ctx context.Context, channel string, h bus.Handler) error
+	RunContext() context.Context
+}
+
+var (
+	_ players = (*realtime.Hub)(nil)
+	_ marks   = realtime.Marks{}
+	_ node    = (*realtime.Node)(nil)
+)
+
+// Config configures the matchmaking use case.
+type Config struct {
+	// Node is the realtime core. Required.
+	Node *realtime.Node
+	// Redis and Prefix are the node's (realtime.Config's): the matchmaking
+	// service's client and key namespace. Redis is required.
+	Redis  redis.UniversalClient
+	Prefix string
+	// RoomKey makes the number of each match's private room (see Room):
+	// every node must have the same; nil = room 1, an id anyone can guess
+	// from the match's.
+	RoomKey []byte
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+	// Logger receives the logs; nil = slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil = none.
+	Registerer prometheus.Registerer
+}
+
+// New builds the matchmaking use case: its matchmaking service and
+// matchers (whose hooks are its own), on the core's private rooms,
+// presence and locks. Start starts it. It returns matchmaking's errors.
+func New(cfg Config) (*Matchmaking, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	svc := cfg.Node.Services
+	st := svc.Settings
+	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: cfg.Logger,
+		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
+	mm := &Matchmaking{svc: mms, rooms: svc.Rooms.Private, online: svc.Presence, hub: cfg.Node.Hub(), marks: svc.Marks,
+		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node}
+	var err error
+	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: svc.Locks,
+		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
+	if err != nil {
+		return nil, err
+	}
+	return mm, nil
 }
 
 // TicketRequest is a ticket as a client asks for it.
@@ -91,7 +172,7 @@ type TicketRequest struct {
 // Invite and queues once its members Accept, so nobody is queued by
 // someone else. It returns matchmaking's errors (ErrUnknownQueue,
 // ErrBadTicket, ErrBadName, *TicketOpenError) and Redis errors.
-func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
+func (mm *Matchmaking) Submit(ctx context.Context, p realtime.Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
 	if _, err := mm.svc.Queue(queue); err != nil {
 		return matchmaking.Status{}, err
 	}
@@ -107,11 +188,11 @@ func (mm *Matchmaking) Submit(ctx context.Context, p Principal, queue string, re
 }
 
 // Invite forms a pending party led by p's user with req.Party invited
-// (each must be online: else ErrPartyOffline) and tells each invitee by a
+// (each must be online: else realtime.ErrPartyOffline) and tells each invitee by a
 // party_invite event; the party queues once all of them Accept. It
 // returns matchmaking's errors (ErrUnknownQueue, ErrBadTicket, ErrBadName)
 // and Redis errors.
-func (mm *Matchmaking) Invite(ctx context.Context, p Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
+func (mm *Matchmaking) Invite(ctx context.Context, p realtime.Principal, queue string, req TicketRequest) (matchmaking.Status, error) {
 	q, err := mm.svc.Queue(queue)
 	if err != nil {
 		return matchmaking.Status{}, err
@@ -143,10 +224,10 @@ func (mm *Matchmaking) Invite(ctx context.Context, p Principal, queue string, re
 // and returns the party's status after: pending, or waiting in the queue
 // once every invitee accepted. Its players are told (party_update). Every
 // player must still be online: one who is not dissolves the party (the
-// others are told, reason offline) and the answer is ErrPartyOffline. It
+// others are told, reason offline) and the answer is realtime.ErrPartyOffline. It
 // returns matchmaking.ErrUnknownTicket when p's user is not invited to
 // it, ErrNotPending, *TicketOpenError and Redis errors.
-func (mm *Matchmaking) Accept(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+func (mm *Matchmaking) Accept(ctx context.Context, p realtime.Principal, queue, id string) (matchmaking.Status, error) {
 	st, err := mm.invitation(ctx, p, queue, id)
 	if err != nil {
 		return matchmaking.Status{}, err
@@ -157,7 +238,7 @@ func (mm *Matchmaking) Accept(ctx context.Context, p Principal, queue, id string
 				continue
 			}
 			if err := mm.mustBeOnline(ctx, u); err != nil {
-				if errors.Is(err, ErrPartyOffline) {
+				if errors.Is(err, realtime.ErrPartyOffline) {
 					if _, cerr := mm.dissolve(ctx, queue, id, u, matchmaking.ReasonOffline); cerr != nil {
 						return matchmaking.Status{}, cerr
 					}
@@ -179,7 +260,7 @@ func (mm *Matchmaking) Accept(ctx context.Context, p Principal, queue, id string
 // as it is, unchanged (to leave a queued ticket, cancel it). It returns
 // matchmaking.ErrUnknownTicket when p's user is not invited to it, and
 // Redis errors.
-func (mm *Matchmaking) Decline(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+func (mm *Matchmaking) Decline(ctx context.Context, p realtime.Principal, queue, id string) (matchmaking.Status, error) {
 	st, err := mm.invitation(ctx, p, queue, id)
 	if err != nil || st.State != matchmaking.Pending {
 		return st, err
@@ -189,7 +270,7 @@ func (mm *Matchmaking) Decline(ctx context.Context, p Principal, queue, id strin
 
 // invitation returns the status of party id when p's user is one of its
 // invitees (not its leader), else matchmaking.ErrUnknownTicket.
-func (mm *Matchmaking) invitation(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+func (mm *Matchmaking) invitation(ctx context.Context, p realtime.Principal, queue, id string) (matchmaking.Status, error) {
 	st, err := mm.svc.Status(ctx, queue, id)
 	if err != nil {
 		return matchmaking.Status{}, err
@@ -224,7 +305,7 @@ func (mm *Matchmaking) checkPending(ctx context.Context, pending []matchmaking.S
 	for _, st := range pending {
 		for _, u := range st.Ticket.Players() {
 			err := mm.mustBeOnline(ctx, u)
-			if errors.Is(err, ErrPartyOffline) {
+			if errors.Is(err, realtime.ErrPartyOffline) {
 				_, err = mm.dissolve(ctx, st.Ticket.Queue, st.Ticket.ID, u, matchmaking.ReasonOffline)
 				if err != nil {
 					return err
@@ -239,21 +320,21 @@ func (mm *Matchmaking) checkPending(ctx context.Context, pending []matchmaking.S
 	return nil
 }
 
-// mustBeOnline returns ErrPartyOffline unless user has a live session.
+// mustBeOnline returns realtime.ErrPartyOffline unless user has a live session.
 func (mm *Matchmaking) mustBeOnline(ctx context.Context, user string) error {
 	st, err := mm.online.Get(ctx, user)
 	if err != nil {
 		return err
 	}
 	if !st.Online {
-		return fmt.Errorf("%w: party member %s is not online", ErrPartyOffline, user)
+		return fmt.Errorf("%w: party member %s is not online", realtime.ErrPartyOffline, user)
 	}
 	return nil
 }
 
 // Status returns the status of ticket id in queue. Only its players may
 // read it: for anyone else it is matchmaking.ErrUnknownTicket.
-func (mm *Matchmaking) Status(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+func (mm *Matchmaking) Status(ctx context.Context, p realtime.Principal, queue, id string) (matchmaking.Status, error) {
 	st, err := mm.svc.Status(ctx, queue, id)
 	if err != nil {
 		return matchmaking.Status{}, err
@@ -269,7 +350,7 @@ func (mm *Matchmaking) Status(ctx context.Context, p Principal, queue, id string
 // party is dissolved, and its players told (party_update: cancelled by its
 // leader, declined by an invitee). It returns
 // matchmaking.ErrUnknownTicket for a ticket that is not one of p's user.
-func (mm *Matchmaking) Cancel(ctx context.Context, p Principal, queue, id string) (matchmaking.Status, error) {
+func (mm *Matchmaking) Cancel(ctx context.Context, p realtime.Principal, queue, id string) (matchmaking.Status, error) {
 	before, err := mm.Status(ctx, p, queue, id)
 	if err != nil {
 		return matchmaking.Status{}, err
@@ -347,10 +428,10 @@ func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
 	}
 	room, err := mm.rooms.CreateRoom(ctx, mm.Room(m), m.Players, reserve)
 	if err != nil {
-		return fmt.Errorf("realtime: the room of match %s: %w", m.ID, err)
+		return fmt.Errorf("match: the room of match %s: %w", m.ID, err)
 	}
 	if room.ID != mm.Room(m) {
-		return fmt.Errorf("realtime: the room of match %s is %s, not %s", m.ID, room.ID, mm.Room(m))
+		return fmt.Errorf("match: the room of match %s is %s, not %s", m.ID, room.ID, mm.Room(m))
 	}
 	return mm.tell(ctx, matchmaking.MatchedEvents(m, room.ID, reserve))
 }
@@ -377,7 +458,7 @@ func (mm *Matchmaking) tell(ctx context.Context, notes []matchmaking.Notice) err
 	}
 	for _, n := range notes {
 		for _, u := range n.Users {
-			mm.marks.user(u, dirty.Of(dirty.Match))
+			mm.marks.User(u, dirty.Of(dirty.Match))
 		}
 	}
 	return nil
@@ -404,13 +485,24 @@ func (mm *Matchmaking) receive(_ string, p []byte) {
 	}
 }
 
-// start runs the matchers under ctx.
-func (mm *Matchmaking) start(ctx context.Context) error {
-	if err := mm.matchers.Start(ctx); err != nil && !errors.Is(err, matchmaking.ErrStarted) {
-		return err
+// Start subscribes to the matchmaking channel (a match or an expiry told
+// on any node reaches the players' clients here), then runs the matchers
+// on the node's loops' context.
+func (mm *Matchmaking) Start(ctx context.Context) error {
+	if err := mm.node.Subscribe(ctx, mm.svc.Channel(), bus.HandlerFuncs{OnReceive: mm.receive}); err != nil {
+		return fmt.Errorf("match: subscribe matchmaking: %w", err)
+	}
+	if err := mm.matchers.Start(mm.node.RunContext()); err != nil && !errors.Is(err, matchmaking.ErrStarted) {
+		return fmt.Errorf("match: start matchmaking: %w", err)
 	}
 	return nil
 }
 
-// stop stops the matchers, handing this node's queues over at once.
-func (mm *Matchmaking) stop(ctx context.Context) error { return mm.matchers.Stop(ctx) }
+// Shutdown stops the matchers, handing this node's queues over at once;
+// a root runs it after the node's Drain, before its Shutdown.
+func (mm *Matchmaking) Shutdown(ctx context.Context) error {
+	if err := mm.matchers.Stop(ctx); err != nil {
+		return fmt.Errorf("match: stop matchers: %w", err)
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package realtime
+package match
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/matchmaking"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -25,13 +26,13 @@ func setQueues(t testing.TB, n *testNode, defs, want string, nodes ...*testNode)
 		require.Eventually(t, func() bool {
 			_, err := o.Match.svc.Queue(want)
 			return err == nil
-		}, 20*time.Second, 10*time.Millisecond, "node %s sees the queue", o.cfg.Node)
+		}, 20*time.Second, 10*time.Millisecond, "node %s sees the queue", o.id)
 	}
 }
 
 // pollMatch polls p until its match section holds an event of type typ,
 // and returns it.
-func pollMatch(t testing.TB, n *testNode, p Principal, typ string) matchmaking.Event {
+func pollMatch(t testing.TB, n *testNode, p realtime.Principal, typ string) matchmaking.Event {
 	t.Helper()
 	var got matchmaking.Event
 	require.Eventually(t, func() bool {
@@ -61,14 +62,14 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 	ann, fa := n1.connect(t, "ann")
 	_, faOther := n3.connect(t, "ann") // a second connection of ann's, on another node
 	bob, fb := n2.connect(t, "bob")
-	cy := Principal{User: "cy", Session: "rest-cy"}
+	cy := realtime.Principal{User: "cy", Session: "rest-cy"}
 	_, err := n3.Polls.Poll(ctx, cy, 0) // a clean start: the session's first poll has every section
 	require.NoError(t, err)
 
-	ta, err := n1.Match.Submit(ctx, ann.p, "trio", TicketRequest{Skill: 100})
+	ta, err := n1.Match.Submit(ctx, ann.Principal(), "trio", TicketRequest{Skill: 100})
 	require.NoError(t, err)
 	assert.Equal(t, matchmaking.Waiting, ta.State)
-	_, err = n2.Match.Submit(ctx, bob.p, "trio", TicketRequest{Skill: 110})
+	_, err = n2.Match.Submit(ctx, bob.Principal(), "trio", TicketRequest{Skill: 110})
 	require.NoError(t, err)
 	tc, err := n3.Match.Submit(ctx, cy, "trio", TicketRequest{Skill: 90})
 	require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 		assert.Equal(t, matchmaking.Matched, st.State)
 		require.NotNil(t, st.Match)
 		assert.Equal(t, room, n2.Match.Room(*st.Match))
-		_, err = n2.Match.Status(ctx, bob.p, "trio", tc.Ticket.ID)
+		_, err = n2.Match.Status(ctx, bob.Principal(), "trio", tc.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket, "another user's ticket is not shown")
 	})
 
@@ -100,12 +101,12 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 		fa.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
 		require.NoError(t, n2.Chat.Resume(ctx, bob, room, ""))
 		fb.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
-		_, err := n3.Chat.JoinRoomREST(ctx, cy, room)
+		_, err := n3.REST.JoinRoomREST(ctx, cy, room)
 		require.NoError(t, err)
 		id := n1.say(t, ann, fa, room, "glhf", "m1")
 		fb.wait(t, "ann's message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
 		assert.Equal(t, []string{id}, fb.messages(room))
-		_, err = n3.Chat.Post(ctx, cy, room, "gg", "")
+		_, err = n3.REST.Post(ctx, cy, room, "gg", "")
 		require.NoError(t, err)
 		fa.wait(t, "cy's message", func([]map[string]any) bool { return len(fa.messages(room)) == 2 })
 	})
@@ -133,26 +134,26 @@ func TestAPartyStaysTogether(t *testing.T) {
 	dan, fd := n1.connect(t, "dan")
 
 	t.Run("a party too large is refused before any presence read", func(t *testing.T) {
-		_, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
+		_, err := n1.Match.Invite(ctx, ann.Principal(), "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
 		assert.ErrorIs(t, err, matchmaking.ErrBadTicket)
 	})
 	t.Run("a party member who is not online is refused", func(t *testing.T) {
-		_, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
-		assert.ErrorIs(t, err, ErrPartyOffline)
+		_, err := n1.Match.Invite(ctx, ann.Principal(), "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
+		assert.ErrorIs(t, err, realtime.ErrPartyOffline)
 	})
 	require.Eventually(t, func() bool {
-		st, err := n1.presence.Get(ctx, "bob")
+		st, err := n1.Services.Presence.Get(ctx, "bob")
 		return err == nil && st.Online
 	}, 20*time.Second, 10*time.Millisecond)
 	// cy and dan wait first and are closest in skill: a matcher that split
 	// parties would pair them with ann alone.
-	_, err := n2.Match.Submit(ctx, cy.p, "team", TicketRequest{Skill: 500})
+	_, err := n2.Match.Submit(ctx, cy.Principal(), "team", TicketRequest{Skill: 500})
 	require.NoError(t, err)
-	_, err = n1.Match.Submit(ctx, dan.p, "team", TicketRequest{Skill: 501})
+	_, err = n1.Match.Submit(ctx, dan.Principal(), "team", TicketRequest{Skill: 501})
 	require.NoError(t, err)
-	party, err := n1.Match.Invite(ctx, ann.p, "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
+	party, err := n1.Match.Invite(ctx, ann.Principal(), "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
 	require.NoError(t, err)
-	_, err = n2.Match.Accept(ctx, bob.p, "team", party.Ticket.ID)
+	_, err = n2.Match.Accept(ctx, bob.Principal(), "team", party.Ticket.ID)
 	require.NoError(t, err)
 
 	ea, eb := fa.first(t, "matched", nil), fb.first(t, "matched", nil)
@@ -188,25 +189,25 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		`"duo":{"min":2,"max":2,"window":1000,"reserve_seconds":1}}`, "duo", n2)
 	ctx := context.Background()
 	ann, fa := n1.connect(t, "ann")
-	rita := Principal{User: "rita", Session: "rest-rita"}
+	rita := realtime.Principal{User: "rita", Session: "rest-rita"}
 
 	t.Run("a cancel answers cancelled; only a player may cancel", func(t *testing.T) {
-		st, err := n1.Match.Submit(ctx, ann.p, "duo", TicketRequest{Skill: 1})
+		st, err := n1.Match.Submit(ctx, ann.Principal(), "duo", TicketRequest{Skill: 1})
 		require.NoError(t, err)
 		_, err = n2.Match.Cancel(ctx, rita, "duo", st.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket)
-		got, err := n2.Match.Cancel(ctx, ann.p, "duo", st.Ticket.ID)
+		got, err := n2.Match.Cancel(ctx, ann.Principal(), "duo", st.Ticket.ID)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Cancelled, got.State)
-		got, err = n1.Match.Status(ctx, ann.p, "duo", st.Ticket.ID)
+		got, err = n1.Match.Status(ctx, ann.Principal(), "duo", st.Ticket.ID)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Cancelled, got.State)
-		_, err = n1.Match.Submit(ctx, ann.p, "nope", TicketRequest{})
+		_, err = n1.Match.Submit(ctx, ann.Principal(), "nope", TicketRequest{})
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownQueue)
 	})
 
 	t.Run("an expired ticket is an event and a poll section", func(t *testing.T) {
-		sa, err := n1.Match.Submit(ctx, ann.p, "slow", TicketRequest{Skill: 1})
+		sa, err := n1.Match.Submit(ctx, ann.Principal(), "slow", TicketRequest{Skill: 1})
 		require.NoError(t, err)
 		sr, err := n2.Match.Submit(ctx, rita, "slow", TicketRequest{Skill: 999}) // window 0: never matched
 		require.NoError(t, err)
@@ -220,7 +221,7 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 	})
 
 	t.Run("a seat nobody claims is released after its reservation", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, ann.p, "duo", TicketRequest{Skill: 1})
+		_, err := n1.Match.Submit(ctx, ann.Principal(), "duo", TicketRequest{Skill: 1})
 		require.NoError(t, err)
 		_, err = n2.Match.Submit(ctx, rita, "duo", TicketRequest{Skill: 2})
 		require.NoError(t, err)
@@ -231,10 +232,10 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		fa.first(t, "presence", func(m map[string]any) bool {
 			return m["room"] == room && m["user"] == "rita" && m["state"] == "left"
 		})
-		got, err := n2.Chat.Room(ctx, room)
+		got, err := n2.Reads.Room(ctx, room)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"ann"}, got.Members)
-		_, err = n2.Chat.JoinRoomREST(ctx, Principal{User: "eve", Session: "rest-eve"}, room)
+		_, err = n2.REST.JoinRoomREST(ctx, realtime.Principal{User: "eve", Session: "rest-eve"}, room)
 		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "a released seat is no seat for a stranger, and no hint of the room")
 	})
 }
@@ -249,7 +250,7 @@ func TestTheHooksAreIdempotent(t *testing.T) {
 		Tickets: []matchmaking.Ticket{{ID: "TA", Queue: "pair", User: "ann"}, {ID: "TB", Queue: "pair", User: "bob"}}}
 	require.NoError(t, n.Match.matched(ctx, m))
 	require.NoError(t, n.Match.matched(ctx, m), "a hook run again (a holder died before its ack)")
-	room, err := n.Chat.Room(ctx, n.Match.Room(m))
+	room, err := n.Reads.Room(ctx, n.Match.Room(m))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ann", "bob"}, room.Members)
 	x := matchmaking.Ticket{ID: "TX", Queue: "pair", User: "cy", Created: time.UnixMilli(9_000)}

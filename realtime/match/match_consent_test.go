@@ -1,4 +1,4 @@
-package realtime
+package match
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/matchmaking"
+	"github.com/chatd/chatd/realtime"
 )
 
 // TestNobodyIsQueuedWithoutConsent: #40's third reproduction. Naming an
@@ -26,17 +27,17 @@ func TestNobodyIsQueuedWithoutConsent(t *testing.T) {
 	mal, fm := n1.connect(t, "mallory")
 	vic, fv := n2.connect(t, "Victim")
 	require.Eventually(t, func() bool {
-		st, err := n1.presence.Get(ctx, "victim")
+		st, err := n1.Services.Presence.Get(ctx, "victim")
 		return err == nil && st.Online
 	}, 20*time.Second, 10*time.Millisecond)
 
 	t.Run("a ticket naming a party is refused", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, mal.p, "duel", TicketRequest{Skill: 1, Party: []string{"victim"}})
+		_, err := n1.Match.Submit(ctx, mal.Principal(), "duel", TicketRequest{Skill: 1, Party: []string{"victim"}})
 		require.ErrorIs(t, err, matchmaking.ErrConsentRequired)
 		assert.Equal(t, errcode.ConsentRequired, errcode.Of(err))
 	})
 
-	p, err := n1.Match.Invite(ctx, mal.p, "duel", TicketRequest{Skill: 1, Party: []string{"VICTIM"}})
+	p, err := n1.Match.Invite(ctx, mal.Principal(), "duel", TicketRequest{Skill: 1, Party: []string{"VICTIM"}})
 	require.NoError(t, err)
 	assert.Equal(t, matchmaking.Pending, p.State)
 	inv := fv.first(t, matchmaking.EventPartyInvite, nil)
@@ -44,39 +45,39 @@ func TestNobodyIsQueuedWithoutConsent(t *testing.T) {
 	assert.Equal(t, "mallory", inv["leader"])
 
 	t.Run("the invitee's own ticket is not blocked and is matched apart", func(t *testing.T) {
-		own, err := n2.Match.Submit(ctx, vic.p, "duel", TicketRequest{Skill: 1})
+		own, err := n2.Match.Submit(ctx, vic.Principal(), "duel", TicketRequest{Skill: 1})
 		require.NoError(t, err)
-		st, err := n2.Match.Cancel(ctx, vic.p, "duel", own.Ticket.ID)
+		st, err := n2.Match.Cancel(ctx, vic.Principal(), "duel", own.Ticket.ID)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Cancelled, st.State)
 		assert.False(t, hasType(fv.all(), matchmaking.EventMatched), "the victim was matched with nobody")
 	})
 	t.Run("a stranger can neither accept nor decline", func(t *testing.T) {
 		eve, _ := n2.connect(t, "eve")
-		_, err := n2.Match.Accept(ctx, eve.p, "duel", p.Ticket.ID)
+		_, err := n2.Match.Accept(ctx, eve.Principal(), "duel", p.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket)
-		_, err = n2.Match.Decline(ctx, eve.p, "duel", p.Ticket.ID)
+		_, err = n2.Match.Decline(ctx, eve.Principal(), "duel", p.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket)
-		_, err = n1.Match.Accept(ctx, mal.p, "duel", p.Ticket.ID)
+		_, err = n1.Match.Accept(ctx, mal.Principal(), "duel", p.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket, "the leader does not accept for the invitee")
 	})
 	t.Run("a decline dissolves the party and the leader is told", func(t *testing.T) {
-		st, err := n2.Match.Decline(ctx, vic.p, "duel", p.Ticket.ID)
+		st, err := n2.Match.Decline(ctx, vic.Principal(), "duel", p.Ticket.ID)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Cancelled, st.State)
 		ev := fm.first(t, matchmaking.EventPartyUpdate, nil)
 		assert.Equal(t, matchmaking.ReasonDeclined, ev["reason"])
 		assert.Equal(t, "cancelled", ev["state"])
 		assert.Equal(t, "Victim", ev["user"])
-		pev := pollMatch(t, n2, mal.p, matchmaking.EventPartyUpdate)
+		pev := pollMatch(t, n2, mal.Principal(), matchmaking.EventPartyUpdate)
 		assert.Equal(t, p.Ticket.ID, pev.Ticket, "a REST poll shows it too")
-		_, err = n2.Match.Accept(ctx, vic.p, "duel", p.Ticket.ID)
+		_, err = n2.Match.Accept(ctx, vic.Principal(), "duel", p.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrNotPending)
 	})
 	t.Run("an accepted invitation queues the party", func(t *testing.T) {
-		q, err := n1.Match.Invite(ctx, mal.p, "duel", TicketRequest{Skill: 1, Party: []string{"victim"}})
+		q, err := n1.Match.Invite(ctx, mal.Principal(), "duel", TicketRequest{Skill: 1, Party: []string{"victim"}})
 		require.NoError(t, err)
-		st, err := n2.Match.Accept(ctx, vic.p, "duel", q.Ticket.ID)
+		st, err := n2.Match.Accept(ctx, vic.Principal(), "duel", q.Ticket.ID)
 		require.NoError(t, err)
 		assert.Contains(t, []matchmaking.State{matchmaking.Waiting, matchmaking.Matched}, st.State)
 		assert.Equal(t, q.Ticket.ID, fv.first(t, matchmaking.EventMatched, nil)["ticket"])
@@ -84,17 +85,17 @@ func TestNobodyIsQueuedWithoutConsent(t *testing.T) {
 	t.Run("an invitee going offline dissolves the party and the leader is told", func(t *testing.T) {
 		gone, fg := n2.connect(t, "gone")
 		require.Eventually(t, func() bool {
-			st, err := n1.presence.Get(ctx, "gone")
+			st, err := n1.Services.Presence.Get(ctx, "gone")
 			return err == nil && st.Online
 		}, 20*time.Second, 10*time.Millisecond)
-		q, err := n1.Match.Invite(ctx, mal.p, "duel", TicketRequest{Skill: 1, Party: []string{"gone"}})
+		q, err := n1.Match.Invite(ctx, mal.Principal(), "duel", TicketRequest{Skill: 1, Party: []string{"gone"}})
 		require.NoError(t, err)
 		fg.first(t, matchmaking.EventPartyInvite, nil)
-		gone.Close(CloseNormal, "")
+		gone.Close(realtime.CloseNormal, "")
 		ev := fm.first(t, matchmaking.EventPartyUpdate, func(m map[string]any) bool { return m["ticket"] == q.Ticket.ID })
 		assert.Equal(t, matchmaking.ReasonOffline, ev["reason"])
 		assert.Equal(t, "gone", ev["user"])
-		st, err := n1.Match.Status(ctx, mal.p, "duel", q.Ticket.ID)
+		st, err := n1.Match.Status(ctx, mal.Principal(), "duel", q.Ticket.ID)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Cancelled, st.State)
 	})
