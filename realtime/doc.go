@@ -40,7 +40,7 @@
 //     (NewChat and NewPolls, still in this package,
 //     and the packages below from Node.Services), in an order that needs
 //     no wiring after construction, and runs their Start and Shutdown
-//     around the core's; internal/compose (cmd/chatd), realtimetest and
+//     around the core's; cmd/chatd/compose (cmd/chatd), realtimetest and
 //     package web's tests all compose through it.
 //   - realtimetest gives the use-case packages' tests a recording
 //     Transport and a started node (realtime/app) (the core's own tests keep theirs).

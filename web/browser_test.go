@@ -29,8 +29,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/cmd/chatd/compose"
 	"github.com/chatd/chatd/docs"
-	"github.com/chatd/chatd/internal/compose"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/realtime"
 	jssdk "github.com/chatd/chatd/sdk/js"

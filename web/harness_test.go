@@ -71,14 +71,14 @@ type nodeConfig struct {
 	MaxConnsPerUser int
 }
 
-// useCasesOf is internal/compose.UseCases, which this package's tests can
+// useCasesOf is cmd/chatd/compose.UseCases, which this package's tests can
 // not import (compose imports web).
 func useCasesOf(a *app.App) UseCases {
 	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
 		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
 }
 
-// composeNode builds a node as cmd/chatd does (internal/compose, which
+// composeNode builds a node as cmd/chatd does (cmd/chatd/compose, which
 // this package's tests can not import): the realtime core and its use
 // cases (realtime/app), started, then the front serving them. shutdown
 // stops them in the reverse order: the front, draining the core's

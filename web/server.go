@@ -42,7 +42,7 @@ import (
 // UseCases are what a Server serves: the realtime use cases its handlers
 // call (each handler group holds the ones it needs) and the core's
 // readiness and drain. A Server builds none of them: cmd/chatd composes
-// them (realtime/app, through internal/compose) and hands them over. Every field is required.
+// them (realtime/app, through cmd/chatd/compose) and hands them over. Every field is required.
 type UseCases struct {
 	Chat       *realtime.Chat
 	REST       *realtime.REST

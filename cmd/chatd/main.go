@@ -2,7 +2,7 @@
 // shares one Redis or Redis Cluster. See the README for flags and the API.
 //
 // This file is wiring only: configuration, logs, metrics, Redis, TLS, the
-// node's components (internal/compose: the realtime core, then the web
+// node's components (cmd/chatd/compose: the realtime core, then the web
 // front given its use cases), shutdown in the reverse order.
 package main
 
@@ -24,7 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatd/chatd/internal/compose"
+	"github.com/chatd/chatd/cmd/chatd/compose"
 	"github.com/chatd/chatd/internal/embedded"
 	"github.com/chatd/chatd/internal/redismetrics"
 	"github.com/chatd/chatd/realtime"
@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// The node's components, on the Redis client: the realtime core (the
 	// domain services, the bus, the Hub, the use cases), then the web front
-	// serving the core's use cases (internal/compose). They start in that
+	// serving the core's use cases (cmd/chatd/compose). They start in that
 	// order, and stop in the reverse one (srv.Shutdown below) before the
 	// Redis client closes.
 	secret := []byte(cfg.Secret)

@@ -13,7 +13,7 @@
 // the registry; its loops, the use cases' loops with them, settings,
 // dirty tracker, bus).
 //
-// cmd/chatd composes through it (internal/compose, which adds the HTTP
+// cmd/chatd composes through it (cmd/chatd/compose, which adds the HTTP
 // front), and so do the tests of the use cases (realtime/realtimetest) and
 // of the front (package web's harness), so every test runs the node chatd
 // runs.

@@ -2,7 +2,9 @@
 // components from their configurations, each handed what it needs, and
 // starts and stops them in order. cmd/chatd runs a node through it (after
 // building the Redis client), and so do the end-to-end tests of the
-// browser client, so that they run the node chatd runs.
+// browser client, so that they run the node chatd runs. It lives under
+// cmd/chatd, above every package it wires: nothing below the binary
+// imports it, so no package of the server can reach the whole node.
 //
 // The components, in the order they start:
 //
