@@ -112,9 +112,9 @@ type Client struct {
 	qmu       sync.Mutex
 	queue     *sendQueue // what Send appends to; nil while nothing is queued and no writer runs
 	spare     *sendQueue // the batch the writer wrote last, emptied: the next queue
-	queued    int       // bytes in queue
-	since     time.Time // when the writer last made progress or the queue became non-empty
-	writing   bool      // a writer goroutine is running
+	queued    int        // bytes in queue
+	since     time.Time  // when the writer last made progress or the queue became non-empty
+	writing   bool       // a writer goroutine is running
 	pingDue   bool
 	closing   bool
 	closeCode int
