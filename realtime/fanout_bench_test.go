@@ -1,18 +1,12 @@
 package realtime
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/chatd/chatd/internal/bus"
-	"github.com/chatd/chatd/rooms"
 )
 
 // countingTransport takes every write and counts its events.
@@ -33,39 +27,15 @@ func (countingTransport) Close(int, string) {}
 // room's feed, the members' feeds, their queues and writers.
 func BenchmarkFanOut(b *testing.B) {
 	const nRooms, members = 40, 50
-	g := newGroup()
-	defer func() { _ = g.Stop(context.Background()) }()
-	m := newMetrics(prometheus.NewRegistry())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	handlers := map[string]bus.Handler{}
-	h := newHub(hubDeps{
-		subscribe: func(_ context.Context, channel string, hd bus.Handler) (*bus.Subscription, error) {
-			handlers[channel] = hd
-			return nil, nil
-		},
-		channel: func(room string) string { return "ch:" + room },
-		read: func(string) ReadFunc {
-			return func(context.Context, string, int) ([]rooms.Message, error) { return nil, nil }
-		},
-		run: g.Go, m: m, log: log,
-	})
-	env := &clientEnv{m: m, clock: newCoarseClock(time.Now), log: log, run: g.Go}
+	th := newTestHub(b)
 	var written atomic.Int64
-	ctx := context.Background()
 	hs := make([]bus.Handler, nRooms)
 	for r := range nRooms {
 		room := fmt.Sprintf("bench-%d", r+1)
 		for i := range members {
-			c := newClient(env, countingTransport{&written}, Principal{User: fmt.Sprintf("u%d-%d", r, i)}, fmt.Sprintf("a%d-%d", r, i))
-			defer c.ping.Stop()
-			f := NewFeed("", func(_ string, frame []byte) { c.Send(frame) })
-			since, err := h.addToRoom(ctx, room, c, f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			f.StartAt(since)
+			th.join(b, room, fmt.Sprintf("u%d-%d", r, i), countingTransport{&written}, nil)
 		}
-		hs[r] = handlers["ch:"+room]
+		hs[r] = th.handlers[room]
 	}
 	frames := make([][]byte, 1<<12)
 	for i := range frames {
