@@ -110,10 +110,11 @@ type Client struct {
 	lease string // the per-address connection lease id ("" = none)
 
 	qmu       sync.Mutex
-	queue     [][]byte
-	queued    int       // bytes in queue
-	since     time.Time // when the writer last made progress or the queue became non-empty
-	writing   bool      // a writer goroutine is running
+	queue     *sendQueue // what Send appends to; nil while nothing is queued and no writer runs
+	spare     *sendQueue // the batch the writer wrote last, emptied: the next queue
+	queued    int        // bytes in queue
+	since     time.Time  // when the writer last made progress or the queue became non-empty
+	writing   bool       // a writer goroutine is running
 	pingDue   bool
 	closing   bool
 	closeCode int
@@ -194,10 +195,13 @@ func (c *Client) Send(frame []byte) {
 		return
 	}
 	now := c.env.clock.Now()
-	if len(c.queue) == 0 {
+	if c.queue == nil {
+		c.queue = queuePool.Get().(*sendQueue)
+	}
+	if len(c.queue.frames) == 0 {
 		c.since = now
 	}
-	c.queue = append(c.queue, frame)
+	c.queue.frames = append(c.queue.frames, frame)
 	c.queued += len(frame)
 	if c.queued > hardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
 		c.qmu.Unlock()
@@ -238,13 +242,25 @@ func (c *Client) kickLocked() {
 
 // write is the writer: it takes everything queued, writes it in one
 // transport call, and repeats until the queue is empty, then exits.
+//
+// It keeps two queues and swaps them: Send fills one while the other is
+// being written, and the written one, emptied, is the next queue, so a busy
+// connection does not grow a new slice for every batch. When the writer
+// goes idle both go back to queuePool: an idle connection holds none.
 func (c *Client) write() {
 	for {
 		c.qmu.Lock()
-		batch, ping, closing := c.queue, c.pingDue, c.closing
-		c.queue, c.queued, c.pingDue = nil, 0, false
+		q, ping, closing := c.queue, c.pingDue, c.closing
+		var batch [][]byte
+		if q != nil {
+			batch = q.frames
+		}
+		c.queue, c.spare, c.queued, c.pingDue = c.spare, nil, 0, false
 		if len(batch) == 0 && !ping && !closing {
 			c.writing = false
+			putQueue(q)
+			putQueue(c.queue)
+			c.queue = nil
 			c.qmu.Unlock()
 			return
 		}
@@ -271,13 +287,36 @@ func (c *Client) write() {
 			c.finish(nil)
 			return
 		}
+		if q != nil {
+			clear(batch) // written: drop the references to the frames
+			q.frames = batch[:0]
+		}
 		c.qmu.Lock()
 		c.since = c.env.clock.Now()
+		if q != nil && cap(q.frames) <= maxPooledQueue {
+			c.spare = q
+		}
 		c.qmu.Unlock()
 		select {
 		case c.progress <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// sendQueue is a client's queue of encoded events, kept in queuePool
+// between uses.
+type sendQueue struct{ frames [][]byte }
+
+// queuePool holds the send queues of clients whose writer went idle; a
+// queue longer than maxPooledQueue is left to the GC instead.
+var queuePool = sync.Pool{New: func() any { return &sendQueue{frames: make([][]byte, 0, 8)} }}
+
+const maxPooledQueue = 1024
+
+func putQueue(q *sendQueue) {
+	if q != nil && len(q.frames) == 0 && cap(q.frames) <= maxPooledQueue {
+		queuePool.Put(q)
 	}
 }
 

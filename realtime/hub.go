@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,80 @@ type Hub struct {
 	rooms [64]roomShard
 	users [64]userShard
 	count atomic.Int64 // clients registered: read on every upgrade, so not summed over the shards
+	fan   fanOut
+}
+
+// fanOut runs the rooms' fan-out on GOMAXPROCS workers instead of the bus
+// goroutine: one goroutine fanning out every room of the node was a fifth
+// of a saturated node's CPU on one core (issue #42). A room always goes to
+// the same worker, in the order the bus received its channel's messages
+// and resubscriptions, so a room's feed sees exactly what it saw on the
+// bus goroutine; rooms on different workers run in parallel. A queue
+// holds fanQueue jobs; when it is full the bus waits, as it waited for the
+// fan-out before. The workers are started with the first message, in the
+// node's goroutines (hubDeps.run), and stop with them.
+type fanOut struct {
+	once sync.Once
+	qs   []chan fanJob // nil: no workers (the node stopped first); the bus goroutine fans out
+	stop chan struct{} // closed when the node's goroutines stop
+}
+
+const fanQueue = 1024
+
+// fanJob is one message of a room's channel, or its resubscription.
+type fanJob struct {
+	r     *hubRoom
+	p     []byte
+	resub bool
+}
+
+func (j fanJob) run() {
+	if j.resub {
+		j.r.resubscribed()
+		return
+	}
+	j.r.receive(j.p)
+}
+
+// fanWorker returns the hash that picks room's fan-out worker (modulo their
+// number).
+func (h *Hub) fanWorker(room string) uint64 { return maphash.String(h.seed, "fan:"+room) }
+
+// dispatch hands j to its room's worker (on the bus goroutine).
+func (h *Hub) dispatch(j fanJob) {
+	h.fan.once.Do(h.startFanOut)
+	if h.fan.qs == nil {
+		j.run()
+		return
+	}
+	select {
+	case h.fan.qs[j.r.worker%uint64(len(h.fan.qs))] <- j:
+	case <-h.fan.stop: // the node stopped: nobody is left to deliver to
+	}
+}
+
+func (h *Hub) startFanOut() {
+	stop := make(chan struct{})
+	if !h.d.run(func(ctx context.Context) { <-ctx.Done(); close(stop) }) {
+		return
+	}
+	n := max(runtime.GOMAXPROCS(0), 1)
+	qs := make([]chan fanJob, n)
+	for i := range qs {
+		q := make(chan fanJob, fanQueue)
+		qs[i] = q
+		h.d.run(func(context.Context) {
+			for {
+				select {
+				case j := <-q:
+					j.run()
+				case <-stop:
+					return
+				}
+			}
+		})
+	}
+	h.fan.qs, h.fan.stop = qs, stop
 }
 
 type roomShard struct {
@@ -48,9 +123,10 @@ type userShard struct {
 
 // hubRoom is one room with local members.
 type hubRoom struct {
-	id   string
-	hub  *Hub
-	feed *Feed // the node's position in the room's stream
+	id     string
+	hub    *Hub
+	feed   *Feed  // the node's position in the room's stream
+	worker uint64 // which fan-out worker takes its messages (modulo their number)
 
 	ready chan struct{} // closed once subscribed (or failed: err set)
 	err   error
@@ -188,7 +264,8 @@ func (h *Hub) addToRoom(ctx context.Context, room string, c *Client, f *Feed) (s
 		r := sh.rooms[room]
 		first := r == nil
 		if first {
-			r = &hubRoom{id: room, hub: h, ready: make(chan struct{}), members: map[*Client]*Feed{}}
+			r = &hubRoom{id: room, hub: h, ready: make(chan struct{}), members: map[*Client]*Feed{},
+				worker: h.fanWorker(room)}
 			r.feed = NewFeed("", r.broadcast)
 			sh.rooms[room] = r
 		}
@@ -240,8 +317,8 @@ func (r *hubRoom) subscribe(ctx context.Context) {
 	defer close(r.ready)
 	d := r.hub.d
 	sub, err := d.subscribe(ctx, d.channel(r.id), bus.HandlerFuncs{
-		OnReceive:      func(_ string, p []byte) { r.receive(p) },
-		OnResubscribed: r.resubscribed,
+		OnReceive:      func(_ string, p []byte) { r.hub.dispatch(fanJob{r: r, p: p}) },
+		OnResubscribed: func() { r.hub.dispatch(fanJob{r: r, resub: true}) },
 	})
 	if err != nil {
 		r.err = err
@@ -341,7 +418,7 @@ func parseEvent(p []byte) (event, bool) {
 	return event{frame: p}, true
 }
 
-// receive takes one payload of the room's channel (on the bus goroutine).
+// receive takes one payload of the room's channel (on its fan-out worker).
 func (r *hubRoom) receive(p []byte) {
 	ev, ok := parseEvent(p)
 	if !ok {
@@ -375,11 +452,11 @@ func (r *hubRoom) fanout(ev event) {
 	r.hub.d.m.delivered.Add(float64(n))
 }
 
-// resubscribed runs on the bus goroutine when the room's channel was
+// resubscribed runs on the room's fan-out worker when its channel was
 // subscribed again after a reconnect: from here on live messages are held
-// until the gap fill has delivered what was missed. Holding before the bus
-// dispatches the next message is what keeps a live message from moving the
-// position past the missed ones.
+// until the gap fill has delivered what was missed. Holding before the
+// worker takes the room's next message (the bus queued both in order) is
+// what keeps a live message from moving the position past the missed ones.
 func (r *hubRoom) resubscribed() {
 	r.mu.Lock()
 	gone := r.gone

@@ -393,6 +393,11 @@ func (n *Node) Start(ctx context.Context) error {
 		n.hub.Broadcast(frame)
 	})
 	g := n.loops
+	// Joins queued behind one in progress are seated in one batch (the
+	// group commit); the drains run on the loops' context.
+	if err := n.rooms.Seats.Start(g.ctx); err != nil {
+		return fmt.Errorf("realtime: start seats: %w", err)
+	}
 	g.Go(n.clock.run)
 	g.Go(func(ctx context.Context) {
 		Every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
@@ -419,6 +424,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	if err := n.presence.Leave(ctx, n.cfg.Node); err != nil {
 		n.log.Debug("leave node registry", "err", err)
+	}
+	if err := n.rooms.Seats.Close(ctx); err != nil { // the joins' drains finish their batches
+		errs = append(errs, fmt.Errorf("realtime: stop seats: %w", err))
 	}
 	if err := n.loops.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("realtime: stop loops: %w", err))

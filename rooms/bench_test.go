@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,17 +68,31 @@ func BenchmarkJoin(b *testing.B) {
 }
 
 // BenchmarkJoinContended: 3 nodes join new users to one lobby from many
-// goroutines (capacity 50); reports joins/s, p99 join latency and p99 lock
-// hold time.
+// goroutines (capacity 50), on a private redis-server; reports joins/s,
+// p99 join latency, p99 lock hold time, and Redis commands and CPU per
+// join. "group commit" runs the Seats started (Seats.Start: joins queued
+// behind one in progress are seated in batches), "inline" without (each
+// join seated by its own script calls), as chatd's Node runs them today.
 func BenchmarkJoinContended(b *testing.B) {
-	r := redistest.Real(b)
+	for _, mode := range []string{"group commit", "inline"} {
+		b.Run(mode, func(b *testing.B) { benchJoinContended(b, mode == "inline") })
+	}
+}
+
+func benchJoinContended(b *testing.B, inline bool) {
+	r := redistest.Own(b, redistest.Options{})
 	ctx := context.Background()
 	ss := nodes(b, r, 3, Config{Registerer: prometheus.NewRegistry()})
 	var mu sync.Mutex
 	var holds, lat []float64
 	for _, s := range ss {
 		s.Seats.m.lockHold = prometheus.ObserverFunc(func(v float64) { mu.Lock(); holds = append(holds, v); mu.Unlock() })
+		if inline {
+			require.NoError(b, s.Seats.Close(ctx)) // joins from now on run inline
+		}
 	}
+	require.NoError(b, r.Client.ConfigResetStat(ctx).Err())
+	cpu0 := redisCPU(b, r.Client)
 	var n atomic.Int64
 	b.SetParallelism(16) // 32 joiners on 2 cores
 	b.ResetTimer()
@@ -96,9 +112,15 @@ func BenchmarkJoinContended(b *testing.B) {
 		lat = append(lat, mine...)
 		mu.Unlock()
 	})
-	b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "joins/s")
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := redisCPU(b, r.Client) - cpu0
+	calls := commandCalls(b, r.Client)
+	b.ReportMetric(float64(n.Load())/elapsed.Seconds(), "joins/s")
 	b.ReportMetric(p99(lat)*1000, "p99-join-ms")
 	b.ReportMetric(p99(holds)*1000, "p99-lock-hold-ms")
+	b.ReportMetric(calls/float64(n.Load()), "cmds/join")
+	b.ReportMetric(cpu*1e6/float64(n.Load()), "redis-cpu-µs/join")
 }
 
 func p99(v []float64) float64 {
@@ -183,4 +205,82 @@ func BenchmarkRenew1000(b *testing.B) {
 	b.ReportMetric(float64(renew)/float64(raw), "x-raw")
 	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
 	b.ReportMetric(float64(renew.Nanoseconds())/float64(b.N), "renew-ns/op")
+}
+
+// BenchmarkSendCommands sends says of 50 seated users in batches of 16, as
+// chat's say worker does (one SendMany per batch, rate-limited and
+// unkeyed), on a private redis-server, and reports what each say costs
+// Redis: cmds/say from INFO commandstats (every command, those inside
+// scripts included) and redis-cpu-µs/say from INFO cpu (the server's user
+// and system CPU, network I/O included).
+func BenchmarkSendCommands(b *testing.B) {
+	r := redistest.Own(b, redistest.Options{})
+	ctx := context.Background()
+	s := nodes(b, r, 1, Config{})[0]
+	var room string
+	for i := range 50 {
+		got, err := s.Seats.Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1)
+		require.NoError(b, err)
+		room = got.ID
+	}
+	opt := SendOptions{Rate: 1e6, Burst: 1e6} // the bucket is taken, never empty
+	reqs := make([]SendRequest, 16)
+	send := func(n int) {
+		for j := range reqs {
+			reqs[j] = SendRequest{Room: room, User: fmt.Sprintf("u%d", (n*16+j)%50), Text: "hello, world"}
+		}
+		for _, rep := range s.Messages.SendMany(ctx, reqs, opt) {
+			if rep.Err != nil {
+				b.Fatal(rep.Err)
+			}
+		}
+	}
+	send(0) // scripts loaded, the history's TTL set
+	require.NoError(b, r.Client.ConfigResetStat(ctx).Err())
+	cpu0 := redisCPU(b, r.Client)
+	n := 0
+	for b.Loop() {
+		n++
+		send(n)
+	}
+	cpu := redisCPU(b, r.Client) - cpu0
+	calls := commandCalls(b, r.Client)
+	says := float64(n * len(reqs))
+	b.ReportMetric(calls/says, "cmds/say")
+	b.ReportMetric(cpu*1e6/says, "redis-cpu-µs/say")
+}
+
+// commandCalls sums the calls of INFO commandstats, leaving out the INFO
+// and CONFIG of the measurement itself; it logs each command's line.
+func commandCalls(tb testing.TB, rdb redis.UniversalClient) (calls float64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(tb, err)
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || strings.HasPrefix(name, "cmdstat_config") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(f, "="); k == "calls" {
+				x, _ := strconv.ParseFloat(v, 64)
+				calls += x
+			}
+		}
+		tb.Logf("%s %s", name, rest)
+	}
+	return calls
+}
+
+// redisCPU returns the server's used_cpu_user + used_cpu_sys, seconds.
+func redisCPU(tb testing.TB, rdb redis.UniversalClient) (sec float64) {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	require.NoError(tb, err)
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			x, _ := strconv.ParseFloat(v, 64)
+			sec += x
+		}
+	}
+	return sec
 }

@@ -154,7 +154,9 @@
 // last renewal of an attachment there ([PEXPIRE]; Renew passes the
 // histories of the rooms it renews in KEYS, each at most once per
 // IdleTTL/48 per node: a PEXPIRE per room per tick bought nothing against
-// a TTL of a day). A history therefore lives
+// a TTL of a day; a send refreshes it as seldom, per room per node, and
+// always when its XADD had to create the stream, so no history lives
+// without a TTL). A history therefore lives
 // while someone sits or talks in its room (a room nobody sits in loses its
 // history IdleTTL after its last use, even in a busy lobby), and never
 // outlives the lobby's idle expiry: it is refreshed only by a script that
@@ -218,7 +220,7 @@
 // with Config.ShardedPubSub), so ids on the channel come in history order,
 // a message is stored and published together or not at all, and a say is
 // one round trip. The say bucket is a token bucket per user per lobby
-// ({lobby:L}:rate:<user>, expiring when it would be full again), not per
+// ({lobby:L}:sayrate:<user>, expiring when it would be full again), not per
 // user: a per-user key would live in another Cluster slot than the room and
 // need a second script, in series, before the send. A refused say stores,
 // publishes and counts nothing. The message id is the stream id, zero-padded so ids sort as strings. History

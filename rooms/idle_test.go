@@ -78,7 +78,7 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 			at := r.Client.PExpireTime(ctx, k).Val()
 			assert.True(t, at > 0 || at == -2, "%s has an expiry (or just expired): %v", k, at)
 			// a say bucket and a say's record expire on their own clocks
-			if !strings.Contains(k, "{lobby:back}") || strings.Contains(k, ":rate:") || strings.Contains(k, ":said:") || at == -2 {
+			if !strings.Contains(k, "{lobby:back}") || strings.Contains(k, ":sayrate:") || strings.Contains(k, ":said:") || at == -2 {
 				continue
 			}
 			if strings.Contains(k, ":history:") {

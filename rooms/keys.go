@@ -105,11 +105,13 @@ func historyKey(ks keyspace.Space, lobby string, seq int) string {
 	return ks.Key("lobby", lobby, "history", strconv.Itoa(seq)) // STREAM from, text, ts
 }
 
-// rateKey is user's say bucket in the lobby: t (tokens), at (unix ms); it
+// rateKey is user's say bucket in the lobby: "<tokens> <at unix ms>"; it
 // expires when it would be full again. In the lobby's slot so that the send
-// script can take a token atomically with the append.
+// script can take a token atomically with the append. A STRING (one GET,
+// one SET PX) since it was a HASH under "rate" (HMGET, HSET, PEXPIRE): the
+// new name keeps a node of either version from reading the other's type.
 func rateKey(ks keyspace.Space, lobby, user string) string {
-	return ks.Key("lobby", lobby, "rate", names.Canonical(user)) // HASH t, at
+	return ks.Key("lobby", lobby, "sayrate", names.Canonical(user)) // STRING "<tokens> <at ms>"
 }
 
 // saidKey records the say that user made in the lobby with idempotency key

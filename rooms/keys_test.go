@@ -29,7 +29,7 @@ func TestKeys(t *testing.T) {
 		{"claim", claimKey(ks, "alice", "s1:c-1"), "p:{user:alice}:said:s1:c-1"},
 		{"counted", countedKey(ks, "ab12"), "p:stats:messages:counted:{p:stats:messages}:ab12"},
 		{"user lobbies", userLobbiesKey(ks, "alice"), "p:{user:alice}:lobbies"},
-		{"rate", rateKey(ks, "general", "alice"), "p:{lobby:general}:rate:alice"},
+		{"rate", rateKey(ks, "general", "alice"), "p:{lobby:general}:sayrate:alice"},
 		{"channel prefix", channelPrefix(ks, "general"), "p:{lobby:general}:events:"},
 		{"channel", channel(ks, "general", 3), "p:{lobby:general}:events:3"},
 		{"ver", verKey(ks, "general"), "p:{lobby:general}:ver"},

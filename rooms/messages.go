@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,10 @@ type Messages struct {
 	idemTTL    time.Duration
 	durability func() string
 	waitFor    time.Duration // WAIT's timeout under DurabilityReplica
+
+	histMu    sync.Mutex
+	histAt    map[string]time.Time // "lobby/seq" → when a send last refreshed its history's TTL
+	histSwept time.Time
 }
 
 // Channel returns the room's pub/sub channel, on which the seat and message

@@ -68,7 +68,7 @@ type SendResult struct {
 // SendMany with SendRequest.Key for a say that may be sent twice.
 //
 // The say bucket is per user per lobby, not per user: it lives in the
-// lobby's hash-tag slot ({lobby:L}:rate:<user>) so that the check and the
+// lobby's hash-tag slot ({lobby:L}:sayrate:<user>) so that the check and the
 // append are one script on one Redis Cluster shard; a user seated in two
 // lobbies has two buckets.
 //
@@ -186,6 +186,9 @@ type prepared struct {
 	// claim and bound bind the caller's key to this message in every lobby
 	// (said_claim.lua); "" for a say without a key.
 	claim, bound string
+	// refresh is the history ("lobby/seq") whose TTL this say refreshes,
+	// marked so by historyDue; "" when it does not.
+	refresh string
 }
 
 func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag string) prepared {
@@ -234,10 +237,54 @@ func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag st
 	if r.Key != "" {
 		p.claim, p.bound = claimKey(s.ks, r.User, r.Key), r.Room+" "+hash
 	}
+	role := ""
 	if opt.System {
-		p.args = append(p.args, "system")
+		role = "system"
 	}
+	refresh := ""
+	if k := lobby + "/" + strconv.Itoa(seq); s.historyDue(now, k) {
+		refresh, p.refresh = "1", k
+	}
+	p.args = append(p.args, role, refresh)
 	return p
+}
+
+// historyDue reports whether this node refreshes the TTL of the history of
+// room seq of lobby with a send at now, and if so marks it refreshed: at
+// most once per IdleTTL/48 (30 minutes at the default 24 h), as Renew's
+// historiesDue does. A PEXPIRE on every send cost Redis a command per say
+// for a TTL of a day; between refreshes the history expires at most
+// IdleTTL/48 sooner than the last say + IdleTTL. message_send.lua sets
+// the TTL anyway on a history it creates, so none lives without one.
+func (s *Messages) historyDue(now time.Time, k string) bool {
+	every := s.idleTTL / 48
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	if s.histAt == nil {
+		s.histAt = map[string]time.Time{}
+	}
+	if len(s.histAt) > 4096 && now.Sub(s.histSwept) > every {
+		for k, at := range s.histAt {
+			if now.Sub(at) > 2*every {
+				delete(s.histAt, k)
+			}
+		}
+		s.histSwept = now
+	}
+	if at, ok := s.histAt[k]; ok && now.Sub(at) >= 0 && now.Sub(at) < every {
+		return false
+	}
+	s.histAt[k] = now
+	return true
+}
+
+// historyNotRefreshed forgets the mark of historyDue for history k ("lobby/
+// seq") when the say that was to refresh it was not stored (or may not
+// have been): the next say there refreshes it.
+func (s *Messages) historyNotRefreshed(k string) {
+	s.histMu.Lock()
+	delete(s.histAt, k)
+	s.histMu.Unlock()
 }
 
 // newCall returns a random id for one send call.
@@ -262,6 +309,9 @@ func (s *Messages) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpt
 	live = s.bindKeys(ctx, ps, live)
 	for i := range ps {
 		out[i].Err = ps[i].err
+		if ps[i].err != nil && ps[i].refresh != "" {
+			s.historyNotRefreshed(ps[i].refresh)
+		}
 	}
 	if len(live) == 0 {
 		return out
@@ -298,6 +348,9 @@ func (s *Messages) sendMany(ctx context.Context, reqs []SendRequest, opt SendOpt
 		p := &ps[i]
 		var stored bool
 		out[i].SendResult, stored, out[i].Err = s.sendReply(p)
+		if !stored && p.refresh != "" {
+			s.historyNotRefreshed(p.refresh)
+		}
 		if stored && durable {
 			out[i].Err = s.replicated(p)
 		}

@@ -3,6 +3,8 @@ package rooms
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +175,76 @@ func TestSystemSend(t *testing.T) {
 	t.Run("the room must exist", func(t *testing.T) {
 		_, err := s.Messages.Send(ctx, "sys-9", "", "hello?", SendOptions{System: true})
 		assert.ErrorIs(t, err, ErrUnknownRoom)
+	})
+}
+
+// TestSendCommands pins what a say costs Redis (INFO commandstats on a
+// private server): no PEXPIRE of the history on every send (refreshed per
+// room per node at most once per IdleTTL/48), no room lookup when the
+// seat proves the room, the bucket in one GET and one SET; and a history
+// that a send creates gets its TTL all the same.
+func TestSendCommands(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	clock := newClock()
+	s := nodes(t, r, 1, Config{Now: clock.Now, IdleTTL: 48 * time.Hour,
+		Lease: func() time.Duration { return 24 * time.Hour }})[0]
+	room, err := s.Seats.Join(ctx, "cmds", "alice", ws1)
+	require.NoError(t, err)
+	opt := SendOptions{Rate: 100, Burst: 100}
+	_, err = s.Messages.Send(ctx, room.ID, "alice", "warm-up", opt) // the scripts are loaded, the TTL set
+	require.NoError(t, err)
+	hist := historyKey(s.Seats.ks, "cmds", 1)
+	ttl0 := r.Client.PTTL(ctx, hist).Val()
+	require.Greater(t, ttl0, 47*time.Hour)
+
+	require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+	const n = 10
+	for range n {
+		clock.Add(time.Second)
+		_, err := s.Messages.Send(ctx, room.ID, "alice", "hi", opt)
+		require.NoError(t, err)
+	}
+	calls := map[string]int{}
+	info := r.Client.Info(ctx, "commandstats").Val()
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		c, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(c)
+	}
+	t.Logf("commands for %d says: %v", n, calls)
+	assert.Zero(t, calls["pexpire"], "no TTL refresh within IdleTTL/48")
+	assert.Zero(t, calls["hmget"]+calls["hset"], "the bucket is a string")
+	assert.Equal(t, 2*n, calls["zscore"], "the seat and its lease; the room is proved by the seat")
+	assert.Equal(t, n, calls["xadd"])
+	assert.Equal(t, n, calls["publish"])
+
+	t.Run("a history the send creates gets its TTL", func(t *testing.T) {
+		require.NoError(t, r.Client.Del(ctx, hist).Err()) // lost, as on a restart without persistence
+		_, err := s.Messages.Send(ctx, room.ID, "alice", "again", opt)
+		require.NoError(t, err)
+		assert.Greater(t, r.Client.PTTL(ctx, hist).Val(), 47*time.Hour)
+	})
+
+	t.Run("after IdleTTL/48 a send refreshes the TTL", func(t *testing.T) {
+		require.NoError(t, r.Client.PExpire(ctx, hist, time.Hour).Err())
+		clock.Add(time.Hour)
+		_, err := s.Messages.Send(ctx, room.ID, "alice", "later", opt)
+		require.NoError(t, err)
+		assert.Greater(t, r.Client.PTTL(ctx, hist).Val(), 47*time.Hour)
+	})
+
+	t.Run("a refused say leaves the refresh to the next one", func(t *testing.T) {
+		require.NoError(t, r.Client.PExpire(ctx, hist, time.Hour).Err())
+		clock.Add(time.Hour)
+		_, err := s.Messages.Send(ctx, room.ID, "bob", "no seat", opt)
+		require.ErrorIs(t, err, ErrNotSeated)
+		_, err = s.Messages.Send(ctx, room.ID, "alice", "seated", opt)
+		require.NoError(t, err)
+		assert.Greater(t, r.Client.PTTL(ctx, hist).Val(), 47*time.Hour)
 	})
 }
