@@ -671,6 +671,9 @@ func (h *cmdLog) record(cmds ...redis.Cmder) {
 	h.mu.Lock()
 	hold := h.hold
 	for _, c := range cmds {
+		if connInit(c) {
+			continue
+		}
 		if request {
 			h.request = append(h.request, c.FullName())
 		} else {
@@ -683,6 +686,21 @@ func (h *cmdLog) record(cmds ...redis.Cmder) {
 			hold(c.FullName())
 		}
 	}
+}
+
+// connInit reports whether c is part of a new pool connection's handshake
+// (HELLO, CLIENT SETINFO, AUTH, SELECT), which go-redis sends through the
+// hooks when the pool dials: a cost of the pool growing under load, not
+// of the request that happened to need the new connection.
+func connInit(c redis.Cmder) bool {
+	switch strings.ToLower(c.Name()) {
+	case "hello", "auth", "select":
+		return true
+	case "client":
+		a := c.Args()
+		return len(a) > 1 && strings.EqualFold(fmt.Sprint(a[1]), "setinfo")
+	}
+	return false
 }
 
 // take returns the commands recorded since the last take, request side
