@@ -390,14 +390,32 @@ func TestCostQuick(t *testing.T) {
 	cpu := find("say", "Redis CPU per say")
 	require.NotNil(t, cpu.OK, "the say's CPU has its goal")
 	assert.Equal(t, "ratio ≤ 2", cpu.Goal)
+	// finite: an idle figure is a difference of two runs' Redis CPU, and
+	// idle costs so little now that a noisy machine can make the
+	// difference negative in a quick run; that is noise, not a defect.
+	finite := func(r *Row, xs []float64) {
+		t.Helper()
+		require.NotEmpty(t, xs, "%s: %s", r.Scenario, r.Metric)
+		for _, x := range xs {
+			assert.False(t, math.IsNaN(x) || math.IsInf(x, 0), "%s: %s: %v", r.Scenario, r.Metric, xs)
+		}
+	}
 	for _, m := range []string{"Redis CPU per idle user per minute", "Redis commands per idle user per minute"} {
 		r := find("renewal", m)
-		positive(r, r.Values)
-		positive(r, r.AnchorValues)
+		check := positive
+		if strings.Contains(m, "CPU") {
+			check = finite
+		}
+		check(r, r.Values)
+		check(r, r.AnchorValues)
 	}
 	for _, m := range []string{"idle Redis commands per second per 100 connected users", "idle Redis CPU scaled to 100,000"} {
 		r := find("renewal", m)
-		positive(r, r.Values)
+		if strings.Contains(m, "CPU") {
+			finite(r, r.Values)
+		} else {
+			positive(r, r.Values)
+		}
 		require.NotNil(t, r.OK, "%s has its goal", m)
 	}
 	for _, c := range b.rep.Checks {
