@@ -137,27 +137,11 @@ func (s *Seats) Renew(ctx context.Context, atts []Attachment) (lost []Attachment
 // by default) cost a PEXPIRE per room per tick for a TTL of a day.
 func (s *Seats) historiesDue(now time.Time, lobby string, seqs []int) []int {
 	every := s.idleTTL / 48
-	s.histMu.Lock()
-	defer s.histMu.Unlock()
-	if s.histAt == nil {
-		s.histAt = map[string]time.Time{}
-	}
-	if len(s.histAt) > 4096 && now.Sub(s.histSwept) > every {
-		for k, at := range s.histAt {
-			if now.Sub(at) > 2*every {
-				delete(s.histAt, k)
-			}
-		}
-		s.histSwept = now
-	}
 	var due []int
 	for _, seq := range seqs {
-		k := lobby + "/" + strconv.Itoa(seq)
-		if at, ok := s.histAt[k]; ok && now.Sub(at) < every {
-			continue
+		if s.hist.due(now, lobby+"/"+strconv.Itoa(seq), every) {
+			due = append(due, seq)
 		}
-		s.histAt[k] = now
-		due = append(due, seq)
 	}
 	return due
 }

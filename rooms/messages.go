@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,9 +31,7 @@ type Messages struct {
 	durability func() string
 	waitFor    time.Duration // WAIT's timeout under DurabilityReplica
 
-	histMu    sync.Mutex
-	histAt    map[string]time.Time // "lobby/seq" → when a send last refreshed its history's TTL
-	histSwept time.Time
+	hist refreshes // "lobby/seq" → when a send last refreshed its history's TTL
 }
 
 // Channel returns the room's pub/sub channel, on which the seat and message

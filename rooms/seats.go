@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,9 +32,7 @@ type Seats struct {
 	joins   *joinQueues // joins waiting behind one in progress, per lobby
 	lockTTL time.Duration
 
-	histMu    sync.Mutex
-	histAt    map[string]time.Time // "lobby/seq" → when Renew last refreshed its history's TTL
-	histSwept time.Time
+	hist refreshes // "lobby/seq" → when Renew last refreshed its history's TTL
 
 	// beforeCreate, when set (tests), runs between taking the lobby's lock
 	// and running the room-creation script.

@@ -257,35 +257,13 @@ func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag st
 // IdleTTL/48 sooner than the last say + IdleTTL. message_send.lua sets
 // the TTL anyway on a history it creates, so none lives without one.
 func (s *Messages) historyDue(now time.Time, k string) bool {
-	every := s.idleTTL / 48
-	s.histMu.Lock()
-	defer s.histMu.Unlock()
-	if s.histAt == nil {
-		s.histAt = map[string]time.Time{}
-	}
-	if len(s.histAt) > 4096 && now.Sub(s.histSwept) > every {
-		for k, at := range s.histAt {
-			if now.Sub(at) > 2*every {
-				delete(s.histAt, k)
-			}
-		}
-		s.histSwept = now
-	}
-	if at, ok := s.histAt[k]; ok && now.Sub(at) >= 0 && now.Sub(at) < every {
-		return false
-	}
-	s.histAt[k] = now
-	return true
+	return s.hist.due(now, k, s.idleTTL/48)
 }
 
 // historyNotRefreshed forgets the mark of historyDue for history k ("lobby/
 // seq") when the say that was to refresh it was not stored (or may not
 // have been): the next say there refreshes it.
-func (s *Messages) historyNotRefreshed(k string) {
-	s.histMu.Lock()
-	delete(s.histAt, k)
-	s.histMu.Unlock()
-}
+func (s *Messages) historyNotRefreshed(k string) { s.hist.forget(k) }
 
 // newCall returns a random id for one send call.
 func newCall() string {
