@@ -92,6 +92,7 @@ const (
 type clientEnv struct {
 	m     *metrics
 	clock *coarseClock
+	now   func() time.Time // the node's clock (refusal windows)
 	log   *slog.Logger
 	run   func(fn func(ctx context.Context)) bool // the node's owned goroutines
 }
@@ -133,9 +134,7 @@ type Client struct {
 
 	says sayQueue
 
-	stream  bool       // a stream (SSE): it follows its session's rooms
-	smu     sync.Mutex // serializes a stream's room syncs
-	onClose func()     // run once when the client starts closing
+	onClose func() // run once when the client starts closing
 }
 
 // User returns the client's user name.
@@ -358,10 +357,10 @@ func (c *Client) Close(code int, reason string) {
 	go c.write()
 }
 
-// setOnClose sets fn to run once, on its own goroutine, when the client
+// OnClose sets fn to run once, on its own goroutine, when the client
 // starts closing — at once if it has started already (the client is in
 // the hub: a kick or the drain may have closed it meanwhile).
-func (c *Client) setOnClose(fn func()) {
+func (c *Client) OnClose(fn func()) {
 	c.qmu.Lock()
 	if c.closing {
 		c.qmu.Unlock()
@@ -437,8 +436,8 @@ func (c *Client) feed(room string) *Feed {
 	return c.feeds[room]
 }
 
-// roomList returns the rooms the client is in.
-func (c *Client) roomList() []string {
+// Rooms returns the rooms the client is in.
+func (c *Client) Rooms() []string {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	out := make([]string, 0, len(c.feeds))
@@ -463,15 +462,16 @@ func (c *Client) dropFeed(room string) {
 type sayQueue struct {
 	mu      sync.Mutex
 	space   *sync.Cond // signalled when says leave the queue or it is dropped
-	pending []sayReq
+	pending []Say
 	bytes   int
 	running bool // a worker runs
 	dropped bool // the client closed: nothing more is queued or sent
 }
 
-// sayReq is one queued say.
-type sayReq struct {
-	room, text, ref string
+// Say is one queued say: its room, its text and the client's ref of it
+// ("" = none).
+type Say struct {
+	Room, Text, Ref string
 }
 
 // drop empties the queue for good: the client closed, and says it never

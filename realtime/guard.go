@@ -63,5 +63,5 @@ func (h *Hub) moderated(ev moderation.Event) {
 	if reason == "" {
 		reason = ev.Type
 	}
-	h.CloseUser(ev.User, "", code, clipRunes(reason, 120))
+	h.CloseUser(ev.User, "", code, ClipRunes(reason, 120))
 }

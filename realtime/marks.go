@@ -102,8 +102,8 @@ func (mk *marker) room(room string, bits dirty.Mask) {
 // players who posted to it.
 func BoardTopic(board string) string { return "lb:" + board }
 
-// boardOfTopic returns the board of a followed topic.
-func boardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
+// BoardOfTopic returns the board of a followed topic (BoardTopic).
+func BoardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
 
 // board marks the followers of a board that a post changed.
 func (mk *marker) board(board string) {

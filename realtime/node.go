@@ -95,13 +95,13 @@ type Node struct {
 	dirty    *dirty.Tracker
 	names    *identity.Registry
 	guard    *moderation.Guard
-	notices  *noticeBoard
+	notices  *Notices
 	unwatch  func()
 	proc     procStats
 	started  time.Time // when Start was called
 	runs     atomic.Pointer[liveRuns]
 
-	// What the use cases of this package are built from (New*).
+	// What the use cases are built from.
 	runID string        // random per process: ids never repeat across restarts
 	seq   atomic.Uint64 // NextID
 	fresh atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
@@ -234,7 +234,7 @@ func New(cfg Config) (*Node, error) {
 
 	// The realtime machinery: the Hub first, since the domain services'
 	// hooks close its clients.
-	env := &clientEnv{m: m, clock: n.clock, log: log, run: n.loops.Go}
+	env := &clientEnv{m: m, clock: n.clock, now: now, log: log, run: n.loops.Go}
 	n.hub = newHub(hubDeps{
 		subscribe: n.bus.SubscribeSharded,
 		channel:   rs.Messages.Channel,
@@ -243,7 +243,7 @@ func New(cfg Config) (*Node, error) {
 				return rs.Messages.History(ctx, room, after, limit)
 			}
 		},
-		run: n.loops.Go, m: m, log: log,
+		run: n.loops.Go, env: env, m: m, log: log,
 	})
 	hub := n.hub
 	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Logger: log,
@@ -261,20 +261,13 @@ func New(cfg Config) (*Node, error) {
 	})
 	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
 	mod := &Moderated{status: n.guard, now: now}
-	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
+	n.notices = &Notices{store: nb, seen: sf, hub: n.hub, run: n.loops.Go, log: log}
 	n.runID, n.marks, n.env = runID, mk, env
 	n.fresh.Store(true) // nothing written yet
 	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
 		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Moderated: mod, Names: n.names, Conns: conns, Locks: locks, Caps: cp, Marks: Marks{mk},
 		Audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
-}
-
-// redisPublisher publishes with PUBLISH.
-type redisPublisher struct{ rdb redis.UniversalClient }
-
-func (p redisPublisher) Publish(ctx context.Context, channel string, message any) error {
-	return p.rdb.Publish(ctx, channel, message).Err()
 }
 
 // listed says whether name is in a comma-separated list.
@@ -500,6 +493,39 @@ func (n *Node) sweepSessions(ctx context.Context) {
 
 // Hub is the node's registry of its clients.
 func (n *Node) Hub() *Hub { return n.hub }
+
+// Notices is the node's delivery of notices: to every open connection as
+// they are posted, to a new connection the ones its user has not seen, and
+// to a REST session in its poll.
+func (n *Node) Notices() *Notices { return n.notices }
+
+// Marks is the node's coalesced dirty marks.
+func (n *Node) Marks() Marks { return Marks{n.marks} }
+
+// TakeFresh reports, and forgets, that every user's presence claim must be
+// written again: the heartbeat found the registry did not know this run
+// (its first beat, a lapse, a Redis that lost its data).
+func (n *Node) TakeFresh() bool { return n.fresh.Swap(false) }
+
+// MarkFresh asks for every claim to be written again (a rewrite that
+// failed).
+func (n *Node) MarkFresh() { n.fresh.Store(true) }
+
+// Follow subscribes h to a classic pub/sub channel on the node's bus (a
+// session's channel) until the subscription is closed or the node stops;
+// it returns the bus's error.
+func (n *Node) Follow(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error) {
+	return n.bus.Subscribe(ctx, channel, h)
+}
+
+// Publish publishes message on a classic pub/sub channel (PUBLISH).
+func (n *Node) Publish(ctx context.Context, channel string, message any) error {
+	return n.cfg.Redis.Publish(ctx, channel, message).Err()
+}
+
+// MaxConnsPerUser is the bound of one user's realtime clients on this
+// node (Config.MaxConnsPerUser; negative: none).
+func (n *Node) MaxConnsPerUser() int { return n.cfg.MaxConnsPerUser }
 
 // Clients returns the number of realtime clients on this node.
 func (n *Node) Clients() int { return n.hub.Count() }

@@ -26,9 +26,11 @@ import (
 
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/polls"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -38,10 +40,10 @@ type App struct {
 	// and their lifecycle.
 	Core *realtime.Node
 
-	Chat       *realtime.Chat
-	REST       *realtime.REST
-	Reads      *realtime.Reads
-	Polls      *realtime.Polls
+	Chat       *chat.Chat
+	REST       *chat.REST
+	Reads      *chat.Reads
+	Polls      *polls.Polls
 	Sessions   *sessions.Sessions
 	Match      *match.Matchmaking
 	Game       *game.Game
@@ -59,14 +61,20 @@ func New(cfg realtime.Config) (*App, error) {
 	a := &App{Core: core}
 	svc := core.Services
 	a.Sessions = sessions.New(sessions.Config{Node: core, Now: cfg.Now, Logger: cfg.Logger})
-	a.Chat = realtime.NewChat(core, a.Sessions)
+	a.Chat = chat.New(chat.Config{Node: cfg.Node, Core: core, Hub: core.Hub(), Notices: core.Notices(), Marks: svc.Marks,
+		Moderated: svc.Moderated, Caps: svc.Caps, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
+		Lobbies: svc.Rooms.Lobbies, ReadMarks: svc.Rooms.ReadMarks, Players: svc.Rooms.Private, Presence: svc.Presence,
+		Cursors: svc.Dirty, Settings: svc.Settings, Names: svc.Names, Leases: a.Sessions,
+		MaxConnsPerUser: core.MaxConnsPerUser(), Prefix: cfg.Prefix, Now: cfg.Now, Logger: cfg.Logger})
 	a.Match, err = match.New(match.Config{Node: core, Redis: cfg.Redis, Prefix: cfg.Prefix, RoomKey: cfg.MatchRoomKey,
 		Now: cfg.Now, Logger: cfg.Logger, Registerer: cfg.Registerer})
 	if err != nil {
 		return nil, err
 	}
-	a.REST, a.Reads = realtime.NewREST(a.Chat), realtime.NewReads(a.Chat)
-	a.Polls = realtime.NewPolls(core, a.REST, a.Match)
+	a.REST, a.Reads = chat.NewREST(a.Chat), chat.NewReads(a.Chat)
+	a.Polls = polls.New(polls.Config{Sessions: a.REST, Dirty: svc.Dirty, Rooms: svc.Rooms.Seats, History: svc.Rooms.Messages,
+		Settings: svc.Settings, Wallets: svc.Shop, Boards: svc.Boards, Notices: core.Notices(), Match: a.Match,
+		Gaps: core.Hub(), Draining: core.Draining(), Now: cfg.Now, Logger: cfg.Logger})
 	a.Game = game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
 		Caps: svc.Caps, Logger: cfg.Logger})
 	a.Moderation = moderate.New(svc.Moderation, svc.Guard)
