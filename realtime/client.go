@@ -57,13 +57,13 @@ const (
 
 // Flow-control limits of a client's send queue. A client is too slow when
 // its queue holds more than softQueueBytes and its writer has made no
-// progress for stallTimeout, or when the queue passes hardQueueBytes at
+// progress for stallTimeout, or when the queue passes HardQueueBytes at
 // all. A large replay or a pub/sub backlog alone never closes a client
 // that reads: replays go page by page after the writer drains
 // (waitDrained), and a backlog is written as fast as the peer reads.
 const (
 	softQueueBytes = 1 << 20
-	hardQueueBytes = 16 << 20
+	HardQueueBytes = 16 << 20
 	stallTimeout   = 5 * time.Second
 	drainedBytes   = 64 << 10
 )
@@ -84,7 +84,7 @@ const (
 // backpressure on the peer), so a client cannot make the node hold
 // unbounded work while Redis is slow.
 const (
-	maxQueuedSays     = 128
+	MaxQueuedSays     = 128
 	maxQueuedSayBytes = 512 << 10
 )
 
@@ -202,7 +202,7 @@ func (c *Client) Send(frame []byte) {
 	}
 	c.queue.frames = append(c.queue.frames, frame)
 	c.queued += len(frame)
-	if c.queued > hardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
+	if c.queued > HardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
 		c.qmu.Unlock()
 		c.env.m.slowClients.Inc()
 		c.Close(CloseTryLater, "send queue full: you are reading too slowly")
@@ -458,7 +458,7 @@ func (c *Client) dropFeed(room string) {
 }
 
 // sayQueue holds a client's says between the reader and their worker,
-// bounded by maxQueuedSays and maxQueuedSayBytes.
+// bounded by MaxQueuedSays and maxQueuedSayBytes.
 type sayQueue struct {
 	mu      sync.Mutex
 	space   *sync.Cond // signalled when says leave the queue or it is dropped

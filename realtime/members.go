@@ -112,7 +112,7 @@ func (h *Hub) GapUnfilled() { h.d.m.gapsUnfilled.Inc() }
 // MaxSayBatch bounds the says of one client sent in one batch.
 const MaxSayBatch = 64
 
-// QueueSay queues s: when the client has maxQueuedSays says (or
+// QueueSay queues s: when the client has MaxQueuedSays says (or
 // maxQueuedSayBytes) waiting, QueueSay waits for room — the reader stops
 // reading, and TCP pushes back on the peer. One worker per client, on the
 // node's goroutines, hands the queue to send in arrival order, at most
@@ -124,7 +124,7 @@ func (c *Client) QueueSay(s Say, send func(ctx context.Context, batch []Say)) er
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for !q.dropped && len(q.pending) > 0 &&
-		(len(q.pending) >= maxQueuedSays || q.bytes+len(s.Text) > maxQueuedSayBytes) {
+		(len(q.pending) >= MaxQueuedSays || q.bytes+len(s.Text) > maxQueuedSayBytes) {
 		c.env.m.sayWaits.Inc()
 		q.space.Wait()
 	}
