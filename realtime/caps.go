@@ -35,7 +35,9 @@ type Caps struct {
 	sessions *ratelimit.Limiter // new sessions per client address in any 60 s (a sliding window)
 }
 
-func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *Caps {
+// NewCaps builds the caps on rdb, their buckets under prefix, their
+// limits read from the live settings st.
+func NewCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *Caps {
 	perMinute := func(name, key string) *ratelimit.Limiter {
 		perMin := func() float64 { return float64(st.Int(key)) }
 		return ratelimit.New(rdb, ratelimit.Config{

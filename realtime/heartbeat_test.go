@@ -25,7 +25,7 @@ func TestNodesReportTheirFigures(t *testing.T) {
 	var ns []presence.Node
 	require.Eventually(t, func() bool {
 		var err error
-		ns, err = n2.Core.Services.Presence.Nodes(context.Background())
+		ns, err = n2.Services.Presence.Nodes(context.Background())
 		return err == nil && len(ns) == 2 && ns[0].Connections == 1
 	}, 30*time.Second, 100*time.Millisecond, "n1's heartbeat counts dora's connection")
 	assert.Equal(t, "n1", ns[0].ID)

@@ -148,5 +148,9 @@ func (m Marks) All(bits dirty.Mask) { m.mk.all(bits) }
 // did not send itself (the system's).
 func (m Marks) Room(room string, bits dirty.Mask) { m.mk.room(room, bits) }
 
+// Board marks the followers of a board a post changed (ranking's
+// OnChange).
+func (m Marks) Board(board string) { m.mk.board(board) }
+
 // User marks bits dirty for user's sessions.
 func (m Marks) User(user string, bits dirty.Mask) { m.mk.user(user, bits) }

@@ -17,5 +17,5 @@ import (
 func TestStartRunsTheGroupCommitOfJoins(t *testing.T) {
 	t.Parallel()
 	n := realtimetest.StartNode(t, redistest.New(t), "n1")
-	assert.ErrorIs(t, n.Core.Services.Rooms.Seats.Start(context.Background()), rooms.ErrStarted, "the node started the Seats already")
+	assert.ErrorIs(t, n.Services.Rooms.Seats.Start(context.Background()), rooms.ErrStarted, "the node started the Seats already")
 }

@@ -170,21 +170,21 @@ func TestKickAndBanCloseEveryConnectionOfTheUser(t *testing.T) {
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
 	_, fk := n1.Connect(t, "kevin")
 	_, fb := n1.Connect(t, "bart")
-	require.NoError(t, n2.Core.Services.Moderation.Kick(context.Background(), "kevin", "be nice"))
+	require.NoError(t, n2.Services.Moderation.Kick(context.Background(), "kevin", "be nice"))
 	code, reason := fk.Closed(t)
 	assert.Equal(t, realtime.CloseKicked, code)
 	assert.Equal(t, "be nice", reason)
-	_, err := n2.Core.Services.Moderation.Ban(context.Background(), "bart", time.Minute, "")
+	_, err := n2.Services.Moderation.Ban(context.Background(), "bart", time.Minute, "")
 	require.NoError(t, err)
 	assert.Equal(t, realtime.CloseBanned, realtimetest.CloseCode(t, fb))
-	assert.ErrorIs(t, n1.Core.Services.Moderated.Banned(context.Background(), "bart"), realtime.ErrBanned)
+	assert.ErrorIs(t, n1.Services.Moderated.Banned(context.Background(), "bart"), realtime.ErrBanned)
 }
 func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
-	_, err := n.Core.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("10000"))
+	_, err := n.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("10000"))
 	require.NoError(t, err)
 	a, fa := n.Connect(t, "alice")
 	room := n.JoinRoom(t, a, fa, "flood")
@@ -228,7 +228,7 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{})
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
-	_, err := n.Core.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("0.1"))
+	_, err := n.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("0.1"))
 	require.NoError(t, err)
 	// (no matchers run on the core's test nodes: their rounds are scripts too)
 	a, fa := n.Connect(t, "alice")
@@ -343,7 +343,7 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
-	_, err = n.Core.Services.Settings.Set(ctx, "message.durability", []byte(`"replica"`))
+	_, err = n.Services.Settings.Set(ctx, "message.durability", []byte(`"replica"`))
 	require.NoError(t, err)
 	w, fw := n.Connect(t, "ned")
 	room := n.JoinRoom(t, w, fw, "durable")
@@ -378,7 +378,7 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 		room = n.JoinRoom(t, c, f, "quiet")
 	}
 	online := func(user string) bool {
-		st, err := n.Core.Services.Presence.Get(ctx, user)
+		st, err := n.Services.Presence.Get(ctx, user)
 		return err == nil && st.Online && slices.Contains(st.Rooms, room)
 	}
 	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 15*time.Second, 50*time.Millisecond)
@@ -418,7 +418,7 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 
 	require.NoError(t, r.Client.FlushAll(ctx).Err())
 	assert.False(t, online("idle00"), "Redis lost it")
-	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.Core.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond,
 		"the heartbeat after the loss is fresh, and the next tick writes every user again")
 }
 
@@ -433,13 +433,13 @@ func TestAFailedOfflineIsWrittenAgain(t *testing.T) {
 	n := startNode(t, r, "n1")
 	// a claim with a run counts once the run beats
 	require.Eventually(t, func() bool { return n.Core.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
-	require.NoError(t, n.Core.Services.Presence.Touch(ctx, "n1", []presence.UserState{{User: "ghost"}}))
-	st, err := n.Core.Services.Presence.Get(ctx, "ghost")
+	require.NoError(t, n.Services.Presence.Touch(ctx, "n1", []presence.UserState{{User: "ghost"}}))
+	st, err := n.Services.Presence.Get(ctx, "ghost")
 	require.NoError(t, err)
 	require.True(t, st.Online, "its claim, as its connect wrote it")
 	n.Chat.PresenceFailed("ghost") // as when the offline write of its disconnect failed
 	require.Eventually(t, func() bool {
-		st, err := n.Core.Services.Presence.Get(ctx, "ghost")
+		st, err := n.Services.Presence.Get(ctx, "ghost")
 		return err == nil && !st.Online
-	}, n.Core.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond, "the next tick writes it offline")
+	}, n.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond, "the next tick writes it offline")
 }

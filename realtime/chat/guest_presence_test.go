@@ -65,7 +65,7 @@ func TestAGuestWhoLeavesDuringItsPresenceWriteKeepsGuestRetention(t *testing.T) 
 			require.NoError(t, err)
 			f.First(t, "hello", nil)
 			require.Eventually(t, func() bool {
-				st, err := n.Core.Services.Presence.Get(ctx, user)
+				st, err := n.Services.Presence.Get(ctx, user)
 				return err == nil && st.Online
 			}, 10*time.Second, 20*time.Millisecond, "online at once, as a guest")
 
@@ -93,7 +93,7 @@ func TestAGuestWhoLeavesDuringItsPresenceWriteKeepsGuestRetention(t *testing.T) 
 			case <-time.After(30 * time.Second):
 				t.Fatal("the connection did not end within 30 s")
 			}
-			st, err := n.Core.Services.Presence.Get(ctx, user)
+			st, err := n.Services.Presence.Get(ctx, user)
 			require.NoError(t, err)
 			require.False(t, st.Online, "offline after the disconnect")
 			key := keyspace.New(r.Prefix).Key("user", names.Canonical(user), "presence")

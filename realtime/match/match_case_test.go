@@ -61,7 +61,7 @@ func TestMatchmakingKnowsOnePersonByTheCanonicalName(t *testing.T) {
 		_, _ = n3.Connect(t, "Case")
 		lead, _ := n1.Connect(t, "lead")
 		require.Eventually(t, func() bool {
-			st, err := n1.Core.Services.Presence.Get(ctx, "case")
+			st, err := n1.Services.Presence.Get(ctx, "case")
 			return err == nil && st.Online
 		}, 20*time.Second, 10*time.Millisecond, "Case's presence, read as case")
 		_, err := n1.Match.Invite(ctx, lead.Principal(), "duel", match.TicketRequest{Skill: -1e6, Party: []string{"case"}})

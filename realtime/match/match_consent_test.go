@@ -28,7 +28,7 @@ func TestNobodyIsQueuedWithoutConsent(t *testing.T) {
 	mal, fm := n1.Connect(t, "mallory")
 	vic, fv := n2.Connect(t, "Victim")
 	require.Eventually(t, func() bool {
-		st, err := n1.Core.Services.Presence.Get(ctx, "victim")
+		st, err := n1.Services.Presence.Get(ctx, "victim")
 		return err == nil && st.Online
 	}, 20*time.Second, 10*time.Millisecond)
 
@@ -86,7 +86,7 @@ func TestNobodyIsQueuedWithoutConsent(t *testing.T) {
 	t.Run("an invitee going offline dissolves the party and the leader is told", func(t *testing.T) {
 		gone, fg := n2.Connect(t, "gone")
 		require.Eventually(t, func() bool {
-			st, err := n1.Core.Services.Presence.Get(ctx, "gone")
+			st, err := n1.Services.Presence.Get(ctx, "gone")
 			return err == nil && st.Online
 		}, 20*time.Second, 10*time.Millisecond)
 		q, err := n1.Match.Invite(ctx, mal.Principal(), "duel", match.TicketRequest{Skill: 1, Party: []string{"gone"}})

@@ -22,7 +22,7 @@ import (
 // every node (they hear the write over pub/sub).
 func setQueues(t testing.TB, n *realtimetest.Node, defs, want string, nodes ...*realtimetest.Node) {
 	t.Helper()
-	_, err := n.Core.Services.Settings.Set(context.Background(), "matchmaking.queues", json.RawMessage(mustJSON(defs)))
+	_, err := n.Services.Settings.Set(context.Background(), "matchmaking.queues", json.RawMessage(mustJSON(defs)))
 	require.NoError(t, err)
 	for _, o := range append(nodes, n) {
 		require.Eventually(t, func() bool {
@@ -144,7 +144,7 @@ func TestAPartyStaysTogether(t *testing.T) {
 		assert.ErrorIs(t, err, realtime.ErrPartyOffline)
 	})
 	require.Eventually(t, func() bool {
-		st, err := n1.Core.Services.Presence.Get(ctx, "bob")
+		st, err := n1.Services.Presence.Get(ctx, "bob")
 		return err == nil && st.Online
 	}, 20*time.Second, 10*time.Millisecond)
 	// cy and dan wait first and are closest in skill: a matcher that split

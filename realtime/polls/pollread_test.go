@@ -58,7 +58,7 @@ func TestPollReadsPageByPageFromWhereItsCursorIs(t *testing.T) {
 	assert.Equal(t, ids[:polls.PollPage], idsOf(got), "one page past a budget of 1 byte")
 	assert.Equal(t, 1, reads)
 
-	require.NoError(t, n.Core.Services.Rooms.Messages.Remove(ctx, room, ids[40]))
+	require.NoError(t, n.Services.Rooms.Messages.Remove(ctx, room, ids[40]))
 	got, gap, err = polls.ReadWithin(ctx, read, ids[40], 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, ids[41:], idsOf(got), "after a removed cursor: what comes after it")

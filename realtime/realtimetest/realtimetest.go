@@ -46,7 +46,7 @@ func StartNode(t testing.TB, r *redistest.Redis, id string, opts ...func(*realti
 	n, err := app.New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(context.Background()))
-	_, err = n.Core.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
+	_, err = n.Services.Settings.Set(context.Background(), "rate.messages_per_second", []byte("10000"))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

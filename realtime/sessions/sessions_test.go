@@ -21,12 +21,12 @@ import (
 )
 
 // startNode starts a node (realtimetest: composed as chatd composes it)
-// and returns its core, its Sessions and the Chat that gives connection
+// and returns it, its Sessions and the Chat that gives connection
 // leases back to them.
-func startNode(t testing.TB, r *redistest.Redis) (*realtime.Node, *sessions.Sessions, *chat.Chat) {
+func startNode(t testing.TB, r *redistest.Redis) (*realtimetest.Node, *sessions.Sessions, *chat.Chat) {
 	t.Helper()
 	n := realtimetest.StartNode(t, r, "n1")
-	return n.Core, n.Sessions, n.Chat
+	return n, n.Sessions, n.Chat
 }
 
 func TestSignOutClosesTheGuestsConnections(t *testing.T) {
@@ -77,7 +77,7 @@ func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
 	n, s, _ := startNode(t, r)
 	_, err := n.Services.Settings.Set(ctx, "limit.connections_per_ip", []byte("2"))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
+	require.Eventually(t, func() bool { return n.Core.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
 	const addr = "203.0.113.9"
 	var ids []string
 	for range 2 {
@@ -87,7 +87,7 @@ func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
 	}
 	for _, id := range ids {
 		run := id[:strings.LastIndexByte(id, '-')]
-		assert.Equal(t, realtime.ConnRun(n.RunID()), run, "the id's run (before its last '-') is this node's live run")
+		assert.Equal(t, realtime.ConnRun(n.Core.RunID()), run, "the id's run (before its last '-') is this node's live run")
 	}
 	// End both leases in Redis, as if an hour passed without renewal.
 	key := "*{ip:*}:conns"
