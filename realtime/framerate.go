@@ -26,7 +26,7 @@ type FrameRate struct {
 // (rate.messages_per_second per user per lobby); its ceiling here bounds
 // the says refused before they reach the bucket (a room not held, an
 // unknown room), and follows the setting when that is higher
-// (Chat.AllowFrame). The rates are far above what a client needs; they bound what one socket can make a node and
+// (chat.Chat.AllowFrame, in realtime/chat). The rates are far above what a client needs; they bound what one socket can make a node and
 // Redis do (docs/PROTOCOL.md, "Cost model"). A frame that is not valid
 // JSON, is binary or has an unknown type counts as "other".
 var FrameRates = map[string]FrameRate{

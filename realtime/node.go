@@ -133,7 +133,7 @@ type liveRuns struct {
 // ConnRuns returns the runs of the live nodes as connection ids carry
 // them, or nil when the last heartbeat that answered is older than the
 // presence TTL (then connection leases count by their ends, and are
-// renewed: see Sessions.renewConns).
+// renewed: see package sessions). identity.ConnsConfig.Live reads it.
 func (n *Node) ConnRuns() []string {
 	v := n.runs.Load()
 	if v == nil || n.cfg.Now().Sub(v.at) > n.cfg.Presence.TTL() {
@@ -263,8 +263,8 @@ func (n *Node) Draining() <-chan struct{} { return n.draining }
 
 // Start starts the core's components, in order: the bus (everything else
 // subscribes through it), the settings (everything reads them), the dirty
-// tracker's wake-ups, the notice, moderation and command subscriptions,
-// then the loops (coarse clock, node heartbeat, seat sweeper, session
+// tracker's wake-ups, the notice and command subscriptions, then the
+// loops (coarse clock, node heartbeat, seat sweeper, session
 // sweep). The use cases start after it (their Start), on its loops. It
 // returns once the core can serve.
 func (n *Node) Start(ctx context.Context) error {

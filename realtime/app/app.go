@@ -1,17 +1,22 @@
-// Package app composes one node's realtime use cases on its core: it
-// builds the core (realtime.New), then each use case, handed only what it
+// Package app is the composition root of one node's realtime side: it
+// builds the domain services on the node's Redis client (settings, locks,
+// rooms, presence, dirty, notices, seen, then ranking, shop, identity and
+// moderation, whose hooks reach the core's clients and marks), the core
+// (realtime.New, handed the services it uses), and each use case (chat,
+// polls, sessions, match, game, moderation, admin), handed only what it
 // needs, in an order that needs no wiring after construction (Sessions
 // before Chat, which gives connection leases back to it; Chat and Match
 // before Polls, which reads both); and it starts and stops them in order,
 // as hibiken/asynq's Server starts and stops its components.
 //
 // Start: the core (bus, settings, subscriptions, clock, heartbeat,
-// sweepers), then Chat (seat and presence renewal), Sessions (connection
-// leases), Match (its channel, then the matchers). Shutdown: the core's
-// drain (every client told to reconnect elsewhere, 1012), Match (the
-// matchers hand this node's queues over), then the core (the node leaves
-// the registry; its loops, the use cases' loops with them, settings,
-// dirty tracker, bus).
+// sweepers), the name registry and the moderation guard on the core's bus,
+// then Chat (seat and presence renewal), Sessions (connection leases),
+// Match (its channel, then the matchers). Shutdown: the core's drain
+// (every client told to reconnect elsewhere, 1012), Match (the matchers
+// hand this node's queues over), the name registry, then the core (the
+// node leaves the registry; its loops, the use cases' loops with them,
+// settings, dirty tracker, bus).
 //
 // cmd/chatd composes through it (cmd/chatd/compose, which adds the HTTP
 // front), and so do the tests of the use cases (realtime/realtimetest) and

@@ -1,8 +1,9 @@
-// Package realtimetest drives the realtime core without a network, for the
-// tests of the use-case packages built above it (realtime/admin and the
-// next ones): a started node (realtime/app) on a real Redis (internal/redistest) whose
-// clients write through testkit's Transport, the in-memory transport the
-// core's own tests use too.
+// Package realtimetest is the one way the tests build a node without a
+// network: a started node composed as chatd composes it (realtime/app) on
+// a real Redis (internal/redistest), whose clients write through
+// testkit's Transport, the in-memory transport of the core's own tests
+// (like centrifuge's testTransport). The tests of the core's node, of
+// chat, polls, sessions, match and admin use it.
 package realtimetest
 
 import (
