@@ -75,7 +75,7 @@ type nodeConfig struct {
 // not import (compose imports web).
 func useCasesOf(a *app.App) UseCases {
 	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
+		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, ServerAPI: a.ServerAPI}
 }
 
 // composeNode builds a node as cmd/chatd does (cmd/chatd/compose, which
@@ -117,7 +117,7 @@ func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
 		level = slog.LevelDebug
 	}
 	cfg := nodeConfig{Redis: rdb, Prefix: c.r.Prefix, Config: Config{
-		Node: id, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead,
+		Node: id, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead, ServerKeys: testServerKeys(),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
 	}}
 	for _, o := range opts {

@@ -29,6 +29,7 @@ import (
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/serverapi"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -47,6 +48,8 @@ type App struct {
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
+	// ServerAPI is the server API for backends (API keys).
+	ServerAPI *serverapi.ServerAPI
 }
 
 // New builds the core from cfg, then the use cases on it. Start starts
@@ -73,6 +76,9 @@ func New(cfg realtime.Config) (*App, error) {
 	a.Admin = admin.New(admin.Config{Settings: svc.Settings, Seats: svc.Rooms.Seats, Messages: svc.Rooms.Messages,
 		Lobbies: svc.Rooms.Lobbies, Presence: svc.Presence, Purchases: svc.Shop, Notices: svc.Notices,
 		Marks: svc.Marks, Audit: svc.Audit, SayRules: a.Chat, Queues: a.Match, Disconnecter: core})
+	a.ServerAPI = serverapi.New(serverapi.Config{Messages: svc.Rooms.Messages, Seats: svc.Rooms.Seats,
+		Private: svc.Rooms.Private, Presence: svc.Presence, SayRules: a.Chat, Marks: svc.Marks, Commands: core,
+		Redis: cfg.Redis, Prefix: cfg.Prefix, Now: cfg.Now, Registerer: cfg.Registerer})
 	return a, nil
 }
 
