@@ -171,10 +171,10 @@ type authAPI struct {
 	tokens         *tokens
 	sessions       *sessions.Sessions
 	audit          auditor
-	adminToken     string // "" = the admin actions answer 403
-	adminReadToken string // "" = none
+	adminToken     string      // "" = the admin actions answer 403
+	adminReadToken string      // "" = none
 	serverKeys     []ServerKey // the server API's keys (serverkeys.go); none = it answers 403
-	node           string // this node's id, in the audit log
+	node           string      // this node's id, in the audit log
 	ip             proxies
 	log            *slog.Logger
 }
