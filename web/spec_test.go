@@ -152,6 +152,10 @@ func specAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
 		if !isBearer || tok != testAdminRead {
 			return errors.New("no read-only admin token")
 		}
+	case "serverKey":
+		if !isBearer || !strings.HasPrefix(tok, "key-") {
+			return errors.New("no server API key")
+		}
 	case "wsToken":
 		if r.URL.Query().Get("token") == "" {
 			return errors.New("no token query parameter")
