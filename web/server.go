@@ -191,7 +191,7 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 	if cfg.Node == "" {
 		return nil, errors.New("web: Config.Node is required")
 	}
-	if err := checkServerKeys(cfg.ServerKeys, cfg.AdminToken, cfg.AdminReadToken); err != nil {
+	if err := CheckServerKeys(cfg.ServerKeys, cfg.AdminToken, cfg.AdminReadToken); err != nil {
 		return nil, err
 	}
 	if len(cfg.Secret) == 0 {

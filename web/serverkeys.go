@@ -122,9 +122,10 @@ func validSecret(s string) bool {
 	return true
 }
 
-// checkServerKeys checks a server's keys: names and secrets unique, no
-// secret an admin token.
-func checkServerKeys(keys []ServerKey, adminTokens ...string) error {
+// CheckServerKeys checks a server's keys: each well formed, names and
+// secrets unique, no secret an admin token. Errors name keys, never
+// their secrets.
+func CheckServerKeys(keys []ServerKey, adminTokens ...string) error {
 	for i, k := range keys {
 		if len(k.Scopes) == 0 || !validToken(k.Name, 32) || !validSecret(k.Secret) {
 			return fmt.Errorf("web: server key %d (%q): a name, a secret and a scope are required (ParseServerKey)", i, k.Name)
