@@ -481,3 +481,30 @@ func TestServerAPIParseServerKey(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseServerKey: a --server-keys entry never panics the parser; what
+// it accepts is well formed (the checks a server makes of its keys pass)
+// and an error never quotes the secret.
+func FuzzParseServerKey(f *testing.F) {
+	for _, s := range []string{
+		"game:" + testKeyAll + ":*", "duel:" + testKeyDuel + ":publish+grant:lobbies=mm.duel.*+duel:rate=2.5",
+		"a:b:c", "::", "game:" + testKeyAll + ":publish:rate=NaN", "game:" + testKeyAll + ":+:lobbies=*",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		k, err := ParseServerKey(spec)
+		if err != nil {
+			if parts := strings.Split(spec, ":"); len(parts) > 1 && len(parts[1]) >= 24 && strings.Contains(err.Error(), parts[1]) {
+				t.Fatalf("ParseServerKey(%q): the error quotes the secret: %v", spec, err)
+			}
+			return
+		}
+		if err := CheckServerKeys([]ServerKey{k}); err != nil {
+			t.Fatalf("ParseServerKey(%q) accepted a key the server refuses: %v", spec, err)
+		}
+		if k.rate() <= 0 {
+			t.Fatalf("ParseServerKey(%q): rate %v", spec, k.rate())
+		}
+	})
+}
