@@ -508,3 +508,15 @@ func FuzzParseServerKey(f *testing.F) {
 		}
 	})
 }
+
+// TestServerAPIDisabledWithoutKeys: a node started without --server-keys
+// answers the server API 403, whatever the token.
+func TestServerAPIDisabledWithoutKeys(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, redistest.Real(t), 1, nodeOpts{configure: func(c *nodeConfig) { c.ServerKeys = nil }})
+	for _, key := range []string{"", testKeyAll, testAdmin} {
+		st, code := cl.srv(cl.nodes[0], "GET", "/api/v1/server/presence/ann", key, nil, nil, nil)
+		assert.Equal(t, 403, st)
+		assert.Equal(t, "forbidden", code)
+	}
+}
