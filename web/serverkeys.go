@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	auditlog "github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/rooms"
@@ -188,8 +189,9 @@ func (h *authAPI) serverKey(tok string) *ServerKey {
 
 const localServerKey = "serverKey"
 
-// roleServer is the audit log's role of a server API key.
-const roleServer = "server"
+// roleServer is the audit log's role of a server API key (a list of its
+// own there: a busy backend pushes no admin entry out).
+const roleServer = auditlog.RoleServer
 
 var (
 	errNoServerKeys = errcode.Errorf(errcode.Forbidden, "the server API is disabled: the server was started without --server-keys")
