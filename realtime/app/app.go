@@ -48,6 +48,7 @@ import (
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/serverapi"
 	"github.com/chatd/chatd/realtime/sessions"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/seen"
@@ -73,6 +74,8 @@ type App struct {
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
+	// ServerAPI is the server API for backends (API keys).
+	ServerAPI *serverapi.ServerAPI
 
 	log *slog.Logger
 }
@@ -220,6 +223,9 @@ func New(cfg realtime.Config) (*App, error) {
 	a.Admin = admin.New(admin.Config{Settings: st, Seats: rs.Seats, Messages: rs.Messages,
 		Lobbies: rs.Lobbies, Presence: svc.Presence, Purchases: svc.Shop, Notices: svc.Notices,
 		Marks: marks, Audit: svc.Audit, SayRules: a.Chat, Queues: a.Match, Disconnecter: core})
+	a.ServerAPI = serverapi.New(serverapi.Config{Messages: rs.Messages, Seats: rs.Seats,
+		Private: rs.Private, Presence: svc.Presence, SayRules: a.Chat, Marks: marks, Commands: core,
+		Redis: rdb, Prefix: prefix, Now: now, Registerer: reg})
 	return a, nil
 }
 
