@@ -532,6 +532,26 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 			}
 		}
 	}
+	// settle waits until everything the connection's opening and prepare
+	// queued has arrived, then for quiet: a ping is answered after every
+	// frame read before it (a join's history replay included), so quiet
+	// alone is not trusted on a loaded machine, where a replay can pause
+	// for longer than ampSettle*2 and spill into the measured frame.
+	settle := func(conn *websocket.Conn, in chan []byte) {
+		t.Helper()
+		require.NoError(t, conn.WriteJSON(map[string]string{"type": "ping"}))
+		deadline := time.After(10 * time.Second)
+		for pong := false; !pong; {
+			select {
+			case p, ok := <-in:
+				require.True(t, ok, "the connection closed before its pong")
+				pong = bytes.Contains(p, []byte(`"type":"pong"`))
+			case <-deadline:
+				t.Fatal("no pong within 10 s")
+			}
+		}
+		drain(in)
+	}
 	// a new user each time: every notice kept is unseen
 	fresh := 0
 	var wsUser string
@@ -557,7 +577,7 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 			if prepare != nil {
 				prepare(conn)
 			}
-			drain(in)
+			settle(conn, in)
 			return func() { _ = conn.Close(); drain(in) }
 		}, func() int64 {
 			require.NoError(t, conn.WriteJSON(f))
