@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
@@ -151,6 +152,7 @@ type Chat struct {
 	typing          throttle
 	buckets         emptyBuckets
 	pstate          presenceState
+	hooks           *hooks.Hooks // the application's backend; nil = none (hooks.go)
 }
 
 // NewChat builds the chat use case on n's services and Hub; a closed
@@ -162,7 +164,7 @@ func NewChat(n *Node, leases leaseReleaser) *Chat {
 		hub: n.hub, marks: n.marks, rest: &restState{}, mod: n.Services.Moderated, caps: n.Services.Caps, notices: n.notices, env: n.env,
 		now: n.cfg.Now, log: n.log, draining: n.draining, maxConnsPerUser: n.cfg.MaxConnsPerUser,
 		prefix: n.cfg.Prefix, publish: redisPublisher{n.cfg.Redis}, subscribe: n.bus.Subscribe, leases: leases,
-		names: n.names, run: n.Go}
+		names: n.names, run: n.Go, hooks: n.cfg.Hooks}
 	ch.pstate.fresh = &n.fresh
 	return ch
 }
@@ -221,7 +223,7 @@ func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*C
 		return nil, ErrTooManyConnections
 	}
 	ch.env.m.open.Inc()
-	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settingMOTD)})
+	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settingMOTD), Data: p.HookData})
 	ch.env.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
 	ch.env.run(func(ctx context.Context) { ch.notices.deliverUnseen(ctx, c) })
 	return c, nil
@@ -284,6 +286,9 @@ func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.A
 		return rooms.Room{}, ErrMatchLobby
 	}
 	if err := ch.caps.allowLobby(ctx, ch, p.User, lobby); err != nil {
+		return rooms.Room{}, err
+	}
+	if err := ch.joinHook(ctx, p, lobby); err != nil {
 		return rooms.Room{}, err
 	}
 	room, err := ch.seats.Join(ctx, lobby, p.User, att)

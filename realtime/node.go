@@ -18,6 +18,7 @@ import (
 	"github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
@@ -63,6 +64,9 @@ type Config struct {
 	// Version is the build version the node reports in the node registry;
 	// "" = none.
 	Version string
+	// Hooks calls the application's backend (package hooks): connect,
+	// join, publish, match and rpc; nil = every hook off.
+	Hooks *hooks.Hooks
 }
 
 // Node is one chatd node's realtime core. It only wires: it builds the

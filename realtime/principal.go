@@ -1,6 +1,9 @@
 package realtime
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Principal is who a request, a WebSocket or a poll acts as: the user,
 // the session (one token is one session: its poll cursor and dirty mask),
@@ -13,6 +16,9 @@ type Principal struct {
 	Holder  string
 	Expires time.Time
 	Addr    string
+	// HookData is what the connect hook attached to this connection
+	// (hello's data); nil = none.
+	HookData json.RawMessage
 }
 
 // Guest reports whether p is a guest session (its name is claimed).

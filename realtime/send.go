@@ -95,6 +95,9 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 		batch = append(batch, rooms.SendRequest{Room: r.room, User: s.p.User, Text: r.text, Key: idemKey(s.p.Session, r.ref)})
 		idx = append(idx, i)
 	}
+	if ch.hooks != nil {
+		batch, idx = ch.publishHook(ctx, s, reqs, batch, idx, out)
+	}
 	if len(batch) == 0 {
 		return out
 	}

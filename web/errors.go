@@ -57,6 +57,8 @@ var statusOf = map[errcode.Code]int{
 	errcode.RedisBusy:          http.StatusServiceUnavailable,
 	errcode.Draining:           http.StatusServiceUnavailable,
 	errcode.NotDurable:         http.StatusServiceUnavailable,
+	errcode.HookDenied:         http.StatusForbidden,
+	errcode.HookUnavailable:    http.StatusServiceUnavailable,
 }
 
 // APIError is an error in the documented shape:

@@ -36,6 +36,7 @@ import (
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/rpc"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -53,6 +54,9 @@ type UseCases struct {
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
 	Match      *match.Matchmaking
+	// RPC forwards clients' calls to the application's backend (the rpc
+	// hook); nil = no rpc: every call answers not_found.
+	RPC *rpc.RPC
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core
@@ -163,6 +167,7 @@ type Server struct {
 	game   *gameAPI
 	match  *matchAPI
 	poll   *pollAPI
+	rpc    *rpcAPI
 	// userRequests: requests in flight per user (Config.MaxRequestsPerUser)
 	userRequests inflight
 
@@ -241,7 +246,11 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
 	s.chat = &chatAPI{chat: uc.Chat, rest: uc.REST, reads: uc.Reads, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
 	s.match = &matchAPI{match: uc.Match}
-	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
+	if uc.RPC == nil {
+		uc.RPC = rpc.New(nil, cfg.Now)
+	}
+	s.rpc = &rpcAPI{rpc: uc.RPC}
+	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, rpc: s.rpc, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
 	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
 	s.mod = &moderationAPI{mod: uc.Moderation}
@@ -349,6 +358,7 @@ func (s *Server) routes() {
 	s.mod.routes(api, a)
 	s.game.routes(api, a)
 	s.match.routes(api, a)
+	s.rpc.routes(api, a)
 	api.Get("/poll", a.requireUser, s.poll.poll)
 	specRoutes(api)
 	api.Get("/events", s.stream.streamEvents) // the token is checked by admit

@@ -29,6 +29,7 @@ import (
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/rpc"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -44,6 +45,7 @@ type App struct {
 	Polls      *realtime.Polls
 	Sessions   *sessions.Sessions
 	Match      *match.Matchmaking
+	RPC        *rpc.RPC
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
@@ -58,14 +60,15 @@ func New(cfg realtime.Config) (*App, error) {
 	}
 	a := &App{Core: core}
 	svc := core.Services
-	a.Sessions = sessions.New(sessions.Config{Node: core, Now: cfg.Now, Logger: cfg.Logger})
+	a.Sessions = sessions.New(sessions.Config{Node: core, Now: cfg.Now, Logger: cfg.Logger, Hooks: cfg.Hooks})
 	a.Chat = realtime.NewChat(core, a.Sessions)
 	a.Match, err = match.New(match.Config{Node: core, Redis: cfg.Redis, Prefix: cfg.Prefix, RoomKey: cfg.MatchRoomKey,
-		Now: cfg.Now, Logger: cfg.Logger, Registerer: cfg.Registerer})
+		Now: cfg.Now, Logger: cfg.Logger, Registerer: cfg.Registerer, Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, err
 	}
 	a.REST, a.Reads = realtime.NewREST(a.Chat), realtime.NewReads(a.Chat)
+	a.RPC = rpc.New(cfg.Hooks, cfg.Now)
 	a.Polls = realtime.NewPolls(core, a.REST, a.Match)
 	a.Game = game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
 		Caps: svc.Caps, Logger: cfg.Logger})
