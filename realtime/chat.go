@@ -223,7 +223,7 @@ func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*C
 		return nil, ErrTooManyConnections
 	}
 	ch.env.m.open.Inc()
-	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settingMOTD), Data: p.HookData})
+	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settingMOTD), Data: hookData(p.HookData)})
 	ch.env.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
 	ch.env.run(func(ctx context.Context) { ch.notices.deliverUnseen(ctx, c) })
 	return c, nil

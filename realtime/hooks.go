@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/chatd/chatd/hooks"
@@ -49,4 +50,12 @@ func (ch *Chat) publishHook(ctx context.Context, s sender, reqs []sayReq, batch 
 		keep, kidx = append(keep, r), append(kidx, i)
 	}
 	return keep, kidx
+}
+
+// hookData is hello's data: what the connect hook attached, or none.
+func hookData(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }

@@ -1,9 +1,6 @@
 package realtime
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // Principal is who a request, a WebSocket or a poll acts as: the user,
 // the session (one token is one session: its poll cursor and dirty mask),
@@ -17,8 +14,9 @@ type Principal struct {
 	Expires time.Time
 	Addr    string
 	// HookData is what the connect hook attached to this connection
-	// (hello's data); nil = none.
-	HookData json.RawMessage
+	// (hello's data), JSON; "" = none. (A string keeps Principal
+	// comparable.)
+	HookData string
 }
 
 // Guest reports whether p is a guest session (its name is claimed).

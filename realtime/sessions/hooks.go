@@ -22,6 +22,6 @@ func (s *Sessions) Connect(ctx context.Context, p realtime.Principal, transport 
 	if err != nil {
 		return p, err
 	}
-	p.HookData = data
+	p.HookData = string(data)
 	return p, nil
 }
