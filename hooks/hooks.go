@@ -332,12 +332,13 @@ func (h *Hooks) call(ctx context.Context, n Name, id string, req any) (Reply, er
 		err = errBreakerOpen
 	}
 	if err != nil {
-		return Reply{}, fmt.Errorf("%w: %s hook: %w", ErrUnavailable, n, err)
+		// the cause as text: a backend's timeout is not Redis's (errcode)
+		return Reply{}, fmt.Errorf("%w: %s hook: %v", ErrUnavailable, n, err)
 	}
 	var r Reply
 	if err := json.Unmarshal(raw, &r); err != nil {
 		h.m.errors.WithLabelValues(string(n), "bad_reply").Inc()
-		return Reply{}, fmt.Errorf("%w: %s hook: the reply is not the documented JSON: %w", ErrUnavailable, n, err)
+		return Reply{}, fmt.Errorf("%w: %s hook: the reply is not the documented JSON: %v", ErrUnavailable, n, err)
 	}
 	if string(r.Data) == "null" {
 		r.Data = nil
