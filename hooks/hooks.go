@@ -236,6 +236,7 @@ func New(cfg Config) (*Hooks, error) {
 		})
 		h.hooks[n] = hk
 		h.m.breaker(n, hk.breaker)
+		h.m.init(n)
 	}
 	return h, nil
 }

@@ -33,6 +33,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// init makes hook n's series exist at 0 from the start, so a dashboard
+// and the alerts find them before the first call.
+func (m *metrics) init(n Name) {
+	for _, r := range []string{"allow", "deny", "failed_open", "failed_closed"} {
+		m.calls.WithLabelValues(string(n), r)
+	}
+	for _, k := range []string{"timeout", "transport", "status", "bad_reply", "breaker_open"} {
+		m.errors.WithLabelValues(string(n), k)
+	}
+	m.latency.WithLabelValues(string(n))
+}
+
 // breaker exports hook n's breaker state as chatd_hook_breaker_state
 // (0 closed, 1 half-open, 2 open), read at each scrape.
 func (m *metrics) breaker(n Name, cb *gobreaker.CircuitBreaker[[]byte]) {

@@ -74,7 +74,7 @@ type nodeConfig struct {
 // useCasesOf is cmd/chatd/compose.UseCases, which this package's tests can
 // not import (compose imports web).
 func useCasesOf(a *app.App) UseCases {
-	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
+	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, RPC: a.RPC, Core: a,
 		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
 }
 

@@ -140,7 +140,9 @@ func (r resolved) applyHooks(c *Config) error {
 	if anyOn && len(cfg.Secrets) == 0 {
 		return r.fail("hook-secret", "--hook-secret: required when a hook is on (--hook-url, --hook-urls): the backend checks every request's signature with it (CHATD_HOOK_SECRET)")
 	}
-	c.Hooks = cfg
+	if anyOn { // no hook on: the zero Config, every hook off
+		c.Hooks = cfg
+	}
 	return nil
 }
 
