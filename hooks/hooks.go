@@ -336,16 +336,26 @@ func (h *Hooks) call(ctx context.Context, n Name, id string, req any) (Reply, er
 		// the cause as text: a backend's timeout is not Redis's (errcode)
 		return Reply{}, fmt.Errorf("%w: %s hook: %v", ErrUnavailable, n, err)
 	}
-	var r Reply
-	if err := json.Unmarshal(raw, &r); err != nil {
+	r, err := decodeReply(raw)
+	if err != nil {
 		h.m.errors.WithLabelValues(string(n), "bad_reply").Inc()
 		return Reply{}, fmt.Errorf("%w: %s hook: the reply is not the documented JSON: %v", ErrUnavailable, n, err)
 	}
-	if string(r.Data) == "null" {
-		r.Data = nil
-	}
 	if r.Deny != nil {
 		return r, &DeniedError{Hook: n, Reason: clip(r.Deny.Reason, 200)}
+	}
+	return r, nil
+}
+
+// decodeReply decodes a backend's reply: one JSON object of the Reply
+// shape ("data": null is no data).
+func decodeReply(raw []byte) (Reply, error) {
+	var r Reply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Reply{}, err
+	}
+	if string(r.Data) == "null" {
+		r.Data = nil
 	}
 	return r, nil
 }
