@@ -61,7 +61,13 @@ func (r resolved) applyHooks(c *Config) error {
 		if err != nil {
 			return r.fail(flag, "--%s: %v", flag, err)
 		}
-		for n, val := range m {
+		// the value for every hook first, then each hook's own over it
+		order := append([]hooks.Name{""}, hooks.Names...)
+		for _, n := range order {
+			val, ok := m[n]
+			if !ok {
+				continue
+			}
 			targets := []hooks.Name{n}
 			if n == "" {
 				targets = hooks.Names
