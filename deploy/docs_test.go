@@ -352,9 +352,10 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		server[f.(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)] = true
 	}
 	// what the server sends: each protocol event type its code builds
-	// (protocol.Hello{…}), and the Event constants of rooms and
-	// matchmaking, whose events are encoded once and forwarded as they are
-	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking")
+	// (protocol.Hello{…}) in the core, its use cases (realtime/*) and web,
+	// and the Event constants of rooms and matchmaking, whose events are
+	// encoded once and forwarded as they are
+	src := sourceOf(t, "realtime") + sourceOf(t, "realtime/*") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking")
 	sent := map[string]bool{}
 	for _, ev := range append(protocol.ServerEvents, protocol.StreamEvents...) {
 		if regexp.MustCompile(`\bprotocol\.` + reflect.TypeOf(ev).Name() + `\{`).MatchString(src) {

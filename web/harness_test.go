@@ -75,13 +75,6 @@ type nodeConfig struct {
 	Hooks *hooks.Config
 }
 
-// useCasesOf is cmd/chatd/compose.UseCases, which this package's tests can
-// not import (compose imports web).
-func useCasesOf(a *app.App) UseCases {
-	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, RPC: a.RPC, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
-}
-
 // composeNode builds a node as cmd/chatd does (cmd/chatd/compose, which
 // this package's tests can not import): the realtime core and its use
 // cases (realtime/app), started, then the front serving them. shutdown
@@ -106,7 +99,7 @@ func composeNode(t testing.TB, cfg nodeConfig) (srv *Server, core *app.App, shut
 		Hooks: hk,
 	})
 	require.NoError(t, err)
-	srv, err = New(useCasesOf(core), cfg.Config)
+	srv, err = New(UseCasesOf(core), cfg.Config)
 	require.NoError(t, err)
 	require.NoError(t, core.Start(context.Background()))
 	return srv, core, func(ctx context.Context) error { return errors.Join(srv.Shutdown(ctx), core.Shutdown(ctx)) }

@@ -1,4 +1,4 @@
-package realtime
+package chat
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/chatd/chatd/hooks"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -17,7 +18,7 @@ import (
 // and the say path is unchanged (one nil check per batch).
 
 // joinHook asks the backend whether p may take a seat in lobby.
-func (ch *Chat) joinHook(ctx context.Context, p Principal, lobby string) error {
+func (ch *Chat) joinHook(ctx context.Context, p realtime.Principal, lobby string) error {
 	return ch.hooks.Join(ctx, hooks.JoinRequest{User: p.User, Session: p.Session, Lobby: lobby})
 }
 
@@ -26,7 +27,7 @@ func (ch *Chat) joinHook(ctx context.Context, p Principal, lobby string) error {
 // refused one is answered in out and dropped from the batch (stored
 // nowhere), a replaced text replaces the message's. It returns the batch
 // left and its indexes.
-func (ch *Chat) publishHook(ctx context.Context, s sender, reqs []sayReq, batch []rooms.SendRequest, idx []int, out []sendResult) ([]rooms.SendRequest, []int) {
+func (ch *Chat) publishHook(ctx context.Context, s sender, reqs []realtime.Say, batch []rooms.SendRequest, idx []int, out []sendResult) ([]rooms.SendRequest, []int) {
 	keep, kidx := batch[:0], idx[:0]
 	for j, r := range batch {
 		lobby, _, err := rooms.ParseRoom(r.Room)
@@ -36,7 +37,7 @@ func (ch *Chat) publishHook(ctx context.Context, s sender, reqs []sayReq, batch 
 		}
 		i := idx[j]
 		text, err := ch.hooks.Publish(ctx, hooks.PublishRequest{User: s.p.User, Session: s.p.Session, Room: r.Room, Lobby: lobby,
-			Text: r.Text, Ref: reqs[i].ref})
+			Text: r.Text, Ref: reqs[i].Ref})
 		if err == nil && text != r.Text {
 			if cerr := ch.CheckSay(r.Room, text); cerr != nil {
 				err = fmt.Errorf("%w: the publish hook's text: %w", hooks.ErrUnavailable, cerr)
