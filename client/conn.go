@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -114,9 +115,10 @@ const (
 	opRead   opKind = 'm'
 	opPing   opKind = 'p'
 	opTyping opKind = 't'
+	opRPC    opKind = 'c' // rpc.go
 )
 
-var opNames = map[opKind]string{opSay: "say", opJoin: "join", opResume: "resume", opLeave: "leave", opRead: "read", opPing: "ping", opTyping: "typing"}
+var opNames = map[opKind]string{opSay: "say", opJoin: "join", opResume: "resume", opLeave: "leave", opRead: "read", opPing: "ping", opTyping: "typing", opRPC: "rpc"}
 
 // op is a call that waits for the server's answer.
 type op struct {
@@ -137,6 +139,7 @@ type opResult struct {
 	id   string
 	room Room
 	rtt  time.Duration
+	data json.RawMessage // rpc
 	err  error
 }
 

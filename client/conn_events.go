@@ -50,6 +50,13 @@ func (cn *Conn) apply(s *socket, ev protocol.ServerEvent, out []Event) []Event {
 		}
 	case protocol.Pong:
 		cn.pong(s)
+	case protocol.RPCResult:
+		if o := cn.byRef[ev.Ref]; o != nil && o.kind == opRPC {
+			cn.resolveLocked(o, opResult{data: ev.Data})
+		}
+	case protocol.Matched:
+		return append(out, MatchedEvent{Queue: ev.Queue, Ticket: ev.Ticket, Match: ev.Match, Room: ev.Room, Players: ev.Players,
+			ReserveSeconds: ev.ReserveSeconds, TS: ev.TS, Data: ev.Data})
 	case protocol.ErrorEvent:
 		return cn.errorEvent(s, ev, out)
 	case protocol.Presence:

@@ -332,11 +332,15 @@ func (cn *Conn) install(s *socket, reconnect bool) {
 		cn.byRef[o.ref] = o
 		s.send(o)
 	}
-	for _, o := range cn.outbox {
+	for _, o := range slices.Clone(cn.outbox) {
+		if o.kind == opRPC && reconnect {
+			cn.resolveLocked(o, opResult{err: errRPCLost})
+			continue
+		}
 		s.send(o)
 	}
 	cn.mu.Unlock()
-	cn.q.push(ConnectedEvent{URL: s.url, Node: s.hello.Node, Motd: s.hello.Motd, Reconnect: reconnect})
+	cn.q.push(ConnectedEvent{URL: s.url, Node: s.hello.Node, Motd: s.hello.Motd, Data: s.hello.Data, Reconnect: reconnect})
 }
 
 // serve reads s until it fails.

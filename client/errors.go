@@ -98,6 +98,10 @@ var (
 	ErrRedisUnavailable   = &Error{Code: errcode.RedisUnavailable}
 	ErrDraining           = &Error{Code: errcode.Draining} // also a 1012 close (CloseError)
 	ErrNotDurable         = &Error{Code: errcode.NotDurable}
+	// ErrHookDenied: the application's backend refused (its reason in
+	// Message); ErrHookUnavailable: it did not answer a fail-closed hook.
+	ErrHookDenied      = &Error{Code: errcode.HookDenied}
+	ErrHookUnavailable = &Error{Code: errcode.HookUnavailable}
 )
 
 // ErrClosed is returned by calls on a Conn after Close.

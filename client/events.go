@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 )
@@ -20,9 +21,12 @@ type Event interface{ isEvent() }
 // for the first connection; after a reconnect, every room the Conn was in
 // is being resumed (a JoinedEvent with Resumed follows for each).
 type ConnectedEvent struct {
-	URL       string // the base URL of the node
-	Node      string // the node's id
-	Motd      string // the message of the day
+	URL  string // the base URL of the node
+	Node string // the node's id
+	Motd string // the message of the day
+	// Data is what the application's connect hook attached to this
+	// connection (hello's data); nil = none.
+	Data      json.RawMessage
 	Reconnect bool
 }
 

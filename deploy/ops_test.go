@@ -452,7 +452,9 @@ func TestObservability(t *testing.T) {
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	n4.p = startProc(t, n4.id, n4.log, nil, c.bin, "--redis", c.redis.URL(), "--prefix", c.redis.Prefix,
 		"--secret", testSecret, "--admin-token", adminToken, "--node-id", n4.id, "--addr", n4.addr(),
-		"--metrics-addr", metricsAddr, "--tls-cert", certFile, "--tls-key", keyFile, "--log-format", "json")
+		"--metrics-addr", metricsAddr, "--tls-cert", certFile, "--tls-key", keyFile, "--log-format", "json",
+		// an rpc hook that nothing calls: its metrics (the dashboard's Hooks row) are exported
+		"--hook-url", "http://127.0.0.1:1", "--hooks", "rpc", "--hook-secret", "ops-hook-secret-0123456789")
 	t.Cleanup(n4.p.kill)
 	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	require.Eventually(t, func() bool {

@@ -74,6 +74,10 @@ const (
 	Draining           Code = "draining"
 	NotDurable         Code = "not_durable"
 	NotPrivate         Code = "not_private"
+	// HookDenied: the application's backend refused (a hook's deny).
+	HookDenied Code = "hook_denied"
+	// HookUnavailable: a fail-closed hook's backend did not answer.
+	HookUnavailable Code = "hook_unavailable"
 )
 
 // Coder is implemented by errors that carry a code: *Error, and the typed

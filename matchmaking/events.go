@@ -57,6 +57,9 @@ type Event struct {
 	// ReserveSeconds is how long the room holds a player's seat for them
 	// (matched only).
 	ReserveSeconds int `json:"reserve_seconds,omitempty"`
+	// Data is what the application's match hook attached to the match
+	// (matched only; package hooks): the same for every player.
+	Data json.RawMessage `json:"data,omitempty"`
 	// Leader is the party's leader, who invited (party events).
 	Leader string `json:"leader,omitempty"`
 	// State is the ticket's state after a party_update: pending, waiting

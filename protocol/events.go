@@ -112,6 +112,9 @@ type Hello struct {
 	User string `json:"user"`
 	Node string `json:"node"`
 	Motd string `json:"motd"`
+	// Data is what the application's connect hook attached to this
+	// connection; absent when none.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // Joined: the connection is in Room (after a join or a resume).
@@ -216,6 +219,9 @@ type Matched struct {
 	Players        []string `json:"players"`
 	ReserveSeconds int      `json:"reserve_seconds"`
 	TS             int64    `json:"ts"`
+	// Data is what the application's match hook attached to the match (a
+	// game server's address, say); absent when none.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // TicketExpired: Ticket of Queue waited too long. TS is unix milliseconds.
@@ -318,7 +324,7 @@ func (e Unknown) withEventType() ServerEvent        { return e }
 // (the schema test walks it).
 var ServerEvents = []ServerEvent{Hello{}, Joined{}, MessageEvent{}, Ack{}, Presence{}, Settings{}, Notice{},
 	ErrorEvent{}, Left{}, Pong{}, TypingEvent{}, MessageRemoved{}, Queued{}, Dequeued{}, Matched{}, TicketExpired{},
-	Party{}, PartyInvite{}, PartyUpdate{}}
+	Party{}, PartyInvite{}, PartyUpdate{}, RPCResult{}}
 
 // Encode encodes ev with its type set: the one way the server turns an
 // event into bytes. It fails only for a Settings value JSON cannot hold.
@@ -409,6 +415,8 @@ func DecodeEvent(line []byte) (ServerEvent, error) {
 	case TypePartyUpdate:
 		ev, err := decodeAs[PartyUpdate](line)
 		return ev, firstErr(err, func() error { return need(ev.Ticket != "" && ev.State != "", "ticket and state") })
+	case TypeRPCResult:
+		return decodeAs[RPCResult](line)
 	}
 	return Unknown{Type: head.Type}, nil
 }

@@ -41,6 +41,7 @@ var FrameRates = map[string]FrameRate{
 	"invite":  {Rate: 1, Burst: 10},
 	"accept":  {Rate: 5, Burst: 50},
 	"decline": {Rate: 5, Burst: 50},
+	"rpc":     {Rate: 5, Burst: 20},
 	"ping":    {Rate: 50, Burst: 500},
 	"other":   {Rate: 20, Burst: 200},
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/notices"
@@ -75,6 +76,9 @@ type Config struct {
 	Dirty    *dirty.Tracker
 	Notices  *notices.Board
 	Seen     *seen.Filter
+	// Hooks calls the application's backend (package hooks): connect,
+	// join, publish, match and rpc; nil = every hook off.
+	Hooks *hooks.Hooks
 }
 
 // ShardedPubSub reports whether room channels use sharded pub/sub

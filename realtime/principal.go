@@ -13,6 +13,10 @@ type Principal struct {
 	Holder  string
 	Expires time.Time
 	Addr    string
+	// HookData is what the connect hook attached to this connection
+	// (hello's data), JSON; "" = none. (A string keeps Principal
+	// comparable.)
+	HookData string
 }
 
 // Guest reports whether p is a guest session (its name is claimed).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
@@ -39,6 +40,7 @@ const (
 	refusedTooMany     = "too_many"
 	refusedFromAddr    = "too_many_from_addr"
 	refusedNodeFull    = "node_full"
+	refusedHook        = "hook" // the connect hook (package hooks)
 	releaseConnTimeout = 5 * time.Second
 )
 
@@ -67,6 +69,13 @@ func (h *streamAPI) admit(c *fiber.Ctx, raw, hint string, check func() error) (a
 	}
 	if err := h.chat.CanConnect(p.User); err != nil {
 		return admitted{}, refusedTooMany, err
+	}
+	transport := "sse"
+	if websocket.IsWebSocketUpgrade(c) {
+		transport = "websocket"
+	}
+	if p, err = h.sessions.Connect(ctx, p, transport); err != nil {
+		return admitted{}, refusedHook, err
 	}
 	lease, err := h.sessions.AdmitConn(ctx, p.Addr)
 	if err != nil {

@@ -316,6 +316,9 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	op("POST /api/v1/rooms/{room}/read", "/api/v1/rooms/"+room+"/read", reader, map[string]string{"id": lastID}, nil, 200)
 	op("POST /api/v1/rooms/{room}/typing", "/api/v1/rooms/"+room+"/typing", reader, nil, nil, 200)
 	op("GET /api/v1/unread", "/api/v1/unread", reader, nil, nil, 200)
+	// no rpc hook here: what chatd itself answers (a backend's answer is
+	// bounded by hooks.MaxReply, which the x-cost allows for)
+	op("POST /api/v1/rpc/{method}", "/api/v1/rpc/"+strings.Repeat("m", 64), reader, map[string]string{"x": strings.Repeat("\x01", 2000)}, nil, 404)
 	measure("GET /api/v1/poll", func() func() {
 		// something new in every room the reader holds: the poll reads them all
 		for _, id := range roomsHeld {
@@ -598,6 +601,7 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	frame("read", wr, map[string]any{"type": "read", "room": room, "id": lastID, "ref": ref}, joinAmp)
 	frame("leave", wr, map[string]any{"type": "leave", "room": room, "ref": ref}, joinAmp)
 	frame("ping", wr, map[string]any{"type": "ping", "ref": ref}, nil)
+	frame("rpc", wr, map[string]any{"type": "rpc", "method": strings.Repeat("m", 64), "data": map[string]string{"x": strings.Repeat("\x01", 2000)}, "ref": ref}, nil)
 	frame("queue", newUser, map[string]any{"type": "queue", "queue": "quick", "skill": 1e9, "ref": ref}, nil)
 	frame("dequeue", wr, map[string]any{"type": "dequeue", "queue": "quick", "ticket": strings.Repeat("t", 32), "ref": ref}, nil)
 	// the party frames: a fresh leader invites a fresh guest; a fresh

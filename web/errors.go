@@ -58,6 +58,8 @@ var statusOf = map[errcode.Code]int{
 	errcode.Draining:           http.StatusServiceUnavailable,
 	errcode.NotDurable:         http.StatusServiceUnavailable,
 	errcode.NotPrivate:         http.StatusConflict,
+	errcode.HookDenied:         http.StatusForbidden,
+	errcode.HookUnavailable:    http.StatusServiceUnavailable,
 }
 
 // APIError is an error in the documented shape:

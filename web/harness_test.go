@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/wsclient"
 	"github.com/chatd/chatd/protocol"
@@ -69,6 +70,9 @@ type nodeConfig struct {
 	Redis           redis.UniversalClient
 	Prefix          string
 	MaxConnsPerUser int
+	// Hooks, when set, are the node's hooks to the application's backend
+	// (its Node, Redis, Prefix and Registerer are the node's).
+	Hooks *hooks.Config
 }
 
 // composeNode builds a node as cmd/chatd does (cmd/chatd/compose, which
@@ -81,9 +85,18 @@ func composeNode(t testing.TB, cfg nodeConfig) (srv *Server, core *app.App, shut
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry() // the core's and the front's
 	}
+	var hk *hooks.Hooks
+	if cfg.Hooks != nil {
+		hc := *cfg.Hooks
+		hc.Node, hc.Redis, hc.Prefix, hc.Registerer = cfg.Node, cfg.Redis, cfg.Prefix, cfg.Registry
+		var err error
+		hk, err = hooks.New(hc)
+		require.NoError(t, err)
+	}
 	core, err := app.New(realtime.Config{
 		Redis: cfg.Redis, Node: cfg.Node, Prefix: cfg.Prefix, MatchRoomKey: cfg.Secret,
 		MaxConnsPerUser: cfg.MaxConnsPerUser, Now: cfg.Now, Logger: cfg.Logger.With("node", cfg.Node), Registerer: cfg.Registry,
+		Hooks: hk,
 	})
 	require.NoError(t, err)
 	srv, err = New(UseCasesOf(core), cfg.Config)

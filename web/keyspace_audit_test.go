@@ -127,6 +127,10 @@ func TestKeyspaceAudit(t *testing.T) {
 	wc.send(protocol.Read{Room: room, ID: wsMsg})
 	wc.send(protocol.Ping{Ref: "p1"})
 	wc.next("pong")
+	// an rpc call on a node without an rpc hook: refused, and no key written
+	wc.send(protocol.RPC{Method: "roll", Ref: "r1"})
+	assert.Equal(t, "not_found", wc.next("error")["code"])
+	c1.do(call{method: "POST", path: "/api/v1/rpc/roll", token: dave, status: 404})
 	wc.send(protocol.Resume{Room: room, After: first})
 	wc.next("joined")
 	wc.send(protocol.Join{Lobby: "audit-ws"})

@@ -38,6 +38,7 @@ import (
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/rpc"
 	"github.com/chatd/chatd/realtime/serverapi"
 	"github.com/chatd/chatd/realtime/sessions"
 )
@@ -56,6 +57,9 @@ type UseCases struct {
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
 	Match      *match.Matchmaking
+	// RPC forwards clients' calls to the application's backend (the rpc
+	// hook); nil = no rpc: every call answers not_found.
+	RPC *rpc.RPC
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core
@@ -173,6 +177,7 @@ type Server struct {
 	match  *matchAPI
 	poll   *pollAPI
 	server *serverAPI
+	rpc    *rpcAPI
 	// userRequests: requests in flight per user (Config.MaxRequestsPerUser)
 	userRequests inflight
 
@@ -259,7 +264,11 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 	s.server = &serverAPI{api: uc.ServerAPI}
 	s.chat = &chatAPI{chat: uc.Chat, rest: uc.REST, reads: uc.Reads, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
 	s.match = &matchAPI{match: uc.Match}
-	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
+	if uc.RPC == nil {
+		uc.RPC = rpc.New(nil, cfg.Now)
+	}
+	s.rpc = &rpcAPI{rpc: uc.RPC}
+	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, rpc: s.rpc, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
 	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
 	s.mod = &moderationAPI{mod: uc.Moderation}
@@ -368,6 +377,7 @@ func (s *Server) routes() {
 	s.game.routes(api, a)
 	s.match.routes(api, a)
 	s.server.routes(api, a)
+	s.rpc.routes(api, a)
 	api.Get("/poll", a.requireUser, s.poll.poll)
 	specRoutes(api)
 	api.Get("/events", s.stream.streamEvents) // the token is checked by admit

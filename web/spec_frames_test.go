@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/docs"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/wsclient"
 	"github.com/chatd/chatd/protocol"
@@ -176,7 +178,14 @@ func frameTypes(t *testing.T, group string) []string {
 func TestSpecFramesScriptedSession(t *testing.T) {
 	t.Parallel()
 	s := mustSpec(t)
-	cl := newCluster(t, redistest.Real(t), 2)
+	// the application's backend: its rpc hook answers every call
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"data":{"rolled":4}}`)
+	}))
+	t.Cleanup(backend.Close)
+	cl := newCluster(t, redistest.Real(t), 2, nodeOpts{configure: func(cfg *nodeConfig) {
+		cfg.Hooks = &hooks.Config{Secrets: []string{"spec-hook-secret-0123"}, Hooks: map[hooks.Name]hooks.HookConfig{hooks.RPC: {URL: backend.URL}}}
+	}})
 	n1, n2 := cl.nodes[0], cl.nodes[1]
 	aliceTok := cl.session(n1, "alice")
 	a1 := dialSpec(t, s, n1, aliceTok, true) // batched
@@ -271,6 +280,11 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 	assert.Equal(t, "two", text)
 	_, text = msgOf(a1.next("message"))
 	assert.Equal(t, "three", text)
+	// rpc: the backend's answer with the frame's ref
+	a1.send(protocol.RPC{Method: "roll", Data: json.RawMessage(`{"sides":6}`), Ref: "c1"})
+	res := a1.next("rpc_result")
+	assert.Equal(t, "c1", res["ref"])
+	assert.Equal(t, map[string]any{"rolled": float64(4)}, res["data"])
 	// resume after an id the history no longer holds: resume_gap, then the latest
 	a1.send(protocol.Resume{Room: room, After: "1-1"})
 	a1.next("joined")

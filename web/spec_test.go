@@ -545,6 +545,7 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/typing", token: carol, status: 403, code: "not_seated"})
 	var unread struct{ Rooms map[string]int }
 	c.json(call{method: "GET", path: "/api/v1/unread", token: bob, status: 200}, &unread)
+	c.do(call{method: "POST", path: "/api/v1/rpc/roll", token: bob, body: map[string]int{"sides": 6}, status: 404, code: "not_found"})
 	assert.Equal(t, 1, unread.Rooms[room], "bob read up to the first of two messages")
 
 	// presence, nodes, stats

@@ -38,6 +38,7 @@ type streamAPI struct {
 	rest           *chat.REST // the event stream
 	sessions       *sessions.Sessions
 	match          *matchAPI // the queue and dequeue frames
+	rpc            *rpcAPI   // the rpc frame
 	tokens         *tokens
 	ip             proxies
 	allowedOrigins []string // Config.AllowedOrigins
@@ -304,8 +305,10 @@ func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f proto
 		err = h.match.partyFrame(fctx, c, f)
 	case protocol.TypeDecline:
 		err = h.match.partyFrame(fctx, c, f)
+	case protocol.TypeRPC:
+		err = h.rpc.frame(fctx, c, f)
 	default:
-		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline, rpc or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		h.chat.Refuse(c, err, f.Room, f.Ref)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/web"
 )
@@ -53,6 +54,8 @@ type Config struct {
 	// MaxHistoryBuilds is how many history pages this node builds at once
 	// (at least 1).
 	MaxHistoryBuilds int
+	// Hooks are the application's backend hooks (hooks.go); no URL = off.
+	Hooks hooks.Config
 
 	ConfigFile  string // the --config file read; "" = none
 	PrintConfig bool   // print the effective configuration and exit
@@ -318,6 +321,9 @@ func (r resolved) apply(c *Config) error {
 			return r.fail(f.name, "--%s %q: expected a whole number from %d to 1000000", f.name, v[f.name], f.min)
 		}
 		*f.dst = n
+	}
+	if err := r.applyHooks(c); err != nil {
+		return err
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		if c.TLSCert == "" {

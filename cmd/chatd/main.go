@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/cmd/chatd/compose"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/embedded"
 	"github.com/chatd/chatd/internal/redismetrics"
 	"github.com/chatd/chatd/realtime"
@@ -120,6 +121,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// serving the core's use cases (cmd/chatd/compose). They start in that
 	// order, and stop in the reverse one (srv.Shutdown below) before the
 	// Redis client closes.
+	hk := cfg.Hooks
+	hk.Node, hk.Redis, hk.Prefix, hk.Logger, hk.Registerer = node, rdb, cfg.Prefix, log, reg
+	appHooks, err := hooks.New(hk)
+	if err != nil {
+		return err
+	}
 	secret := []byte(cfg.Secret)
 	if len(secret) == 0 {
 		secret = []byte(randomToken()) // embedded Redis: one node, a secret of its own
@@ -134,6 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Version:      build.Version,
 			Logger:       log,
 			Registerer:   reg,
+			Hooks:        appHooks, // nil = every hook off
 		},
 		Web: web.Config{
 			Node:           node,

@@ -48,6 +48,7 @@ import (
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/rpc"
 	"github.com/chatd/chatd/realtime/serverapi"
 	"github.com/chatd/chatd/realtime/sessions"
 	"github.com/chatd/chatd/rooms"
@@ -71,6 +72,7 @@ type App struct {
 	Polls      *polls.Polls
 	Sessions   *sessions.Sessions
 	Match      *match.Matchmaking
+	RPC        *rpc.RPC
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
@@ -201,19 +203,20 @@ func New(cfg realtime.Config) (*App, error) {
 
 	// The use cases.
 	a.Sessions = sessions.New(sessions.Config{Node: core, Names: svc.Names, Conns: svc.Conns, Moderated: svc.Moderated,
-		Caps: svc.Caps, Settings: st, Now: now, Logger: log})
+		Caps: svc.Caps, Settings: st, Now: now, Logger: log, Hooks: cfg.Hooks})
 	a.Chat = chat.New(chat.Config{Node: cfg.Node, Core: core, Hub: hub, Notices: core.Notices(), Marks: marks,
 		Moderated: svc.Moderated, Caps: svc.Caps, Seats: rs.Seats, Messages: rs.Messages,
 		Lobbies: rs.Lobbies, ReadMarks: rs.ReadMarks, Players: rs.Private, Presence: svc.Presence,
 		Cursors: svc.Dirty, Settings: st, Names: svc.Names, Leases: a.Sessions,
-		MaxConnsPerUser: core.MaxConnsPerUser(), Prefix: prefix, Now: now, Logger: log})
+		MaxConnsPerUser: core.MaxConnsPerUser(), Prefix: prefix, Now: now, Logger: log, Hooks: cfg.Hooks})
 	a.Match, err = match.New(match.Config{Node: core, Redis: rdb, Prefix: prefix, Settings: st, Rooms: rs.Private,
 		Presence: svc.Presence, Marks: marks, Locks: svc.Locks, RoomKey: cfg.MatchRoomKey,
-		Now: now, Logger: log, Registerer: reg})
+		Now: now, Logger: log, Registerer: reg, Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, err
 	}
 	a.REST, a.Reads = chat.NewREST(a.Chat), chat.NewReads(a.Chat)
+	a.RPC = rpc.New(cfg.Hooks, now)
 	a.Polls = polls.New(polls.Config{Sessions: a.REST, Dirty: svc.Dirty, Rooms: rs.Seats, History: rs.Messages,
 		Settings: st, Wallets: svc.Shop, Boards: svc.Boards, Notices: core.Notices(), Match: a.Match,
 		Gaps: hub, Draining: core.Draining(), Now: now, Logger: log})

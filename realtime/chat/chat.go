@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
@@ -155,6 +156,7 @@ type Chat struct {
 	typing          throttle
 	buckets         emptyBuckets
 	pstate          presenceState
+	hooks           *hooks.Hooks // the application's backend; nil = none (hooks.go)
 }
 
 // Config is what the chat use case is built from: the core's parts and
@@ -200,6 +202,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().
 	Logger *slog.Logger
+	// Hooks is the application's backend (the join and publish hooks:
+	// hooks.go); nil = none.
+	Hooks *hooks.Hooks
 }
 
 // New builds the chat use case; Start starts its loops.
@@ -214,7 +219,7 @@ func New(cfg Config) *Chat {
 		readMarks: cfg.ReadMarks, players: cfg.Players, presence: cfg.Presence, cursors: cfg.Cursors, settings: cfg.Settings,
 		hub: cfg.Hub, marks: cfg.Marks, rest: &restState{}, mod: cfg.Moderated, caps: cfg.Caps, notices: cfg.Notices,
 		now: cfg.Now, log: cfg.Logger, draining: cfg.Core.Draining(), maxConnsPerUser: cfg.MaxConnsPerUser,
-		prefix: cfg.Prefix, leases: cfg.Leases, names: cfg.Names, run: cfg.Core.Go}
+		prefix: cfg.Prefix, leases: cfg.Leases, names: cfg.Names, run: cfg.Core.Go, hooks: cfg.Hooks}
 }
 
 // REST is the chat of REST sessions: their joins, leaves, typing, read
@@ -266,7 +271,7 @@ func (ch *Chat) connect(p realtime.Principal, lease string, t realtime.Transport
 	if err != nil {
 		return nil, err
 	}
-	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settings.MOTD)})
+	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settings.MOTD), Data: hookData(p.HookData)})
 	ch.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
 	ch.run(func(ctx context.Context) { ch.notices.DeliverUnseen(ctx, c) })
 	return c, nil
@@ -328,6 +333,9 @@ func (ch *Chat) join(ctx context.Context, p realtime.Principal, lobby string, at
 		return rooms.Room{}, realtime.ErrMatchLobby
 	}
 	if err := ch.caps.AllowLobby(ctx, ch.seats, p.User, lobby); err != nil {
+		return rooms.Room{}, err
+	}
+	if err := ch.joinHook(ctx, p, lobby); err != nil {
 		return rooms.Room{}, err
 	}
 	room, err := ch.seats.Join(ctx, lobby, p.User, att)

@@ -96,6 +96,9 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []realtime.Say) []sendR
 		batch = append(batch, rooms.SendRequest{Room: r.Room, User: s.p.User, Text: r.Text, Key: idemKey(s.p.Session, r.Ref)})
 		idx = append(idx, i)
 	}
+	if ch.hooks != nil {
+		batch, idx = ch.publishHook(ctx, s, reqs, batch, idx, out)
+	}
 	if len(batch) == 0 {
 		return out
 	}

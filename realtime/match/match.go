@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/dirty"
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/matchmaking"
@@ -86,6 +87,7 @@ type Matchmaking struct {
 	log      *slog.Logger
 	roomKey  []byte // Config.MatchRoomKey
 	node     node
+	hooks    *hooks.Hooks
 }
 
 // liveSettings read the queues' definitions (package settings).
@@ -141,6 +143,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil = none.
 	Registerer prometheus.Registerer
+	// Hooks is the application's backend (the match hook: matchHook);
+	// nil = none.
+	Hooks *hooks.Hooks
 }
 
 // New builds the matchmaking use case: its matchmaking service and
@@ -157,7 +162,7 @@ func New(cfg Config) (*Matchmaking, error) {
 	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: cfg.Logger,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
 	mm := &Matchmaking{svc: mms, rooms: cfg.Rooms, online: cfg.Presence, hub: cfg.Node.Hub(), marks: cfg.Marks,
-		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node}
+		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, hooks: cfg.Hooks}
 	var err error
 	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: cfg.Locks,
 		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
@@ -446,7 +451,15 @@ func (mm *Matchmaking) matched(ctx context.Context, m matchmaking.Match) error {
 	if room.ID != mm.Room(m) {
 		return fmt.Errorf("match: the room of match %s is %s, not %s", m.ID, room.ID, mm.Room(m))
 	}
-	return mm.tell(ctx, matchmaking.MatchedEvents(m, room.ID, reserve))
+	notes := matchmaking.MatchedEvents(m, room.ID, reserve)
+	data, err := mm.matchHook(ctx, m, room.ID)
+	if err != nil {
+		return fmt.Errorf("match: the match hook of match %s: %w", m.ID, err)
+	}
+	for i := range notes {
+		notes[i].Event.Data = data
+	}
+	return mm.tell(ctx, notes)
 }
 
 // expired is the OnExpired hook: the ticket's players are told. The

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chatd/chatd/hooks"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/realtime"
@@ -104,6 +105,7 @@ type Sessions struct {
 	now       func() time.Time
 	log       *slog.Logger
 	refreshed time.Time // when renewConns last refreshed the keys (its loop only)
+	hooks     *hooks.Hooks
 }
 
 // Config configures Sessions: the domain services and the parts of the
@@ -125,6 +127,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().
 	Logger *slog.Logger
+	// Hooks is the application's backend (the connect hook: Connect);
+	// nil = none.
+	Hooks *hooks.Hooks
 }
 
 // New builds the sessions use case on the core's name registry,
@@ -137,7 +142,7 @@ func New(cfg Config) *Sessions {
 		cfg.Logger = slog.Default()
 	}
 	return &Sessions{names: cfg.Names, conns: cfg.Conns, mod: cfg.Moderated, caps: cfg.Caps, settings: cfg.Settings,
-		hub: cfg.Node.Hub(), node: cfg.Node, now: cfg.Now, log: cfg.Logger}
+		hub: cfg.Node.Hub(), node: cfg.Node, now: cfg.Now, log: cfg.Logger, hooks: cfg.Hooks}
 }
 
 // SignIn signs a guest in as name from client address addr and returns the

@@ -48,6 +48,8 @@ export const ErrorCodes = Object.freeze({
   REDIS_BUSY: 'redis_busy',
   DRAINING: 'draining',
   NOT_DURABLE: 'not_durable',
+  HOOK_DENIED: 'hook_denied',
+  HOOK_UNAVAILABLE: 'hook_unavailable',
 });
 
 /**

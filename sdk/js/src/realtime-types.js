@@ -52,8 +52,8 @@
 
 /**
  * @typedef {object} RealtimeEventMap
- * @property {{user: string, node: string, motd: string, reconnected: boolean, transport: string}} open a connection is up (its hello);
- *   transport: its kind, 'websocket' or 'sse' 
+ * @property {{user: string, node: string, motd: string, data: unknown, reconnected: boolean, transport: string}} open a connection is up (its hello);
+ *   transport: its kind, 'websocket' or 'sse'; data: what the application's connect hook attached (null = none) 
  * @property {{state: 'connecting' | 'open' | 'reconnecting' | 'closed', attempt: number}} state
  * @property {{room: Room, resumed: boolean}} joined a join or resume took effect (resumed: the room was ours already)
  * @property {{room: string, reason: 'elsewhere' | 'resume_failed', error?: ChatdError}} left the room is gone: left from another connection, or a resume was refused

@@ -59,7 +59,7 @@ export class RealtimeClient extends TypedEventTarget {
     /** @type {'idle' | 'connecting' | 'open' | 'reconnecting' | 'closed'} */
     this.state = 'idle';
     /** the node, user and motd of the latest hello */
-    this.hello = {user: '', node: '', motd: ''};
+    this.hello = {user: '', node: '', motd: '', data: /** @type {unknown} */ (null)};
     /** counters: connections made, duplicates dropped at the seam, says re-sent after a reconnect */
     this.stats = {connections: 0, duplicates: 0, resent: 0};
     /** @private */
@@ -104,6 +104,8 @@ export class RealtimeClient extends TypedEventTarget {
     this.typed = new Map();
     /** @private @type {{resolve: (ms: number) => void, reject: (e: ChatdError) => void, at: number, timer?: ReturnType<typeof setTimeout>}[]} */
     this.pongs = [];
+    /** @private @type {Map<string, {resolve: (data: unknown) => void, reject: (e: ChatdError) => void}>} rpc calls sent on the current connection */
+    this.rpcs = new Map();
     /** @private @type {{resolve: (h: RealtimeEventMap['open']) => void, reject: (e: ChatdError) => void}[]} */
     this.waiting = [];
   }
@@ -313,6 +315,10 @@ export class RealtimeClient extends TypedEventTarget {
       clearTimeout(p.timer);
       p.reject(lost);
     }
+    // An rpc is never sent twice: the backend may have run it.
+    const rpcLost = new ChatdError({code: ClientCodes.NETWORK, message: 'the connection was lost before the rpc answer; the call may or may not have run'});
+    for (const r of this.rpcs.values()) r.reject(rpcLost);
+    this.rpcs.clear();
   }
 
   // ---- events ----
@@ -329,6 +335,14 @@ export class RealtimeClient extends TypedEventTarget {
       case 'ack': return this.onAck(ev);
       case 'error': return this.onError(ev);
       case 'pong': return this.onPong();
+      case 'rpc_result': {
+        const r = this.rpcs.get(typeof ev.ref === 'string' ? ev.ref : '');
+        if (r) {
+          this.rpcs.delete(/** @type {string} */ (ev.ref));
+          r.resolve(ev.data ?? null);
+        }
+        return undefined;
+      }
       case 'left': return this.onLeft(ev.room);
       case 'presence':
         return this.emit('presence', {room: ev.room, user: ev.user, state: ev.state});
@@ -365,7 +379,7 @@ export class RealtimeClient extends TypedEventTarget {
       this.mainUp = true;
     }
     this.stats.connections++;
-    this.hello = {user: String(ev.user ?? ''), node: String(ev.node ?? ''), motd: String(ev.motd ?? '')};
+    this.hello = {user: String(ev.user ?? ''), node: String(ev.node ?? ''), motd: String(ev.motd ?? ''), data: ev.data ?? null};
     const reconnected = this.stats.connections > 1;
     // In the order the server must see them: the rooms back (each from
     // its last delivered message), explicit leaves, joins, then the says
@@ -468,6 +482,12 @@ export class RealtimeClient extends TypedEventTarget {
     if (say) {
       this.says.delete(ref);
       say.reject(err);
+      return;
+    }
+    const rpc = this.rpcs.get(ref);
+    if (rpc) {
+      this.rpcs.delete(ref);
+      rpc.reject(err);
       return;
     }
     const join = this.joins.get(ref);
@@ -707,6 +727,38 @@ export class RealtimeClient extends TypedEventTarget {
     if (last !== undefined && compareIds(id, last) <= 0) return;
     this.reads.set(room, id);
     this.sendRead(room, id);
+  }
+
+  /**
+   * rpc calls a method of the application's backend (the server's rpc
+   * hook, docs/PROTOCOL.md "Hooks") with data (any JSON value; undefined =
+   * none) and resolves with the backend's data (null when it gave none).
+   * It rejects with a ChatdError: `hook_denied` (the backend refused; its
+   * reason is the message), `hook_unavailable`, `not_found` (the server
+   * has no rpc hook), `rate_limited`, `bad_name`, `too_large`; `network`
+   * when not connected or when the connection drops before the answer (a
+   * call is never sent twice: the backend may have run it).
+   * @param {string} method
+   * @param {unknown} [data]
+   * @param {{signal?: AbortSignal}} [o]
+   * @returns {Promise<unknown>}
+   */
+  rpc(method, data, o = {}) {
+    return this.call(o.signal, (ref, resolve, reject) => {
+      /** @type {Record<string, unknown>} */
+      const frame = {type: 'rpc', method, ref};
+      if (data !== undefined) frame.data = data;
+      if (encoder.encode(JSON.stringify(frame)).length > MAX_FRAME) {
+        reject(new ChatdError({code: ClientCodes.FRAME_TOO_LARGE, message: 'the call is larger than a 64 KiB frame', ref}));
+        return () => {};
+      }
+      if (!this.send(frame)) {
+        reject(new ChatdError({code: ClientCodes.NETWORK, message: 'not connected'}));
+        return () => {};
+      }
+      this.rpcs.set(ref, {resolve, reject});
+      return () => this.rpcs.delete(ref);
+    });
   }
 
   /**

@@ -192,6 +192,22 @@ export class ChatdClient {
   }
 
   /**
+   * rpc calls a method of the application's backend (the server's rpc
+   * hook: POST /rpc/{method}) with data (any JSON value; undefined = none)
+   * and resolves with the backend's data (null when none). Never retried:
+   * a call may act. Rejects with hook_denied (the backend's reason),
+   * hook_unavailable, not_found (no rpc hook), rate_limited, bad_name.
+   * @param {string} method
+   * @param {unknown} [data]
+   * @param {CallOptions} [o]
+   * @returns {Promise<unknown>}
+   */
+  async rpc(method, data, o = {}) {
+    const r = await this.http.request('POST', `/rpc/${seg(method)}`, {body: data, signal: o.signal});
+    return r.data ?? null;
+  }
+
+  /**
    * leave frees the seat, for every connection and session of the user.
    * @param {string} room
    * @param {CallOptions} [o]

@@ -233,6 +233,12 @@ export function sseTransport(o = {}) {
               await call(fr, 'POST', `/rooms/${seg(fr.room)}/typing`, {});
             });
             return true;
+          case 'rpc':
+            later(async () => {
+              const r = await call(fr, 'POST', `/rpc/${seg(fr.method)}`, {body: fr.data});
+              if (r && !done) handlers.event({type: 'rpc_result', ref: fr.ref, method: fr.method, data: r.data ?? null});
+            });
+            return true;
           case 'ping':
             later(async () => {
               if (!done) handlers.event({type: 'pong'});

@@ -136,7 +136,7 @@ function redisPing(port) {
 
 /**
  * startNode starts one chatd node on redis and waits for /readyz.
- * @param {{redis: string, prefix: string, id: string, origins?: string[], port?: number, grace?: string}} o
+ * @param {{redis: string, prefix: string, id: string, origins?: string[], port?: number, grace?: string, args?: string[]}} o
  * @returns {Promise<Node>}
  */
 export async function startNode(o) {
@@ -147,6 +147,7 @@ export async function startNode(o) {
     '--secret', SECRET, '--admin-token', ADMIN, '--log-level', 'warn', '--shutdown-grace', o.grace ?? '5s',
   ];
   if (o.origins) args.push('--allowed-origins', o.origins.join(','));
+  if (o.args) args.push(...o.args);
   const p = spawnLogged(bin, args);
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 20000;
@@ -176,20 +177,20 @@ export async function startNode(o) {
 /**
  * cluster starts a redis-server and n chatd nodes on it (ids a, b, …).
  * @param {number} n
- * @param {{origins?: string[]}} [o]
+ * @param {{origins?: string[], args?: string[]}} [o] args: more flags for every node
  */
 export async function cluster(n, o = {}) {
   const redis = await startRedis();
   const prefix = `sdk${process.pid}`;
   /** @type {Node[]} */
   const nodes = [];
-  for (let i = 0; i < n; i++) nodes.push(await startNode({redis: redis.url, prefix, id: String.fromCharCode(97 + i), origins: o.origins}));
+  for (let i = 0; i < n; i++) nodes.push(await startNode({redis: redis.url, prefix, id: String.fromCharCode(97 + i), origins: o.origins, args: o.args}));
   return {
     redis,
     prefix,
     nodes,
     /** another node on the same Redis */
-    add: (/** @type {string} */ id, /** @type {number | undefined} */ port) => startNode({redis: redis.url, prefix, id, port, origins: o.origins}),
+    add: (/** @type {string} */ id, /** @type {number | undefined} */ port) => startNode({redis: redis.url, prefix, id, port, origins: o.origins, args: o.args}),
     async stop() {
       await Promise.all(nodes.map((x) => x.kill('SIGKILL')));
       await redis.stop();
