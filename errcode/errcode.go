@@ -73,6 +73,7 @@ const (
 	RedisBusy          Code = "redis_busy"
 	Draining           Code = "draining"
 	NotDurable         Code = "not_durable"
+	Blocked            Code = "blocked"
 )
 
 // Coder is implemented by errors that carry a code: *Error, and the typed
