@@ -23,8 +23,8 @@ var (
 	ErrSelf = errcode.New(errcode.BadRequest, "direct: a conversation is between two different users")
 
 	// ErrRefReused is returned by Send when the idempotency key already
-	// recorded another text in the conversation. Its code is errcode.Conflict.
-	ErrRefReused = errcode.New(errcode.Conflict, "direct: the idempotency key was used for another message")
+	// recorded another text in the conversation. Its code is errcode.BadRequest, as for a room.
+	ErrRefReused = errcode.New(errcode.BadRequest, "direct: the idempotency key was used for another message")
 
 	// ErrRateLimited is returned, as a *RateLimitError, by Send when the
 	// sender's bucket in the conversation is empty, and by Open when the

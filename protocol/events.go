@@ -318,7 +318,8 @@ func (e Unknown) withEventType() ServerEvent        { return e }
 // (the schema test walks it).
 var ServerEvents = []ServerEvent{Hello{}, Joined{}, MessageEvent{}, Ack{}, Presence{}, Settings{}, Notice{},
 	ErrorEvent{}, Left{}, Pong{}, TypingEvent{}, MessageRemoved{}, Queued{}, Dequeued{}, Matched{}, TicketExpired{},
-	Party{}, PartyInvite{}, PartyUpdate{}}
+	Party{}, PartyInvite{}, PartyUpdate{}, DM{}, DMOpened{}, DMSent{}, DMResumed{}, DMRemoved{}, DMGap{}, DMReadEvent{},
+	DMTypingEvent{}}
 
 // Encode encodes ev with its type set: the one way the server turns an
 // event into bytes. It fails only for a Settings value JSON cannot hold.
@@ -409,6 +410,9 @@ func DecodeEvent(line []byte) (ServerEvent, error) {
 	case TypePartyUpdate:
 		ev, err := decodeAs[PartyUpdate](line)
 		return ev, firstErr(err, func() error { return need(ev.Ticket != "" && ev.State != "", "ticket and state") })
+	}
+	if ev, ok, err := decodeDirect(head.Type, line); ok {
+		return ev, err
 	}
 	return Unknown{Type: head.Type}, nil
 }

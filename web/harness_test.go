@@ -75,7 +75,7 @@ type nodeConfig struct {
 // not import (compose imports web).
 func useCasesOf(a *app.App) UseCases {
 	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
+		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, Direct: a.Direct}
 }
 
 // composeNode builds a node as cmd/chatd does (cmd/chatd/compose, which

@@ -33,6 +33,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
@@ -53,6 +54,7 @@ type UseCases struct {
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
 	Match      *match.Matchmaking
+	Direct     *direct.Direct
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core
@@ -162,6 +164,7 @@ type Server struct {
 	mod    *moderationAPI
 	game   *gameAPI
 	match  *matchAPI
+	direct *directAPI
 	poll   *pollAPI
 	// userRequests: requests in flight per user (Config.MaxRequestsPerUser)
 	userRequests inflight
@@ -174,7 +177,7 @@ type Server struct {
 // New builds the front of the use cases uc; Serve serves it.
 func New(uc UseCases, cfg Config) (*Server, error) {
 	if uc.Chat == nil || uc.REST == nil || uc.Reads == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
-		uc.Admin == nil || uc.Match == nil || uc.Core == nil {
+		uc.Admin == nil || uc.Match == nil || uc.Direct == nil || uc.Core == nil {
 		return nil, errors.New("web: every use case is required (realtime/app builds them)")
 	}
 	if cfg.Node == "" {
@@ -241,7 +244,8 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
 	s.chat = &chatAPI{chat: uc.Chat, rest: uc.REST, reads: uc.Reads, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
 	s.match = &matchAPI{match: uc.Match}
-	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, tokens: tok, ip: s.ip,
+	s.direct = &directAPI{direct: uc.Direct}
+	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, direct: s.direct, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
 	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
 	s.mod = &moderationAPI{mod: uc.Moderation}
@@ -349,6 +353,7 @@ func (s *Server) routes() {
 	s.mod.routes(api, a)
 	s.game.routes(api, a)
 	s.match.routes(api, a)
+	s.direct.routes(api, a)
 	api.Get("/poll", a.requireUser, s.poll.poll)
 	specRoutes(api)
 	api.Get("/events", s.stream.streamEvents) // the token is checked by admit

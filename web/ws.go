@@ -36,7 +36,8 @@ type streamAPI struct {
 	chat           *realtime.Chat
 	rest           *realtime.REST // the event stream
 	sessions       *sessions.Sessions
-	match          *matchAPI // the queue and dequeue frames
+	match          *matchAPI  // the queue and dequeue frames
+	direct         *directAPI // the dm_* frames
 	tokens         *tokens
 	ip             proxies
 	allowedOrigins []string // Config.AllowedOrigins
@@ -303,8 +304,18 @@ func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f proto
 		err = h.match.partyFrame(fctx, c, f)
 	case protocol.TypeDecline:
 		err = h.match.partyFrame(fctx, c, f)
+	case protocol.TypeDMOpen:
+		err = h.direct.frame(fctx, c, f)
+	case protocol.TypeDMSend:
+		err = h.direct.frame(fctx, c, f)
+	case protocol.TypeDMTyping:
+		err = h.direct.frame(fctx, c, f)
+	case protocol.TypeDMRead:
+		err = h.direct.frame(fctx, c, f)
+	case protocol.TypeDMResume:
+		err = h.direct.frame(fctx, c, f)
 	default:
-		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline, dm_open, dm_send, dm_typing, dm_read, dm_resume or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		h.chat.Refuse(c, err, f.Room, f.Ref)

@@ -7,7 +7,7 @@
 //
 // Start: the core (bus, settings, subscriptions, clock, heartbeat,
 // sweepers), then Chat (seat and presence renewal), Sessions (connection
-// leases), Match (its channel, then the matchers). Shutdown: the core's
+// leases), Match (its channel, then the matchers), Direct (its channel). Shutdown: the core's
 // drain (every client told to reconnect elsewhere, 1012), Match (the
 // matchers hand this node's queues over), then the core (the node leaves
 // the registry; its loops, the use cases' loops with them, settings,
@@ -25,7 +25,9 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/realtime"
+	dm "github.com/chatd/chatd/direct"
 	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
@@ -47,6 +49,7 @@ type App struct {
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
+	Direct     *direct.Direct
 }
 
 // New builds the core from cfg, then the use cases on it. Start starts
@@ -60,8 +63,13 @@ func New(cfg realtime.Config) (*App, error) {
 	svc := core.Services
 	a.Sessions = sessions.New(sessions.Config{Node: core, Now: cfg.Now, Logger: cfg.Logger})
 	a.Chat = realtime.NewChat(core, a.Sessions)
+	a.Direct, err = direct.New(direct.Config{Store: dm.New(cfg.Redis, dm.Config{Prefix: cfg.Prefix, Key: cfg.MatchRoomKey, Now: cfg.Now}),
+		Clients: core.Hub(), Marks: svc.Marks, Muted: svc.Moderated, Limits: svc.Settings, Node: core, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	a.Match, err = match.New(match.Config{Node: core, Redis: cfg.Redis, Prefix: cfg.Prefix, RoomKey: cfg.MatchRoomKey,
-		Now: cfg.Now, Logger: cfg.Logger, Registerer: cfg.Registerer})
+		Reach: a.Direct, Now: cfg.Now, Logger: cfg.Logger, Registerer: cfg.Registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +90,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.Core.Start(ctx); err != nil {
 		return err
 	}
-	for _, start := range []func(context.Context) error{a.Chat.Start, a.Sessions.Start, a.Match.Start} {
+	for _, start := range []func(context.Context) error{a.Chat.Start, a.Sessions.Start, a.Match.Start, a.Direct.Start} {
 		if err := start(ctx); err != nil {
 			return err
 		}

@@ -55,6 +55,12 @@ type matchRooms interface {
 	CreateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (rooms.Room, error)
 }
 
+// reacher refuses an invitation its invitee would not take: either of the
+// two blocks the other (realtime/direct's CheckReach, dm.ErrBlocked).
+type reacher interface {
+	CheckReach(ctx context.Context, from, to string) error
+}
+
 // onlineChecker tells whether a user has a live session somewhere.
 type onlineChecker interface {
 	Get(ctx context.Context, user string) (presence.Status, error)
@@ -85,6 +91,7 @@ type Matchmaking struct {
 	log      *slog.Logger
 	roomKey  []byte // Config.MatchRoomKey
 	node     node
+	reach    reacher // nil = every invitation may reach
 }
 
 // players are this node's clients by user (realtime.Hub).
@@ -121,6 +128,9 @@ type Config struct {
 	// every node must have the same; nil = room 1, an id anyone can guess
 	// from the match's.
 	RoomKey []byte
+	// Reach refuses a party invitation of a user its invitee blocks (or
+	// who blocks the invitee); nil = none refused.
+	Reach reacher
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().
@@ -144,7 +154,7 @@ func New(cfg Config) (*Matchmaking, error) {
 	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: cfg.Logger,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
 	mm := &Matchmaking{svc: mms, rooms: svc.Rooms.Private, online: svc.Presence, hub: cfg.Node.Hub(), marks: svc.Marks,
-		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node}
+		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, reach: cfg.Reach}
 	var err error
 	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: svc.Locks,
 		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
@@ -188,7 +198,8 @@ func (mm *Matchmaking) Submit(ctx context.Context, p realtime.Principal, queue s
 }
 
 // Invite forms a pending party led by p's user with req.Party invited
-// (each must be online: else realtime.ErrPartyOffline) and tells each invitee by a
+// (each must be online: else realtime.ErrPartyOffline; none may block
+// p's user or be blocked by them: else Config.Reach's direct.ErrBlocked) and tells each invitee by a
 // party_invite event; the party queues once all of them Accept. It
 // returns matchmaking's errors (ErrUnknownQueue, ErrBadTicket, ErrBadName)
 // and Redis errors.
@@ -208,6 +219,11 @@ func (mm *Matchmaking) Invite(ctx context.Context, p realtime.Principal, queue s
 		}
 		if names.Canonical(u) == names.Canonical(p.User) {
 			continue // the ticket's check refuses it with its own words
+		}
+		if mm.reach != nil {
+			if err := mm.reach.CheckReach(ctx, p.User, u); err != nil {
+				return matchmaking.Status{}, err
+			}
 		}
 		if err := mm.mustBeOnline(ctx, u); err != nil {
 			return matchmaking.Status{}, err

@@ -65,7 +65,7 @@ func New(cfg Config) (*Node, error) {
 // UseCases are the use cases the front serves, as app composed them.
 func UseCases(a *app.App) web.UseCases {
 	return web.UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin}
+		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, Direct: a.Direct}
 }
 
 // Start starts the core's background work (the bus first, then what
