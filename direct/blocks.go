@@ -2,6 +2,7 @@ package direct
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -9,6 +10,9 @@ import (
 
 	"github.com/chatd/chatd/names"
 )
+
+// MaxBlocks is how many users one user may block.
+const MaxBlocks = 1000
 
 // BlockOptions are Block's options.
 type BlockOptions struct {
@@ -20,7 +24,8 @@ type BlockOptions struct {
 // Block makes user block target (both by canonical name, so the block
 // outlives sessions and case): neither can open or write to their
 // conversation, and target cannot invite user to a party, until Unblock.
-// It returns names.ErrBadName, ErrSelf and Redis errors.
+// It returns names.ErrBadName, ErrSelf, ErrTooManyBlocks (MaxBlocks) and
+// Redis errors.
 func (s *Service) Block(ctx context.Context, user, target string, o BlockOptions) error {
 	if err := names.User(target); err != nil {
 		return err
@@ -29,7 +34,16 @@ func (s *Service) Block(ctx context.Context, user, target string, o BlockOptions
 		return ErrSelf
 	}
 	k := blocksKey(s.ks, names.Canonical(user))
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	n, err := s.rdb.SCard(ctx, k).Result()
+	if err != nil {
+		return fmt.Errorf("direct: %s blocks %s: %w", user, target, err)
+	}
+	if n >= MaxBlocks {
+		if ok, err := s.Blocking(ctx, user, target); err != nil || !ok {
+			return errors.Join(err, fmt.Errorf("%w: %d blocks; unblock someone first", ErrTooManyBlocks, MaxBlocks))
+		}
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, k, names.Canonical(target))
 		if o.Guest {
 			p.PExpire(ctx, k, s.cfg.GuestTTL)

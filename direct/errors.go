@@ -31,6 +31,10 @@ var (
 	// opener's budget of new conversations is spent.
 	ErrRateLimited = errcode.New(errcode.RateLimited, "direct: too fast")
 
+	// ErrTooManyBlocks is returned by Block past MaxBlocks. Its code is
+	// errcode.BadValue.
+	ErrTooManyBlocks = errcode.New(errcode.BadValue, "direct: too many blocks")
+
 	// ErrBadID is returned for a message id that is not a stream id.
 	ErrBadID = errcode.New(errcode.BadRequest, "direct: malformed message id")
 

@@ -192,3 +192,25 @@ func (s *Service) Remove(ctx context.Context, conv Conversation, id string) (boo
 	}
 	return n == 1, nil
 }
+
+// Before returns up to limit messages of conv older than the id before
+// ("" = the newest), newest first. It returns ErrBadID and Redis errors.
+func (s *Service) Before(ctx context.Context, conv Conversation, before string, limit int) ([]Message, error) {
+	hi := "+"
+	if before != "" {
+		id, err := NormalizeID(before)
+		if err != nil {
+			return nil, err
+		}
+		hi = "(" + rawID(id)
+	}
+	rows, err := s.rdb.XRevRangeN(ctx, logKey(s.ks, conv.ID), hi, "-", int64(limit)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("direct: history of %s: %w", conv.ID, err)
+	}
+	out := make([]Message, len(rows))
+	for i, r := range rows {
+		out[i] = s.message(conv, r)
+	}
+	return out, nil
+}

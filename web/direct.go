@@ -40,7 +40,7 @@ func conversationOf(conv dm.Conversation, user string) protocol.Conversation {
 }
 
 func (h *directAPI) list(c *fiber.Ctx) error {
-	limit, err := intQuery(c, "limit", 50, 1, 100)
+	limit, err := intQuery(c, "limit", 20, 1, 50)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/chatd/chatd/realtime"
 	dm "github.com/chatd/chatd/direct"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"

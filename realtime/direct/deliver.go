@@ -188,31 +188,47 @@ func (d *Direct) replay(ctx context.Context, c *realtime.Client, conv dm.Convers
 	r.holding = true
 	d.mu.Unlock()
 
-	sent, gap := 0, false
-	var msgs []dm.Message
+	sent, gap, top := 0, false, after
 	var rerr error
-	if after != "" { // without after, nothing to replay: only the live ones after this
-		page, err := d.store.History(ctx, conv, after, maxReplay)
-		// more than maxReplay since after: told as a gap (read the rest over REST)
-		msgs, gap, rerr = page.Messages, page.Gap || page.More, err
+	// page by page, each delivered as it is read (live messages of the
+	// conversation are held meanwhile); without after, nothing to replay:
+	// only the live ones after this
+	for from, total := after, 0; after != ""; {
+		page, err := d.store.History(ctx, conv, from, min(pageStep, maxReplay-total))
+		if err != nil {
+			rerr = err
+			break
+		}
+		if from == after {
+			gap = page.Gap
+		}
+		d.mu.Lock()
+		for _, m := range page.Messages {
+			if !r.has(m.ID) {
+				c.Send(dm.EventJSON(m))
+				sent++
+			}
+		}
+		d.mu.Unlock()
+		total += len(page.Messages)
+		if len(page.Messages) > 0 {
+			top = page.Messages[len(page.Messages)-1].ID
+		}
+		if !page.More {
+			break
+		}
+		if total >= maxReplay {
+			gap = true // more than maxReplay since after: read the rest over REST
+			break
+		}
+		from = top
 	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r.holding = false
-	for _, m := range msgs {
-		if r.has(m.ID) {
-			continue
-		}
-		c.Send(dm.EventJSON(m))
-		sent++
-	}
 	if rerr == nil && after != "" {
-		// delivered now: (after, last replayed] plus what was there
-		top := after
-		if len(msgs) > 0 {
-			top = msgs[len(msgs)-1].ID
-		}
+		// delivered now: (after, top] and what was there
 		switch {
 		case r.hi == "":
 			r.lo, r.loIncl, r.hi = after, false, top

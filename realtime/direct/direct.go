@@ -51,6 +51,7 @@ type store interface {
 	Get(ctx context.Context, id string) (dm.Conversation, error)
 	Send(ctx context.Context, conv dm.Conversation, from, text string, o dm.SendOptions) (dm.Sent, error)
 	History(ctx context.Context, conv dm.Conversation, after string, limit int) (dm.Page, error)
+	Before(ctx context.Context, conv dm.Conversation, before string, limit int) ([]dm.Message, error)
 	MarkRead(ctx context.Context, conv dm.Conversation, user, id string) (int64, error)
 	List(ctx context.Context, user string, limit int) ([]dm.Summary, error)
 	Remove(ctx context.Context, conv dm.Conversation, id string) (bool, error)
@@ -278,25 +279,85 @@ func (d *Direct) History(ctx context.Context, p realtime.Principal, with, after 
 	if err != nil {
 		return dm.Conversation{}, dm.Page{}, err
 	}
-	page, err := d.store.History(ctx, conv, after, limit)
-	return conv, fit(page), err
+	page, err := d.page(ctx, conv, after, limit)
+	return conv, page, err
 }
 
-// MaxPageBytes bounds a page of history's messages as JSON: a page that
-// would be larger ends early, with More set (ask again after its last id).
+// MaxPageBytes bounds a page of history's messages as JSON: a page after
+// an id that would be larger ends early, with More set (ask again after
+// its last id); the latest page keeps the newest messages that fit.
 const MaxPageBytes = 1 << 20
 
-// fit cuts page to MaxPageBytes of message JSON.
-func fit(page dm.Page) dm.Page {
+// pageStep is how many messages one Redis read of a page asks for: Redis
+// is asked for what the byte budget holds and one step more, not for the
+// limit's worth of messages of up to 12 KB each.
+const pageStep = 64
+
+// page reads up to limit messages of conv after the id after ("" = the
+// latest), step by step, within MaxPageBytes.
+func (d *Direct) page(ctx context.Context, conv dm.Conversation, after string, limit int) (dm.Page, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
 	size := 0
-	for i, m := range page.Messages {
+	fits := func(m dm.Message, n int) bool {
 		b, _ := json.Marshal(m)
-		if size += len(b) + 1; size > MaxPageBytes && i > 0 {
-			page.Messages, page.More = page.Messages[:i], true
+		size += len(b) + 1
+		return size <= MaxPageBytes || n == 0
+	}
+	if after == "" {
+		var rev []dm.Message
+		before := ""
+		for len(rev) < limit {
+			msgs, err := d.store.Before(ctx, conv, before, min(pageStep, limit-len(rev)))
+			if err != nil {
+				return dm.Page{}, err
+			}
+			for _, m := range msgs {
+				if !fits(m, len(rev)) {
+					return dm.Page{Messages: reversed(rev)}, nil
+				}
+				rev = append(rev, m)
+			}
+			if len(msgs) < pageStep {
+				break
+			}
+			before = msgs[len(msgs)-1].ID
+		}
+		return dm.Page{Messages: reversed(rev)}, nil
+	}
+	var out dm.Page
+	from := after
+	for len(out.Messages) < limit {
+		p, err := d.store.History(ctx, conv, from, min(pageStep, limit-len(out.Messages)))
+		if err != nil {
+			return dm.Page{}, err
+		}
+		if from == after {
+			out.Gap = p.Gap
+		}
+		for _, m := range p.Messages {
+			if !fits(m, len(out.Messages)) {
+				out.More = true
+				return out, nil
+			}
+			out.Messages = append(out.Messages, m)
+		}
+		out.More = p.More
+		if !p.More {
 			break
 		}
+		from = p.Messages[len(p.Messages)-1].ID
 	}
-	return page
+	return out, nil
+}
+
+func reversed(ms []dm.Message) []dm.Message {
+	out := make([]dm.Message, len(ms))
+	for i, m := range ms {
+		out[len(ms)-1-i] = m
+	}
+	return out
 }
 
 // List returns p's user's conversations, the most recently active first.
@@ -334,8 +395,8 @@ func (d *Direct) AdminHistory(ctx context.Context, id, after string, limit int) 
 	if err != nil {
 		return dm.Conversation{}, dm.Page{}, err
 	}
-	page, err := d.store.History(ctx, conv, after, limit)
-	return conv, fit(page), err
+	page, err := d.page(ctx, conv, after, limit)
+	return conv, page, err
 }
 
 // ErrUnknownMessage is AdminRemove's answer for a message that is not there.
