@@ -259,3 +259,23 @@ func scriptDirect(t *testing.T, cl *cluster, a1, b *specWS) {
 	require.NoError(t, rdb.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Err())
 	b.next("dm_gap")
 }
+
+// TestDirectMessagesReachAnEventStream: a user on the event stream (SSE)
+// of one node gets the direct messages and typing sent to them over REST
+// on another node, and writes back over REST.
+func TestDirectMessagesReachAnEventStream(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, redistest.Real(t), 2)
+	n1, n2 := cl.nodes[0], cl.nodes[1]
+	alice, bob := cl.session(n1, "alice"), cl.session(n2, "bob")
+	s := openStream(t, n2, "bob", bob, streamOpts{}) // registered once its 200 is in
+	var sent struct{ Message struct{ ID, Conversation string } }
+	require.Equal(t, 200, cl.do(n1, "POST", "/api/v1/direct/Bob/messages", alice, map[string]string{"text": "over sse"}, &sent))
+	rec := s.next("dm")
+	assert.Equal(t, "over sse", rec.data["text"])
+	assert.Equal(t, sent.Message.ID, rec.data["id"])
+	require.Equal(t, 200, cl.do(n1, "POST", "/api/v1/direct/bob/typing", alice, nil, nil))
+	assert.Equal(t, "alice", s.next("dm_typing").data["from"])
+	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/direct/"+sent.Message.Conversation+"/read", bob, map[string]string{"id": sent.Message.ID}, nil))
+	assert.EqualValues(t, 0, s.next("dm_read").data["unread"])
+}
