@@ -1,6 +1,7 @@
 package web
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -33,10 +34,21 @@ type wsConn struct {
 	released bool        // serveWS returned: the library reuses conn
 	gone     atomic.Bool // released, for Abort
 	closed   bool        // a close frame was sent
+	// lingering: the close frame went out and only the write side was
+	// shut; release drains the peer's input before the socket closes.
+	lingering bool
 }
 
 // Writing limits.
 const writeWait = 10 * time.Second // a batch that takes longer drops the client
+
+// The lingering close (see Close): how long, and how many bytes, the
+// reader drains from a peer after the close frame before the socket is
+// closed anyway.
+const (
+	lingerWait  = time.Second
+	lingerBytes = 1 << 20
+)
 
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
@@ -66,22 +78,51 @@ func (w *wsConn) control(op int, payload []byte) error {
 	return w.writeRaw(append(wsframe.AppendHeader(nil, op, len(payload)), payload...))
 }
 
-// Close sends a close frame (code 0: none) and closes the connection.
+// Close sends a close frame (code 0: none) and ends the connection.
+//
+// After a close frame it shuts down only the write side (a lingering
+// close, as RFC 6455 §7.1.1 asks of a server and as HTTP servers do): the
+// peer reads the close frame, then end of stream, and release drains what
+// the peer still sends until the peer closes too. Closing the socket at
+// once would be a reset whenever the peer's frames were still unread (a
+// client flooding says when it is closed for abuse): the peer's kernel then
+// drops the close frame it had not read yet, and the client sees an
+// abnormal closure (1006) instead of the code it was closed with.
 func (w *wsConn) Close(code int, reason string) {
-	if code != 0 {
-		w.mu.Lock()
-		if !w.released && !w.closed {
-			w.closed = true
-			_ = w.raw.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = w.raw.Write(wsframe.AppendClose(nil, code, reason))
-		}
-		w.mu.Unlock()
-	}
 	w.mu.Lock()
-	if !w.released {
-		_ = w.raw.Close()
+	defer w.mu.Unlock()
+	if w.released || w.lingering {
+		return
 	}
-	w.mu.Unlock()
+	if code != 0 && !w.closed {
+		w.closed = true
+		_ = w.raw.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := w.raw.Write(wsframe.AppendClose(nil, code, reason)); err == nil {
+			if cw := closeWriter(w.raw); cw != nil && cw.CloseWrite() == nil {
+				w.lingering = true
+				return
+			}
+		}
+	}
+	_ = w.raw.Close()
+}
+
+// closeWriter is the connection under c that can shut its write side
+// down (a *net.TCPConn, a *tls.Conn), or nil. Fasthttp hands a hijacked
+// connection over wrapped (and makes its Close a no-op: the server closes
+// the socket once the handler returns); UnsafeConn unwraps it.
+func closeWriter(c net.Conn) interface{ CloseWrite() error } {
+	for c != nil {
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			return cw
+		}
+		u, ok := c.(interface{ UnsafeConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.UnsafeConn()
+	}
+	return nil
 }
 
 func (w *wsConn) writeRaw(b []byte) error {
@@ -115,8 +156,18 @@ func (w *wsConn) Wake() {
 }
 
 // release marks the connection as handed back to the library: nothing may
-// touch it after this.
+// touch it after this. It runs on the reader (serveWS) once the read loop
+// is over; after a lingering Close it first drains the peer's input, for at
+// most lingerWait and lingerBytes, and closes the socket.
 func (w *wsConn) release() {
+	w.mu.Lock()
+	lingering := w.lingering
+	w.mu.Unlock()
+	if lingering {
+		_ = w.raw.SetReadDeadline(time.Now().Add(lingerWait))
+		_, _ = io.Copy(io.Discard, io.LimitReader(w.raw, lingerBytes))
+		_ = w.raw.Close() // a no-op under fasthttp, which closes it after serveWS
+	}
 	w.mu.Lock()
 	w.released = true
 	w.gone.Store(true)
