@@ -50,6 +50,8 @@ func (cn *Conn) apply(s *socket, ev protocol.ServerEvent, out []Event) []Event {
 		}
 	case protocol.Pong:
 		cn.pong(s)
+	case protocol.DM, protocol.DMSent, protocol.DMTypingEvent, protocol.DMReadEvent, protocol.DMRemoved, protocol.DMGap:
+		return cn.directEvent(s, ev, out)
 	case protocol.ErrorEvent:
 		return cn.errorEvent(s, ev, out)
 	case protocol.Presence:
