@@ -341,7 +341,7 @@ func (s *Service) Send(ctx context.Context, conv Conversation, from, text string
 	to := conv.Peer(from)
 	now := s.cfg.Now()
 	m := Message{Conversation: conv.ID, From: from, To: to, Text: text, TS: now.UnixMilli()}
-	pre, post := eventParts("dm", m)
+	pre, post := eventParts(EventMessage, m)
 	keys := []string{logKey(s.ks, conv.ID), metaKey(s.ks, conv.ID), rateKey(s.ks, conv.ID, names.Canonical(from))}
 	if o.Ref != "" {
 		keys = append(keys, saidKey(s.ks, conv.ID, names.Canonical(from), o.Ref))
@@ -409,7 +409,7 @@ func eventParts(typ string, m Message) (string, string) {
 
 // EventJSON is the "dm" event of m as the channel carries it.
 func EventJSON(m Message) []byte {
-	pre, post := eventParts("dm", m)
+	pre, post := eventParts(EventMessage, m)
 	return []byte(pre + m.ID + post)
 }
 

@@ -184,7 +184,7 @@ func (s *Service) Remove(ctx context.Context, conv Conversation, id string) (boo
 	if err != nil {
 		return false, err
 	}
-	frame := fmt.Sprintf(`{"type":"dm_removed","conversation":"%s","id":"%s"}`, conv.ID, id) // both [0-9a-z-]
+	frame := fmt.Sprintf(`{"type":%q,"conversation":"%s","id":"%s"}`, EventRemoved, conv.ID, id) // all [0-9a-z_-]
 	n, err := redisx.Run(ctx, s.rdb, messageRemoveScript, []string{logKey(s.ks, conv.ID)}, rawID(id), s.ch,
 		envelope([]string{names.Canonical(conv.A), names.Canonical(conv.B)}, frame)).Int64()
 	if err != nil {
