@@ -69,6 +69,13 @@
 //     matchRooms, onlineChecker of the domain packages; players (Hub),
 //     marks (Marks), node (Node: Subscribe, RunContext). Polls read its
 //     Events, admin its Queues.
+//   - direct (direct messages and blocks: open, send, typing, read marks,
+//     history, lists, blocks, admins' audited reads and removals; every
+//     direct event delivered to each connection of its users on every node
+//     over one channel, and a conversation's resume without a gap or a
+//     double): store (package direct), clients (Hub), marks (Marks),
+//     muteCheck (Moderated), limits (settings), node (Node: Subscribe, Go).
+//     Match asks it whether a party invitation may reach its invitee.
 //   - moderation (kick, mute, ban, their lifting): Store (the domain
 //     service) and Cache (moderation.Guard's Drop). It needs nothing of
 //     the core.
