@@ -17,7 +17,7 @@ const MaxBlocks = 1000
 // BlockOptions are Block's options.
 type BlockOptions struct {
 	// Guest: the blocker is a guest (its blocks live GuestTTL after the
-	// last change; a registered user's never expire).
+	// last change; a registered user's Config.BlocksTTL, a year).
 	Guest bool
 }
 
@@ -45,11 +45,11 @@ func (s *Service) Block(ctx context.Context, user, target string, o BlockOptions
 	}
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, k, names.Canonical(target))
+		ttl := s.cfg.BlocksTTL
 		if o.Guest {
-			p.PExpire(ctx, k, s.cfg.GuestTTL)
-		} else {
-			p.Persist(ctx, k)
+			ttl = s.cfg.GuestTTL
 		}
+		p.PExpire(ctx, k, ttl)
 		return nil
 	})
 	if err != nil {

@@ -39,6 +39,9 @@ type Config struct {
 	// GuestTTL is the same for a conversation a guest opened or wrote to,
 	// and the life of a guest's blocks and list; 0 = 24 hours.
 	GuestTTL time.Duration
+	// BlocksTTL is how long a registered user's blocks live after their
+	// last change (sign-outs do not touch them); 0 = 365 days.
+	BlocksTTL time.Duration
 	// SaidTTL is how long a send's idempotency key is remembered; 0 = 10 min.
 	SaidTTL time.Duration
 	// Opens is how many new conversations one user may open per
@@ -73,6 +76,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Service {
 	}
 	if cfg.GuestTTL <= 0 {
 		cfg.GuestTTL = 24 * time.Hour
+	}
+	if cfg.BlocksTTL <= 0 {
+		cfg.BlocksTTL = 365 * 24 * time.Hour
 	}
 	if cfg.SaidTTL <= 0 {
 		cfg.SaidTTL = 10 * time.Minute

@@ -61,9 +61,10 @@
 //
 // # Blocks
 //
-// A block is a member of the blocker's set, by canonical name, with no
-// expiry for a registered user (it survives sign-out) and GuestTTL for a
-// guest. CheckReach reads both directions in one round trip; the use case
+// A block is a member of the blocker's set, by canonical name, kept a
+// year after the set's last change for a registered user (sign-out does
+// not touch it: every key chatd writes expires, but a block outlives any
+// session) and GuestTTL for a guest. CheckReach reads both directions in one round trip; the use case
 // runs it before an open, a send, a typing event and a party invitation.
 //
 // # Lifetimes
