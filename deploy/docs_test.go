@@ -309,7 +309,7 @@ func schemaFrameTypes(t *testing.T, ws map[string]any, group string) map[string]
 }
 
 // wordBreak finds where a constant's name starts a word after an acronym
-// (DMOpen: DM, Open).
+// (TypeDMOpen is "dm_open": DM, Open).
 var wordBreak = regexp.MustCompile(`([A-Z])([A-Z][a-z])`)
 
 // TestDocsFramesAndCloseCodes: every frame type the server handles or
@@ -322,8 +322,7 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 
 	// client frames: the cases of web's handleFrame, and its f.Type ==
 	// protocol.TypeSay, by the protocol's constants (TypeDequeue is
-	// "dequeue", TypeDMOpen "dm_open": a capital after a capital that a
-	// small letter follows starts a word)
+	// "dequeue": every frame type is one word)
 	client := schemaFrameTypes(t, ws, "ClientFrame")
 	handled := regexp.MustCompile(`(?m)^\s*case protocol\.Type(\w+):|\bf\.Type == protocol\.Type(\w+)`).FindAllStringSubmatch(sourceOf(t, "web"), -1)
 	require.Greater(t, len(handled), 5, "found only %v: has handleFrame's syntax changed?", handled)
@@ -357,10 +356,11 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 		server[f.(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["const"].(string)] = true
 	}
 	// what the server sends: each protocol event type its code builds
-	// (protocol.Hello{…}), and the Event constants of rooms and
-	// matchmaking, whose events are encoded once and forwarded as they are
-	src := sourceOf(t, "realtime") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking") +
-		sourceOf(t, "realtime/direct") + sourceOf(t, "direct")
+	// (protocol.Hello{…}) in the core, its use cases (realtime/*) and web,
+	// and the Event constants of rooms and matchmaking, whose events are
+	// encoded once and forwarded as they are
+	src := sourceOf(t, "realtime") + sourceOf(t, "realtime/*") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking") +
+		sourceOf(t, "direct")
 	sent := map[string]bool{}
 	for _, ev := range append(protocol.ServerEvents, protocol.StreamEvents...) {
 		if regexp.MustCompile(`\bprotocol\.` + reflect.TypeOf(ev).Name() + `\{`).MatchString(src) {

@@ -22,8 +22,8 @@ const MaxHistoryBytes = 1 << 20
 // and the next poll goes on from the cursors this one moved.
 const MaxPollMessageBytes = 1 << 20
 
-// messageSize is how many bytes m takes as JSON, escapes included.
-func messageSize(m rooms.Message) int {
+// MessageSize is how many bytes m takes as JSON, escapes included.
+func MessageSize(m rooms.Message) int {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return 0
@@ -36,7 +36,7 @@ func messageSize(m rooms.Message) int {
 // is not empty), how many bytes it takes, and whether msgs was cut.
 func FitMessages(msgs []rooms.Message, budget int) (fit []rooms.Message, size int, cut bool) {
 	for i, m := range msgs {
-		n := messageSize(m)
+		n := MessageSize(m)
 		if i > 0 {
 			n++ // the comma
 		}

@@ -14,6 +14,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// liveSettings reads the node's copy of the live settings.
+type liveSettings interface {
+	Int(key string) int
+	Float(key string) float64
+	String(key string) string
+}
+
 // Caps are the per-minute caps of the core, each a token bucket shared by
 // every node (ratelimit): the one place where a cap's rule, its setting
 // and its refusal are written. (The seat cap is the rooms service's, counted
@@ -28,7 +35,9 @@ type Caps struct {
 	sessions *ratelimit.Limiter // new sessions per client address in any 60 s (a sliding window)
 }
 
-func newCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *Caps {
+// NewCaps builds the caps on rdb, their buckets under prefix, their
+// limits read from the live settings st.
+func NewCaps(rdb redis.UniversalClient, prefix string, now func() time.Time, reg prometheus.Registerer, st liveSettings) *Caps {
 	perMinute := func(name, key string) *ratelimit.Limiter {
 		perMin := func() float64 { return float64(st.Int(key)) }
 		return ratelimit.New(rdb, ratelimit.Config{
@@ -83,15 +92,20 @@ func (cp *Caps) AllowSession(ctx context.Context, addr string) error {
 	return cp.take(ctx, cp.sessions, settings.SessionsPerIPPerMin, key, ErrTooManySessions, "new sessions from one address")
 }
 
-// allowLobby takes a token of the user's new-lobby bucket when lobby has
+// lobbyExister tells whether a lobby has a room (rooms.Seats).
+type lobbyExister interface {
+	LobbyExists(ctx context.Context, lobby string) (bool, error)
+}
+
+// AllowLobby takes a token of the user's new-lobby bucket when lobby has
 // no room yet (the join would create it). The seat cap
 // (limit.seats_per_user) is the rooms service's: it counts a user's
 // lobbies from the seat data in the join or reclaim itself.
-func (cp *Caps) allowLobby(ctx context.Context, ch *Chat, user, lobby string) error {
+func (cp *Caps) AllowLobby(ctx context.Context, seats lobbyExister, user, lobby string) error {
 	if cp.settings.Int(settings.NewLobbiesPerUserPerMin) == 0 {
 		return nil
 	}
-	exists, err := ch.seats.LobbyExists(ctx, lobby)
+	exists, err := seats.LobbyExists(ctx, lobby)
 	if err != nil || exists {
 		return err
 	}

@@ -57,13 +57,13 @@ const (
 
 // Flow-control limits of a client's send queue. A client is too slow when
 // its queue holds more than softQueueBytes and its writer has made no
-// progress for stallTimeout, or when the queue passes hardQueueBytes at
+// progress for stallTimeout, or when the queue passes HardQueueBytes at
 // all. A large replay or a pub/sub backlog alone never closes a client
 // that reads: replays go page by page after the writer drains
 // (waitDrained), and a backlog is written as fast as the peer reads.
 const (
 	softQueueBytes = 1 << 20
-	hardQueueBytes = 16 << 20
+	HardQueueBytes = 16 << 20
 	stallTimeout   = 5 * time.Second
 	drainedBytes   = 64 << 10
 )
@@ -84,7 +84,7 @@ const (
 // backpressure on the peer), so a client cannot make the node hold
 // unbounded work while Redis is slow.
 const (
-	maxQueuedSays     = 128
+	MaxQueuedSays     = 128
 	maxQueuedSayBytes = 512 << 10
 )
 
@@ -92,6 +92,7 @@ const (
 type clientEnv struct {
 	m     *metrics
 	clock *coarseClock
+	now   func() time.Time // the node's clock (refusal windows)
 	log   *slog.Logger
 	run   func(fn func(ctx context.Context)) bool // the node's owned goroutines
 }
@@ -133,9 +134,7 @@ type Client struct {
 
 	says sayQueue
 
-	stream  bool       // a stream (SSE): it follows its session's rooms
-	smu     sync.Mutex // serializes a stream's room syncs
-	onClose func()     // run once when the client starts closing
+	onClose func() // run once when the client starts closing
 }
 
 // User returns the client's user name.
@@ -203,7 +202,7 @@ func (c *Client) Send(frame []byte) {
 	}
 	c.queue.frames = append(c.queue.frames, frame)
 	c.queued += len(frame)
-	if c.queued > hardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
+	if c.queued > HardQueueBytes || (c.queued > softQueueBytes && now.Sub(c.since) > stallTimeout) {
 		c.qmu.Unlock()
 		c.env.m.slowClients.Inc()
 		c.Close(CloseTryLater, "send queue full: you are reading too slowly")
@@ -358,10 +357,10 @@ func (c *Client) Close(code int, reason string) {
 	go c.write()
 }
 
-// setOnClose sets fn to run once, on its own goroutine, when the client
+// OnClose sets fn to run once, on its own goroutine, when the client
 // starts closing — at once if it has started already (the client is in
 // the hub: a kick or the drain may have closed it meanwhile).
-func (c *Client) setOnClose(fn func()) {
+func (c *Client) OnClose(fn func()) {
 	c.qmu.Lock()
 	if c.closing {
 		c.qmu.Unlock()
@@ -437,8 +436,8 @@ func (c *Client) feed(room string) *Feed {
 	return c.feeds[room]
 }
 
-// roomList returns the rooms the client is in.
-func (c *Client) roomList() []string {
+// Rooms returns the rooms the client is in.
+func (c *Client) Rooms() []string {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	out := make([]string, 0, len(c.feeds))
@@ -459,19 +458,20 @@ func (c *Client) dropFeed(room string) {
 }
 
 // sayQueue holds a client's says between the reader and their worker,
-// bounded by maxQueuedSays and maxQueuedSayBytes.
+// bounded by MaxQueuedSays and maxQueuedSayBytes.
 type sayQueue struct {
 	mu      sync.Mutex
 	space   *sync.Cond // signalled when says leave the queue or it is dropped
-	pending []sayReq
+	pending []Say
 	bytes   int
 	running bool // a worker runs
 	dropped bool // the client closed: nothing more is queued or sent
 }
 
-// sayReq is one queued say.
-type sayReq struct {
-	room, text, ref string
+// Say is one queued say: its room, its text and the client's ref of it
+// ("" = none).
+type Say struct {
+	Room, Text, Ref string
 }
 
 // drop empties the queue for good: the client closed, and says it never

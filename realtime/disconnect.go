@@ -53,7 +53,7 @@ func (n *Node) receiveCommand(_ string, p []byte) {
 	}
 	for _, cl := range n.hub.UserClients(c.User) {
 		if c.Conn == "" || cl.id == c.Conn {
-			cl.Close(CloseKicked, clipRunes(reason, 120))
+			cl.Close(CloseKicked, ClipRunes(reason, 120))
 		}
 	}
 }
@@ -69,8 +69,8 @@ func (h *Hub) CloseUser(user, holder string, code int, reason string) {
 	}
 }
 
-// clipRunes cuts s to at most n bytes on a rune boundary.
-func clipRunes(s string, n int) string {
+// ClipRunes cuts s to at most n bytes on a rune boundary.
+func ClipRunes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -26,7 +26,7 @@ type FrameRate struct {
 // (rate.messages_per_second per user per lobby); its ceiling here bounds
 // the says refused before they reach the bucket (a room not held, an
 // unknown room), and follows the setting when that is higher
-// (Chat.AllowFrame). The rates are far above what a client needs; they bound what one socket can make a node and
+// (chat.Chat.AllowFrame, in realtime/chat). The rates are far above what a client needs; they bound what one socket can make a node and
 // Redis do (docs/PROTOCOL.md, "Cost model"). A frame that is not valid
 // JSON, is binary or has an unknown type counts as "other".
 var FrameRates = map[string]FrameRate{
@@ -59,34 +59,21 @@ type frameBucket struct {
 	at     time.Time
 }
 
-// AllowFrame is Client.AllowFrame at the node's clock, with the say
-// ceiling raised to follow rate.messages_per_second: a connection may say
-// at least 4 times the setting at once and the setting each second (a
-// deployment that allows 10,000 messages a second is not held to 100).
-func (ch *Chat) AllowFrame(c *Client, typ string) error {
-	r := FrameRates[typ]
-	if typ == "say" {
-		rate := ch.settings.Float(settingRate)
-		r = FrameRate{Rate: max(r.Rate, rate), Burst: max(r.Burst, 4*rate)}
-		return c.allowFrame(typ, r, ch.now())
-	}
-	return c.AllowFrame(typ, ch.now())
-}
-
 // AllowFrame takes a token of c's bucket for frames of type typ (a type not
 // in FrameRates counts as "other"), and returns a rate_limited error
 // (wrapping ErrFrameRate) when there is none. It touches no Redis. Refuse
-// the error with Chat.Refuse so a flood closes the connection.
+// the error with Client.Refuse so a flood closes the connection.
 func (c *Client) AllowFrame(typ string, now time.Time) error {
 	r, ok := FrameRates[typ]
 	if !ok {
 		typ, r = "other", FrameRates["other"]
 	}
-	return c.allowFrame(typ, r, now)
+	return c.AllowFrameAt(typ, r, now)
 }
 
-// allowFrame takes a token of c's bucket for typ at rate r.
-func (c *Client) allowFrame(typ string, r FrameRate, now time.Time) error {
+// AllowFrameAt takes a token of c's bucket for typ at rate r (a use case
+// that raises a type's rate with a setting: the say's).
+func (c *Client) AllowFrameAt(typ string, r FrameRate, now time.Time) error {
 	c.amu.Lock()
 	defer c.amu.Unlock()
 	if c.frames == nil {

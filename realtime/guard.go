@@ -47,9 +47,15 @@ func (g *Moderated) Muted(ctx context.Context, user string) error {
 	return nil
 }
 
-// moderated closes user's clients on this node on a kick (4001) or a ban
+// NewModerated is the refusals of the statuses status reads (the node's
+// moderation.Guard), at the clock now.
+func NewModerated(status modStatus, now func() time.Time) *Moderated {
+	return &Moderated{status: status, now: now}
+}
+
+// Moderated closes user's clients on this node on a kick (4001) or a ban
 // (4003), wherever it was decided: moderation.Guard's OnEvent.
-func (h *Hub) moderated(ev moderation.Event) {
+func (h *Hub) Moderated(ev moderation.Event) {
 	code := 0
 	switch ev.Type {
 	case "kick":
@@ -63,5 +69,5 @@ func (h *Hub) moderated(ev moderation.Event) {
 	if reason == "" {
 		reason = ev.Type
 	}
-	h.CloseUser(ev.User, "", code, clipRunes(reason, 120))
+	h.CloseUser(ev.User, "", code, ClipRunes(reason, 120))
 }

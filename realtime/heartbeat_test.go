@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/realtimetest"
 )
 
 // TestNodesReportTheirFigures: each node's heartbeat carries its version,
@@ -17,13 +19,13 @@ import (
 func TestNodesReportTheirFigures(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1", func(c *Config) { c.Version = "v9.8.7" })
-	n2 := startNode(t, r, "n2")
-	n1.connect(t, "dora")
+	n1 := realtimetest.StartNode(t, r, "n1", func(c *realtime.Config) { c.Version = "v9.8.7" })
+	n2 := realtimetest.StartNode(t, r, "n2")
+	n1.Connect(t, "dora")
 	var ns []presence.Node
 	require.Eventually(t, func() bool {
 		var err error
-		ns, err = n2.presence.Nodes(context.Background())
+		ns, err = n2.Services.Presence.Nodes(context.Background())
 		return err == nil && len(ns) == 2 && ns[0].Connections == 1
 	}, 30*time.Second, 100*time.Millisecond, "n1's heartbeat counts dora's connection")
 	assert.Equal(t, "n1", ns[0].ID)

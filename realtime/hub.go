@@ -153,6 +153,7 @@ type hubDeps struct {
 	channel   func(room string) string
 	read      func(room string) ReadFunc
 	run       func(fn func(ctx context.Context)) bool
+	env       *clientEnv // what the clients it builds share (Register)
 	m         *metrics
 	log       *slog.Logger
 }
@@ -517,8 +518,9 @@ func (r *hubRoom) unfilled(from string, err error) {
 	}
 }
 
-// localSeats returns the attachments of this node's clients.
-func (h *Hub) localSeats() []rooms.Attachment {
+// LocalSeats returns the attachments of this node's clients: what their
+// seats' renewal renews.
+func (h *Hub) LocalSeats() []rooms.Attachment {
 	var out []rooms.Attachment
 	for i := range h.rooms {
 		sh := &h.rooms[i]

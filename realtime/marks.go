@@ -102,8 +102,8 @@ func (mk *marker) room(room string, bits dirty.Mask) {
 // players who posted to it.
 func BoardTopic(board string) string { return "lb:" + board }
 
-// boardOfTopic returns the board of a followed topic.
-func boardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
+// BoardOfTopic returns the board of a followed topic (BoardTopic).
+func BoardOfTopic(t string) (string, bool) { return strings.CutPrefix(t, "lb:") }
 
 // board marks the followers of a board that a post changed.
 func (mk *marker) board(board string) {
@@ -147,6 +147,10 @@ func (m Marks) All(bits dirty.Mask) { m.mk.all(bits) }
 // Room marks the REST members of room with bits: after a message the core
 // did not send itself (the system's).
 func (m Marks) Room(room string, bits dirty.Mask) { m.mk.room(room, bits) }
+
+// Board marks the followers of a board a post changed (ranking's
+// OnChange).
+func (m Marks) Board(board string) { m.mk.board(board) }
 
 // User marks bits dirty for user's sessions.
 func (m Marks) User(user string, bits dirty.Mask) { m.mk.user(user, bits) }

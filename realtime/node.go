@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,22 +14,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatd/chatd/audit"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/errcode"
-	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
-	"github.com/chatd/chatd/lock"
-	"github.com/chatd/chatd/moderation"
 	"github.com/chatd/chatd/notices"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/protocol"
-	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/seen"
 	"github.com/chatd/chatd/settings"
-	"github.com/chatd/chatd/shop"
 )
 
 // Config configures a Node.
@@ -63,21 +56,52 @@ type Config struct {
 	// Version is the build version the node reports in the node registry;
 	// "" = none.
 	Version string
+	// Run is this process's run id: ids made of it and NextID never
+	// repeat across restarts, and presence claims live with it (the
+	// Presence given must have the same); "" = a new one (NewRun).
+	Run string
+
+	// Settings, Seats, Messages, Presence, Dirty, Notices and Seen are the
+	// domain services the core itself uses, built by the composition root
+	// (realtime/app) on the node's Redis client: the live settings it
+	// watches and broadcasts, the seats it starts, sweeps and marks from,
+	// the messages its Hub subscribes to and reads, the node registry of
+	// its heartbeat, the dirty tracker of its marks and session sweep, and
+	// the notices and seen filters of its notice delivery. Required.
+	Settings *settings.Store
+	Seats    *rooms.Seats
+	Messages *rooms.Messages
+	Presence *presence.Presence
+	Dirty    *dirty.Tracker
+	Notices  *notices.Board
+	Seen     *seen.Filter
 }
 
-// Node is one chatd node's realtime core. It only wires: it builds the
-// domain services on the node's Redis client, the bus and the Hub, and
-// runs the core's lifecycle: Start starts the core's components in order,
-// Shutdown drains the clients and stops them in reverse order, waiting for
-// every goroutine they own. It builds no use case: the composition root
-// (realtime/app) builds them on a Node — sessions.New, match.New, NewChat,
-// NewPolls here, and the packages under realtime/ from Services — and
-// starts them after the Node, each owning its own Start and Shutdown. It
-// knows no transport: a Client writes through a Transport.
-type Node struct {
-	// Services are what the use cases are built from.
-	Services Services
+// ShardedPubSub reports whether room channels use sharded pub/sub
+// (SPUBLISH/SSUBSCRIBE): on a Redis Cluster client, unless ClassicPubSub.
+// The bus and the rooms' messages must agree on it.
+func (c Config) ShardedPubSub() bool {
+	_, cluster := c.Redis.(*redis.ClusterClient)
+	return cluster && !c.ClassicPubSub
+}
 
+// NewRun returns a new random run id (Config.Run).
+func NewRun() string {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	return hex.EncodeToString(rnd[:])
+}
+
+// Node is one chatd node's realtime core: the bus, the Hub, the
+// coalesced marks, the notice delivery and the lifecycle: Start starts
+// the core's components in order, Shutdown drains the clients and stops
+// them in reverse order, waiting for every goroutine they own. It builds
+// no domain service and no use case: the composition root (realtime/app)
+// builds the domain services, hands the core those it uses (Config),
+// builds the use cases on the core's exported API, and starts them after
+// the Node, each owning its own Start and Shutdown. It knows no transport:
+// a Client writes through a Transport.
+type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	bus      *bus.Bus
@@ -89,59 +113,15 @@ type Node struct {
 	// drainOnce closes draining (Drain, Shutdown)
 	drainOnce sync.Once
 
-	settings *settings.Store
-	rooms    *rooms.Service
-	presence *presence.Presence
-	dirty    *dirty.Tracker
-	names    *identity.Registry
-	guard    *moderation.Guard
-	notices  *noticeBoard
-	unwatch  func()
-	proc     procStats
-	started  time.Time // when Start was called
-	runs     atomic.Pointer[liveRuns]
+	notices *Notices
+	unwatch func()
+	proc    procStats
+	started time.Time // when Start was called
+	runs    atomic.Pointer[liveRuns]
 
-	// What the use cases of this package are built from (New*).
-	runID string        // random per process: ids never repeat across restarts
 	seq   atomic.Uint64 // NextID
 	fresh atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
 	marks *marker
-	env   *clientEnv
-}
-
-// Services are the domain services and the core's shared parts a Node
-// built, for the use cases built above the core (packages admin, game and
-// moderation under realtime/), each of which takes only the narrow
-// interfaces it declares. Until the composition root builds the domain
-// services itself (issue 41), the Node builds them, on its Redis client,
-// wired to its settings and marks.
-type Services struct {
-	Settings   *settings.Store
-	Rooms      *rooms.Service
-	Presence   *presence.Presence
-	Dirty      *dirty.Tracker
-	Shop       *shop.Shop
-	Boards     *ranking.Service
-	Seen       *seen.Filter
-	Notices    *notices.Board
-	Moderation *moderation.Service
-	// Guard is the node's cache of moderation statuses (the core's mute
-	// and ban checks read it); a use case that changes a status drops it.
-	Guard *moderation.Guard
-	// Moderated is the core's mute and ban refusals, read from Guard.
-	Moderated *Moderated
-	// Names is the guest-name registry.
-	Names *identity.Registry
-	// Conns are the connection leases per client address, across nodes.
-	Conns *identity.Conns
-	// Locks are the node's distributed locks (room creation, matchers).
-	Locks *lock.Client
-	// Caps are the per-minute caps shared by every node.
-	Caps *Caps
-	// Marks are the node's coalesced dirty marks.
-	Marks Marks
-	// Audit is the admin actions' log.
-	Audit *audit.Log
 }
 
 // liveRuns is what the last heartbeat said of the live nodes' runs.
@@ -150,25 +130,30 @@ type liveRuns struct {
 	at    time.Time
 }
 
-// connRuns returns the runs of the live nodes as connection ids carry
+// ConnRuns returns the runs of the live nodes as connection ids carry
 // them, or nil when the last heartbeat that answered is older than the
 // presence TTL (then connection leases count by their ends, and are
-// renewed: see Sessions.renewConns).
-func (n *Node) connRuns() []string {
+// renewed: see package sessions). identity.ConnsConfig.Live reads it.
+func (n *Node) ConnRuns() []string {
 	v := n.runs.Load()
-	if v == nil || n.cfg.Now().Sub(v.at) > n.presence.TTL() {
+	if v == nil || n.cfg.Now().Sub(v.at) > n.cfg.Presence.TTL() {
 		return nil
 	}
 	return v.conns
 }
 
-// New builds a node; Start starts its background work.
+// New builds a node on the domain services of cfg; Start starts its
+// background work.
 func New(cfg Config) (*Node, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("realtime: Config.Redis is required")
 	}
 	if cfg.Node == "" || len(cfg.Node) > 64 {
 		return nil, errors.New("realtime: Config.Node is required, at most 64 bytes")
+	}
+	if cfg.Settings == nil || cfg.Seats == nil || cfg.Messages == nil || cfg.Presence == nil || cfg.Dirty == nil ||
+		cfg.Notices == nil || cfg.Seen == nil {
+		return nil, errors.New("realtime: Config's domain services are required (realtime/app builds them)")
 	}
 	if cfg.MaxConnsPerUser == 0 {
 		cfg.MaxConnsPerUser = 10
@@ -179,112 +164,31 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	runID := hex.EncodeToString(rnd[:])
+	if cfg.Run == "" {
+		cfg.Run = NewRun()
+	}
 	n := &Node{cfg: cfg, log: cfg.Logger, loops: newGroup(), busRun: newGroup(), draining: make(chan struct{}),
 		clock: newCoarseClock(cfg.Now)}
 	m := newMetrics(cfg.Registerer)
-	rdb, reg, now, log := cfg.Redis, cfg.Registerer, cfg.Now, cfg.Logger
-	_, cluster := rdb.(*redis.ClusterClient)
-	n.bus = bus.New(rdb, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: log, Registerer: reg,
-		Sharded: cluster && !cfg.ClassicPubSub})
-
-	// Domain services, wired to the live settings and, through their hooks,
-	// to the marks the use cases own.
-	st := settings.New(rdb, settings.Config{Prefix: cfg.Prefix, Logger: log, Registerer: reg})
-	n.settings = st
-	lease := func() time.Duration { return time.Duration(st.Int(settings.SeatLeaseSeconds)) * time.Second }
-	locks := lock.New(rdb, lock.Config{Prefix: cfg.Prefix, Registerer: reg}) // room creation and matchers
-	rs, err := rooms.New(rdb, rooms.Config{
-		Prefix:        cfg.Prefix,
-		Lock:          locks,
-		Capacity:      func() int { return st.Int(settings.RoomCapacity) },
-		Lease:         lease,
-		ShardedPubSub: n.bus.Sharded(),
-		Durability:    func() string { return st.String(settings.MessageDurability) },
-		// limit.seats_per_user, counted by rooms from the seat data on
-		// every join, REST join and resume (not from presence, which lags)
-		MaxLobbiesPerUser: func() int { return st.Int(settings.SeatsPerUser) },
-		Now:               now,
-		Logger:            log,
-		Registerer:        reg,
-	})
-	if err != nil {
-		return nil, err
-	}
-	n.rooms = rs
-	n.presence = presence.New(rdb, presence.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Run: runID, GuestRetention: GuestTTL})
-	n.dirty = dirty.New(rdb, dirty.Config{Prefix: cfg.Prefix, Node: cfg.Node, Now: now, Logger: log, Registerer: reg})
-	nb := notices.New(rdb, notices.Config{Prefix: cfg.Prefix, Now: now})
-	sf := seen.New(rdb, seen.Config{
-		Prefix:     cfg.Prefix,
-		Capacity:   func() int { return st.Int(settings.SeenCapacity) },
-		FPRate:     func() float64 { return st.Float(settings.SeenFPRate) },
-		TTL:        func() time.Duration { return time.Duration(st.Int(settings.SeenTTLSeconds)) * time.Second },
-		Registerer: reg,
-	})
-	mk := &marker{dirty: n.dirty, rooms: rs.Seats, run: n.loops.Go, log: log}
-	rk := ranking.New(rdb, ranking.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg,
-		MaxPlayers: func() int { return st.Int(settings.PlayersPerBoard) },
-		OnChange:   func(_ context.Context, board string, _ ranking.Entry) { mk.board(board) },
-		Permanent:  func(board string) bool { return listed(st.String(settings.PermanentBoards), board) },
-	})
-	conns := identity.NewConns(rdb, identity.ConnsConfig{Prefix: cfg.Prefix, Now: now, Registerer: reg, Live: n.connRuns})
-
-	// The realtime machinery: the Hub first, since the domain services'
-	// hooks close its clients.
-	env := &clientEnv{m: m, clock: n.clock, log: log, run: n.loops.Go}
+	log := cfg.Logger
+	n.bus = bus.New(cfg.Redis, bus.Config{Node: cfg.Node, Prefix: cfg.Prefix, Logger: log, Registerer: cfg.Registerer,
+		Sharded: cfg.ShardedPubSub()})
+	n.marks = &marker{dirty: cfg.Dirty, rooms: cfg.Seats, run: n.loops.Go, log: log}
+	env := &clientEnv{m: m, clock: n.clock, now: cfg.Now, log: log, run: n.loops.Go}
+	msgs := cfg.Messages
 	n.hub = newHub(hubDeps{
 		subscribe: n.bus.SubscribeSharded,
-		channel:   rs.Messages.Channel,
+		channel:   msgs.Channel,
 		read: func(room string) ReadFunc {
 			return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
-				return rs.Messages.History(ctx, room, after, limit)
+				return msgs.History(ctx, room, after, limit)
 			}
 		},
-		run: n.loops.Go, m: m, log: log,
+		run: n.loops.Go, env: env, m: m, log: log,
 	})
-	hub := n.hub
-	n.names = identity.New(rdb, identity.Config{Prefix: cfg.Prefix, Now: now, Registerer: reg, Logger: log,
-		TTL: func() time.Duration { return time.Duration(st.Int(settings.SessionIdleSeconds)) * time.Second },
-		// the guests' ended sessions close their connections
-		OnEnded: func(name, holder string) {
-			hub.CloseUser(name, holder, CloseSessionEnded, "your session ended: sign in again")
-		},
-	})
-	ms := moderation.New(rdb, moderation.Config{Prefix: cfg.Prefix, Now: now, Logger: log})
-	// a kick or a ban, decided on any node, closes the user's clients here
-	n.guard = moderation.NewGuard(ms, moderation.GuardConfig{Now: now, OnEvent: hub.moderated})
-	sh := shop.New(rdb, shop.Config{Prefix: cfg.Prefix, Registerer: reg,
-		OnWalletChange: func(_ context.Context, user string) { mk.user(user, dirty.Of(dirty.Wallet)) },
-	})
-	cp := newCaps(rdb, cfg.Prefix, now, reg, st)
-	mod := &Moderated{status: n.guard, now: now}
-	n.notices = &noticeBoard{store: nb, seen: sf, hub: n.hub, marks: mk, run: n.loops.Go, log: log}
-	n.runID, n.marks, n.env = runID, mk, env
+	n.notices = &Notices{store: cfg.Notices, seen: cfg.Seen, hub: n.hub, run: n.loops.Go, log: log}
 	n.fresh.Store(true) // nothing written yet
-	n.Services = Services{Settings: st, Rooms: rs, Presence: n.presence, Dirty: n.dirty, Shop: sh, Boards: rk,
-		Seen: sf, Notices: nb, Moderation: ms, Guard: n.guard, Moderated: mod, Names: n.names, Conns: conns, Locks: locks, Caps: cp, Marks: Marks{mk},
-		Audit: audit.New(rdb, audit.Config{Prefix: cfg.Prefix, Now: now})}
 	return n, nil
-}
-
-// redisPublisher publishes with PUBLISH.
-type redisPublisher struct{ rdb redis.UniversalClient }
-
-func (p redisPublisher) Publish(ctx context.Context, channel string, message any) error {
-	return p.rdb.Publish(ctx, channel, message).Err()
-}
-
-// listed says whether name is in a comma-separated list.
-func listed(list, name string) bool {
-	for _, b := range strings.Split(list, ",") {
-		if strings.TrimSpace(b) == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Ready reports whether the node can serve: not draining, Redis answers a
@@ -328,7 +232,7 @@ func (n *Node) Go(fn func(ctx context.Context)) bool { return n.loops.Go(fn) }
 // LiveRuns reports whether the live nodes' runs are known now: the last
 // heartbeat that answered is within the presence TTL (then a connection
 // lease of a live run counts without renewal).
-func (n *Node) LiveRuns() bool { return n.connRuns() != nil }
+func (n *Node) LiveRuns() bool { return n.ConnRuns() != nil }
 
 // ConnRun is a run as connection-lease ids start with it: an id is
 // ConnRun(run) + "-" + a sequence number, so that package identity finds
@@ -352,39 +256,33 @@ func (n *Node) NextID() uint64 { return n.seq.Add(1) }
 
 // RunID is this process's random run id: ids made of it and NextID never
 // repeat across restarts.
-func (n *Node) RunID() string { return n.runID }
+func (n *Node) RunID() string { return n.cfg.Run }
 
 // Draining is closed when Shutdown starts.
 func (n *Node) Draining() <-chan struct{} { return n.draining }
 
 // Start starts the core's components, in order: the bus (everything else
 // subscribes through it), the settings (everything reads them), the dirty
-// tracker's wake-ups, the notice, moderation and command subscriptions,
-// then the loops (coarse clock, node heartbeat, seat sweeper, session
+// tracker's wake-ups, the notice and command subscriptions, then the
+// loops (coarse clock, node heartbeat, seat sweeper, session
 // sweep). The use cases start after it (their Start), on its loops. It
 // returns once the core can serve.
 func (n *Node) Start(ctx context.Context) error {
 	n.started = n.cfg.Now().UTC()
 	n.busRun.Go(func(ctx context.Context) { _ = n.bus.Run(ctx) })
-	if err := n.settings.Start(ctx, n.bus); err != nil {
+	if err := n.cfg.Settings.Start(ctx, n.bus); err != nil {
 		return fmt.Errorf("realtime: start settings: %w", err)
 	}
-	if err := n.dirty.Start(ctx, n.bus); err != nil {
+	if err := n.cfg.Dirty.Start(ctx, n.bus); err != nil {
 		return fmt.Errorf("realtime: start dirty tracker: %w", err)
-	}
-	if err := n.names.Start(ctx, n.bus); err != nil {
-		return fmt.Errorf("realtime: start the name registry: %w", err)
 	}
 	if _, err := n.bus.Subscribe(ctx, n.notices.store.Channel(), bus.HandlerFuncs{OnReceive: n.notices.receive}); err != nil {
 		return fmt.Errorf("realtime: subscribe notices: %w", err)
 	}
-	if _, err := n.bus.Subscribe(ctx, n.Services.Moderation.Channel(), bus.HandlerFuncs{OnReceive: n.guard.Receive, OnResubscribed: n.guard.Reset}); err != nil {
-		return fmt.Errorf("realtime: subscribe moderation: %w", err)
-	}
 	if _, err := n.bus.Subscribe(ctx, adminChannel(n.cfg.Prefix), bus.HandlerFuncs{OnReceive: n.receiveCommand}); err != nil {
 		return fmt.Errorf("realtime: subscribe admin commands: %w", err)
 	}
-	n.unwatch = n.settings.Watch("", func(ch settings.Change) {
+	n.unwatch = n.cfg.Settings.Watch("", func(ch settings.Change) {
 		frame, err := protocol.Encode(protocol.Settings{Key: ch.Key, Value: ch.Value, Version: ch.Version})
 		if err != nil {
 			n.log.Error("encode settings event", "key", ch.Key, "err", err)
@@ -395,14 +293,14 @@ func (n *Node) Start(ctx context.Context) error {
 	g := n.loops
 	// Joins queued behind one in progress are seated in one batch (the
 	// group commit); the drains run on the loops' context.
-	if err := n.rooms.Seats.Start(g.ctx); err != nil {
+	if err := n.cfg.Seats.Start(g.ctx); err != nil {
 		return fmt.Errorf("realtime: start seats: %w", err)
 	}
 	g.Go(n.clock.run)
 	g.Go(func(ctx context.Context) {
 		Every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
 	})
-	g.Go(func(ctx context.Context) { _ = n.rooms.Seats.RunSweeper(ctx, time.Second) })
+	g.Go(func(ctx context.Context) { _ = n.cfg.Seats.RunSweeper(ctx, time.Second) })
 	g.Go(func(ctx context.Context) {
 		Every(ctx, n.cfg.Now, func() time.Duration { return time.Minute }, n.sweepSessions)
 	})
@@ -422,10 +320,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if err := n.Drain(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := n.presence.Leave(ctx, n.cfg.Node); err != nil {
+	if err := n.cfg.Presence.Leave(ctx, n.cfg.Node); err != nil {
 		n.log.Debug("leave node registry", "err", err)
 	}
-	if err := n.rooms.Seats.Close(ctx); err != nil { // the joins' drains finish their batches
+	if err := n.cfg.Seats.Close(ctx); err != nil { // the joins' drains finish their batches
 		errs = append(errs, fmt.Errorf("realtime: stop seats: %w", err))
 	}
 	if err := n.loops.Stop(ctx); err != nil {
@@ -434,14 +332,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if n.unwatch != nil {
 		n.unwatch()
 	}
-	if err := n.settings.Close(ctx); err != nil {
+	if err := n.cfg.Settings.Close(ctx); err != nil {
 		n.log.Debug("close settings", "err", err)
 	}
-	if err := n.dirty.Stop(ctx); err != nil {
+	if err := n.cfg.Dirty.Stop(ctx); err != nil {
 		n.log.Debug("stop dirty tracker", "err", err)
-	}
-	if err := n.names.Close(ctx); err != nil {
-		n.log.Debug("close the name registry", "err", err)
 	}
 	if err := n.busRun.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("realtime: stop bus: %w", err))
@@ -472,9 +367,9 @@ func (n *Node) Drain(ctx context.Context) error {
 func (n *Node) heartbeat(ctx context.Context) {
 	now := n.cfg.Now()
 	ps := n.proc.sample(now)
-	beat, err := n.presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
+	beat, err := n.cfg.Presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
 		Version: n.cfg.Version, StartedAt: n.started, CPU: ps.cpu, MemoryBytes: ps.memoryBytes, HeapBytes: ps.heapBytes,
-		Goroutines: ps.goroutines, Run: n.runID})
+		Goroutines: ps.goroutines, Run: n.cfg.Run})
 	if err != nil {
 		n.log.Debug("node heartbeat", "err", err)
 		return
@@ -493,13 +388,50 @@ func (n *Node) heartbeat(ctx context.Context) {
 
 // sweepSessions trims the global index of REST sessions of the idle ones.
 func (n *Node) sweepSessions(ctx context.Context) {
-	if _, err := n.dirty.Sweep(ctx); err != nil {
+	if _, err := n.cfg.Dirty.Sweep(ctx); err != nil {
 		n.log.Debug("sweep sessions", "err", err)
 	}
 }
 
+// Bus is the node's pub/sub bridge, for the domain services the
+// composition root starts on it (the name registry).
+func (n *Node) Bus() *bus.Bus { return n.bus }
+
 // Hub is the node's registry of its clients.
 func (n *Node) Hub() *Hub { return n.hub }
+
+// Notices is the node's delivery of notices: to every open connection as
+// they are posted, to a new connection the ones its user has not seen, and
+// to a REST session in its poll.
+func (n *Node) Notices() *Notices { return n.notices }
+
+// Marks is the node's coalesced dirty marks.
+func (n *Node) Marks() Marks { return Marks{n.marks} }
+
+// TakeFresh reports, and forgets, that every user's presence claim must be
+// written again: the heartbeat found the registry did not know this run
+// (its first beat, a lapse, a Redis that lost its data).
+func (n *Node) TakeFresh() bool { return n.fresh.Swap(false) }
+
+// MarkFresh asks for every claim to be written again (a rewrite that
+// failed).
+func (n *Node) MarkFresh() { n.fresh.Store(true) }
+
+// Follow subscribes h to a classic pub/sub channel on the node's bus (a
+// session's channel) until the subscription is closed or the node stops;
+// it returns the bus's error.
+func (n *Node) Follow(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error) {
+	return n.bus.Subscribe(ctx, channel, h)
+}
+
+// Publish publishes message on a classic pub/sub channel (PUBLISH).
+func (n *Node) Publish(ctx context.Context, channel string, message any) error {
+	return n.cfg.Redis.Publish(ctx, channel, message).Err()
+}
+
+// MaxConnsPerUser is the bound of one user's realtime clients on this
+// node (Config.MaxConnsPerUser; negative: none).
+func (n *Node) MaxConnsPerUser() int { return n.cfg.MaxConnsPerUser }
 
 // Clients returns the number of realtime clients on this node.
 func (n *Node) Clients() int { return n.hub.Count() }

@@ -1,4 +1,4 @@
-package realtime
+package realtime_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -15,6 +16,6 @@ import (
 // rooms package's own tests run them, rather than each join inline.
 func TestStartRunsTheGroupCommitOfJoins(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, redistest.New(t), "n1")
-	assert.ErrorIs(t, n.rooms.Seats.Start(context.Background()), rooms.ErrStarted, "the node started the Seats already")
+	n := realtimetest.StartNode(t, redistest.New(t), "n1")
+	assert.ErrorIs(t, n.Services.Rooms.Seats.Start(context.Background()), rooms.ErrStarted, "the node started the Seats already")
 }

@@ -28,22 +28,21 @@ var (
 	_ seenFilter  = (*seen.Filter)(nil)
 )
 
-// noticeBoard delivers notices once per user: to every open connection as
+// Notices delivers notices once per user: to every open connection as
 // they are posted (over the bus, on every node), to a new connection the
 // recent ones its user has not seen, and to a REST session in its poll.
 // Each delivery marks the notice seen in the user's bloom filter first.
-type noticeBoard struct {
+type Notices struct {
 	store noticeStore
 	seen  seenFilter
 	hub   *Hub
-	marks *marker
 	run   func(fn func(ctx context.Context)) bool
 	log   *slog.Logger
 }
 
 // receive delivers a new notice to this node's clients and marks it seen
 // for their users (on the bus goroutine: the marking runs on its own).
-func (nb *noticeBoard) receive(_ string, p []byte) {
+func (nb *Notices) receive(_ string, p []byte) {
 	ev, err := notices.DecodeEvent(p)
 	if err != nil {
 		return
@@ -68,9 +67,9 @@ func (nb *noticeBoard) receive(_ string, p []byte) {
 	})
 }
 
-// deliverUnseen sends a new client the recent notices its user has not
+// DeliverUnseen sends a new client the recent notices its user has not
 // seen, then marks them seen.
-func (nb *noticeBoard) deliverUnseen(ctx context.Context, c *Client) {
+func (nb *Notices) DeliverUnseen(ctx context.Context, c *Client) {
 	ids, byID, err := nb.unseen(ctx, c.p.User)
 	if err != nil || len(ids) == 0 {
 		return
@@ -92,9 +91,9 @@ type PollNotice struct {
 	Text string `json:"text"`
 }
 
-// takeUnseen returns the poll's notices section for user and marks them
+// TakeUnseen returns the poll's notices section for user and marks them
 // seen.
-func (nb *noticeBoard) takeUnseen(ctx context.Context, p Principal) ([]PollNotice, error) {
+func (nb *Notices) TakeUnseen(ctx context.Context, p Principal) ([]PollNotice, error) {
 	user := p.User
 	ids, byID, err := nb.unseen(ctx, user)
 	if err != nil {
@@ -114,7 +113,7 @@ func (nb *noticeBoard) takeUnseen(ctx context.Context, p Principal) ([]PollNotic
 
 // unseen returns the ids of the recent notices user has not seen, oldest
 // first.
-func (nb *noticeBoard) unseen(ctx context.Context, user string) ([]string, map[string]notices.Notice, error) {
+func (nb *Notices) unseen(ctx context.Context, user string) ([]string, map[string]notices.Notice, error) {
 	recent, err := nb.store.Recent(ctx, 0)
 	if err != nil || len(recent) == 0 {
 		return nil, nil, err

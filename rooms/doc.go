@@ -189,7 +189,7 @@
 // joined by the next stranger who joins that lobby once a seat is freed.
 // Players reads that field (one HGET): the one rule of who may read a
 // private room — its players and the admins — is applied on top of it by
-// the realtime core (Chat.CanSee), for history, details, listing, read
+// the chat use case (realtime/chat: Chat.CanSee), for history, details, listing, read
 // marks and presence alike.
 //
 // # Lobbies: a listing written after the script, newest stamp wins

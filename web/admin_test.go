@@ -141,7 +141,7 @@ func TestAdminReadOnlyToken(t *testing.T) {
 	})
 
 	t.Run("the read-only token may not be the admin token", func(t *testing.T) {
-		_, err := New(useCasesOf(n.node), Config{Node: "n9", AdminToken: "same", AdminReadToken: "same"})
+		_, err := New(UseCasesOf(n.node), Config{Node: "n9", AdminToken: "same", AdminReadToken: "same"})
 		assert.ErrorContains(t, err, "AdminReadToken must differ")
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -371,12 +372,12 @@ func sameSecret(got, want string) bool {
 
 // viewer is who a read admitted by requireReader reads as: an admin (either
 // token) or the session's user; the rooms' access rule takes it
-// (realtime.Chat.CanSee).
-func viewer(c *fiber.Ctx) realtime.Viewer {
+// (chat.Chat.CanSee).
+func viewer(c *fiber.Ctx) chat.Viewer {
 	if role, _ := c.Locals(localRole).(string); role != "" {
-		return realtime.Viewer{Admin: true}
+		return chat.Viewer{Admin: true}
 	}
-	return realtime.Viewer{User: principal(c).User}
+	return chat.Viewer{User: principal(c).User}
 }
 
 // principal is who the request acts as (set by requireUser).

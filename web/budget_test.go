@@ -19,6 +19,7 @@ import (
 
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/polls"
 )
 
 // budgetSlack is what a body may hold beyond its message budget: the
@@ -363,7 +364,7 @@ func netOutput(t testing.TB, r *redistest.Redis) int64 {
 // TestPollReadsRedisWithinItsByteBudget: a poll over a room of 500 new
 // messages of 2,000 control characters (12 KB each as JSON, 6 MB in all)
 // reads from Redis what its 1 MiB budget holds and one page
-// (realtime.PollPage) more, not the room's 1,000 latest: the bytes Redis
+// (polls.PollPage) more, not the room's 1,000 latest: the bytes Redis
 // sends (INFO stats of a private redis-server) stay under what the
 // answered messages and one page take; before, one XRANGE of 1,000 read
 // all 500.
@@ -394,7 +395,7 @@ func TestPollReadsRedisWithinItsByteBudget(t *testing.T) {
 	// a message is about 2,100 bytes from Redis (2,000 of text, its id,
 	// sender and time); the rest of the poll (cursors, marks) a few KB
 	perMessage := int64(2200)
-	limit := int64(got+realtime.PollPage)*perMessage + 16<<10
+	limit := int64(got+polls.PollPage)*perMessage + 16<<10
 	t.Logf("poll answered %d messages (%d bytes); Redis sent %d bytes (bound %d)", got, len(body), read, limit)
 	assert.LessOrEqual(t, read, limit, "Redis sent more than the poll's budget and one page")
 }

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatd/chatd/realtime"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/realtime"
 )
 
 // Fuzz targets of the web layer's decoders (the frame and JSON decoders'

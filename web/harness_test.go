@@ -71,13 +71,6 @@ type nodeConfig struct {
 	MaxConnsPerUser int
 }
 
-// useCasesOf is cmd/chatd/compose.UseCases, which this package's tests can
-// not import (compose imports web).
-func useCasesOf(a *app.App) UseCases {
-	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, Direct: a.Direct}
-}
-
 // composeNode builds a node as cmd/chatd does (cmd/chatd/compose, which
 // this package's tests can not import): the realtime core and its use
 // cases (realtime/app), started, then the front serving them. shutdown
@@ -93,7 +86,7 @@ func composeNode(t testing.TB, cfg nodeConfig) (srv *Server, core *app.App, shut
 		MaxConnsPerUser: cfg.MaxConnsPerUser, Now: cfg.Now, Logger: cfg.Logger.With("node", cfg.Node), Registerer: cfg.Registry,
 	})
 	require.NoError(t, err)
-	srv, err = New(useCasesOf(core), cfg.Config)
+	srv, err = New(UseCasesOf(core), cfg.Config)
 	require.NoError(t, err)
 	require.NoError(t, core.Start(context.Background()))
 	return srv, core, func(ctx context.Context) error { return errors.Join(srv.Shutdown(ctx), core.Shutdown(ctx)) }

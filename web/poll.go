@@ -7,13 +7,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/chatd/chatd/errcode"
-	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/polls"
 )
 
 // pollAPI serves the long poll (Polls), and caps the polls parked on
 // this node per client address and per user.
 type pollAPI struct {
-	polls           *realtime.Polls
+	polls           *polls.Polls
 	ip              proxies
 	polling         inflight // long polls parked per client address and per user
 	maxPollsPerAddr int      // Config.MaxPollsPerAddr
@@ -21,10 +21,10 @@ type pollAPI struct {
 }
 
 // poll answers GET /poll: the sections dirty since the session's last poll,
-// each with its fresh data (realtime.Polls). Clean, it costs one Redis
+// each with its fresh data (polls.Polls). Clean, it costs one Redis
 // command; with wait it parks until a mark wakes it.
 func (h *pollAPI) poll(c *fiber.Ctx) error {
-	most := int(realtime.MaxPollWait / time.Second)
+	most := int(polls.MaxPollWait / time.Second)
 	wait := 0
 	if raw := c.Query("wait"); raw != "" {
 		n, err := strconv.Atoi(raw)

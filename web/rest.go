@@ -8,15 +8,16 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/rooms"
 )
 
 // chatAPI serves the chat over HTTP (Chat): lobbies, rooms, messages and
 // their history, presence, unread counts, read marks and typing.
 type chatAPI struct {
-	chat  *realtime.Chat // CanSee
-	rest  *realtime.REST
-	reads *realtime.Reads
+	chat  *chat.Chat // CanSee
+	rest  *chat.REST
+	reads *chat.Reads
 	// histories bounds the history pages being built at once on this
 	// node (Config.MaxHistoryBuilds): each holds up to 1,000 messages read from
 	// Redis while it is cut to its byte budget
@@ -204,7 +205,7 @@ func (h *chatAPI) unread(c *fiber.Ctx) error {
 
 // postTyping relays a typing indicator of a REST or event-stream session
 // (the WebSocket sends a typing frame instead); at most one per user and
-// room every realtime.TypingEvery is relayed, the rest answer ok silently.
+// room every chat.TypingEvery is relayed, the rest answer ok silently.
 func (h *chatAPI) postTyping(c *fiber.Ctx) error {
 	if err := h.rest.TypingREST(c.UserContext(), principal(c), c.Params("room")); err != nil {
 		return err

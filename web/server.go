@@ -34,9 +34,11 @@ import (
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/direct"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
+	"github.com/chatd/chatd/realtime/polls"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -45,10 +47,10 @@ import (
 // readiness and drain. A Server builds none of them: cmd/chatd composes
 // them (realtime/app, through cmd/chatd/compose) and hands them over. Every field is required.
 type UseCases struct {
-	Chat       *realtime.Chat
-	REST       *realtime.REST
-	Reads      *realtime.Reads
-	Polls      *realtime.Polls
+	Chat       *chat.Chat
+	REST       *chat.REST
+	Reads      *chat.Reads
+	Polls      *polls.Polls
 	Game       *game.Game
 	Sessions   *sessions.Sessions
 	Moderation *moderate.Moderation

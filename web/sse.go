@@ -15,13 +15,14 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/chat"
 )
 
 // GET /api/v1/events is the realtime stream over Server-Sent Events, for
 // networks that break WebSocket upgrades: the same events as the
 // WebSocket, one `data:` JSON object each; every message event carries an
 // `id:` that is the stream's position in every room it sits in
-// (realtime.Position), so the browser's automatic reconnect resumes all of
+// (chat.Position), so the browser's automatic reconnect resumes all of
 // them with Last-Event-ID — no gap, no duplicate. The session sends over
 // plain HTTP on any node (POST …/messages, …/read, joins and leaves): no
 // sticky sessions. Heartbeats are comments every 25 s. A drain ends the
@@ -36,14 +37,14 @@ func (h *streamAPI) streamEvents(c *fiber.Ctx) error {
 	if raw == "" {
 		raw = c.Query("token")
 	}
-	var after realtime.Position
+	var after chat.Position
 	a, _, err := h.admit(c, raw, "open the stream with Authorization: Bearer <token> or ?token=<token> (from POST /api/v1/session)", func() error {
 		last := c.Get("Last-Event-ID")
 		if last == "" {
 			last = c.Query("last_event_id")
 		}
 		var err error
-		if after, err = realtime.ParsePosition(last); err != nil {
+		if after, err = chat.ParsePosition(last); err != nil {
 			return errf(errcode.BadRequest, "Last-Event-ID is not a stream position: %v", err)
 		}
 		return nil
@@ -59,7 +60,7 @@ func (h *streamAPI) streamEvents(c *fiber.Ctx) error {
 	c.Context().SetConnectionClose()
 	raw2 := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		t := &sseConn{raw: raw2, w: w, pos: realtime.Position{}, done: make(chan struct{})}
+		t := &sseConn{raw: raw2, w: w, pos: chat.Position{}, done: make(chan struct{})}
 		for r, id := range after {
 			t.pos[r] = id
 		}
@@ -88,7 +89,7 @@ type sseConn struct {
 	w   *bufio.Writer
 
 	mu     sync.Mutex
-	pos    realtime.Position // the stream's position, sent as the id of each message event
+	pos    chat.Position // the stream's position, sent as the id of each message event
 	closed bool
 	done   chan struct{}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -33,8 +34,8 @@ const (
 // Chat as a realtime.Transport, and reads a WebSocket's frames into Chat
 // and Matchmaking calls.
 type streamAPI struct {
-	chat           *realtime.Chat
-	rest           *realtime.REST // the event stream
+	chat           *chat.Chat
+	rest           *chat.REST // the event stream
 	sessions       *sessions.Sessions
 	match          *matchAPI  // the queue and dequeue frames
 	direct         *directAPI // the dm_* frames

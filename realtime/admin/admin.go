@@ -80,7 +80,6 @@ var (
 	_ registry      = (*presence.Presence)(nil)
 	_ noticeStore   = (*notices.Board)(nil)
 	_ marks         = realtime.Marks{}
-	_ sayRules      = (*realtime.Chat)(nil)
 	_ queues        = (*match.Matchmaking)(nil)
 	_ disconnecter  = (*realtime.Node)(nil)
 )

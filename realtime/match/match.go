@@ -27,6 +27,7 @@ import (
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/internal/bus"
+	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
@@ -94,6 +95,11 @@ type Matchmaking struct {
 	reach    reacher // nil = every invitation may reach
 }
 
+// liveSettings read the queues' definitions (package settings).
+type liveSettings interface {
+	String(key string) string
+}
+
 // players are this node's clients by user (realtime.Hub).
 type players interface {
 	UserClients(user string) []*realtime.Client
@@ -124,6 +130,14 @@ type Config struct {
 	// service's client and key namespace. Redis is required.
 	Redis  redis.UniversalClient
 	Prefix string
+	// Settings are the live settings (the queues' definitions), Rooms the
+	// private rooms, Presence who is online, Marks the core's dirty marks,
+	// Locks the distributed locks of the matchers. Required.
+	Settings liveSettings
+	Rooms    matchRooms
+	Presence onlineChecker
+	Marks    marks
+	Locks    *lock.Client
 	// RoomKey makes the number of each match's private room (see Room):
 	// every node must have the same; nil = room 1, an id anyone can guess
 	// from the match's.
@@ -149,14 +163,13 @@ func New(cfg Config) (*Matchmaking, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	svc := cfg.Node.Services
-	st := svc.Settings
+	st := cfg.Settings
 	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: cfg.Logger,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
-	mm := &Matchmaking{svc: mms, rooms: svc.Rooms.Private, online: svc.Presence, hub: cfg.Node.Hub(), marks: svc.Marks,
+	mm := &Matchmaking{svc: mms, rooms: cfg.Rooms, online: cfg.Presence, hub: cfg.Node.Hub(), marks: cfg.Marks,
 		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, reach: cfg.Reach}
 	var err error
-	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: svc.Locks,
+	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: cfg.Locks,
 		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
 	if err != nil {
 		return nil, err
@@ -198,8 +211,7 @@ func (mm *Matchmaking) Submit(ctx context.Context, p realtime.Principal, queue s
 }
 
 // Invite forms a pending party led by p's user with req.Party invited
-// (each must be online: else realtime.ErrPartyOffline; none may block
-// p's user or be blocked by them: else Config.Reach's direct.ErrBlocked) and tells each invitee by a
+// (each must be online: else realtime.ErrPartyOffline) and tells each invitee by a
 // party_invite event; the party queues once all of them Accept. It
 // returns matchmaking's errors (ErrUnknownQueue, ErrBadTicket, ErrBadName)
 // and Redis errors.

@@ -1,4 +1,4 @@
-package match
+package match_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/match"
 )
 
 // TestMatchmakingKnowsOnePersonByTheCanonicalName: names differing only
@@ -29,47 +30,47 @@ func TestMatchmakingKnowsOnePersonByTheCanonicalName(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("one's own name in capitals is not a party", func(t *testing.T) {
-		solo, _ := n1.connect(t, "solo")
-		_, err := n1.Match.Invite(ctx, solo.Principal(), "duel", TicketRequest{Skill: 1, Party: []string{"SOLO"}})
+		solo, _ := n1.Connect(t, "solo")
+		_, err := n1.Match.Invite(ctx, solo.Principal(), "duel", match.TicketRequest{Skill: 1, Party: []string{"SOLO"}})
 		require.ErrorIs(t, err, matchmaking.ErrBadTicket)
 		assert.Contains(t, errcode.Message(err), "The party names SOLO twice")
-		_, err = n1.Match.Invite(ctx, solo.Principal(), "four", TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
+		_, err = n1.Match.Invite(ctx, solo.Principal(), "four", match.TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
 		require.ErrorIs(t, err, matchmaking.ErrBadTicket, "three case variants of one's own name are no 4-player party")
-		_, err = n1.Match.Submit(ctx, solo.Principal(), "four", TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
+		_, err = n1.Match.Submit(ctx, solo.Principal(), "four", match.TicketRequest{Skill: 1, Party: []string{"Solo", "sOlo", "SOLO"}})
 		require.ErrorIs(t, err, matchmaking.ErrConsentRequired, "nor is a ticket naming a party")
 	})
 
 	t.Run("one person has one ticket per queue, whatever the case", func(t *testing.T) {
-		up, _ := n1.connect(t, "Dup")
-		_, err := n1.Match.Submit(ctx, up.Principal(), "duel", TicketRequest{Skill: 1e6})
+		up, _ := n1.Connect(t, "Dup")
+		_, err := n1.Match.Submit(ctx, up.Principal(), "duel", match.TicketRequest{Skill: 1e6})
 		require.NoError(t, err)
 		up.Close(realtime.CloseNormal, "")
-		low, _ := n2.connect(t, "dup")
-		_, err = n2.Match.Submit(ctx, low.Principal(), "duel", TicketRequest{Skill: 1e6})
+		low, _ := n2.Connect(t, "dup")
+		_, err = n2.Match.Submit(ctx, low.Principal(), "duel", match.TicketRequest{Skill: 1e6})
 		var open *matchmaking.TicketOpenError
 		require.True(t, errors.As(err, &open), "dup is Dup: %v", err)
 		assert.Equal(t, "dup", open.User, "named as the caller typed it")
 		msg := errcode.Message(err)
 		assert.Contains(t, msg, "User dup already has an open ticket")
 		assert.NotContains(t, msg, "Dup", "the name keeps its case")
-		_, err = n2.Match.svc.(*matchmaking.Service).CancelUser(ctx, "duel", "DUP")
+		_, err = n2.Match.Service().CancelUser(ctx, "duel", "DUP")
 		require.NoError(t, err, "the ticket is the person's, by any case")
 	})
 
 	t.Run("a party member online under another case is online", func(t *testing.T) {
-		_, _ = n3.connect(t, "Case")
-		lead, _ := n1.connect(t, "lead")
+		_, _ = n3.Connect(t, "Case")
+		lead, _ := n1.Connect(t, "lead")
 		require.Eventually(t, func() bool {
 			st, err := n1.Services.Presence.Get(ctx, "case")
 			return err == nil && st.Online
 		}, 20*time.Second, 10*time.Millisecond, "Case's presence, read as case")
-		_, err := n1.Match.Invite(ctx, lead.Principal(), "duel", TicketRequest{Skill: -1e6, Party: []string{"case"}})
+		_, err := n1.Match.Invite(ctx, lead.Principal(), "duel", match.TicketRequest{Skill: -1e6, Party: []string{"case"}})
 		assert.NotErrorIs(t, err, realtime.ErrPartyOffline)
 	})
 
 	t.Run("an offline party member is named in lower case as given", func(t *testing.T) {
-		vic, _ := n2.connect(t, "vic")
-		_, err := n2.Match.Invite(ctx, vic.Principal(), "duel", TicketRequest{Skill: 5, Party: []string{"zed"}})
+		vic, _ := n2.Connect(t, "vic")
+		_, err := n2.Match.Invite(ctx, vic.Principal(), "duel", match.TicketRequest{Skill: 5, Party: []string{"zed"}})
 		require.ErrorIs(t, err, realtime.ErrPartyOffline)
 		assert.Contains(t, errcode.Message(err), "Party member zed is not online")
 	})

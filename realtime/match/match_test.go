@@ -1,4 +1,4 @@
-package match
+package match_test
 
 import (
 	"context"
@@ -13,26 +13,28 @@ import (
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/match"
+	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
 )
 
 // setQueues defines the matchmaking queues through the live setting, on
 // every node (they hear the write over pub/sub).
-func setQueues(t testing.TB, n *testNode, defs, want string, nodes ...*testNode) {
+func setQueues(t testing.TB, n *realtimetest.Node, defs, want string, nodes ...*realtimetest.Node) {
 	t.Helper()
 	_, err := n.Services.Settings.Set(context.Background(), "matchmaking.queues", json.RawMessage(mustJSON(defs)))
 	require.NoError(t, err)
 	for _, o := range append(nodes, n) {
 		require.Eventually(t, func() bool {
-			_, err := o.Match.svc.Queue(want)
+			_, err := o.Match.Service().Queue(want)
 			return err == nil
-		}, 20*time.Second, 10*time.Millisecond, "node %s sees the queue", o.id)
+		}, 20*time.Second, 10*time.Millisecond, "node %s sees the queue", o.ID)
 	}
 }
 
 // pollMatch polls p until its match section holds an event of type typ,
 // and returns it.
-func pollMatch(t testing.TB, n *testNode, p realtime.Principal, typ string) matchmaking.Event {
+func pollMatch(t testing.TB, n *realtimetest.Node, p realtime.Principal, typ string) matchmaking.Event {
 	t.Helper()
 	var got matchmaking.Event
 	require.Eventually(t, func() bool {
@@ -59,29 +61,29 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 	setQueues(t, n1, `{"trio":{"min":3,"max":3,"window":1000,"reserve_seconds":60}}`, "trio", n2, n3)
 	ctx := context.Background()
 
-	ann, fa := n1.connect(t, "ann")
-	_, faOther := n3.connect(t, "ann") // a second connection of ann's, on another node
-	bob, fb := n2.connect(t, "bob")
+	ann, fa := n1.Connect(t, "ann")
+	_, faOther := n3.Connect(t, "ann") // a second connection of ann's, on another node
+	bob, fb := n2.Connect(t, "bob")
 	cy := realtime.Principal{User: "cy", Session: "rest-cy"}
 	_, err := n3.Polls.Poll(ctx, cy, 0) // a clean start: the session's first poll has every section
 	require.NoError(t, err)
 
-	ta, err := n1.Match.Submit(ctx, ann.Principal(), "trio", TicketRequest{Skill: 100})
+	ta, err := n1.Match.Submit(ctx, ann.Principal(), "trio", match.TicketRequest{Skill: 100})
 	require.NoError(t, err)
 	assert.Equal(t, matchmaking.Waiting, ta.State)
-	_, err = n2.Match.Submit(ctx, bob.Principal(), "trio", TicketRequest{Skill: 110})
+	_, err = n2.Match.Submit(ctx, bob.Principal(), "trio", match.TicketRequest{Skill: 110})
 	require.NoError(t, err)
-	tc, err := n3.Match.Submit(ctx, cy, "trio", TicketRequest{Skill: 90})
+	tc, err := n3.Match.Submit(ctx, cy, "trio", match.TicketRequest{Skill: 90})
 	require.NoError(t, err)
 
-	ev := fa.first(t, "matched", nil)
+	ev := fa.First(t, "matched", nil)
 	room, _ := ev["room"].(string)
 	require.NotEmpty(t, room)
 	assert.ElementsMatch(t, []any{"ann", "bob", "cy"}, ev["players"])
 	assert.Equal(t, ta.Ticket.ID, ev["ticket"])
 	assert.EqualValues(t, 60, ev["reserve_seconds"])
-	assert.Equal(t, room, faOther.first(t, "matched", nil)["room"], "every connection of the user, on every node")
-	assert.Equal(t, room, fb.first(t, "matched", nil)["room"])
+	assert.Equal(t, room, faOther.First(t, "matched", nil)["room"], "every connection of the user, on every node")
+	assert.Equal(t, room, fb.First(t, "matched", nil)["room"])
 	pev := pollMatch(t, n3, cy, matchmaking.EventMatched)
 	assert.Equal(t, room, pev.Room)
 	assert.Equal(t, tc.Ticket.ID, pev.Ticket)
@@ -98,27 +100,27 @@ func TestAMatchOfWebSocketAndRESTPlayersOnThreeNodesMeetsInItsRoom(t *testing.T)
 
 	t.Run("the players join the room by its id and chat there", func(t *testing.T) {
 		require.NoError(t, n1.Chat.Resume(ctx, ann, room, ""))
-		fa.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
+		fa.First(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
 		require.NoError(t, n2.Chat.Resume(ctx, bob, room, ""))
-		fb.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
+		fb.First(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
 		_, err := n3.REST.JoinRoomREST(ctx, cy, room)
 		require.NoError(t, err)
-		id := n1.say(t, ann, fa, room, "glhf", "m1")
-		fb.wait(t, "ann's message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
-		assert.Equal(t, []string{id}, fb.messages(room))
+		id := n1.Say(t, ann, fa, room, "glhf", "m1")
+		fb.Wait(t, "ann's message", func([]map[string]any) bool { return len(fb.Messages(room)) == 1 })
+		assert.Equal(t, []string{id}, fb.Messages(room))
 		_, err = n3.REST.Post(ctx, cy, room, "gg", "")
 		require.NoError(t, err)
-		fa.wait(t, "cy's message", func([]map[string]any) bool { return len(fa.messages(room)) == 2 })
+		fa.Wait(t, "cy's message", func([]map[string]any) bool { return len(fa.Messages(room)) == 2 })
 	})
 
 	t.Run("nobody else gets in", func(t *testing.T) {
-		eve, fe := n1.connect(t, "eve")
+		eve, fe := n1.Connect(t, "eve")
 		err := n1.Chat.Resume(ctx, eve, room, "")
 		assert.ErrorIs(t, err, rooms.ErrUnknownRoom, "as a room that does not exist")
 		lobby, _, _ := rooms.ParseRoom(room)
 		err = n1.Chat.Join(ctx, eve, lobby)
 		assert.Equal(t, errcode.Forbidden, errcode.Of(err))
-		assert.Empty(t, fe.messages(room))
+		assert.Empty(t, fe.Messages(room))
 	})
 }
 
@@ -128,17 +130,17 @@ func TestAPartyStaysTogether(t *testing.T) {
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
 	setQueues(t, n1, `{"team":{"min":3,"max":3,"window":1000,"max_party":2}}`, "team", n2)
 	ctx := context.Background()
-	ann, fa := n1.connect(t, "ann")
-	bob, fb := n2.connect(t, "bob")
-	cy, fc := n2.connect(t, "cy")
-	dan, fd := n1.connect(t, "dan")
+	ann, fa := n1.Connect(t, "ann")
+	bob, fb := n2.Connect(t, "bob")
+	cy, fc := n2.Connect(t, "cy")
+	dan, fd := n1.Connect(t, "dan")
 
 	t.Run("a party too large is refused before any presence read", func(t *testing.T) {
-		_, err := n1.Match.Invite(ctx, ann.Principal(), "team", TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
+		_, err := n1.Match.Invite(ctx, ann.Principal(), "team", match.TicketRequest{Skill: 1, Party: []string{"bob", "cy"}})
 		assert.ErrorIs(t, err, matchmaking.ErrBadTicket)
 	})
 	t.Run("a party member who is not online is refused", func(t *testing.T) {
-		_, err := n1.Match.Invite(ctx, ann.Principal(), "team", TicketRequest{Skill: 1, Party: []string{"zed"}})
+		_, err := n1.Match.Invite(ctx, ann.Principal(), "team", match.TicketRequest{Skill: 1, Party: []string{"zed"}})
 		assert.ErrorIs(t, err, realtime.ErrPartyOffline)
 	})
 	require.Eventually(t, func() bool {
@@ -147,16 +149,16 @@ func TestAPartyStaysTogether(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 	// cy and dan wait first and are closest in skill: a matcher that split
 	// parties would pair them with ann alone.
-	_, err := n2.Match.Submit(ctx, cy.Principal(), "team", TicketRequest{Skill: 500})
+	_, err := n2.Match.Submit(ctx, cy.Principal(), "team", match.TicketRequest{Skill: 500})
 	require.NoError(t, err)
-	_, err = n1.Match.Submit(ctx, dan.Principal(), "team", TicketRequest{Skill: 501})
+	_, err = n1.Match.Submit(ctx, dan.Principal(), "team", match.TicketRequest{Skill: 501})
 	require.NoError(t, err)
-	party, err := n1.Match.Invite(ctx, ann.Principal(), "team", TicketRequest{Skill: 502, Party: []string{"bob"}})
+	party, err := n1.Match.Invite(ctx, ann.Principal(), "team", match.TicketRequest{Skill: 502, Party: []string{"bob"}})
 	require.NoError(t, err)
 	_, err = n2.Match.Accept(ctx, bob.Principal(), "team", party.Ticket.ID)
 	require.NoError(t, err)
 
-	ea, eb := fa.first(t, "matched", nil), fb.first(t, "matched", nil)
+	ea, eb := fa.First(t, "matched", nil), fb.First(t, "matched", nil)
 	assert.Equal(t, ea["room"], eb["room"], "the party is in one match")
 	assert.Equal(t, party.Ticket.ID, eb["ticket"], "a party shares its ticket")
 	players, _ := ea["players"].([]any)
@@ -166,7 +168,7 @@ func TestAPartyStaysTogether(t *testing.T) {
 	// exactly one of cy and dan is in it; the other still waits
 	var gotC, gotD bool
 	require.Eventually(t, func() bool {
-		gotC, gotD = hasType(fc.all(), "matched"), hasType(fd.all(), "matched")
+		gotC, gotD = hasType(fc.All(), "matched"), hasType(fd.All(), "matched")
 		return gotC || gotD
 	}, 20*time.Second, 10*time.Millisecond)
 	assert.NotEqual(t, gotC, gotD, "one solo player joins the party")
@@ -188,11 +190,11 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 	setQueues(t, n1, `{"slow":{"min":2,"max":2,"window":0,"max_wait_seconds":1},`+
 		`"duo":{"min":2,"max":2,"window":1000,"reserve_seconds":1}}`, "duo", n2)
 	ctx := context.Background()
-	ann, fa := n1.connect(t, "ann")
+	ann, fa := n1.Connect(t, "ann")
 	rita := realtime.Principal{User: "rita", Session: "rest-rita"}
 
 	t.Run("a cancel answers cancelled; only a player may cancel", func(t *testing.T) {
-		st, err := n1.Match.Submit(ctx, ann.Principal(), "duo", TicketRequest{Skill: 1})
+		st, err := n1.Match.Submit(ctx, ann.Principal(), "duo", match.TicketRequest{Skill: 1})
 		require.NoError(t, err)
 		_, err = n2.Match.Cancel(ctx, rita, "duo", st.Ticket.ID)
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownTicket)
@@ -202,16 +204,16 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 		got, err = n1.Match.Status(ctx, ann.Principal(), "duo", st.Ticket.ID)
 		require.NoError(t, err)
 		assert.Equal(t, matchmaking.Cancelled, got.State)
-		_, err = n1.Match.Submit(ctx, ann.Principal(), "nope", TicketRequest{})
+		_, err = n1.Match.Submit(ctx, ann.Principal(), "nope", match.TicketRequest{})
 		assert.ErrorIs(t, err, matchmaking.ErrUnknownQueue)
 	})
 
 	t.Run("an expired ticket is an event and a poll section", func(t *testing.T) {
-		sa, err := n1.Match.Submit(ctx, ann.Principal(), "slow", TicketRequest{Skill: 1})
+		sa, err := n1.Match.Submit(ctx, ann.Principal(), "slow", match.TicketRequest{Skill: 1})
 		require.NoError(t, err)
-		sr, err := n2.Match.Submit(ctx, rita, "slow", TicketRequest{Skill: 999}) // window 0: never matched
+		sr, err := n2.Match.Submit(ctx, rita, "slow", match.TicketRequest{Skill: 999}) // window 0: never matched
 		require.NoError(t, err)
-		ev := fa.first(t, "ticket_expired", nil)
+		ev := fa.First(t, "ticket_expired", nil)
 		assert.Equal(t, sa.Ticket.ID, ev["ticket"])
 		pev := pollMatch(t, n2, rita, matchmaking.EventExpired)
 		assert.Equal(t, sr.Ticket.ID, pev.Ticket)
@@ -221,15 +223,15 @@ func TestCancelAndExpiryAreReportedAndAnUnclaimedSeatIsReleased(t *testing.T) {
 	})
 
 	t.Run("a seat nobody claims is released after its reservation", func(t *testing.T) {
-		_, err := n1.Match.Submit(ctx, ann.Principal(), "duo", TicketRequest{Skill: 1})
+		_, err := n1.Match.Submit(ctx, ann.Principal(), "duo", match.TicketRequest{Skill: 1})
 		require.NoError(t, err)
-		_, err = n2.Match.Submit(ctx, rita, "duo", TicketRequest{Skill: 2})
+		_, err = n2.Match.Submit(ctx, rita, "duo", match.TicketRequest{Skill: 2})
 		require.NoError(t, err)
-		room, _ := fa.first(t, "matched", nil)["room"].(string)
+		room, _ := fa.First(t, "matched", nil)["room"].(string)
 		require.NoError(t, n1.Chat.Resume(ctx, ann, room, ""))
-		fa.first(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
+		fa.First(t, "joined", func(m map[string]any) bool { return m["room"].(map[string]any)["id"] == room })
 		// rita never comes: her seat goes ("left") once the second passed
-		fa.first(t, "presence", func(m map[string]any) bool {
+		fa.First(t, "presence", func(m map[string]any) bool {
 			return m["room"] == room && m["user"] == "rita" && m["state"] == "left"
 		})
 		got, err := n2.Reads.Room(ctx, room)
@@ -248,14 +250,14 @@ func TestTheHooksAreIdempotent(t *testing.T) {
 	ctx := context.Background()
 	m := matchmaking.Match{ID: "pair-41", Queue: "pair", Seq: 41, Created: time.UnixMilli(5_000), Players: []string{"ann", "bob"},
 		Tickets: []matchmaking.Ticket{{ID: "TA", Queue: "pair", User: "ann"}, {ID: "TB", Queue: "pair", User: "bob"}}}
-	require.NoError(t, n.Match.matched(ctx, m))
-	require.NoError(t, n.Match.matched(ctx, m), "a hook run again (a holder died before its ack)")
+	require.NoError(t, n.Match.Matched(ctx, m))
+	require.NoError(t, n.Match.Matched(ctx, m), "a hook run again (a holder died before its ack)")
 	room, err := n.Reads.Room(ctx, n.Match.Room(m))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ann", "bob"}, room.Members)
 	x := matchmaking.Ticket{ID: "TX", Queue: "pair", User: "cy", Created: time.UnixMilli(9_000)}
-	require.NoError(t, n.Match.expired(ctx, x))
-	require.NoError(t, n.Match.expired(ctx, x))
+	require.NoError(t, n.Match.Expired(ctx, x))
+	require.NoError(t, n.Match.Expired(ctx, x))
 	for user, want := range map[string]string{"ann": matchmaking.EventMatched, "cy": matchmaking.EventExpired} {
 		evs, err := n.Match.Events(ctx, user)
 		require.NoError(t, err)

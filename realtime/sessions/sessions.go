@@ -106,10 +106,21 @@ type Sessions struct {
 	refreshed time.Time // when renewConns last refreshed the keys (its loop only)
 }
 
-// Config configures Sessions: the parts of the core it is built from.
+// Config configures Sessions: the domain services and the parts of the
+// core it is built from.
 type Config struct {
 	// Node is the realtime core: its Hub, its run and its loops. Required.
 	Node *realtime.Node
+	// Names is the guest-name registry, Conns the connection leases per
+	// client address (package identity). Required.
+	Names nameClaims
+	Conns connLeases
+	// Moderated refuses a banned user, Caps caps the new sessions per
+	// address (the core's). Required.
+	Moderated banCheck
+	Caps      sessionCaps
+	// Settings are the live settings. Required.
+	Settings liveSettings
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().
@@ -125,8 +136,7 @@ func New(cfg Config) *Sessions {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	svc := cfg.Node.Services
-	return &Sessions{names: svc.Names, conns: svc.Conns, mod: svc.Moderated, caps: svc.Caps, settings: svc.Settings,
+	return &Sessions{names: cfg.Names, conns: cfg.Conns, mod: cfg.Moderated, caps: cfg.Caps, settings: cfg.Settings,
 		hub: cfg.Node.Hub(), node: cfg.Node, now: cfg.Now, log: cfg.Logger}
 }
 

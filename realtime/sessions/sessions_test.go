@@ -1,9 +1,7 @@
-package sessions
+package sessions_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -17,27 +15,18 @@ import (
 	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/chat"
+	"github.com/chatd/chatd/realtime/realtimetest"
+	"github.com/chatd/chatd/realtime/sessions"
 )
 
-// startNode starts a core with Sessions and the Chat that gives leases
-// back to it, as realtime/app composes them (which this package's
-// internal tests cannot import).
-func startNode(t testing.TB, r *redistest.Redis) (*realtime.Node, *Sessions, *realtime.Chat) {
+// startNode starts a node (realtimetest: composed as chatd composes it)
+// and returns it, its Sessions and the Chat that gives connection
+// leases back to them.
+func startNode(t testing.TB, r *redistest.Redis) (*realtimetest.Node, *sessions.Sessions, *chat.Chat) {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := realtime.New(realtime.Config{Redis: r.NewClient(t), Node: "n1", Prefix: r.Prefix, Logger: log})
-	require.NoError(t, err)
-	s := New(Config{Node: n, Logger: log})
-	ch := realtime.NewChat(n, s)
-	require.NoError(t, n.Start(context.Background()))
-	require.NoError(t, ch.Start(context.Background()))
-	require.NoError(t, s.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Shutdown(ctx)
-	})
-	return n, s, ch
+	n := realtimetest.StartNode(t, r, "n1")
+	return n, n.Sessions, n.Chat
 }
 
 func TestSignOutClosesTheGuestsConnections(t *testing.T) {
@@ -88,7 +77,7 @@ func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
 	n, s, _ := startNode(t, r)
 	_, err := n.Services.Settings.Set(ctx, "limit.connections_per_ip", []byte("2"))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
+	require.Eventually(t, func() bool { return n.Core.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
 	const addr = "203.0.113.9"
 	var ids []string
 	for range 2 {
@@ -98,7 +87,7 @@ func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
 	}
 	for _, id := range ids {
 		run := id[:strings.LastIndexByte(id, '-')]
-		assert.Equal(t, realtime.ConnRun(n.RunID()), run, "the id's run (before its last '-') is this node's live run")
+		assert.Equal(t, realtime.ConnRun(n.Core.RunID()), run, "the id's run (before its last '-') is this node's live run")
 	}
 	// End both leases in Redis, as if an hour passed without renewal.
 	key := "*{ip:*}:conns"
@@ -110,7 +99,7 @@ func TestConnectionLeasesNeedNoRenewalWhileTheirRunBeats(t *testing.T) {
 	}
 	_, err = s.AdmitConn(ctx, addr)
 	assert.ErrorIs(t, err, realtime.ErrTooManyFromAddr, "leases of a live run count past their end")
-	s.renewConns(ctx)
+	s.RenewConns(ctx)
 	scores, err := r.Client.ZMScore(ctx, keys[0], ids...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []float64{1, 1}, scores, "nothing renewed them")

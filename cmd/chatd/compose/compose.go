@@ -55,17 +55,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := web.New(UseCases(core), cfg.Web)
+	srv, err := web.New(web.UseCasesOf(core), cfg.Web)
 	if err != nil {
 		return nil, err
 	}
 	return &Node{Core: core, Web: srv}, nil
-}
-
-// UseCases are the use cases the front serves, as app composed them.
-func UseCases(a *app.App) web.UseCases {
-	return web.UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, Direct: a.Direct}
 }
 
 // Start starts the core's background work (the bus first, then what

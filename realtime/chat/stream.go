@@ -1,4 +1,4 @@
-package realtime
+package chat
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/protocol"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -33,11 +35,6 @@ import (
 // the session's stream.
 func sessionChannel(prefix, session string) string {
 	return keyspace.New(prefix).Key("session", session, "events") // CHANNEL
-}
-
-// publisher publishes on a classic pub/sub channel.
-type publisher interface {
-	Publish(ctx context.Context, channel string, message any) error
 }
 
 // Position is where a stream is in each of its rooms: room → the id of the
@@ -85,7 +82,7 @@ func ParsePosition(s string) (Position, error) {
 	for _, part := range strings.Split(s, ",") {
 		room, id, ok := strings.Cut(part, "@")
 		if !ok {
-			return nil, fmt.Errorf("%w: %q is not room@id", ErrBadPosition, clipRunes(part, 80))
+			return nil, fmt.Errorf("%w: %q is not room@id", ErrBadPosition, realtime.ClipRunes(part, 80))
 		}
 		if _, _, err := rooms.ParseRoom(room); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadPosition, err)
@@ -107,44 +104,45 @@ func ParsePosition(s string) (Position, error) {
 // for a new stream): it enters every room of the session, each from its
 // position (a room without one replays its latest messages, as a join
 // does), and follows the session's joins and leaves until it closes.
-func (rt *REST) Stream(ctx context.Context, p Principal, lease string, t Transport, after Position) (*Client, error) {
+func (rt *REST) Stream(ctx context.Context, p realtime.Principal, lease string, t realtime.Transport, after Position) (*realtime.Client, error) {
 	ch := rt.ch
-	c, err := ch.connect(p, lease, t, true)
+	c, err := ch.connect(p, lease, t)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := ch.subscribe(ctx, sessionChannel(ch.prefix, p.Session), bus.HandlerFuncs{
-		OnReceive:      func(string, []byte) { ch.env.run(func(ctx context.Context) { rt.syncStream(ctx, c, nil) }) },
-		OnResubscribed: func() { ch.env.run(func(ctx context.Context) { rt.syncStream(ctx, c, nil) }) },
+	mu := new(sync.Mutex) // one sync at a time per stream
+	sub, err := ch.core.Follow(ctx, sessionChannel(ch.prefix, p.Session), bus.HandlerFuncs{
+		OnReceive:      func(string, []byte) { ch.run(func(ctx context.Context) { rt.syncStream(ctx, c, mu, nil) }) },
+		OnResubscribed: func() { ch.run(func(ctx context.Context) { rt.syncStream(ctx, c, mu, nil) }) },
 	})
 	if err != nil {
-		c.Close(CloseServiceReboot, "could not follow the session: reconnect")
+		c.Close(realtime.CloseServiceReboot, "could not follow the session: reconnect")
 		return c, err
 	}
-	c.setOnClose(func() { _ = sub.Close(context.Background()) })
-	rt.syncStream(ctx, c, after)
+	c.OnClose(func() { _ = sub.Close(context.Background()) })
+	rt.syncStream(ctx, c, mu, after)
 	return c, nil
 }
 
 // syncStream makes the stream's rooms the session's: it enters the rooms
 // the session joined (from after's position where it has one) and leaves
 // the ones it left.
-func (rt *REST) syncStream(ctx context.Context, c *Client, after Position) {
+func (rt *REST) syncStream(ctx context.Context, c *realtime.Client, mu *sync.Mutex, after Position) {
 	ch := rt.ch
-	c.smu.Lock() // one sync at a time per stream
-	defer c.smu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	if c.Closing() {
 		return
 	}
-	cur, err := ch.cursors.Cursors(ctx, c.p.Session)
+	p := c.Principal()
+	cur, err := ch.cursors.Cursors(ctx, p.Session)
 	if err != nil {
-		ch.log.Debug("stream rooms", "session", c.p.Session, "err", err)
+		ch.log.Debug("stream rooms", "session", p.Session, "err", err)
 		return
 	}
-	for _, room := range c.roomList() {
+	for _, room := range c.Rooms() {
 		if _, ok := cur[room]; !ok {
-			ch.hub.removeFromRoom(room, c)
-			c.dropFeed(room)
+			ch.hub.Leave(room, c)
 			ch.detach(ctx, room, c)
 			c.SendEvent(protocol.Left{Room: room})
 		}
@@ -153,13 +151,13 @@ func (rt *REST) syncStream(ctx context.Context, c *Client, after Position) {
 		if c.InRoom(room) {
 			continue
 		}
-		r, err := ch.claimRoom(ctx, room, c.p.User, rooms.Attach{ID: c.id})
+		r, err := ch.claimRoom(ctx, room, p.User, rooms.Attach{ID: c.ID()})
 		if err != nil {
-			ch.Refuse(c, err, room, "")
+			c.Refuse(err, room, "")
 			continue
 		}
 		if err := ch.enter(ctx, c, r, after[room], streamFloor(after, room, cur[room])); err != nil && !c.Closing() {
-			ch.Refuse(c, err, room, "")
+			c.Refuse(err, room, "")
 		}
 	}
 }
@@ -178,7 +176,7 @@ func streamFloor(after Position, room, cursor string) string {
 		return ""
 	}
 	if cursor == "0" {
-		return StreamStart
+		return realtime.StreamStart
 	}
 	if _, err := rooms.NormalizeID(cursor); err != nil {
 		return ""
@@ -188,9 +186,9 @@ func streamFloor(after Position, room, cursor string) string {
 
 // sessionChanged tells the node holding p's stream, if any, that the
 // session joined or left a room.
-func (rt *REST) sessionChanged(ctx context.Context, p Principal) {
+func (rt *REST) sessionChanged(ctx context.Context, p realtime.Principal) {
 	ch := rt.ch
-	if err := ch.publish.Publish(ctx, sessionChannel(ch.prefix, p.Session), "rooms"); err != nil {
+	if err := ch.core.Publish(ctx, sessionChannel(ch.prefix, p.Session), "rooms"); err != nil {
 		ch.log.Debug("publish session change", "session", p.Session, "err", err)
 	}
 }

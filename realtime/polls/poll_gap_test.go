@@ -1,4 +1,4 @@
-package realtime
+package polls_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -28,9 +31,9 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 }
 
 // pollMessages polls p until its messages section holds room.
-func pollMessages(t testing.TB, n *testNode, p Principal, room string) PollResult {
+func pollMessages(t testing.TB, n *realtimetest.Node, p realtime.Principal, room string) polls.PollResult {
 	t.Helper()
-	var res PollResult
+	var res polls.PollResult
 	require.Eventually(t, func() bool {
 		var err error
 		res, err = n.Polls.Poll(context.Background(), p, 0)
@@ -58,18 +61,18 @@ func TestAPollWhoseCursorWasTrimmedSaysSo(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	reg := prometheus.NewRegistry()
-	n := startNode(t, r, "n1", func(c *Config) { c.Registerer = reg })
+	n := realtimetest.StartNode(t, r, "n1", func(c *realtime.Config) { c.Registerer = reg })
 	ctx := context.Background()
-	p := Principal{User: "polly", Session: "poll-gap-session"}
+	p := realtime.Principal{User: "polly", Session: "poll-gap-session"}
 	joined, err := n.REST.JoinREST(ctx, p, "trim")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
-	w, fw := n.connect(t, "wes")
-	room := n.joinRoom(t, w, fw, "trim")
+	w, fw := n.Connect(t, "wes")
+	room := n.JoinRoom(t, w, fw, "trim")
 	require.Equal(t, joined.ID, room)
 	for i := range 10 {
-		n.say(t, w, fw, room, fmt.Sprint("a", i), fmt.Sprint("a", i))
+		n.Say(t, w, fw, room, fmt.Sprint("a", i), fmt.Sprint("a", i))
 	}
 	res := pollMessages(t, n, p, room)
 	require.Len(t, res.Data["messages"].(map[string][]rooms.Message)[room], 10)
@@ -77,7 +80,7 @@ func TestAPollWhoseCursorWasTrimmedSaysSo(t *testing.T) {
 
 	var sent []string
 	for i := range 20 {
-		sent = append(sent, n.say(t, w, fw, room, fmt.Sprint("b", i), fmt.Sprint("b", i)))
+		sent = append(sent, n.Say(t, w, fw, room, fmt.Sprint("b", i), fmt.Sprint("b", i)))
 	}
 	keys, err := r.Client.Keys(ctx, r.Prefix+"*history*").Result()
 	require.NoError(t, err)
@@ -89,7 +92,7 @@ func TestAPollWhoseCursorWasTrimmedSaysSo(t *testing.T) {
 	assert.Equal(t, []string{room}, res.Gaps, "the poll says the room's messages since the last poll are not all there")
 	assert.Equal(t, float64(1), counterValue(t, reg, "chatd_room_gaps_unfilled_total"))
 
-	last := n.say(t, w, fw, room, "after", "c")
+	last := n.Say(t, w, fw, room, "after", "c")
 	res = pollMessages(t, n, p, room)
 	assert.Equal(t, []string{last}, messageIDs(res.Data["messages"].(map[string][]rooms.Message)[room]))
 	assert.Empty(t, res.Gaps, "told once")

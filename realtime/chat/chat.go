@@ -1,4 +1,4 @@
-package realtime
+package chat
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/protocol"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
 )
 
 // chatSeats is what the chat use case needs of the seats: claim, keep and
@@ -95,20 +96,26 @@ var (
 // (matchmaking.MatchLobby): a lobby join under it is refused.
 const MatchLobbyPrefix = "mm."
 
-// leaseReleaser gives a connection lease back (Sessions).
+// leaseReleaser gives a connection lease back (package sessions).
 type leaseReleaser interface {
 	ReleaseConn(ctx context.Context, addr, id string)
 }
 
-// idSource hands out ids unique to the node's run (Node).
-type idSource interface {
+// node is what chat needs of the core's Node: ids unique to the node's
+// run, its owned goroutines, its drain, the presence rewrite its heartbeat
+// asks for, and its pub/sub (a session's channel).
+type node interface {
 	RunID() string
 	NextID() uint64
+	Go(fn func(ctx context.Context)) bool
+	Draining() <-chan struct{}
+	TakeFresh() bool
+	MarkFresh()
+	Follow(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
+	Publish(ctx context.Context, channel string, message any) error
 }
 
-var (
-	_ idSource = (*Node)(nil)
-)
+var _ node = (*realtime.Node)(nil)
 
 // Chat is the chat use case: join, say, leave, resume, typing and read
 // marks, for WebSocket clients and REST sessions alike, with one rule for
@@ -119,17 +126,16 @@ var (
 // lobbies, presence, unread counts).
 type Chat struct {
 	node     string
-	ids      idSource
+	core     node
 	presence chatPresence
 	cursors  cursors
 	settings liveSettings
-	hub      *Hub
-	marks    *marker
+	hub      *realtime.Hub
+	marks    realtime.Marks
 	rest     *restState
-	mod      *Moderated
-	caps     *Caps
-	notices  *noticeBoard
-	env      *clientEnv
+	mod      *realtime.Moderated
+	caps     *realtime.Caps
+	notices  *realtime.Notices
 	now      func() time.Time
 	log      *slog.Logger
 	draining <-chan struct{}
@@ -146,25 +152,69 @@ type Chat struct {
 	names           nameKeeper
 	run             func(fn func(ctx context.Context)) bool // the node's loops
 	prefix          string
-	publish         publisher
-	subscribe       func(ctx context.Context, channel string, h bus.Handler) (*bus.Subscription, error)
 	typing          throttle
 	buckets         emptyBuckets
 	pstate          presenceState
 }
 
-// NewChat builds the chat use case on n's services and Hub; a closed
-// connection gives its lease back to leases. Start starts its loops.
-func NewChat(n *Node, leases leaseReleaser) *Chat {
-	rs := n.rooms
-	ch := &Chat{node: n.cfg.Node, ids: n, seats: rs.Seats, messages: rs.Messages, lobbies: rs.Lobbies,
-		readMarks: rs.ReadMarks, players: rs.Private, presence: n.presence, cursors: n.dirty, settings: n.settings,
-		hub: n.hub, marks: n.marks, rest: &restState{}, mod: n.Services.Moderated, caps: n.Services.Caps, notices: n.notices, env: n.env,
-		now: n.cfg.Now, log: n.log, draining: n.draining, maxConnsPerUser: n.cfg.MaxConnsPerUser,
-		prefix: n.cfg.Prefix, publish: redisPublisher{n.cfg.Redis}, subscribe: n.bus.Subscribe, leases: leases,
-		names: n.names, run: n.Go}
-	ch.pstate.fresh = &n.fresh
-	return ch
+// Config is what the chat use case is built from: the core's parts and
+// the domain services it uses, each through the interface it declares.
+type Config struct {
+	// Node is this node's id. Required.
+	Node string
+	// Core is the realtime core (realtime.Node). Required.
+	Core node
+	// Hub is the core's registry of clients. Required.
+	Hub *realtime.Hub
+	// Notices delivers the notices a new connection's user has not seen.
+	// Required.
+	Notices *realtime.Notices
+	// Marks are the core's coalesced dirty marks. Required.
+	Marks realtime.Marks
+	// Moderated refuses the says of a muted user. Required.
+	Moderated *realtime.Moderated
+	// Caps caps the new lobbies per user. Required.
+	Caps *realtime.Caps
+	// Seats, Messages, Lobbies, ReadMarks and Players are the rooms'
+	// parts (package rooms). Required.
+	Seats     chatSeats
+	Messages  chatMessages
+	Lobbies   lobbyLister
+	ReadMarks readMarks
+	Players   playerList
+	// Presence, Cursors (the dirty tracker), Settings (the live settings)
+	// and Names (the guests' names) are domain services. Required.
+	Presence chatPresence
+	Cursors  cursors
+	Settings liveSettings
+	Names    nameKeeper
+	// Leases takes a closed connection's lease back (package sessions);
+	// nil = no connection leases.
+	Leases leaseReleaser
+	// MaxConnsPerUser bounds one user's realtime clients on this node;
+	// 0 or negative = no bound (realtime.Config fills the node's default).
+	MaxConnsPerUser int
+	// Prefix namespaces the sessions' channels; "" = "chatd".
+	Prefix string
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+	// Logger receives the logs; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+// New builds the chat use case; Start starts its loops.
+func New(cfg Config) *Chat {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Chat{node: cfg.Node, core: cfg.Core, seats: cfg.Seats, messages: cfg.Messages, lobbies: cfg.Lobbies,
+		readMarks: cfg.ReadMarks, players: cfg.Players, presence: cfg.Presence, cursors: cfg.Cursors, settings: cfg.Settings,
+		hub: cfg.Hub, marks: cfg.Marks, rest: &restState{}, mod: cfg.Moderated, caps: cfg.Caps, notices: cfg.Notices,
+		now: cfg.Now, log: cfg.Logger, draining: cfg.Core.Draining(), maxConnsPerUser: cfg.MaxConnsPerUser,
+		prefix: cfg.Prefix, leases: cfg.Leases, names: cfg.Names, run: cfg.Core.Go}
 }
 
 // REST is the chat of REST sessions: their joins, leaves, typing, read
@@ -191,7 +241,7 @@ type keeper struct{ ch *Chat }
 // one more realtime connection on this node: the rule Connect enforces.
 func (ch *Chat) CanConnect(user string) error {
 	if max := ch.maxConnsPerUser; max > 0 && len(ch.hub.UserClients(user)) >= max {
-		return fmt.Errorf("%w: at most %d", ErrTooManyConnections, max)
+		return fmt.Errorf("%w: at most %d", realtime.ErrTooManyConnections, max)
 	}
 	return nil
 }
@@ -201,73 +251,67 @@ func (ch *Chat) CanConnect(user string) error {
 // sends it hello and the notices it has not seen. It returns
 // ErrTooManyConnections when the user has MaxConnsPerUser clients on this
 // node already, ErrDraining while the node shuts down.
-func (ch *Chat) Connect(p Principal, lease string, t Transport) (*Client, error) {
-	return ch.connect(p, lease, t, false)
+func (ch *Chat) Connect(p realtime.Principal, lease string, t realtime.Transport) (*realtime.Client, error) {
+	return ch.connect(p, lease, t)
 }
 
-// connect is Connect; stream marks a stream's client, before any other
-// goroutine can see it.
-func (ch *Chat) connect(p Principal, lease string, t Transport, stream bool) (*Client, error) {
+// connect is Connect, for WebSocket clients and streams alike.
+func (ch *Chat) connect(p realtime.Principal, lease string, t realtime.Transport) (*realtime.Client, error) {
 	select {
 	case <-ch.draining:
-		return nil, ErrDraining
+		return nil, realtime.ErrDraining
 	default:
 	}
-	c := newClient(ch.env, t, p, ch.attachID("ws"))
-	c.lease = lease
-	c.stream = stream
-	if !ch.hub.addUser(c, ch.maxConnsPerUser) {
-		c.ping.Stop()
-		return nil, ErrTooManyConnections
+	c, err := ch.hub.Register(t, p, realtime.ClientOptions{ID: ch.attachID("ws"), Lease: lease}, ch.maxConnsPerUser)
+	if err != nil {
+		return nil, err
 	}
-	ch.env.m.open.Inc()
-	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settingMOTD)})
-	ch.env.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
-	ch.env.run(func(ctx context.Context) { ch.notices.deliverUnseen(ctx, c) })
+	c.SendEvent(protocol.Hello{User: p.User, Node: ch.node, Motd: ch.settings.String(settings.MOTD)})
+	ch.run(func(ctx context.Context) { ch.touchUser(ctx, p.User) }) // online at once
+	ch.run(func(ctx context.Context) { ch.notices.DeliverUnseen(ctx, c) })
 	return c, nil
 }
 
 // attachID is a fresh attachment id: unique per node run.
 func (ch *Chat) attachID(kind string) string {
-	return kind + ":" + ch.node + ":" + ch.ids.RunID() + ":" + strconv.FormatUint(ch.ids.NextID(), 36)
+	return kind + ":" + ch.node + ":" + ch.core.RunID() + ":" + strconv.FormatUint(ch.core.NextID(), 36)
 }
 
 // Disconnect forgets a client whose connection ended: it leaves the hub and
 // detaches from each room it was in. Only the client's own attachment goes:
 // the seat stays while the user has another connection or REST session in
 // the room, on this node or any other.
-func (ch *Chat) Disconnect(ctx context.Context, c *Client) {
-	c.Close(CloseNormal, "")
-	if !ch.hub.removeUser(c) {
+func (ch *Chat) Disconnect(ctx context.Context, c *realtime.Client) {
+	c.Close(realtime.CloseNormal, "")
+	if !ch.hub.Unregister(c) {
 		return // disconnected already
 	}
-	ch.env.m.open.Dec()
-	for _, room := range c.roomList() {
-		ch.hub.removeFromRoom(room, c)
+	for _, room := range c.Rooms() {
+		ch.hub.Leave(room, c)
 		ch.detach(ctx, room, c)
 	}
-	ch.touchUser(ctx, c.p.User)
+	ch.touchUser(ctx, c.User())
 	if ch.leases != nil {
-		ch.leases.ReleaseConn(ctx, c.p.Addr, c.lease)
+		ch.leases.ReleaseConn(ctx, c.Principal().Addr, c.Lease())
 	}
 }
 
-func (ch *Chat) detach(ctx context.Context, room string, c *Client) {
-	freed, err := ch.seats.Detach(ctx, room, c.p.User, c.id)
+func (ch *Chat) detach(ctx context.Context, room string, c *realtime.Client) {
+	freed, err := ch.seats.Detach(ctx, room, c.User(), c.ID())
 	if err != nil && !errors.Is(err, rooms.ErrNotSeated) && !errors.Is(err, rooms.ErrUnknownRoom) {
-		ch.log.Debug("detach", "room", room, "user", c.p.User, "err", err)
+		ch.log.Debug("detach", "room", room, "user", c.User(), "err", err)
 		return
 	}
 	if freed {
-		ch.marks.room(room, dirty.Of(dirty.Rooms))
+		ch.marks.Room(room, dirty.Of(dirty.Rooms))
 	}
 }
 
 // Join seats the client's user in lobby (or answers the room it holds
 // there), makes this connection an attachment of the seat, and replays the
 // latest messages before going live.
-func (ch *Chat) Join(ctx context.Context, c *Client, lobby string) error {
-	room, err := ch.join(ctx, c.p, lobby, rooms.Attach{ID: c.id})
+func (ch *Chat) Join(ctx context.Context, c *realtime.Client, lobby string) error {
+	room, err := ch.join(ctx, c.Principal(), lobby, rooms.Attach{ID: c.ID()})
 	if err != nil {
 		return err
 	}
@@ -276,21 +320,21 @@ func (ch *Chat) Join(ctx context.Context, c *Client, lobby string) error {
 
 // join is the one seat claim of WebSocket and REST joins: the caps
 // (seats per user, new lobbies per user per minute), then rooms.Seats.Join.
-func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.Attach) (rooms.Room, error) {
+func (ch *Chat) join(ctx context.Context, p realtime.Principal, lobby string, att rooms.Attach) (rooms.Room, error) {
 	if err := names.Lobby(lobby); err != nil {
 		return rooms.Room{}, err
 	}
 	if strings.HasPrefix(lobby, MatchLobbyPrefix) {
-		return rooms.Room{}, ErrMatchLobby
+		return rooms.Room{}, realtime.ErrMatchLobby
 	}
-	if err := ch.caps.allowLobby(ctx, ch, p.User, lobby); err != nil {
+	if err := ch.caps.AllowLobby(ctx, ch.seats, p.User, lobby); err != nil {
 		return rooms.Room{}, err
 	}
 	room, err := ch.seats.Join(ctx, lobby, p.User, att)
 	if err != nil {
 		return rooms.Room{}, err
 	}
-	ch.marks.room(room.ID, dirty.Of(dirty.Rooms))
+	ch.marks.Room(room.ID, dirty.Of(dirty.Rooms))
 	return room, nil
 }
 
@@ -300,7 +344,7 @@ func (ch *Chat) join(ctx context.Context, p Principal, lobby string, att rooms.A
 // replayed (up to ResumeMax), page by page as the client reads, then live.
 // after may be "" (the latest messages, like a join) or a message id in
 // either form. It validates before any side effect.
-func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error {
+func (ch *Chat) Resume(ctx context.Context, c *realtime.Client, room, after string) error {
 	if after != "" {
 		id, err := rooms.NormalizeID(after)
 		if err != nil {
@@ -308,90 +352,48 @@ func (ch *Chat) Resume(ctx context.Context, c *Client, room, after string) error
 		}
 		after = id
 	}
-	r, err := ch.claimRoom(ctx, room, c.p.User, rooms.Attach{ID: c.id})
+	r, err := ch.claimRoom(ctx, room, c.User(), rooms.Attach{ID: c.ID()})
 	if err != nil {
 		return err
 	}
-	ch.marks.room(room, dirty.Of(dirty.Rooms))
+	ch.marks.Room(room, dirty.Of(dirty.Rooms))
 	if c.InRoom(room) {
 		if after == "" {
 			c.SendEvent(protocol.Joined{Room: protocol.Room(r)})
 			return nil
 		}
-		ch.hub.removeFromRoom(room, c)
-		c.dropFeed(room)
+		ch.hub.Leave(room, c)
 	}
 	return ch.enter(ctx, c, r, after, "")
 }
 
-// enter subscribes c to the room, says joined, then replays history from
-// after ("" = the latest JoinHistory) and goes live: no gap, no duplicate.
-// Without after, every message after where c went live reaches it however
-// late the history is read; floor, when set (a message id, or StreamStart),
-// is an earlier point every message after which c is owed as well: where
-// its REST session went into the room, for a stream that enters the room
-// after the session did (a join elsewhere, or a reopen).
-func (ch *Chat) enter(ctx context.Context, c *Client, room rooms.Room, after, floor string) error {
-	c.fmu.Lock()
-	if c.feeds[room.ID] != nil {
-		c.fmu.Unlock()
+// enter takes c into the room's feed (realtime.Hub.Enter: history from
+// after, "" = the latest, then live, no gap, no duplicate; floor as
+// there): other nodes learn the user is here before the client hears it
+// joined. A repeated join answers with the same room.
+func (ch *Chat) enter(ctx context.Context, c *realtime.Client, room rooms.Room, after, floor string) error {
+	already, err := ch.hub.Enter(ctx, c, room.ID, after, floor, func() {
+		ch.touchUser(ctx, c.User())
 		c.SendEvent(protocol.Joined{Room: protocol.Room(room)})
-		return nil // already in: a repeated join answers with the same room
+	})
+	if already {
+		c.SendEvent(protocol.Joined{Room: protocol.Room(room)})
 	}
-	f := NewFeed(after, func(_ string, frame []byte) { c.Send(frame) })
-	c.feeds[room.ID] = f
-	c.fmu.Unlock()
-	since, err := ch.hub.addToRoom(ctx, room.ID, c, f)
-	if err != nil {
-		c.dropFeed(room.ID)
-		return err
-	}
-	if after == "" && floor != "" && floor < since {
-		since = floor
-	}
-	f.LiveAfter(since) // whenever the read below runs, nothing after since is skipped
-	// Other nodes learn the user is here before the client hears it joined.
-	ch.touchUser(ctx, c.p.User)
-	c.SendEvent(protocol.Joined{Room: protocol.Room(room)})
-	read := ch.reader(room.ID)
-	err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
-	if errors.Is(err, rooms.ErrResumeGap) {
-		if after == "" {
-			// a join whose own start was trimmed before it could read
-			ch.env.m.gapsUnfilled.Inc()
-			ch.log.Warn("join could not read from where it went live: client told", "room", room.ID, "user", c.p.User)
-		}
-		c.SendError(errcode.ResumeGap, "the message to resume after is no longer in the history; showing the latest messages", room.ID, "")
-		f.Rewind()
-		err = f.CatchUp(ctx, read, JoinHistory, ResumeMax, c.waitDrained)
-	}
-	if err != nil {
-		ch.hub.removeFromRoom(room.ID, c)
-		c.dropFeed(room.ID)
-		return err
-	}
-	return nil
-}
-
-// reader reads a room's history for feeds and polls.
-func (ch *Chat) reader(room string) ReadFunc {
-	return func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
-		return ch.messages.History(ctx, room, after, limit)
-	}
+	return err
 }
 
 // Leave frees the user's seat in room (an explicit leave ends the seat for
 // all the user's connections) and takes the client out of it.
-func (ch *Chat) Leave(ctx context.Context, c *Client, room string) error {
-	if err := ch.leave(ctx, c.p, room); err != nil {
+func (ch *Chat) Leave(ctx context.Context, c *realtime.Client, room string) error {
+	if err := ch.leave(ctx, c.Principal(), room); err != nil {
 		return err
 	}
-	ch.leftRoom(c.p.User, room, c)
-	ch.touchUser(ctx, c.p.User)
+	ch.leftRoom(c.User(), room, c)
+	ch.touchUser(ctx, c.User())
 	return nil
 }
 
-func (ch *Chat) leave(ctx context.Context, p Principal, room string) error {
+func (ch *Chat) leave(ctx context.Context, p realtime.Principal, room string) error {
 	if _, _, err := rooms.ParseRoom(room); err != nil {
 		return err
 	}
@@ -404,29 +406,28 @@ func (ch *Chat) leave(ctx context.Context, p Principal, room string) error {
 // leftRoom takes every client of user on this node out of room after an
 // explicit leave (which ends the seat for all of them); each but the one
 // that asked (by) hears "left". REST members are marked.
-func (ch *Chat) leftRoom(user, room string, by *Client) {
+func (ch *Chat) leftRoom(user, room string, by *realtime.Client) {
 	for _, c := range ch.hub.UserClients(user) {
 		if !c.InRoom(room) {
 			continue
 		}
-		ch.hub.removeFromRoom(room, c)
-		c.dropFeed(room)
+		ch.hub.Leave(room, c)
 		if c != by {
 			c.SendEvent(protocol.Left{Room: room})
 		}
 	}
-	ch.marks.room(room, dirty.Of(dirty.Rooms))
+	ch.marks.Room(room, dirty.Of(dirty.Rooms))
 }
 
 // Typing relays a typing indicator of the client's user to the room's
 // other members on every node: never stored, at most one per user and room
 // every TypingEvery (more are dropped silently). The client must be in the
 // room.
-func (ch *Chat) Typing(ctx context.Context, c *Client, room string) error {
+func (ch *Chat) Typing(ctx context.Context, c *realtime.Client, room string) error {
 	if !c.InRoom(room) {
 		return rooms.ErrNotSeated
 	}
-	return ch.typingOf(ctx, c.p.User, room)
+	return ch.typingOf(ctx, c.User(), room)
 }
 
 func (ch *Chat) typingOf(ctx context.Context, user, room string) error {
@@ -438,7 +439,7 @@ func (ch *Chat) typingOf(ctx context.Context, user, room string) error {
 
 // Read records that the user has read room up to message id (WebSocket
 // and REST alike).
-func (ch *Chat) Read(ctx context.Context, p Principal, room, id string) error {
+func (ch *Chat) Read(ctx context.Context, p realtime.Principal, room, id string) error {
 	if err := ch.CanSee(ctx, Viewer{User: p.User}, room); err != nil {
 		return err
 	}
@@ -501,7 +502,7 @@ func (rd *Reads) Presence(ctx context.Context, v Viewer, user string) (presence.
 
 // Unread returns, for each room p's user is seated in (on any node, over
 // WebSocket or REST), the messages after the user's last-read id, capped.
-func (rd *Reads) Unread(ctx context.Context, p Principal) (map[string]int, error) {
+func (rd *Reads) Unread(ctx context.Context, p realtime.Principal) (map[string]int, error) {
 	ch := rd.ch
 	set := map[string]struct{}{}
 	st, err := ch.presence.Get(ctx, p.User)
@@ -526,12 +527,6 @@ func (rd *Reads) Unread(ctx context.Context, p Principal) (map[string]int, error
 		return map[string]int{}, nil
 	}
 	return ch.readMarks.Unread(ctx, p.User, list)
-}
-
-// closeUser closes user's clients on this node (holder "" = any); user
-// in any case (names compare canonically).
-func (ch *Chat) closeUser(user, holder string, code int, reason string) {
-	ch.hub.CloseUser(user, holder, code, reason)
 }
 
 // Connections returns the number of user's realtime clients on this node.

@@ -1,4 +1,4 @@
-package realtime
+package chat
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/chatd/chatd/dirty"
-	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/names"
 	"github.com/chatd/chatd/protocol"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
 )
 
 // The one send path. A WebSocket client's says and a REST message post go
@@ -30,7 +31,7 @@ import (
 // says whether it still shows room (so a seat lost by lease is taken back)
 // and what attachment holds its seat.
 type sender struct {
-	p      Principal
+	p      realtime.Principal
 	att    rooms.Attach
 	inRoom func(ctx context.Context, room string) bool
 }
@@ -46,19 +47,19 @@ type sendResult struct {
 // ErrBadUTF8, a *TooLongError and names.ErrBadName.
 func (ch *Chat) CheckSay(room, text string) error {
 	if text == "" {
-		return ErrEmptyText
+		return realtime.ErrEmptyText
 	}
 	if !utf8.ValidString(text) {
-		return ErrBadUTF8
+		return realtime.ErrBadUTF8
 	}
-	if max, got := ch.settings.Int(settingMaxLength), utf8.RuneCountInString(text); got > max {
-		return &TooLongError{Max: max, Got: got}
+	if max, got := ch.settings.Int(settings.MessageMaxLength), utf8.RuneCountInString(text); got > max {
+		return &realtime.TooLongError{Max: max, Got: got}
 	}
 	return names.Room(room)
 }
 
 func (ch *Chat) sendOptions() rooms.SendOptions {
-	rate := ch.settings.Float(settingRate)
+	rate := ch.settings.Float(settings.RateMessagesPerSecond)
 	return rooms.SendOptions{Rate: rate, Burst: max(rate, 1)}
 }
 
@@ -76,7 +77,7 @@ func idemKey(session, id string) string {
 }
 
 // send sends reqs of s in order in one round trip and answers each.
-func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult {
+func (ch *Chat) send(ctx context.Context, s sender, reqs []realtime.Say) []sendResult {
 	out := make([]sendResult, len(reqs))
 	if err := ch.mod.Muted(ctx, s.p.User); err != nil {
 		for i := range out {
@@ -88,11 +89,11 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 	var batch []rooms.SendRequest
 	var idx []int
 	for i, r := range reqs {
-		if wait := ch.buckets.empty(s.p.User, r.room, now); wait > 0 {
+		if wait := ch.buckets.empty(s.p.User, r.Room, now); wait > 0 {
 			out[i].err = &rooms.RateLimitError{RetryAfter: wait}
 			continue
 		}
-		batch = append(batch, rooms.SendRequest{Room: r.room, User: s.p.User, Text: r.text, Key: idemKey(s.p.Session, r.ref)})
+		batch = append(batch, rooms.SendRequest{Room: r.Room, User: s.p.User, Text: r.Text, Key: idemKey(s.p.Session, r.Ref)})
 		idx = append(idx, i)
 	}
 	if len(batch) == 0 {
@@ -103,24 +104,24 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 	for j, rep := range replies {
 		i, r := idx[j], reqs[idx[j]]
 		res, err := rep.SendResult, rep.Err
-		if errors.Is(err, rooms.ErrNotSeated) && s.inRoom(ctx, r.room) {
+		if errors.Is(err, rooms.ErrNotSeated) && s.inRoom(ctx, r.Room) {
 			// The seat went while the sender still shows the room (its
 			// lease ran out during an outage): take it back if it is free,
 			// and send once more.
-			if _, rerr := ch.seats.Reclaim(ctx, r.room, s.p.User, s.att); rerr == nil {
+			if _, rerr := ch.seats.Reclaim(ctx, r.Room, s.p.User, s.att); rerr == nil {
 				again := ch.messages.SendMany(ctx, batch[j:j+1], opt)
 				res, err = again[0].SendResult, again[0].Err
 			}
 		}
 		var rl *rooms.RateLimitError
 		if errors.As(err, &rl) {
-			ch.buckets.note(s.p.User, r.room, now, rl.RetryAfter)
+			ch.buckets.note(s.p.User, r.Room, now, rl.RetryAfter)
 		}
 		// A message is stored when there is no error, and under
 		// message.durability=replica also when no replica acknowledged it:
 		// either way the REST members must see it.
 		if (err == nil || errors.Is(err, rooms.ErrNotReplicated)) && res.HasREST {
-			ch.marks.room(r.room, dirty.Of(dirty.Messages))
+			ch.marks.Room(r.Room, dirty.Of(dirty.Messages))
 		}
 		out[i] = sendResult{msg: res.Message, err: err}
 	}
@@ -131,121 +132,61 @@ func (ch *Chat) send(ctx context.Context, s sender, reqs []sayReq) []sendResult 
 // the same path as a WebSocket say, a batch of one. key is the request's
 // Idempotency-Key ("" = none): the same session posting the same key again
 // gets the first message back and sends nothing.
-func (rt *REST) Post(ctx context.Context, p Principal, room, text, key string) (rooms.Message, error) {
+func (rt *REST) Post(ctx context.Context, p realtime.Principal, room, text, key string) (rooms.Message, error) {
 	ch := rt.ch
 	if err := ch.CheckSay(room, text); err != nil {
 		return rooms.Message{}, err
 	}
 	s := sender{p: p, att: restAttach(p.Session), inRoom: func(ctx context.Context, room string) bool { return rt.restInRoom(ctx, p, room) }}
-	res := ch.send(ctx, s, []sayReq{{room: room, text: text, ref: key}})[0]
+	res := ch.send(ctx, s, []realtime.Say{{Room: room, Text: text, Ref: key}})[0]
 	if errors.Is(res.err, rooms.ErrNotSeated) {
 		// Say why: a REST client that stopped polling lost its seat, and
 		// nothing else tells it so.
 		return rooms.Message{}, fmt.Errorf("%w: you hold no seat in %s: you never joined it, you left it, or your seat lapsed because the session did not poll (a REST session keeps its seats by polling GET /api/v1/poll at least once every %s, seat.lease_seconds); join the room again",
-			rooms.ErrNotSeated, room, HumanDuration(ch.lease()))
+			rooms.ErrNotSeated, room, realtime.HumanDuration(ch.lease()))
 	}
 	return res.msg, res.err
 }
 
 // Say queues a say of the client: checked now (a refusal answers at once),
-// sent by the client's say worker in arrival order; the ack (with ref) or
-// the error follows when Redis answered. When the client has
-// maxQueuedSays says (or maxQueuedSayBytes) waiting, Say waits for room:
-// the reader stops reading, and TCP pushes back on the peer. It returns
-// ErrClientClosed when the client closed meanwhile (queued says are then
-// dropped, never sent).
-func (ch *Chat) Say(c *Client, room, text, ref string) error {
+// sent in arrival order by the client's say queue (realtime.Client.QueueSay,
+// which bounds it and makes the reader wait when it is full); the ack (with
+// ref) or the error follows when Redis answered. It returns
+// realtime.ErrClientClosed when the client closed meanwhile (queued says are
+// then dropped, never sent).
+func (ch *Chat) Say(c *realtime.Client, room, text, ref string) error {
 	if err := ch.CheckSay(room, text); err != nil {
 		return err
 	}
-	q := &c.says
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for !q.dropped && len(q.pending) > 0 &&
-		(len(q.pending) >= maxQueuedSays || q.bytes+len(text) > maxQueuedSayBytes) {
-		ch.env.m.sayWaits.Inc()
-		q.space.Wait()
-	}
-	if q.dropped {
-		return ErrClientClosed
-	}
-	q.pending = append(q.pending, sayReq{room, text, ref})
-	q.bytes += len(text)
-	if !q.running {
-		q.running = true
-		if !ch.env.run(func(ctx context.Context) { ch.sayWorker(ctx, c) }) {
-			q.running, q.pending, q.bytes = false, nil, 0
-			return ErrDraining
-		}
-	}
-	return nil
+	return c.QueueSay(realtime.Say{Room: room, Text: text, Ref: ref}, func(ctx context.Context, batch []realtime.Say) {
+		ch.sendQueued(ctx, c, batch)
+	})
 }
 
 // Flush waits until the client's queued says are answered (or dropped).
-func (ch *Chat) Flush(c *Client) {
-	q := &c.says
-	q.mu.Lock()
-	for q.running && !q.dropped {
-		q.space.Wait()
-	}
-	q.mu.Unlock()
-}
+func (ch *Chat) Flush(c *realtime.Client) { c.FlushSays() }
 
-// maxSayBatch bounds the says of one client sent in one pipeline.
-const maxSayBatch = 64
-
-func (ch *Chat) sayWorker(ctx context.Context, c *Client) {
-	q := &c.says
-	s := sender{p: c.p, att: rooms.Attach{ID: c.id}, inRoom: func(_ context.Context, room string) bool { return c.InRoom(room) }}
-	for {
-		q.mu.Lock()
-		if q.dropped || len(q.pending) == 0 {
-			q.running = false
-			q.space.Broadcast()
-			q.mu.Unlock()
-			return
+// sendQueued sends a batch of the client's queued says in one round trip
+// and answers each: an ack for a say with a ref, an error event for a
+// refusal.
+func (ch *Chat) sendQueued(ctx context.Context, c *realtime.Client, batch []realtime.Say) {
+	s := sender{p: c.Principal(), att: rooms.Attach{ID: c.ID()}, inRoom: func(_ context.Context, room string) bool { return c.InRoom(room) }}
+	res := ch.send(ctx, s, batch)
+	for i, r := range batch {
+		if res[i].err != nil {
+			c.Refuse(res[i].err, r.Room, r.Ref)
+			continue
 		}
-		k := min(len(q.pending), maxSayBatch)
-		batch := append([]sayReq(nil), q.pending[:k]...)
-		q.pending = q.pending[k:]
-		for _, r := range batch {
-			q.bytes -= len(r.text)
-		}
-		q.space.Broadcast()
-		q.mu.Unlock()
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		res := ch.send(sctx, s, batch)
-		cancel()
-		for i, r := range batch {
-			if res[i].err != nil {
-				ch.Refuse(c, res[i].err, r.room, r.ref)
-				continue
-			}
-			if r.ref != "" {
-				c.SendEvent(protocol.Ack{Ref: r.ref, ID: res[i].msg.ID, Room: r.room})
-			}
+		if r.Ref != "" {
+			c.SendEvent(protocol.Ack{Ref: r.Ref, ID: res[i].msg.ID, Room: r.Room})
 		}
 	}
 }
 
 // Refuse sends err to the client as an error event naming the room and ref
-// of the frame that caused it. A client with AbuseLimit frames refused as
-// rate limited within AbuseWindow is closed (1008), whatever it sent in
-// between.
-func (ch *Chat) Refuse(c *Client, err error, room, ref string) {
-	if names.Room(room) != nil {
-		room = "" // name only a room that can exist (the message quotes what was sent)
-	}
-	code := errcode.Of(err)
-	if code == errcode.Internal || errcode.Unavailable(err) {
-		ch.log.Warn("websocket frame failed", "user", c.p.User, "room", room, "code", code, "err", err)
-	}
-	c.SendError(code, errcode.Message(err), room, ref)
-	if code == errcode.RateLimited && c.refused(ch.now()) {
-		ch.env.m.floodCloses.Inc()
-		c.Close(ClosePolicy, "too many refused frames")
-	}
-}
+// of the frame that caused it (realtime.Client.Refuse: a flood of rate
+// limited frames closes it).
+func (ch *Chat) Refuse(c *realtime.Client, err error, room, ref string) { c.Refuse(err, room, ref) }
 
 // emptyBuckets is this node's knowledge of empty say buckets: after Redis
 // refused a say as rate limited, the sender's bucket in that lobby holds no

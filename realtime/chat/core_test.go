@@ -1,4 +1,4 @@
-package realtime
+package chat_test
 
 import (
 	"context"
@@ -16,8 +16,12 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/protocol"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -25,58 +29,58 @@ func TestJoinAndSayAcrossTwoNodes(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
-	a, fa := n1.connect(t, "alice")
-	b, fb := n2.connect(t, "bob")
-	room := n1.joinRoom(t, a, fa, "lobby")
-	require.Equal(t, room, n2.joinRoom(t, b, fb, "lobby"), "the second joiner is seated in the same room")
+	a, fa := n1.Connect(t, "alice")
+	b, fb := n2.Connect(t, "bob")
+	room := n1.JoinRoom(t, a, fa, "lobby")
+	require.Equal(t, room, n2.JoinRoom(t, b, fb, "lobby"), "the second joiner is seated in the same room")
 
 	var acked []string
 	for i := range 20 {
-		acked = append(acked, n1.say(t, a, fa, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+		acked = append(acked, n1.Say(t, a, fa, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
 	}
-	fb.wait(t, "20 messages on the other node", func([]map[string]any) bool { return len(fb.messages(room)) >= 20 })
-	assert.Equal(t, acked, fb.messages(room), "every acked message once, in order, on the other node")
-	fa.wait(t, "20 messages back to the sender", func([]map[string]any) bool { return len(fa.messages(room)) >= 20 })
-	assert.Equal(t, acked, fa.messages(room), "and to the sender")
+	fb.Wait(t, "20 messages on the other node", func([]map[string]any) bool { return len(fb.Messages(room)) >= 20 })
+	assert.Equal(t, acked, fb.Messages(room), "every acked message once, in order, on the other node")
+	fa.Wait(t, "20 messages back to the sender", func([]map[string]any) bool { return len(fa.Messages(room)) >= 20 })
+	assert.Equal(t, acked, fa.Messages(room), "and to the sender")
 }
 
 func TestResumeOnAnotherNodeReplaysExactlyWhatWasMissed(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
-	a, fa := n1.connect(t, "alice")
-	b, fb := n1.connect(t, "bob")
-	room := n1.joinRoom(t, a, fa, "resume")
-	n1.joinRoom(t, b, fb, "resume")
-	last := n1.say(t, a, fa, room, "seen by bob", "r0")
-	fb.wait(t, "the first message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
+	a, fa := n1.Connect(t, "alice")
+	b, fb := n1.Connect(t, "bob")
+	room := n1.JoinRoom(t, a, fa, "resume")
+	n1.JoinRoom(t, b, fb, "resume")
+	last := n1.Say(t, a, fa, room, "seen by bob", "r0")
+	fb.Wait(t, "the first message", func([]map[string]any) bool { return len(fb.Messages(room)) == 1 })
 	n1.Chat.Disconnect(context.Background(), b) // bob's connection drops
 	var missed []string
 	for i := range 7 {
-		missed = append(missed, n1.say(t, a, fa, room, fmt.Sprint("missed ", i), fmt.Sprint("m", i)))
+		missed = append(missed, n1.Say(t, a, fa, room, fmt.Sprint("missed ", i), fmt.Sprint("m", i)))
 	}
-	b2, fb2 := n2.connect(t, "bob")
+	b2, fb2 := n2.Connect(t, "bob")
 	require.NoError(t, n2.Chat.Resume(context.Background(), b2, room, last))
-	fb2.wait(t, "the 7 missed", func([]map[string]any) bool { return len(fb2.messages(room)) >= 7 })
-	live := n1.say(t, a, fa, room, "live", "l")
-	fb2.wait(t, "the live one", func([]map[string]any) bool { return len(fb2.messages(room)) >= 8 })
-	assert.Equal(t, append(missed, live), fb2.messages(room), "exactly the missed ones, then live: no gap, no duplicate")
+	fb2.Wait(t, "the 7 missed", func([]map[string]any) bool { return len(fb2.Messages(room)) >= 7 })
+	live := n1.Say(t, a, fa, room, "live", "l")
+	fb2.Wait(t, "the live one", func([]map[string]any) bool { return len(fb2.Messages(room)) >= 8 })
+	assert.Equal(t, append(missed, live), fb2.Messages(room), "exactly the missed ones, then live: no gap, no duplicate")
 }
 
 func TestResumeAfterAnIDNoLongerInTheHistoryIsAGap(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	n := startNode(t, r, "n1")
-	a, fa := n.connect(t, "alice")
-	room := n.joinRoom(t, a, fa, "gap")
-	id := n.say(t, a, fa, room, "kept", "r")
-	b, fb := n.connect(t, "bob")
+	a, fa := n.Connect(t, "alice")
+	room := n.JoinRoom(t, a, fa, "gap")
+	id := n.Say(t, a, fa, room, "kept", "r")
+	b, fb := n.Connect(t, "bob")
 	require.NoError(t, n.Chat.Resume(context.Background(), b, room, "0000000000001-000000"))
-	e := fb.first(t, "error", nil)
+	e := fb.First(t, "error", nil)
 	assert.Equal(t, "resume_gap", e["code"])
 	assert.Equal(t, room, e["room"])
-	fb.wait(t, "the latest messages", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
-	assert.Equal(t, []string{id}, fb.messages(room))
+	fb.Wait(t, "the latest messages", func([]map[string]any) bool { return len(fb.Messages(room)) == 1 })
+	assert.Equal(t, []string{id}, fb.Messages(room))
 	assert.Equal(t, errcode.BadRequest, errcode.Of(n.Chat.Resume(context.Background(), b, room, "not-an-id")), "checked before anything")
 }
 
@@ -84,33 +88,33 @@ func TestGapFillAfterThePubSubConnectionIsKilled(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
-	a, fa := n1.connect(t, "alice")
-	b, fb := n2.connect(t, "bob")
-	room := n1.joinRoom(t, a, fa, "fill")
-	n2.joinRoom(t, b, fb, "fill")
+	a, fa := n1.Connect(t, "alice")
+	b, fb := n2.Connect(t, "bob")
+	room := n1.JoinRoom(t, a, fa, "fill")
+	n2.JoinRoom(t, b, fb, "fill")
 	var sent []string
 	for i := range 5 {
-		sent = append(sent, n1.say(t, a, fa, room, fmt.Sprint("before ", i), fmt.Sprint("b", i)))
+		sent = append(sent, n1.Say(t, a, fa, room, fmt.Sprint("before ", i), fmt.Sprint("b", i)))
 	}
-	fb.wait(t, "the first five", func([]map[string]any) bool { return len(fb.messages(room)) == 5 })
+	fb.Wait(t, "the first five", func([]map[string]any) bool { return len(fb.Messages(room)) == 5 })
 	// Kill every pub/sub connection (n2's among them), and keep talking
 	// while it comes back: the hub's gap fill must deliver what it missed.
 	require.NoError(t, r.Client.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	for i := range 30 {
-		sent = append(sent, n1.say(t, a, fa, room, fmt.Sprint("during ", i), fmt.Sprint("d", i)))
+		sent = append(sent, n1.Say(t, a, fa, room, fmt.Sprint("during ", i), fmt.Sprint("d", i)))
 	}
-	fb.wait(t, "all 35", func([]map[string]any) bool { return len(fb.messages(room)) >= 35 })
+	fb.Wait(t, "all 35", func([]map[string]any) bool { return len(fb.Messages(room)) >= 35 })
 	time.Sleep(200 * time.Millisecond)
-	assert.Equal(t, sent, fb.messages(room), "every message once, in order, across the reconnect")
+	assert.Equal(t, sent, fb.Messages(room), "every message once, in order, across the reconnect")
 }
 
 func TestASlowClientIsClosedAndTheOthersGetEverything(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	n := startNode(t, r, "n1")
-	slow, fs := n.connect(t, "slow")
-	fast, ff := n.connect(t, "fast")
-	fs.block()
+	slow, fs := n.Connect(t, "slow")
+	fast, ff := n.Connect(t, "fast")
+	fs.Block()
 	frame := []byte(`{"type":"notice","id":"x","text":"` + strings.Repeat("x", 64<<10) + `"}`)
 	notices := func(f []map[string]any) int {
 		n := 0
@@ -126,54 +130,54 @@ func TestASlowClientIsClosedAndTheOthersGetEverything(t *testing.T) {
 	// those left the queue, so send until the queue's bound closes the
 	// client, and fail if twice the bound's worth did not.
 	for !slow.Closing() {
-		require.Less(t, count*len(frame), 2*hardQueueBytes, "the queue bound never closed the client")
+		require.Less(t, count*len(frame), 2*realtime.HardQueueBytes, "the queue bound never closed the client")
 		slow.Send(frame)
 		fast.Send(frame)
 		count++
 		// the reader keeps up (a burst of 16 MiB would close it too: the
 		// hard bound is for queued bytes, whoever queued them)
-		ff.wait(t, "the reader keeps up", func(f []map[string]any) bool { return notices(f) == count })
+		ff.Wait(t, "the reader keeps up", func(f []map[string]any) bool { return notices(f) == count })
 	}
-	assert.Equal(t, CloseTryLater, fs.closeCode(t), "the client that does not read is closed with 1013")
+	assert.Equal(t, realtime.CloseTryLater, realtimetest.CloseCode(t, fs), "the client that does not read is closed with 1013")
 	assert.False(t, fast.Closing(), "the reader is not")
 	fast.Send(frame)
-	ff.wait(t, "one more", func(f []map[string]any) bool { return notices(f) == count+1 })
+	ff.Wait(t, "one more", func(f []map[string]any) bool { return notices(f) == count+1 })
 }
 
 func TestShutdownClosesWith1012AndFreesTheSeats(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
-	a, fa := n1.connect(t, "alice")
-	room := n1.joinRoom(t, a, fa, "drain")
+	a, fa := n1.Connect(t, "alice")
+	room := n1.JoinRoom(t, a, fa, "drain")
 	got, err := n2.Reads.Room(context.Background(), room)
 	require.NoError(t, err)
 	require.Equal(t, []string{"alice"}, got.Members)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, n1.Shutdown(ctx))
-	assert.Equal(t, CloseServiceReboot, fa.closeCode(t))
+	assert.Equal(t, realtime.CloseServiceReboot, realtimetest.CloseCode(t, fa))
 	got, err = n2.Reads.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Empty(t, got.Members, "the drained node freed the seat it alone held")
-	_, err = n1.Chat.Connect(Principal{User: "late", Session: "s"}, "", newFake())
-	assert.ErrorIs(t, err, ErrDraining)
+	_, err = n1.Chat.Connect(realtime.Principal{User: "late", Session: "s"}, "", testkit.NewTransport())
+	assert.ErrorIs(t, err, realtime.ErrDraining)
 }
 
 func TestKickAndBanCloseEveryConnectionOfTheUser(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	n1, n2 := startNode(t, r, "n1"), startNode(t, r, "n2")
-	_, fk := n1.connect(t, "kevin")
-	_, fb := n1.connect(t, "bart")
+	_, fk := n1.Connect(t, "kevin")
+	_, fb := n1.Connect(t, "bart")
 	require.NoError(t, n2.Services.Moderation.Kick(context.Background(), "kevin", "be nice"))
 	code, reason := fk.Closed(t)
-	assert.Equal(t, CloseKicked, code)
+	assert.Equal(t, realtime.CloseKicked, code)
 	assert.Equal(t, "be nice", reason)
 	_, err := n2.Services.Moderation.Ban(context.Background(), "bart", time.Minute, "")
 	require.NoError(t, err)
-	assert.Equal(t, CloseBanned, fb.closeCode(t))
-	assert.ErrorIs(t, n1.Services.Moderated.Banned(context.Background(), "bart"), ErrBanned)
+	assert.Equal(t, realtime.CloseBanned, realtimetest.CloseCode(t, fb))
+	assert.ErrorIs(t, n1.Services.Moderated.Banned(context.Background(), "bart"), realtime.ErrBanned)
 }
 func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	t.Parallel()
@@ -182,9 +186,9 @@ func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	ctx := context.Background()
 	_, err := n.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("10000"))
 	require.NoError(t, err)
-	a, fa := n.connect(t, "alice")
-	room := n.joinRoom(t, a, fa, "flood")
-	n.say(t, a, fa, room, "warm", "w")
+	a, fa := n.Connect(t, "alice")
+	room := n.JoinRoom(t, a, fa, "flood")
+	n.Say(t, a, fa, room, "warm", "w")
 
 	r.Server.Pause(t)
 	var queued atomic.Int64
@@ -203,11 +207,11 @@ func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	stalled := queued.Load()
 	time.Sleep(500 * time.Millisecond)
 	assert.Equal(t, stalled, queued.Load(), "Say waits once the queue is full")
-	assert.LessOrEqual(t, stalled, int64(maxQueuedSays+maxSayBatch))
-	a.Close(CloseNormal, "")
+	assert.LessOrEqual(t, stalled, int64(realtime.MaxQueuedSays+realtime.MaxSayBatch))
+	a.Close(realtime.CloseNormal, "")
 	select {
 	case err := <-done:
-		assert.ErrorIs(t, err, ErrClientClosed, "the waiting reader is let go")
+		assert.ErrorIs(t, err, realtime.ErrClientClosed, "the waiting reader is let go")
 	case <-time.After(5 * time.Second):
 		t.Fatal("Say still waits after the client closed")
 	}
@@ -215,7 +219,7 @@ func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	time.Sleep(time.Second) // the batch in flight lands
 	msgs, err := n.Reads.History(ctx, room, "", 1000)
 	require.NoError(t, err)
-	assert.LessOrEqual(t, len(msgs), 1+maxSayBatch, "nothing of the dropped queue reached Redis")
+	assert.LessOrEqual(t, len(msgs), 1+realtime.MaxSayBatch, "nothing of the dropped queue reached Redis")
 	assert.Less(t, len(msgs), int(stalled)+1)
 }
 
@@ -227,13 +231,13 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 	_, err := n.Services.Settings.Set(ctx, "rate.messages_per_second", json.RawMessage("0.1"))
 	require.NoError(t, err)
 	// (no matchers run on the core's test nodes: their rounds are scripts too)
-	a, fa := n.connect(t, "alice")
-	room := n.joinRoom(t, a, fa, "flood")
-	n.say(t, a, fa, room, "the one token", "ok")
+	a, fa := n.Connect(t, "alice")
+	room := n.JoinRoom(t, a, fa, "flood")
+	n.Say(t, a, fa, room, "the one token", "ok")
 	before := evalshaCalls(t, r)
 	require.NoError(t, n.Chat.Say(a, room, "refused by Redis", "first"))
-	fa.first(t, "error", func(m map[string]any) bool { return m["ref"] == "first" })
-	for i := range 3 * AbuseLimit {
+	fa.First(t, "error", func(m map[string]any) bool { return m["ref"] == "first" })
+	for i := range 3 * realtime.AbuseLimit {
 		if n.Chat.Say(a, room, "spam", fmt.Sprint("s", i)) != nil {
 			break
 		}
@@ -241,14 +245,14 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 			a.SendEvent(protocol.Pong{}) // other traffic between refusals changes nothing
 		}
 	}
-	assert.Equal(t, ClosePolicy, fa.closeCode(t))
+	assert.Equal(t, realtime.ClosePolicy, realtimetest.CloseCode(t, fa))
 	refused := 0
-	for _, m := range fa.all() {
+	for _, m := range fa.All() {
 		if m["type"] == "error" && m["code"] == "rate_limited" {
 			refused++
 		}
 	}
-	assert.Equal(t, AbuseLimit, refused, "closed at the %d-th refusal in the window", AbuseLimit)
+	assert.Equal(t, realtime.AbuseLimit, refused, "closed at the %d-th refusal in the window", realtime.AbuseLimit)
 	// the first refusal cost a send script; the rest none (a few background
 	// scripts — presence, heartbeat — may run meanwhile)
 	assert.LessOrEqual(t, evalshaCalls(t, r)-before, int64(5), "the refusals after the first were made without Redis")
@@ -273,21 +277,21 @@ func TestARESTPostTakesTheSameSendPath(t *testing.T) {
 	r := redistest.Real(t)
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
-	w, fw := n.connect(t, "wendy")
-	room := n.joinRoom(t, w, fw, "rest")
-	p := Principal{User: "rita", Session: "rest-session-1"}
+	w, fw := n.Connect(t, "wendy")
+	room := n.JoinRoom(t, w, fw, "rest")
+	p := realtime.Principal{User: "rita", Session: "rest-session-1"}
 	joined, err := n.REST.JoinREST(ctx, p, "rest")
 	require.NoError(t, err)
 	require.Equal(t, room, joined.ID)
 	msg, err := n.REST.Post(ctx, p, room, "from REST", "")
 	require.NoError(t, err)
-	fw.wait(t, "the REST post", func([]map[string]any) bool { return len(fw.messages(room)) == 1 })
-	assert.Equal(t, []string{msg.ID}, fw.messages(room))
+	fw.Wait(t, "the REST post", func([]map[string]any) bool { return len(fw.Messages(room)) == 1 })
+	assert.Equal(t, []string{msg.ID}, fw.Messages(room))
 
-	_, err = n.REST.Post(ctx, Principal{User: "nobody", Session: "s2"}, room, "x", "")
+	_, err = n.REST.Post(ctx, realtime.Principal{User: "nobody", Session: "s2"}, room, "x", "")
 	assert.Equal(t, errcode.NotSeated, errcode.Of(err))
 	_, err = n.REST.Post(ctx, p, room, "", "")
-	assert.ErrorIs(t, err, ErrEmptyText, "checked before Redis")
+	assert.ErrorIs(t, err, realtime.ErrEmptyText, "checked before Redis")
 
 	res, err := n.Polls.Poll(ctx, p, 0)
 	require.NoError(t, err)
@@ -302,16 +306,16 @@ func TestAPollSeesWhatWasSentSinceTheJoin(t *testing.T) {
 	r := redistest.Real(t)
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
-	p := Principal{User: "polly", Session: "poll-session-1"}
+	p := realtime.Principal{User: "polly", Session: "poll-session-1"}
 	joined, err := n.REST.JoinREST(ctx, p, "poll")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
-	w, fw := n.connect(t, "wes")
-	room := n.joinRoom(t, w, fw, "poll")
+	w, fw := n.Connect(t, "wes")
+	room := n.JoinRoom(t, w, fw, "poll")
 	require.Equal(t, joined.ID, room)
-	id := n.say(t, w, fw, room, "for polly", "x")
-	var res PollResult
+	id := n.Say(t, w, fw, room, "for polly", "x")
+	var res polls.PollResult
 	require.Eventually(t, func() bool {
 		res, err = n.Polls.Poll(ctx, p, 0)
 		m, _ := res.Data["messages"].(map[string][]rooms.Message)
@@ -334,20 +338,20 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{}) // a master without a replica
 	n := startNode(t, r, "n1")
 	ctx := context.Background()
-	p := Principal{User: "nora", Session: "durable-session-1"}
+	p := realtime.Principal{User: "nora", Session: "durable-session-1"}
 	joined, err := n.REST.JoinREST(ctx, p, "durable")
 	require.NoError(t, err)
 	_, err = n.Polls.Poll(ctx, p, 0) // the join's marks
 	require.NoError(t, err)
 	_, err = n.Services.Settings.Set(ctx, "message.durability", []byte(`"replica"`))
 	require.NoError(t, err)
-	w, fw := n.connect(t, "ned")
-	room := n.joinRoom(t, w, fw, "durable")
+	w, fw := n.Connect(t, "ned")
+	room := n.JoinRoom(t, w, fw, "durable")
 	require.Equal(t, joined.ID, room)
 	require.NoError(t, n.Chat.Say(w, room, "stored, not replicated", "nd"))
-	e := fw.first(t, "error", func(m map[string]any) bool { return m["ref"] == "nd" })
+	e := fw.First(t, "error", func(m map[string]any) bool { return m["ref"] == "nd" })
 	assert.Equal(t, "not_durable", e["code"])
-	var res PollResult
+	var res polls.PollResult
 	require.Eventually(t, func() bool {
 		res, err = n.Polls.Poll(ctx, p, 0)
 		m, _ := res.Data["messages"].(map[string][]rooms.Message)
@@ -370,11 +374,11 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	const users = 40
 	var room string
 	for i := range users {
-		c, f := n.connect(t, fmt.Sprintf("idle%02d", i))
-		room = n.joinRoom(t, c, f, "quiet")
+		c, f := n.Connect(t, fmt.Sprintf("idle%02d", i))
+		room = n.JoinRoom(t, c, f, "quiet")
 	}
 	online := func(user string) bool {
-		st, err := n.presence.Get(ctx, user)
+		st, err := n.Services.Presence.Get(ctx, user)
 		return err == nil && st.Online && slices.Contains(st.Rooms, room)
 	}
 	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 15*time.Second, 50*time.Millisecond)
@@ -390,7 +394,6 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 		}
 		return 0
 	}
-	ps := &n.Chat.pstate
 	// A tick after a fresh heartbeat writes everyone (the first, when
 	// nothing was written by this run yet; on a loaded machine the first
 	// heartbeat may answer after the first tick): measure a tick that did
@@ -398,11 +401,11 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	var written int64
 	measured := false
 	for range 4 {
-		t0, f0 := ps.tick.Load(), ps.fulls.Load()
+		t0, f0 := n.Chat.PresenceTicks()
 		before := hsets()
-		require.Eventually(t, func() bool { return ps.tick.Load() > t0 }, 15*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { tick, _ := n.Chat.PresenceTicks(); return tick > t0 }, 15*time.Second, 20*time.Millisecond)
 		written = hsets() - before
-		if ps.fulls.Load() == f0 && ps.tick.Load() == t0+1 {
+		if tick, fulls := n.Chat.PresenceTicks(); fulls == f0 && tick == t0+1 {
 			measured = true
 			break
 		}
@@ -415,7 +418,7 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 
 	require.NoError(t, r.Client.FlushAll(ctx).Err())
 	assert.False(t, online("idle00"), "Redis lost it")
-	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.presence.TTL()/3+10*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 2*n.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond,
 		"the heartbeat after the loss is fresh, and the next tick writes every user again")
 }
 
@@ -429,14 +432,14 @@ func TestAFailedOfflineIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
 	n := startNode(t, r, "n1")
 	// a claim with a run counts once the run beats
-	require.Eventually(t, func() bool { return n.connRuns() != nil }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
-	require.NoError(t, n.presence.Touch(ctx, "n1", []presence.UserState{{User: "ghost"}}))
-	st, err := n.presence.Get(ctx, "ghost")
+	require.Eventually(t, func() bool { return n.Core.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
+	require.NoError(t, n.Services.Presence.Touch(ctx, "n1", []presence.UserState{{User: "ghost"}}))
+	st, err := n.Services.Presence.Get(ctx, "ghost")
 	require.NoError(t, err)
 	require.True(t, st.Online, "its claim, as its connect wrote it")
-	n.Chat.pstate.failed("ghost") // as when the offline write of its disconnect failed
+	n.Chat.PresenceFailed("ghost") // as when the offline write of its disconnect failed
 	require.Eventually(t, func() bool {
-		st, err := n.presence.Get(ctx, "ghost")
+		st, err := n.Services.Presence.Get(ctx, "ghost")
 		return err == nil && !st.Online
-	}, n.presence.TTL()/3+10*time.Second, 100*time.Millisecond, "the next tick writes it offline")
+	}, n.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond, "the next tick writes it offline")
 }

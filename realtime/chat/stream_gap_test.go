@@ -1,4 +1,4 @@
-package realtime
+package chat_test
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
+	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/chat"
 )
 
 // stallCursorReads is a go-redis hook that, once armed, holds the next
@@ -50,24 +52,6 @@ func (s *stallCursorReads) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 	return next
 }
 
-// openStream opens a stream of p on n through a fake transport, from the
-// position after, as web's SSE handler does, and waits for its hello.
-func (n *testNode) openStream(t testing.TB, p Principal, after Position) (*Client, *fakeTransport) {
-	t.Helper()
-	f := newFake()
-	c, err := n.REST.Stream(context.Background(), p, "", f, after)
-	require.NoError(t, err)
-	f.first(t, "hello", nil)
-	go func() {
-		<-c.Finished()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		n.Chat.Disconnect(ctx, c)
-	}()
-	t.Cleanup(func() { c.Close(CloseNormal, "") })
-	return c, f
-}
-
 // TestAStreamThatEntersARoomLateGetsEveryMessageSinceTheSessionJoined is
 // issue #38's race on the SSE path: a session joins a room over REST on
 // n2 while its stream is open on n1; n1 stalls before the stream enters
@@ -79,29 +63,29 @@ func TestAStreamThatEntersARoomLateGetsEveryMessageSinceTheSessionJoined(t *test
 	t.Parallel()
 	r := redistest.Real(t)
 	stall := &stallCursorReads{held: make(chan struct{}), release: make(chan struct{})}
-	n1 := startNode(t, r, "n1", func(c *Config) { c.Redis.AddHook(stall) })
+	n1 := startNode(t, r, "n1", func(c *realtime.Config) { c.Redis.AddHook(stall) })
 	n2 := startNode(t, r, "n2")
 	ctx := context.Background()
-	p := Principal{User: "sam", Session: "stream-session-1"}
-	_, fs := n1.openStream(t, p, Position{})
+	p := realtime.Principal{User: "sam", Session: "stream-session-1"}
+	_, fs := n1.OpenStream(t, p, chat.Position{})
 
 	stall.armed.Store(true)
 	joined, err := n2.REST.JoinREST(ctx, p, "late")
 	require.NoError(t, err)
 	<-stall.held // n1 heard of the join; the stream has not entered yet
-	b, fb := n2.connect(t, "bob")
-	room := n2.joinRoom(t, b, fb, "late")
+	b, fb := n2.Connect(t, "bob")
+	room := n2.JoinRoom(t, b, fb, "late")
 	require.Equal(t, joined.ID, room)
 	var sent []string
 	for i := range 200 {
-		sent = append(sent, n2.say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+		sent = append(sent, n2.Say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
 	}
 	close(stall.release)
-	fs.first(t, "joined", nil)
-	live := n2.say(t, b, fb, room, "live", "l")
+	fs.First(t, "joined", nil)
+	live := n2.Say(t, b, fb, room, "live", "l")
 	sent = append(sent, live)
-	fs.wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs.messages(room), live) })
-	assert.Equal(t, sent, fs.messages(room), "every message sent after the session joined, once, in order")
+	fs.Wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs.Messages(room), live) })
+	assert.Equal(t, sent, fs.Messages(room), "every message sent after the session joined, once, in order")
 }
 
 // TestAStreamReopenedWithAPositionGetsEveryMessageOfARoomItNamesNot: the
@@ -116,13 +100,13 @@ func TestAStreamReopenedWithAPositionGetsEveryMessageOfARoomItNamesNot(t *testin
 	n1 := startNode(t, r, "n1")
 	n2 := startNode(t, r, "n2")
 	ctx := context.Background()
-	p := Principal{User: "sam", Session: "stream-session-2"}
+	p := realtime.Principal{User: "sam", Session: "stream-session-2"}
 	one, err := n1.REST.JoinREST(ctx, p, "named")
 	require.NoError(t, err)
 	two, err := n1.REST.JoinREST(ctx, p, "unnamed")
 	require.NoError(t, err)
-	s, fs := n1.openStream(t, p, Position{})
-	fs.wait(t, "both rooms entered", func(fr []map[string]any) bool {
+	s, fs := n1.OpenStream(t, p, chat.Position{})
+	fs.Wait(t, "both rooms entered", func(fr []map[string]any) bool {
 		n := 0
 		for _, m := range fr {
 			if m["type"] == "joined" {
@@ -131,24 +115,24 @@ func TestAStreamReopenedWithAPositionGetsEveryMessageOfARoomItNamesNot(t *testin
 		}
 		return n == 2
 	})
-	b, fb := n2.connect(t, "bob")
-	require.Equal(t, one.ID, n2.joinRoom(t, b, fb, "named"))
-	require.Equal(t, two.ID, n2.joinRoom(t, b, fb, "unnamed"))
-	first := n2.say(t, b, fb, one.ID, "hello", "h")
-	fs.wait(t, "the first message", func([]map[string]any) bool { return slices.Contains(fs.messages(one.ID), first) })
-	s.Close(CloseAbnormal, "")
+	b, fb := n2.Connect(t, "bob")
+	require.Equal(t, one.ID, n2.JoinRoom(t, b, fb, "named"))
+	require.Equal(t, two.ID, n2.JoinRoom(t, b, fb, "unnamed"))
+	first := n2.Say(t, b, fb, one.ID, "hello", "h")
+	fs.Wait(t, "the first message", func([]map[string]any) bool { return slices.Contains(fs.Messages(one.ID), first) })
+	s.Close(realtime.CloseAbnormal, "")
 	<-s.Finished()
 
 	var sent []string
 	for i := range 200 {
-		sent = append(sent, n2.say(t, b, fb, two.ID, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+		sent = append(sent, n2.Say(t, b, fb, two.ID, fmt.Sprint("m", i), fmt.Sprint("r", i)))
 	}
-	_, fs2 := n2.openStream(t, p, Position{one.ID: first})
-	live := n2.say(t, b, fb, two.ID, "live", "l")
+	_, fs2 := n2.OpenStream(t, p, chat.Position{one.ID: first})
+	live := n2.Say(t, b, fb, two.ID, "live", "l")
 	sent = append(sent, live)
-	fs2.wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs2.messages(two.ID), live) })
-	assert.Equal(t, sent, fs2.messages(two.ID), "every message the stream missed, once, in order")
-	assert.Empty(t, fs2.messages(one.ID), "nothing again of the room the position names")
+	fs2.Wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs2.Messages(two.ID), live) })
+	assert.Equal(t, sent, fs2.Messages(two.ID), "every message the stream missed, once, in order")
+	assert.Empty(t, fs2.Messages(one.ID), "nothing again of the room the position names")
 }
 
 // TestAStreamWhoseHistoryReadStallsGetsEveryMessageAfterItWentLive: the
@@ -160,35 +144,35 @@ func TestAStreamWhoseHistoryReadStallsGetsEveryMessageAfterItWentLive(t *testing
 	t.Parallel()
 	r := redistest.Real(t)
 	stall := &stallJoinReads{held: make(chan struct{}), release: make(chan struct{})}
-	n1 := startNode(t, r, "n1", func(c *Config) { c.Redis.AddHook(stall) })
+	n1 := startNode(t, r, "n1", func(c *realtime.Config) { c.Redis.AddHook(stall) })
 	n2 := startNode(t, r, "n2")
 	ctx := context.Background()
-	p := Principal{User: "sam", Session: "stream-session-3"}
+	p := realtime.Principal{User: "sam", Session: "stream-session-3"}
 	joined, err := n2.REST.JoinREST(ctx, p, "stalled")
 	require.NoError(t, err)
-	b, fb := n2.connect(t, "bob")
-	room := n2.joinRoom(t, b, fb, "stalled")
+	b, fb := n2.Connect(t, "bob")
+	room := n2.JoinRoom(t, b, fb, "stalled")
 	require.Equal(t, joined.ID, room)
 
-	fs := newFake()
-	opened := make(chan *Client, 1)
+	fs := testkit.NewTransport()
+	opened := make(chan *realtime.Client, 1)
 	go func() {
-		c, err := n1.REST.Stream(ctx, p, "", fs, Position{})
+		c, err := n1.REST.Stream(ctx, p, "", fs, chat.Position{})
 		assert.NoError(t, err)
 		opened <- c
 	}()
-	fs.first(t, "joined", nil)
+	fs.First(t, "joined", nil)
 	<-stall.held // the stream went live, was told joined, and its read waits
 	var sent []string
 	for i := range 200 {
-		sent = append(sent, n2.say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+		sent = append(sent, n2.Say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
 	}
 	close(stall.release)
 	s := <-opened
 	require.NotNil(t, s)
-	t.Cleanup(func() { s.Close(CloseNormal, ""); n1.Chat.Disconnect(context.Background(), s) })
-	live := n2.say(t, b, fb, room, "live", "l")
+	t.Cleanup(func() { s.Close(realtime.CloseNormal, ""); n1.Chat.Disconnect(context.Background(), s) })
+	live := n2.Say(t, b, fb, room, "live", "l")
 	sent = append(sent, live)
-	fs.wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs.messages(room), live) })
-	assert.Equal(t, sent, fs.messages(room), "every message sent after joined, once, in order")
+	fs.Wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fs.Messages(room), live) })
+	assert.Equal(t, sent, fs.Messages(room), "every message sent after joined, once, in order")
 }

@@ -1,4 +1,4 @@
-package realtime
+package chat_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -36,7 +37,7 @@ func (s *stallJoinReads) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, c := range cmds {
 			args := c.Args()
-			if strings.EqualFold(fmt.Sprint(args[0]), "xrevrange") && fmt.Sprint(args[len(args)-1]) == strconv.Itoa(JoinHistory) {
+			if strings.EqualFold(fmt.Sprint(args[0]), "xrevrange") && fmt.Sprint(args[len(args)-1]) == strconv.Itoa(realtime.JoinHistory) {
 				s.once.Do(func() { close(s.held) })
 				select {
 				case <-s.release:
@@ -58,26 +59,26 @@ func TestAJoinWhoseHistoryReadStallsGetsEveryMessageAfterJoined(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	stall := &stallJoinReads{held: make(chan struct{}), release: make(chan struct{})}
-	n1 := startNode(t, r, "n1", func(c *Config) { c.Redis.AddHook(stall) })
+	n1 := startNode(t, r, "n1", func(c *realtime.Config) { c.Redis.AddHook(stall) })
 	n2 := startNode(t, r, "n2")
-	b, fb := n2.connect(t, "bob")
-	room := n2.joinRoom(t, b, fb, "stall")
+	b, fb := n2.Connect(t, "bob")
+	room := n2.JoinRoom(t, b, fb, "stall")
 
-	a, fa := n1.connect(t, "alice")
+	a, fa := n1.Connect(t, "alice")
 	joined := make(chan error, 1)
 	go func() { joined <- n1.Chat.Join(context.Background(), a, "stall") }()
-	fa.first(t, "joined", nil)
+	fa.First(t, "joined", nil)
 	<-stall.held // alice is subscribed, told joined, and her read waits
 	var sent []string
 	for i := range 200 {
-		sent = append(sent, n2.say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+		sent = append(sent, n2.Say(t, b, fb, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
 	}
 	close(stall.release)
 	require.NoError(t, <-joined)
-	live := n2.say(t, b, fb, room, "live", "l")
+	live := n2.Say(t, b, fb, room, "live", "l")
 	sent = append(sent, live)
-	fa.wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fa.messages(room), live) })
-	assert.Equal(t, sent, fa.messages(room), "every message sent after joined, once, in order")
+	fa.Wait(t, "the live message", func([]map[string]any) bool { return slices.Contains(fa.Messages(room), live) })
+	assert.Equal(t, sent, fa.Messages(room), "every message sent after joined, once, in order")
 }
 
 // TestAGapNoReadCanFillIsToldAndCounted: a node's pub/sub connection
@@ -91,13 +92,13 @@ func TestAGapNoReadCanFillIsToldAndCounted(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{})
 	reg := prometheus.NewRegistry()
 	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2", func(c *Config) { c.Registerer = reg })
-	a, fa := n1.connect(t, "alice")
-	b, fb := n2.connect(t, "bob")
-	room := n1.joinRoom(t, a, fa, "lost")
-	n2.joinRoom(t, b, fb, "lost")
-	n1.say(t, a, fa, room, "before", "r0")
-	fb.wait(t, "the first message", func([]map[string]any) bool { return len(fb.messages(room)) == 1 })
+	n2 := startNode(t, r, "n2", func(c *realtime.Config) { c.Registerer = reg })
+	a, fa := n1.Connect(t, "alice")
+	b, fb := n2.Connect(t, "bob")
+	room := n1.JoinRoom(t, a, fa, "lost")
+	n2.JoinRoom(t, b, fb, "lost")
+	n1.Say(t, a, fa, room, "before", "r0")
+	fb.Wait(t, "the first message", func([]map[string]any) bool { return len(fb.Messages(room)) == 1 })
 
 	ctx := context.Background()
 	keys, err := r.Client.Keys(ctx, r.Prefix+"*history*").Result()
@@ -106,7 +107,7 @@ func TestAGapNoReadCanFillIsToldAndCounted(t *testing.T) {
 	require.NoError(t, r.Client.Del(ctx, keys[0]).Err()) // Redis lost the stream
 	require.NoError(t, r.Client.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 
-	e := fb.first(t, "error", func(m map[string]any) bool { return m["code"] == "resume_gap" })
+	e := fb.First(t, "error", func(m map[string]any) bool { return m["code"] == "resume_gap" })
 	assert.Equal(t, room, e["room"])
 	unfilled := func() float64 {
 		mfs, err := reg.Gather()
@@ -119,8 +120,8 @@ func TestAGapNoReadCanFillIsToldAndCounted(t *testing.T) {
 		return 0
 	}
 	assert.Equal(t, float64(1), unfilled())
-	after := n1.say(t, a, fa, room, "after", "r1")
-	fb.wait(t, "live again", func([]map[string]any) bool { return slices.Contains(fb.messages(room), after) })
+	after := n1.Say(t, a, fa, room, "after", "r1")
+	fb.Wait(t, "live again", func([]map[string]any) bool { return slices.Contains(fb.Messages(room), after) })
 }
 
 // TestARoomRedisLostTellsItsSeatedMembersSo: Redis loses its data
@@ -135,20 +136,20 @@ func TestARoomRedisLostTellsItsSeatedMembersSo(t *testing.T) {
 	r := redistest.Own(t, redistest.Options{})
 	n1 := startNode(t, r, "n1")
 	n2 := startNode(t, r, "n2")
-	a, fa := n1.connect(t, "alice")
-	b, fb := n2.connect(t, "bob")
-	room := n1.joinRoom(t, a, fa, "flushed")
-	n2.joinRoom(t, b, fb, "flushed")
-	n1.say(t, a, fa, room, "before", "r0")
+	a, fa := n1.Connect(t, "alice")
+	b, fb := n2.Connect(t, "bob")
+	room := n1.JoinRoom(t, a, fa, "flushed")
+	n2.JoinRoom(t, b, fb, "flushed")
+	n1.Say(t, a, fa, room, "before", "r0")
 	ctx := context.Background()
 	require.NoError(t, r.Client.FlushAll(ctx).Err())
 
 	require.NoError(t, n2.Chat.Say(b, room, "after", "r1"))
-	e := fb.first(t, "error", func(m map[string]any) bool { return m["ref"] == "r1" })
+	e := fb.First(t, "error", func(m map[string]any) bool { return m["ref"] == "r1" })
 	assert.Equal(t, "unknown_room", e["code"])
 
-	(&keeper{ch: n1.Chat}).renewSeats(ctx)
-	e = fa.first(t, "error", func(m map[string]any) bool { return m["code"] == "not_seated" })
+	n1.Chat.RenewSeats(ctx)
+	e = fa.First(t, "error", func(m map[string]any) bool { return m["code"] == "not_seated" })
 	assert.Equal(t, room, e["room"])
 	assert.Contains(t, e["message"], "no longer exists")
 	assert.False(t, a.InRoom(room))

@@ -1,4 +1,4 @@
-package realtime
+package chat
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/presence"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
+	"github.com/chatd/chatd/settings"
 )
 
 // The seat and presence loops of the chat use case: what keeps a
@@ -30,7 +32,7 @@ type nameKeeper interface {
 var _ nameKeeper = (*identity.Registry)(nil)
 
 func (ch *Chat) lease() time.Duration {
-	return time.Duration(ch.settings.Int(settingLease)) * time.Second
+	return time.Duration(ch.settings.Int(settings.SeatLeaseSeconds)) * time.Second
 }
 
 // Start starts the chat loops on the node's: seat renewal every third of
@@ -38,10 +40,10 @@ func (ch *Chat) lease() time.Duration {
 func (ch *Chat) Start(context.Context) error {
 	kp := &keeper{ch: ch}
 	ch.run(func(ctx context.Context) {
-		Every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, kp.renewSeats)
+		realtime.Every(ctx, ch.now, func() time.Duration { return ch.lease() / 3 }, kp.renewSeats)
 	})
 	ch.run(func(ctx context.Context) {
-		Every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { kp.touchPresence(ctx, ch.names) })
+		realtime.Every(ctx, ch.now, func() time.Duration { return ch.presence.TTL() / 3 }, func(ctx context.Context) { kp.touchPresence(ctx, ch.names) })
 	})
 	return nil
 }
@@ -51,7 +53,7 @@ func (ch *Chat) Start(context.Context) error {
 // it can be, or its client is told (not_seated, naming the room).
 func (kp *keeper) renewSeats(ctx context.Context) {
 	ch := kp.ch
-	atts := ch.hub.localSeats()
+	atts := ch.hub.LocalSeats()
 	if len(atts) == 0 {
 		return
 	}
@@ -62,15 +64,14 @@ func (kp *keeper) renewSeats(ctx context.Context) {
 	}
 	for _, a := range lost {
 		for _, c := range ch.hub.UserClients(a.User) {
-			if c.id != a.ID {
+			if c.ID() != a.ID {
 				continue
 			}
-			_, err := ch.seats.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.id})
+			_, err := ch.seats.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.ID()})
 			if err == nil {
 				continue
 			}
-			ch.hub.removeFromRoom(a.Room, c)
-			c.dropFeed(a.Room)
+			ch.hub.Leave(a.Room, c)
 			if errors.Is(err, rooms.ErrUnknownRoom) {
 				// Redis lost the room with its data (FLUSHALL, a failover
 				// to a replica that had not synced it): the seat cannot be
@@ -84,11 +85,20 @@ func (kp *keeper) renewSeats(ctx context.Context) {
 	}
 }
 
+// RenewPoll renews a polling session's seats and its user's presence, at
+// most once per third of the seat lease per session on this node (so a
+// clean poll stays one Redis command).
+func (rt *REST) RenewPoll(ctx context.Context, p realtime.Principal) {
+	if rt.ch.rest.renewed.due(p.Session, rt.ch.now(), rt.ch.lease()/3) {
+		rt.renewREST(ctx, p)
+	}
+}
+
 // renewREST renews the seats of a polling session's rooms and its user's
 // presence (a REST user in no room is online too). A seat that lapsed (the
 // session did not poll within the lease) is dropped from the session's rooms
 // and its rooms bit set, so this very poll tells the client to join again.
-func (rt *REST) renewREST(ctx context.Context, p Principal) {
+func (rt *REST) renewREST(ctx context.Context, p realtime.Principal) {
 	ch := rt.ch
 	cur, err := ch.cursors.Cursors(ctx, p.Session)
 	if err != nil {
@@ -141,8 +151,6 @@ const presenceRefreshTicks = 180
 // again, the users whose write failed, and the stripes that order the
 // writes of one user.
 type presenceState struct {
-	fresh *atomic.Bool // Heartbeat said Fresh (or nothing written yet): rewrite all (Node.fresh)
-
 	mu    sync.Mutex
 	retry map[string]struct{} // users whose touch failed: rewritten next tick
 
@@ -183,14 +191,14 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 	ch := kp.ch
 	ps := &ch.pstate
 	for _, c := range ch.hub.Clients() {
-		if c.p.Holder != "" && keeper != nil {
-			err := keeper.Admit(ctx, c.p.User, c.p.Holder, c.p.Expires)
+		if p := c.Principal(); p.Holder != "" && keeper != nil {
+			err := keeper.Admit(ctx, p.User, p.Holder, p.Expires)
 			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
-				c.Close(CloseSessionEnded, clipRunes(errcode.Message(err), 120))
+				c.Close(realtime.CloseSessionEnded, realtime.ClipRunes(errcode.Message(err), 120))
 			}
 		}
 	}
-	full := ps.fresh.Swap(false)
+	full := ch.core.TakeFresh()
 	if full {
 		ps.fulls.Add(1)
 	}
@@ -223,7 +231,7 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 		if err := ch.presence.Touch(ctx, ch.node, write); err != nil {
 			ch.log.Debug("presence touch", "users", len(write), "err", err)
 			if full {
-				ps.fresh.Store(true)
+				ch.core.MarkFresh()
 			}
 			for _, st := range write {
 				ps.failed(st.User)
@@ -277,9 +285,10 @@ func (kp *keeper) localPresence() (map[string]map[string]struct{}, map[string][]
 	conns := map[string][]presence.Conn{}
 	guests := map[string]bool{}
 	for _, c := range ch.hub.Clients() {
-		add(c.p.User, c.roomList())
-		conns[c.p.User] = append(conns[c.p.User], connOf(c))
-		guests[c.p.User] = guests[c.p.User] || c.p.Guest()
+		p := c.Principal()
+		add(p.User, c.Rooms())
+		conns[p.User] = append(conns[p.User], connOf(c))
+		guests[p.User] = guests[p.User] || p.Guest()
 	}
 	for user, ru := range ch.rest.sessions.all(ch.now(), ch.lease()) {
 		add(user, ru.rooms)
@@ -298,7 +307,7 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 	set := map[string]struct{}{}
 	cs := ch.hub.UserClients(user)
 	for _, c := range cs {
-		for _, r := range c.roomList() {
+		for _, r := range c.Rooms() {
 			set[r] = struct{}{}
 		}
 	}
@@ -320,7 +329,7 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 	st.Guest = rest.guest
 	for _, c := range cs {
 		st.Conns = append(st.Conns, connOf(c))
-		st.Guest = st.Guest || c.p.Guest()
+		st.Guest = st.Guest || c.Principal().Guest()
 	}
 	if err := ch.presence.Touch(ctx, ch.node, []presence.UserState{st}); err != nil {
 		ch.log.Debug("presence touch", "user", user, "err", err)
@@ -329,7 +338,9 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 }
 
 // connOf is c as the presence lists it.
-func connOf(c *Client) presence.Conn { return presence.Conn{ID: c.id, Session: c.p.Session} }
+func connOf(c *realtime.Client) presence.Conn {
+	return presence.Conn{ID: c.ID(), Session: c.Principal().Session}
+}
 
 // userState is user's presence with the set of rooms.
 func userState(user string, set map[string]struct{}) presence.UserState {

@@ -1,8 +1,9 @@
-package realtime
+package polls
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/matchmaking"
 	"github.com/chatd/chatd/ranking"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/settings"
 	"github.com/chatd/chatd/shop"
@@ -17,7 +19,10 @@ import (
 
 // pollTracker is what the poll use case needs of the dirty tracker.
 type pollTracker interface {
-	cursors
+	Open(ctx context.Context, session, user string) (created bool, err error)
+	Cursors(ctx context.Context, session string) (map[string]string, error)
+	SetCursor(ctx context.Context, session string, cur map[string]string) error
+	MarkSessions(ctx context.Context, sessions []string, bits dirty.Mask) error
 	Take(ctx context.Context, session string) (dirty.Mask, error)
 	Wait(ctx context.Context, session string, max time.Duration) (dirty.Mask, error)
 	Following(ctx context.Context, user string) ([]string, error)
@@ -61,17 +66,18 @@ var (
 // fresh state; a long poll parks until a mark wakes it. A poll renews the
 // session's seats and presence (at most once per third of the lease).
 type Polls struct {
-	chat     *Chat
-	rest     *REST
+	sessions sessionKeeper
 	dirty    pollTracker
 	rooms    pollRooms
 	history  pollHistory
 	settings pollSettings
 	wallets  pollWallets
 	boards   pollBoards
-	notices  *noticeBoard
+	notices  noticeTaker
 	match    matchEvents
+	gaps     gapCounter
 	now      func() time.Time
+	log      *slog.Logger
 	draining <-chan struct{}
 
 	mu     sync.Mutex
@@ -83,13 +89,65 @@ type matchEvents interface {
 	Events(ctx context.Context, user string) ([]matchmaking.Event, error)
 }
 
-// NewPolls builds the REST poll on n's services; its sections read the
-// REST sessions' seats (rest) and match's events.
-func NewPolls(n *Node, rest *REST, match matchEvents) *Polls {
-	rs := n.rooms
-	return &Polls{chat: rest.ch, rest: rest, dirty: n.dirty, rooms: rs.Seats, history: rs.Messages, settings: n.settings,
-		wallets: n.Services.Shop, boards: n.Services.Boards, notices: n.notices, match: match, now: n.cfg.Now,
-		draining: n.draining}
+// sessionKeeper keeps a polling REST session's seats and presence
+// (chat.REST.RenewPoll: at most once per third of the seat lease).
+type sessionKeeper interface {
+	RenewPoll(ctx context.Context, p realtime.Principal)
+}
+
+// noticeTaker is the poll's notices section (realtime.Notices).
+type noticeTaker interface {
+	TakeUnseen(ctx context.Context, p realtime.Principal) ([]realtime.PollNotice, error)
+}
+
+// gapCounter counts a gap told and not filled (realtime.Hub).
+type gapCounter interface{ GapUnfilled() }
+
+var (
+	_ noticeTaker = (*realtime.Notices)(nil)
+	_ gapCounter  = (*realtime.Hub)(nil)
+)
+
+// Config is what the poll is built from. Every field but Now and Logger
+// is required.
+type Config struct {
+	// Sessions keeps a polling session's seats (chat.REST).
+	Sessions sessionKeeper
+	// Dirty is the dirty tracker (package dirty).
+	Dirty pollTracker
+	// Rooms and History are the rooms' seats and messages.
+	Rooms   pollRooms
+	History pollHistory
+	// Settings, Wallets and Boards are the live settings, the shop and the
+	// leaderboards.
+	Settings pollSettings
+	Wallets  pollWallets
+	Boards   pollBoards
+	// Notices is the core's notice delivery.
+	Notices noticeTaker
+	// Match is the matchmaking use case's events (package match).
+	Match matchEvents
+	// Gaps counts the gaps a poll tells (the core's Hub).
+	Gaps gapCounter
+	// Draining is closed when the node drains: a parked poll answers.
+	Draining <-chan struct{}
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+	// Logger receives the logs; nil = slog.Default().
+	Logger *slog.Logger
+}
+
+// New builds the REST poll.
+func New(cfg Config) *Polls {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Polls{sessions: cfg.Sessions, dirty: cfg.Dirty, rooms: cfg.Rooms, history: cfg.History, settings: cfg.Settings,
+		wallets: cfg.Wallets, boards: cfg.Boards, notices: cfg.Notices, match: cfg.Match, gaps: cfg.Gaps,
+		now: cfg.Now, log: cfg.Logger, draining: cfg.Draining}
 }
 
 // PollResult is the answer to a poll: the sections dirty since the
@@ -119,19 +177,17 @@ const MaxPollWait = dirty.MaxWait
 // Poll answers p's poll. With wait > 0 it parks until a mark wakes it, at
 // most wait (which must be at most MaxPollWait: the transport refuses more);
 // a draining node answers at once.
-func (ps *Polls) Poll(ctx context.Context, p Principal, wait time.Duration) (PollResult, error) {
+func (ps *Polls) Poll(ctx context.Context, p realtime.Principal, wait time.Duration) (PollResult, error) {
 	wait = min(wait, MaxPollWait)
 	if _, err := ps.dirty.Open(ctx, p.Session, p.User); err != nil {
 		return PollResult{}, err
 	}
-	if ch := ps.chat; ch.rest.renewed.due(p.Session, ps.now(), ch.lease()/3) {
-		ps.rest.renewREST(ctx, p)
-	}
+	ps.sessions.RenewPoll(ctx, p)
 	var mask dirty.Mask
 	var err error
 	if wait > 0 {
 		if !ps.park(p.Session) {
-			return PollResult{}, ErrTooManyPolls
+			return PollResult{}, realtime.ErrTooManyPolls
 		}
 		defer ps.unpark(p.Session)
 		wctx, cancel := context.WithCancel(ctx)
@@ -195,7 +251,7 @@ func (ps *Polls) unpark(session string) {
 }
 
 // data fills res's data with the fresh state of each dirty section.
-func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, res *PollResult) error {
+func (ps *Polls) data(ctx context.Context, p realtime.Principal, mask dirty.Mask, res *PollResult) error {
 	data := res.Data
 	var cur map[string]string
 	var err error
@@ -256,7 +312,7 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, res *Po
 		data["match"] = evs
 	}
 	if mask.Has(dirty.Notices) {
-		list, err := ps.notices.takeUnseen(ctx, p)
+		list, err := ps.notices.TakeUnseen(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -273,7 +329,7 @@ func (ps *Polls) data(ctx context.Context, p Principal, mask dirty.Mask, res *Po
 // answer says "more" (the next poll goes on from the moved cursors). A
 // room whose cursor the history no longer holds is named in gaps, logged
 // and counted, and its cursor moves past the gap.
-func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]string, data map[string]any) (more bool, gaps []string, err error) {
+func (ps *Polls) messages(ctx context.Context, p realtime.Principal, cur map[string]string, data map[string]any) (more bool, gaps []string, err error) {
 	out := map[string][]rooms.Message{}
 	next := map[string]string{}
 	ids := make([]string, 0, len(cur))
@@ -281,7 +337,7 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 		ids = append(ids, room)
 	}
 	sort.Strings(ids)
-	budget := MaxPollMessageBytes
+	budget := realtime.MaxPollMessageBytes
 	for _, room := range ids {
 		if budget <= 0 {
 			more = true
@@ -303,7 +359,7 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 		if err != nil {
 			return false, nil, err
 		}
-		fit, size, cut := FitMessages(msgs, budget)
+		fit, size, cut := realtime.FitMessages(msgs, budget)
 		if len(out) > 0 && size > budget {
 			// not even one message fits in what is left: next poll
 			more = true
@@ -334,8 +390,8 @@ func (ps *Polls) messages(ctx context.Context, p Principal, cur map[string]strin
 		}
 	}
 	for _, room := range gaps {
-		ps.chat.env.m.gapsUnfilled.Inc()
-		ps.chat.log.Warn("poll could not read after the session's cursor: told in gaps", "room", room, "user", p.User, "after", cur[room])
+		ps.gaps.GapUnfilled()
+		ps.log.Warn("poll could not read after the session's cursor: told in gaps", "room", room, "user", p.User, "after", cur[room])
 	}
 	data["messages"] = out
 	return more, gaps, nil
@@ -357,21 +413,21 @@ const PollPage = 32
 // oldest message is later than after, or none is left): messages may have
 // been missed. A cursor's message removed by an admin, with older ones
 // still there, is no gap.
-func readWithin(ctx context.Context, read ReadFunc, after string, budget int) (msgs []rooms.Message, gap bool, err error) {
+func readWithin(ctx context.Context, read realtime.ReadFunc, after string, budget int) (msgs []rooms.Message, gap bool, err error) {
 	cursor, skip, size := after, "", 0
 	if cursor == "" {
-		cursor = StreamStart
+		cursor = realtime.StreamStart
 	}
 	for len(msgs) < rooms.MaxHistoryLimit {
 		page, err := read(ctx, cursor, PollPage)
-		if errors.Is(err, rooms.ErrResumeGap) && cursor != StreamStart {
-			skip, cursor = max(skip, cursor), StreamStart
+		if errors.Is(err, rooms.ErrResumeGap) && cursor != realtime.StreamStart {
+			skip, cursor = max(skip, cursor), realtime.StreamStart
 			continue
 		}
 		if err != nil {
 			return nil, false, err
 		}
-		if cursor == StreamStart && skip != "" && (len(page) == 0 || page[0].ID > skip) {
+		if cursor == realtime.StreamStart && skip != "" && (len(page) == 0 || page[0].ID > skip) {
 			gap = true
 		}
 		for _, m := range page {
@@ -379,7 +435,7 @@ func readWithin(ctx context.Context, read ReadFunc, after string, budget int) (m
 				continue
 			}
 			msgs = append(msgs, m)
-			size += messageSize(m) + 1
+			size += realtime.MessageSize(m) + 1
 		}
 		if len(page) < PollPage || size > budget {
 			break
@@ -398,7 +454,7 @@ func (ps *Polls) followedBoards(ctx context.Context, user string) (map[string]ra
 	}
 	var boards []string
 	for _, t := range topics {
-		if board, ok := boardOfTopic(t); ok {
+		if board, ok := realtime.BoardOfTopic(t); ok {
 			boards = append(boards, board)
 		}
 	}

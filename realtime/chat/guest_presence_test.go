@@ -1,4 +1,4 @@
-package realtime
+package chat_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 
 	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/realtime"
 )
 
 // calledFrom reports whether fn (a function name suffix such as
@@ -55,15 +57,15 @@ func TestAGuestWhoLeavesDuringItsPresenceWriteKeepsGuestRetention(t *testing.T) 
 				}
 				return time.Now()
 			}
-			n := startNode(t, r, "n1", func(c *Config) { c.Now = now })
-			require.Eventually(t, func() bool { return n.connRuns() != nil }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
+			n := startNode(t, r, "n1", func(c *realtime.Config) { c.Now = now })
+			require.Eventually(t, func() bool { return n.Core.LiveRuns() }, 15*time.Second, 20*time.Millisecond, "a heartbeat answered")
 			user := "gus" + strings.NewReplacer("(", "", ")", "", "*", "", ".", "").Replace(path)
-			f := newFake()
-			c, err := n.Chat.Connect(Principal{User: user, Session: "s-" + user, Holder: "h-" + user}, "", f)
+			f := testkit.NewTransport()
+			c, err := n.Chat.Connect(realtime.Principal{User: user, Session: "s-" + user, Holder: "h-" + user}, "", f)
 			require.NoError(t, err)
-			f.first(t, "hello", nil)
+			f.First(t, "hello", nil)
 			require.Eventually(t, func() bool {
-				st, err := n.presence.Get(ctx, user)
+				st, err := n.Services.Presence.Get(ctx, user)
 				return err == nil && st.Online
 			}, 10*time.Second, 20*time.Millisecond, "online at once, as a guest")
 
@@ -76,29 +78,29 @@ func TestAGuestWhoLeavesDuringItsPresenceWriteKeepsGuestRetention(t *testing.T) 
 					defer close(disconnected)
 					n.Chat.Disconnect(ctx, c)
 				}()
-				for len(n.hub.UserClients(user)) > 0 {
+				for len(n.Core.Hub().UserClients(user)) > 0 {
 					time.Sleep(time.Millisecond)
 				}
 			}
 			hook.Store(&leave)
 			if path == "(*Chat).touchUser" {
-				n.Chat.touchUser(ctx, user) // as a join or the connect's first write does
+				n.Chat.TouchUser(ctx, user) // as a join or the connect's first write does
 			} else {
-				n.Chat.pstate.fresh.Store(true) // the next tick writes every user
+				n.Core.MarkFresh() // the next tick writes every user
 			}
 			select {
 			case <-disconnected:
 			case <-time.After(30 * time.Second):
 				t.Fatal("the connection did not end within 30 s")
 			}
-			st, err := n.presence.Get(ctx, user)
+			st, err := n.Services.Presence.Get(ctx, user)
 			require.NoError(t, err)
 			require.False(t, st.Online, "offline after the disconnect")
 			key := keyspace.New(r.Prefix).Key("user", names.Canonical(user), "presence")
 			ttl, err := r.Client.PTTL(ctx, key).Result()
 			require.NoError(t, err)
 			assert.Greater(t, ttl, time.Duration(0), "the record has a TTL")
-			assert.LessOrEqual(t, ttl, GuestTTL, "a guest's record is kept GuestTTL, not 30 days")
+			assert.LessOrEqual(t, ttl, realtime.GuestTTL, "a guest's record is kept GuestTTL, not 30 days")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package realtime
+package chat
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/rooms"
 )
 
@@ -138,7 +139,7 @@ func (r *renewals) due(sid string, now time.Time, every time.Duration) bool {
 
 // TypingREST relays a typing indicator of a REST session's user: the
 // session must be in the room (its poll cursor holds it).
-func (rt *REST) TypingREST(ctx context.Context, p Principal, room string) error {
+func (rt *REST) TypingREST(ctx context.Context, p realtime.Principal, room string) error {
 	ch := rt.ch
 	if err := names.Room(room); err != nil {
 		return err
@@ -153,7 +154,7 @@ func (rt *REST) TypingREST(ctx context.Context, p Principal, room string) error 
 // an attachment of the seat and the room joins its poll cursor, starting
 // after the room's newest message, so the next poll of "messages" returns
 // what is sent from now on.
-func (rt *REST) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.Room, error) {
+func (rt *REST) JoinREST(ctx context.Context, p realtime.Principal, lobby string) (rooms.Room, error) {
 	ch := rt.ch
 	room, err := ch.join(ctx, p, lobby, restAttach(p.Session))
 	if err != nil {
@@ -168,19 +169,19 @@ func (rt *REST) JoinREST(ctx context.Context, p Principal, lobby string) (rooms.
 // REST resume, and the way into a match's private room): the seat is kept
 // or taken back (rooms.Seats.Reclaim) with the session attached, and the room
 // joins the session's poll as JoinREST does.
-func (rt *REST) JoinRoomREST(ctx context.Context, p Principal, room string) (rooms.Room, error) {
+func (rt *REST) JoinRoomREST(ctx context.Context, p realtime.Principal, room string) (rooms.Room, error) {
 	ch := rt.ch
 	r, err := ch.claimRoom(ctx, room, p.User, restAttach(p.Session))
 	if err != nil {
 		return rooms.Room{}, err
 	}
-	ch.marks.room(r.ID, dirty.Of(dirty.Rooms))
+	ch.marks.Room(r.ID, dirty.Of(dirty.Rooms))
 	rt.restEnter(ctx, p, r.ID)
 	rt.sessionChanged(ctx, p)
 	return r, nil
 }
 
-func (rt *REST) restEnter(ctx context.Context, p Principal, room string) {
+func (rt *REST) restEnter(ctx context.Context, p realtime.Principal, room string) {
 	ch := rt.ch
 	if _, err := ch.cursors.Open(ctx, p.Session, p.User); err != nil {
 		ch.log.Debug("open session", "err", err)
@@ -201,7 +202,7 @@ func (rt *REST) restEnter(ctx context.Context, p Principal, room string) {
 }
 
 // restInRoom reports whether a REST session is in room (by its cursor).
-func (rt *REST) restInRoom(ctx context.Context, p Principal, room string) bool {
+func (rt *REST) restInRoom(ctx context.Context, p realtime.Principal, room string) bool {
 	ch := rt.ch
 	cur, err := ch.cursors.Cursor(ctx, p.Session, []string{room})
 	return err == nil && cur[room] != ""
@@ -209,7 +210,7 @@ func (rt *REST) restInRoom(ctx context.Context, p Principal, room string) bool {
 
 // LeaveREST frees p's user's seat in room (an explicit leave) and drops
 // the room from the session's poll.
-func (rt *REST) LeaveREST(ctx context.Context, p Principal, room string) error {
+func (rt *REST) LeaveREST(ctx context.Context, p realtime.Principal, room string) error {
 	ch := rt.ch
 	if err := ch.leave(ctx, p, room); err != nil {
 		return err

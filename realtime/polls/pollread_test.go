@@ -1,4 +1,4 @@
-package realtime
+package polls_test
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
 )
 
 // TestPollReadsPageByPageFromWhereItsCursorIs: a poll's read of a room
-// (readWithin) takes PollPage messages at a time and stops once its byte
+// (readWithin) takes polls.PollPage messages at a time and stops once its byte
 // budget is passed; from the room's first message when the cursor is ""
 // and, when the cursor's message was removed, from the first again,
 // keeping only what comes after the cursor: no message skipped or
@@ -23,18 +25,18 @@ func TestPollReadsPageByPageFromWhereItsCursorIs(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
 	ctx := context.Background()
-	n := startNode(t, r, "n1")
-	c, f := n.connect(t, "alice")
-	room := n.joinRoom(t, c, f, "pollread")
+	n := realtimetest.StartNode(t, r, "n1")
+	c, f := n.Connect(t, "alice")
+	room := n.JoinRoom(t, c, f, "pollread")
 	var ids []string
 	for i := range 100 {
-		ids = append(ids, n.say(t, c, f, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
+		ids = append(ids, n.Say(t, c, f, room, fmt.Sprint("m", i), fmt.Sprint("r", i)))
 	}
 	reads := 0
 	read := func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
 		reads++
-		assert.Equal(t, PollPage, limit, "one page at a time")
-		return n.Chat.reader(room)(ctx, after, limit)
+		assert.Equal(t, polls.PollPage, limit, "one page at a time")
+		return n.Reads.History(ctx, room, after, limit)
 	}
 	idsOf := func(ms []rooms.Message) []string {
 		out := make([]string, len(ms))
@@ -44,20 +46,20 @@ func TestPollReadsPageByPageFromWhereItsCursorIs(t *testing.T) {
 		return out
 	}
 
-	got, gap, err := readWithin(ctx, read, "", 1<<20)
+	got, gap, err := polls.ReadWithin(ctx, read, "", 1<<20)
 	require.NoError(t, err)
 	assert.False(t, gap)
 	assert.Equal(t, ids, idsOf(got), "everything, from the first")
-	assert.Equal(t, 100/PollPage+1, reads, "page by page")
+	assert.Equal(t, 100/polls.PollPage+1, reads, "page by page")
 
 	reads = 0
-	got, _, err = readWithin(ctx, read, "", 1)
+	got, _, err = polls.ReadWithin(ctx, read, "", 1)
 	require.NoError(t, err)
-	assert.Equal(t, ids[:PollPage], idsOf(got), "one page past a budget of 1 byte")
+	assert.Equal(t, ids[:polls.PollPage], idsOf(got), "one page past a budget of 1 byte")
 	assert.Equal(t, 1, reads)
 
 	require.NoError(t, n.Services.Rooms.Messages.Remove(ctx, room, ids[40]))
-	got, gap, err = readWithin(ctx, read, ids[40], 1<<20)
+	got, gap, err = polls.ReadWithin(ctx, read, ids[40], 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, ids[41:], idsOf(got), "after a removed cursor: what comes after it")
 	assert.False(t, gap, "a removed message with older ones still there is no gap")
@@ -67,7 +69,7 @@ func TestPollReadsPageByPageFromWhereItsCursorIs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 	require.NoError(t, r.Client.XTrimMaxLen(ctx, keys[0], 10).Err())
-	got, gap, err = readWithin(ctx, read, ids[50], 1<<20)
+	got, gap, err = polls.ReadWithin(ctx, read, ids[50], 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, ids[90:], idsOf(got), "what the trimmed history still holds")
 	assert.True(t, gap, "the cursor's message was trimmed with those after it")

@@ -1,0 +1,4 @@
+package polls
+
+// ReadWithin is readWithin, for the tests of package polls_test.
+var ReadWithin = readWithin
