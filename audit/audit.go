@@ -59,6 +59,10 @@ type Entry struct {
 	Node string `json:"node"`
 }
 
+// RoleServer is the Role of an entry of a server API key (the
+// application's backend): kept in a list of its own (Record).
+const RoleServer = "server"
+
 // Refused reports whether e records a refusal (answered 400 or more: a
 // read-only token trying to act, a bad request) rather than an action.
 // Refusals are kept in a list of their own, so no number of them evicts an
@@ -70,6 +74,7 @@ type Log struct {
 	rdb     redis.Cmdable
 	key     string // actions
 	refused string // refusals
+	server  string // the server API keys' entries
 	ttl     time.Duration
 	max     int
 	now     func() time.Time
@@ -87,13 +92,15 @@ func New(rdb redis.Cmdable, cfg Config) *Log {
 		cfg.Now = time.Now
 	}
 	ks := keyspace.New(cfg.Prefix)
-	return &Log{rdb: rdb, key: logKey(ks), refused: refusedKey(ks), ttl: cfg.TTL, max: cfg.Max, now: cfg.Now}
+	return &Log{rdb: rdb, key: logKey(ks), refused: refusedKey(ks), server: serverKey(ks), ttl: cfg.TTL, max: cfg.Max, now: cfg.Now}
 }
 
 // Record adds e, stamped now, as the newest entry of its kind: an action
 // goes to the actions list, a refusal (Entry.Refused) to the refusals
 // list, each capped at Config.Max entries, so refusals never push an
-// action out. One MULTI/EXEC of LPUSH, LTRIM and PEXPIRE. It returns ErrBadEntry for an entry without
+// action out; an entry of a server API key (Role RoleServer), action or
+// refusal, to a third list, so a busy backend never pushes an admin's
+// entry out. One MULTI/EXEC of LPUSH, LTRIM and PEXPIRE. It returns ErrBadEntry for an entry without
 // an actor or an action, and Redis errors.
 func (l *Log) Record(ctx context.Context, e Entry) error {
 	if e.Actor == "" || e.Action == "" {
@@ -105,7 +112,10 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 		return fmt.Errorf("audit: record: %w", err)
 	}
 	key := l.key
-	if e.Refused() {
+	switch {
+	case e.Role == RoleServer:
+		key = l.server
+	case e.Refused():
 		key = l.refused
 	}
 	_, err = l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -120,31 +130,46 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 	return nil
 }
 
-// List returns the newest entries, actions and refusals together, at most
+// List returns the newest entries, actions, refusals and the server API
+// keys' entries together, at most
 // limit (1 to MaxList; out of range is clamped), newest first. An entry
 // that does not decode is skipped. It returns Redis errors.
 func (l *Log) List(ctx context.Context, limit int) ([]Entry, error) {
 	limit = min(max(limit, 1), MaxList)
-	var acts, refs *redis.StringSliceCmd
+	var acts, refs, srv *redis.StringSliceCmd
 	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		acts = p.LRange(ctx, l.key, 0, int64(limit-1))
 		refs = p.LRange(ctx, l.refused, 0, int64(limit-1))
+		srv = p.LRange(ctx, l.server, 0, int64(limit-1))
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("audit: list: %w", err)
 	}
-	a, r := decode(acts.Val()), decode(refs.Val())
-	// merge the two newest-first lists, newest first; an action first on a tie
-	out := make([]Entry, 0, min(limit, len(a)+len(r)))
-	for len(out) < limit && (len(a) > 0 || len(r) > 0) {
-		if len(r) == 0 || (len(a) > 0 && !a[0].At.Before(r[0].At)) {
-			out, a = append(out, a[0]), a[1:]
-		} else {
-			out, r = append(out, r[0]), r[1:]
-		}
+	return merge(limit, decode(acts.Val()), decode(refs.Val()), decode(srv.Val())), nil
+}
+
+// merge merges newest-first lists, newest first, at most limit; on a tie
+// the earlier list's entry first (an action before a refusal).
+func merge(limit int, lists ...[]Entry) []Entry {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
 	}
-	return out, nil
+	out := make([]Entry, 0, min(limit, n))
+	for len(out) < limit {
+		best := -1
+		for i, l := range lists {
+			if len(l) > 0 && (best < 0 || l[0].At.After(lists[best][0].At)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out, lists[best] = append(out, lists[best][0]), lists[best][1:]
+	}
+	return out
 }
 
 // decode decodes the entries of raw, skipping any that does not decode.

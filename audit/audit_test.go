@@ -84,3 +84,44 @@ func TestRefusalsCannotEvictActionsBudget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(50), n, "refusals are capped on their own")
 }
+
+// TestServerAPIEntriesCannotEvictAdminEntries: a backend's keys calling
+// many times (actions and refusals) fill a list of their own; every admin
+// action and refusal survives, and List merges the three by time.
+func TestServerAPIEntriesCannotEvictAdminEntries(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	rdb := r.NewClient(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC)
+	l := New(rdb, Config{Prefix: r.Prefix, Max: 20, Now: func() time.Time { return now }})
+	record := func(e Entry) {
+		t.Helper()
+		now = now.Add(time.Millisecond)
+		require.NoError(t, l.Record(ctx, e))
+	}
+	record(Entry{Actor: "admin abcd", Role: "admin", Action: "POST /moderation/ban", Target: "u1", Status: 200, Node: "n1"})
+	record(Entry{Actor: "read 9f9f", Role: "read", Action: "PUT /settings/{key}", Status: 403, Node: "n1"})
+	for i := 0; i < 500; i++ {
+		status := 200
+		if i%5 == 0 {
+			status = 429
+		}
+		record(Entry{Actor: "key game", Role: RoleServer, Action: "POST /server/rooms/{room}/messages", Target: "duel-1", Status: status, Node: "n2"})
+	}
+	record(Entry{Actor: "admin abcd", Role: "admin", Action: "POST /moderation/ban", Target: "u2", Status: 200, Node: "n1"})
+	es, err := l.List(ctx, MaxList)
+	require.NoError(t, err)
+	require.Len(t, es, 23, "20 of the keys' (their cap), 2 admin actions, 1 refusal")
+	assert.Equal(t, "u2", es[0].Target, "newest first")
+	var admin []string
+	for _, e := range es {
+		if e.Role != RoleServer {
+			admin = append(admin, e.Actor+" "+e.Target)
+		}
+	}
+	assert.Equal(t, []string{"admin abcd u2", "read 9f9f ", "admin abcd u1"}, admin)
+	n, err := rdb.LLen(ctx, serverKey(keyspace.New(r.Prefix))).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(20), n)
+}

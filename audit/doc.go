@@ -15,6 +15,9 @@
 // Config.Max: a thousand refusals in half a second, all from the read-only
 // token, cannot push one action out of the log. List merges the two by
 // time. Each list is kept Config.TTL (30 days) after its own last entry.
+// The entries of the server API's keys (the application's backend, which
+// may call many times a second) are a third list, actions and refusals
+// alike, capped apart too: a busy backend pushes no admin entry out.
 //
 // The naive version — a key per action, or a list without LTRIM — grows
 // Redis with every click of the admin console, and without a TTL outlives

@@ -74,6 +74,7 @@ const (
 	Draining           Code = "draining"
 	NotDurable         Code = "not_durable"
 	Blocked            Code = "blocked"
+	NotPrivate         Code = "not_private"
 )
 
 // Coder is implemented by errors that carry a code: *Error, and the typed

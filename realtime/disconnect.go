@@ -14,8 +14,9 @@ import (
 
 // command is a command on the command channel (adminChannel).
 type command struct {
-	Type   string `json:"type"` // "disconnect"
+	Type   string `json:"type"` // "disconnect", "unseat" (unseat.go)
 	User   string `json:"user"`
+	Room   string `json:"room,omitempty"` // "unseat": the room
 	Node   string `json:"node,omitempty"` // "" = every node
 	Conn   string `json:"conn,omitempty"` // "" = every connection of the user
 	Reason string `json:"reason,omitempty"`
@@ -41,10 +42,14 @@ func (n *Node) Disconnect(ctx context.Context, user, node, conn, reason string) 
 // receiveCommand acts on a command from any node, this one included.
 func (n *Node) receiveCommand(_ string, p []byte) {
 	var c command
-	if json.Unmarshal(p, &c) != nil || c.Type != "disconnect" || c.User == "" {
+	if json.Unmarshal(p, &c) != nil || c.User == "" {
 		return
 	}
-	if c.Node != "" && c.Node != n.cfg.Node {
+	if c.Type == "unseat" {
+		n.unseat(c)
+		return
+	}
+	if c.Type != "disconnect" || c.Node != "" && c.Node != n.cfg.Node {
 		return
 	}
 	reason := c.Reason

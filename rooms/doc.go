@@ -192,6 +192,15 @@
 // the chat use case (realtime/chat: Chat.CanSee), for history, details, listing, read
 // marks and presence alike.
 //
+// Grant and Revoke (the server API's) change that field in one script
+// (lua/room_grant.lua: [HGET], [HSET]): a user let in claims the room's
+// seat like a player; one taken out can no longer, and Revoke then frees
+// their seat (seat_release.lua, a "left" event). The users the room was
+// made with move to the field "made" at the first change, which
+// room_private.lua compares a retry of Create with: the naive version,
+// comparing with "private", answers the matchmaker's retry ErrLobbyTaken
+// once a spectator was let in.
+//
 // # Lobbies: a listing written after the script, newest stamp wins
 //
 // Lobbies.List lists lobbies by seated users from one global ZSET (lobby →

@@ -19,6 +19,8 @@ var (
 	roomCreateSrc string
 	//go:embed lua/room_private.lua
 	roomPrivateSrc string
+	//go:embed lua/room_grant.lua
+	roomGrantSrc string
 	//go:embed lua/seat_release.lua
 	seatReleaseSrc string
 	//go:embed lua/seat_detach.lua
@@ -67,6 +69,9 @@ var (
 
 // Private: a private room, made with the seat scripts' library.
 var roomPrivateScript = redisx.NewScript("rooms.room_private", lobbyLib+roomPrivateSrc)
+
+// roomGrantScript changes the users of a private room (Private.Grant, Revoke).
+var roomGrantScript = redisx.NewScript("rooms.room_grant", roomGrantSrc)
 
 // Messages (message_remove.lua is in remove.go).
 var (

@@ -32,6 +32,14 @@ type SendOptions struct {
 	// from SystemSender whatever the request's User, no seat is needed and
 	// no bucket is taken from; the room must exist.
 	System bool
+	// Server sends as the application's backend (the server API): the
+	// message is from the request's User, or from SystemSender when User
+	// is ""; no seat is needed and no bucket is taken from; the room must
+	// exist. Unlike System, the request's Key applies (a backend's retry
+	// is answered with the first message): keys are then the backend's,
+	// under the sender's name, so make them unlike a user's own (the
+	// realtime core's are "<session>:<hash>").
+	Server bool
 }
 
 // SystemSender is the From of a message sent with SendOptions.System: not
@@ -193,7 +201,7 @@ type prepared struct {
 
 func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag string) prepared {
 	lobby, seq, err := ParseRoom(r.Room)
-	if opt.System {
+	if opt.System || opt.Server && r.User == "" {
 		r.User = SystemSender
 	} else if err == nil {
 		err = names.User(r.User)
@@ -215,6 +223,9 @@ func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag st
 	rate, burst := max(opt.Rate, 0), max(opt.Burst, 1)
 	if opt.System {
 		rate, r.Key = 0, "" // the system has no bucket; its say is keyed by its place in the call, below
+	}
+	if opt.Server {
+		rate = 0 // a backend has no say bucket (the server API limits each key)
 	}
 	p := prepared{m: m, lobby: lobby, tag: tag,
 		keys: []string{roomsKey(s.ks, lobby), membersKey(s.ks, lobby), leasesKey(s.ks, lobby),
@@ -238,8 +249,8 @@ func (s *Messages) prepare(r SendRequest, opt SendOptions, now time.Time, tag st
 		p.claim, p.bound = claimKey(s.ks, r.User, r.Key), r.Room+" "+hash
 	}
 	role := ""
-	if opt.System {
-		role = "system"
+	if opt.System || opt.Server {
+		role = "system" // no seat checked, the room must exist
 	}
 	refresh := ""
 	if k := lobby + "/" + strconv.Itoa(seq); s.historyDue(now, k) {

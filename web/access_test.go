@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,11 +24,18 @@ import (
 // docs/openapi.json's x-access lists them (see PROTOCOL.md, "Access").
 var accessRoles = []string{"none", "other", "member", "player", "admin-read", "admin"}
 
+// serverKeyRoles are the server API's roles (PROTOCOL.md, "Server API for
+// backends"): an API key without the operation's scope (x-scope), and one
+// with it. The server API's operations document both; on every other
+// operation a key is no token, and is answered as "none" is.
+var serverKeyRoles = []string{"key-unscoped", "key"}
+
 // accessOp is one operation of docs/openapi.json with its documented
 // answer per role.
 type accessOp struct {
 	method, path string
 	access       map[string]string
+	scope        string // x-scope: the server API key's scope it needs ("" = none)
 }
 
 // accessOps reads every operation of docs/openapi.json and its x-access;
@@ -48,13 +56,20 @@ func accessOps(t *testing.T) []accessOp {
 			}
 			var o struct {
 				Access map[string]string `json:"x-access"`
+				Scope  string            `json:"x-scope"`
 			}
 			require.NoError(t, json.Unmarshal(op, &o))
 			require.NotNil(t, o.Access, "%s %s has no x-access in docs/openapi.json", method, path)
 			for _, r := range accessRoles {
 				require.NotEmpty(t, o.Access[r], "%s %s: x-access says nothing of role %s", method, path, r)
 			}
-			ops = append(ops, accessOp{method: strings.ToUpper(method), path: path, access: o.Access})
+			if strings.HasPrefix(path, "/api/v1/server/") {
+				for _, r := range serverKeyRoles {
+					require.NotEmpty(t, o.Access[r], "%s %s: x-access says nothing of role %s", method, path, r)
+				}
+				require.NotEmpty(t, o.Scope, "%s %s: no x-scope", method, path)
+			}
+			ops = append(ops, accessOp{method: strings.ToUpper(method), path: path, access: o.Access, scope: o.Scope})
 		}
 	}
 	// Ending a seat or the session comes last, so that every other
@@ -175,15 +190,25 @@ func TestAccessMatrix(t *testing.T) {
 	}
 
 	ops := accessOps(t)
-	for _, role := range accessRoles {
+	tokens["key"] = testKeyAll
+	for _, role := range append(accessRoles, serverKeyRoles...) {
 		for i, op := range ops {
 			n := cl.nodes[(i+len(role))%len(cl.nodes)]
 			path := op.path
 			for k, v := range params(role) {
 				path = strings.ReplaceAll(path, "{"+k+"}", v)
 			}
-			status, code := accessCall(t, n, op.method, path, tokens[role], accessBodies[op.method+" "+op.path])
-			want := op.access[role]
+			tok, want := tokens[role], op.access[role]
+			if role == "key-unscoped" {
+				tok = testKeyPresence // a key of one scope: another op's
+				if op.scope == ScopePresence {
+					tok = testKeyPublish
+				}
+			}
+			if want == "" && slices.Contains(serverKeyRoles, role) {
+				want = op.access["none"] // a key is no token outside the server API
+			}
+			status, code := accessCall(t, n, op.method, path, tok, accessBodies[op.method+" "+op.path])
 			if want == "allow" {
 				assert.True(t, status != 401 && status != 403 && code != "unknown_room",
 					"%s %s as %s: documented allow, answered %d %s", op.method, op.path, role, status, code)
@@ -194,7 +219,7 @@ func TestAccessMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("access matrix: %d operations × %d roles + %d frames × 3 user roles = %d cells",
-		len(ops), len(accessRoles), len(frames), cells)
+		len(ops), len(accessRoles)+len(serverKeyRoles), len(frames), cells)
 }
 
 // accessFrame is a client frame of docs/ws-frames.schema.json with its

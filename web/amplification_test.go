@@ -394,6 +394,33 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	op("GET /api/v1/admin/users", "/api/v1/admin/users?prefix=p&limit=100", testAdminRead, nil, nil, 200)
 	op("GET /api/v1/admin/audit", "/api/v1/admin/audit?limit=1000", testAdminRead, nil, nil, 200)
 
+	// the server API: the longest text and key, a broadcast to every room
+	// of a lobby, the presence of the user in the most rooms
+	op("POST /api/v1/server/rooms/{room}/messages", "/api/v1/server/rooms/"+room+"/messages", testKeyAll, map[string]string{"text": strings.Repeat("\x01", 2000), "user": strings.Repeat("u", 32)}, map[string]string{"Idempotency-Key": strings.Repeat("k", 128)}, 200)
+	op("POST /api/v1/server/lobbies/{lobby}/messages", "/api/v1/server/lobbies/amp/messages", testKeyAll, map[string]string{"text": strings.Repeat("\x01", 2000)}, map[string]string{"Idempotency-Key": strings.Repeat("b", 128)}, 200)
+	op("GET /api/v1/server/presence/{user}", "/api/v1/server/presence/reader", testKeyAll, nil, nil, 200)
+	op("POST /api/v1/server/users/{user}/disconnect", "/api/v1/server/users/reader/disconnect", testKeyAll, map[string]string{"reason": reason}, nil, 200)
+	_, err = n.node.Services.Rooms.Private.Create(ctx, "mm.amp.1", players[:100], time.Minute)
+	require.NoError(t, err)
+	measure("PUT /api/v1/server/rooms/{room}/access/{user}", func() func() {
+		st, p := send("DELETE", "/api/v1/server/rooms/mm.amp.1-1/access/p0000", testKeyAll, nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+		return nil
+	}, func() int64 {
+		st, p := send("PUT", "/api/v1/server/rooms/mm.amp.1-1/access/p0000", testKeyAll, nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+		return int64(len(p))
+	})
+	measure("DELETE /api/v1/server/rooms/{room}/access/{user}", func() func() {
+		st, p := send("PUT", "/api/v1/server/rooms/mm.amp.1-1/access/p0001", testKeyAll, nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+		return nil
+	}, func() int64 {
+		st, p := send("DELETE", "/api/v1/server/rooms/mm.amp.1-1/access/p0001", testKeyAll, nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+		return int64(len(p))
+	})
+
 	// matchmaking: a full party of attributes, then its status and cancel
 	var tk struct{ Ticket struct{ ID string } }
 	tickets := 0

@@ -172,9 +172,10 @@ type authAPI struct {
 	tokens         *tokens
 	sessions       *sessions.Sessions
 	audit          auditor
-	adminToken     string // "" = the admin actions answer 403
-	adminReadToken string // "" = none
-	node           string // this node's id, in the audit log
+	adminToken     string      // "" = the admin actions answer 403
+	adminReadToken string      // "" = none
+	serverKeys     []ServerKey // the server API's keys (serverkeys.go); none = it answers 403
+	node           string      // this node's id, in the audit log
 	ip             proxies
 	log            *slog.Logger
 }
@@ -336,6 +337,12 @@ const auditDetailMax = 200
 // record adds the admin action of c, answered err (nil = 200), to the
 // audit log; a failure to record is logged, never the request's.
 func (h *authAPI) record(c *fiber.Ctx, tok, role string, err error) {
+	h.recordActor(c, role+" "+tokenFingerprint(tok), role, err)
+}
+
+// recordActor adds the request of c, made by actor in role and answered
+// err, to the audit log (record, and the server API's keys, by name).
+func (h *authAPI) recordActor(c *fiber.Ctx, actor, role string, err error) {
 	status := c.Response().StatusCode()
 	if err != nil {
 		status = toAPIError(err).Status
@@ -354,7 +361,7 @@ func (h *authAPI) record(c *fiber.Ctx, tok, role string, err error) {
 		}
 	}
 	e := auditlog.Entry{
-		Actor: role + " " + tokenFingerprint(tok), Role: role,
+		Actor: actor, Role: role,
 		Action: c.Method() + " " + route, Target: strings.Join(target, " "),
 		Detail: clipText(string(c.Body()), auditDetailMax), Status: status, Node: h.node,
 	}

@@ -58,6 +58,7 @@ var statusOf = map[errcode.Code]int{
 	errcode.Draining:           http.StatusServiceUnavailable,
 	errcode.NotDurable:         http.StatusServiceUnavailable,
 	errcode.Blocked:            http.StatusForbidden,
+	errcode.NotPrivate:         http.StatusConflict,
 }
 
 // APIError is an error in the documented shape:

@@ -110,7 +110,7 @@ func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
 		level = slog.LevelDebug
 	}
 	cfg := nodeConfig{Redis: rdb, Prefix: c.r.Prefix, Config: Config{
-		Node: id, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead,
+		Node: id, Secret: []byte(testSecret), AdminToken: testAdmin, AdminReadToken: testAdminRead, ServerKeys: testServerKeys(),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name()),
 	}}
 	for _, o := range opts {

@@ -94,6 +94,19 @@ func TestKeyspaceAudit(t *testing.T) {
 	c1.do(call{method: "POST", path: "/api/v1/rooms/" + room + "/typing", token: dave, status: 200})
 	c1.do(call{method: "GET", path: "/api/v1/unread", token: dave, status: 200})
 
+	// the server API: a publish as the system and as a user (idempotent), a
+	// broadcast, presence, a grant and revoke in a private room of short
+	// reservations, a disconnect of nobody connected
+	c1.do(call{method: "POST", path: "/api/v1/server/rooms/" + room + "/messages", token: testKeyAll, body: map[string]string{"text": "from the backend"}, header: map[string]string{"Idempotency-Key": "audit-1"}, status: 200})
+	c2.do(call{method: "POST", path: "/api/v1/server/rooms/" + room + "/messages", token: testKeyAll, body: map[string]string{"text": "as dave", "user": "dave"}, status: 200})
+	c2.do(call{method: "POST", path: "/api/v1/server/lobbies/audit/messages", token: testKeyAll, body: map[string]string{"text": "to all"}, header: map[string]string{"Idempotency-Key": "audit-2"}, status: 200})
+	c1.do(call{method: "GET", path: "/api/v1/server/presence/dave", token: testKeyAll, status: 200})
+	_, err := n1.node.Services.Rooms.Private.Create(context.Background(), "mm.audit.1", []string{"alice", "dave"}, 2*time.Second)
+	require.NoError(t, err)
+	c2.do(call{method: "PUT", path: "/api/v1/server/rooms/mm.audit.1-1/access/carol", token: testKeyAll, status: 200})
+	c1.do(call{method: "DELETE", path: "/api/v1/server/rooms/mm.audit.1-1/access/carol", token: testKeyAll, status: 200})
+	c2.do(call{method: "POST", path: "/api/v1/server/users/nobody/disconnect", token: testKeyAll, status: 200})
+
 	// the event stream: alice's session follows its REST room on n2 (held
 	// open until everyone leaves)
 	c2.streamHead(alice)

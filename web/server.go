@@ -33,12 +33,13 @@ import (
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
-	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/chat"
+	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/serverapi"
 	"github.com/chatd/chatd/realtime/sessions"
 )
 
@@ -60,6 +61,8 @@ type UseCases struct {
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core
+	// ServerAPI is the server API for backends (Config.ServerKeys).
+	ServerAPI *serverapi.ServerAPI
 }
 
 // Core is the realtime core as its front sees it.
@@ -92,6 +95,10 @@ type Config struct {
 	// AdminReadToken is a read-only admin token: it opens every admin read
 	// (GET) and every admin action answers it 403; "" = none.
 	AdminReadToken string
+	// ServerKeys are the API keys of the server role, for the
+	// application's backend (the routes under /api/v1/server; see
+	// serverkeys.go); none = those routes answer 403.
+	ServerKeys []ServerKey
 	// AllowedOrigins are the Origins allowed to open a WebSocket, as
 	// scheme://host[:port]; empty = the request's own host only.
 	AllowedOrigins []string
@@ -168,6 +175,7 @@ type Server struct {
 	match  *matchAPI
 	direct *directAPI
 	poll   *pollAPI
+	server *serverAPI
 	// userRequests: requests in flight per user (Config.MaxRequestsPerUser)
 	userRequests inflight
 
@@ -182,8 +190,14 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 		uc.Admin == nil || uc.Match == nil || uc.Direct == nil || uc.Core == nil {
 		return nil, errors.New("web: every use case is required (realtime/app builds them)")
 	}
+	if uc.ServerAPI == nil {
+		return nil, errors.New("web: UseCases.ServerAPI is required (realtime/app builds it)")
+	}
 	if cfg.Node == "" {
 		return nil, errors.New("web: Config.Node is required")
+	}
+	if err := CheckServerKeys(cfg.ServerKeys, cfg.AdminToken, cfg.AdminReadToken); err != nil {
+		return nil, err
 	}
 	if len(cfg.Secret) == 0 {
 		cfg.Secret = make([]byte, 32)
@@ -244,6 +258,8 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 	tok := &tokens{secret: cfg.Secret, ttl: cfg.TokenTTL, now: cfg.Now, issuer: cfg.JWTIssuer, audience: cfg.JWTAudience}
 	s.auth = &authAPI{mode: cfg.Auth, tokens: tok, sessions: uc.Sessions, audit: uc.Admin,
 		adminToken: cfg.AdminToken, adminReadToken: cfg.AdminReadToken, node: cfg.Node, ip: s.ip, log: s.log}
+	s.auth.serverKeys = cfg.ServerKeys
+	s.server = &serverAPI{api: uc.ServerAPI}
 	s.chat = &chatAPI{chat: uc.Chat, rest: uc.REST, reads: uc.Reads, histories: make(chan struct{}, cfg.MaxHistoryBuilds)}
 	s.match = &matchAPI{match: uc.Match}
 	s.direct = &directAPI{direct: uc.Direct}
@@ -356,6 +372,7 @@ func (s *Server) routes() {
 	s.game.routes(api, a)
 	s.match.routes(api, a)
 	s.direct.routes(api, a)
+	s.server.routes(api, a)
 	api.Get("/poll", a.requireUser, s.poll.poll)
 	specRoutes(api)
 	api.Get("/events", s.stream.streamEvents) // the token is checked by admit

@@ -152,6 +152,10 @@ func specAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
 		if !isBearer || tok != testAdminRead {
 			return errors.New("no read-only admin token")
 		}
+	case "serverKey":
+		if !isBearer || !strings.HasPrefix(tok, "key-") {
+			return errors.New("no server API key")
+		}
 	case "wsToken":
 		if r.URL.Query().Get("token") == "" {
 			return errors.New("no token query parameter")
@@ -567,6 +571,27 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdmin, body: map[string]string{"user": "carol", "reason": "testing"}, status: 200})
 	c.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdmin, body: map[string]string{"user": "carol", "connection": "ws:n1:x:1"}, status: 400, code: "bad_request"})
 	c.do(call{method: "POST", path: "/api/v1/admin/disconnect", token: testAdminRead, body: map[string]string{"user": "carol"}, status: 403, code: "forbidden", invalid: true})
+
+	// the server API, with a key of every scope, one of too few, none
+	srvRoom := "/api/v1/server/rooms/" + room + "/messages"
+	c.do(call{method: "POST", path: srvRoom, token: testKeyAll, body: map[string]string{"text": "from the backend"}, header: map[string]string{"Idempotency-Key": "spec-1"}, status: 200})
+	c.do(call{method: "POST", path: srvRoom, token: testKeyAll, body: map[string]string{"text": "as alice", "user": "alice"}, status: 200})
+	c.do(call{method: "POST", path: srvRoom, token: testKeyAll, body: map[string]string{"text": ""}, status: 400, code: "bad_request", invalid: true})
+	c.do(call{method: "POST", path: "/api/v1/server/rooms/spec-99/messages", token: testKeyAll, body: map[string]string{"text": "x"}, status: 404, code: "unknown_room"})
+	c.do(call{method: "POST", path: srvRoom, token: testKeyPresence, body: map[string]string{"text": "x"}, status: 403, code: "forbidden"})
+	c.do(call{method: "POST", path: srvRoom, body: map[string]string{"text": "x"}, status: 401, code: "bad_token", invalid: true})
+	c.do(call{method: "POST", path: srvRoom, token: testKeySlow, body: map[string]string{"text": "x"}, status: 200})
+	c.do(call{method: "POST", path: srvRoom, token: testKeySlow, body: map[string]string{"text": "y"}, status: 429, code: "rate_limited"})
+	c.do(call{method: "POST", path: "/api/v1/server/lobbies/spec/messages", token: testKeyAll, body: map[string]string{"text": "to all"}, header: map[string]string{"Idempotency-Key": "spec-2"}, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/server/lobbies/nolobby/messages", token: testKeyAll, body: map[string]string{"text": "to all"}, status: 404, code: "not_found"})
+	c.do(call{method: "GET", path: "/api/v1/server/presence/alice", token: testKeyAll, status: 200})
+	c.do(call{method: "POST", path: "/api/v1/server/users/carol/disconnect", token: testKeyAll, body: map[string]string{"reason": "spec"}, status: 200})
+	_, err := cl.nodes[0].node.Services.Rooms.Private.Create(context.Background(), "mm.spec.1", []string{"alice", "bob"}, time.Minute)
+	require.NoError(t, err)
+	c.do(call{method: "PUT", path: "/api/v1/server/rooms/mm.spec.1-1/access/carol", token: testKeyAll, status: 200})
+	c.do(call{method: "DELETE", path: "/api/v1/server/rooms/mm.spec.1-1/access/carol", token: testKeyAll, status: 200})
+	c.do(call{method: "PUT", path: "/api/v1/server/rooms/" + room + "/access/carol", token: testKeyAll, status: 409, code: "not_private"})
+	c.do(call{method: "DELETE", path: "/api/v1/server/rooms/mm.spec.2-1/access/carol", token: testKeyAll, status: 404, code: "unknown_room"})
 	c.do(call{method: "GET", path: "/api/v1/admin/audit?limit=10", token: testAdminRead, status: 200})
 
 	// settings and notices

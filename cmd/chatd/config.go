@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/names"
+	"github.com/chatd/chatd/web"
 )
 
 // Config is chatd's configuration: every flag of the README's "Running"
@@ -26,6 +27,9 @@ type Config struct {
 	AdminToken string
 	// AdminReadToken opens every admin read but no admin action; "" = none.
 	AdminReadToken string
+	// ServerKeys are the server API's keys (web.ParseServerKey); none =
+	// the server API answers 403.
+	ServerKeys     []web.ServerKey
 	AllowedOrigins []string
 	LogLevel       slog.Level
 	LogFormat      string // "text" or "json"
@@ -73,6 +77,7 @@ var flagSpecs = []flagSpec{
 	{name: "secret", env: "CHATD_SECRET", secret: true, help: "HMAC secret that signs session tokens, shared by all nodes (at least 16 characters); required with --redis"},
 	{name: "admin-token", env: "CHATD_ADMIN_TOKEN", secret: true, help: "bearer token for admin endpoints; empty = admin endpoints answer 403"},
 	{name: "admin-read-token", env: "CHATD_ADMIN_READ_TOKEN", secret: true, help: "read-only admin bearer token: every admin read (the admin console's screens), every admin action answers 403; empty = none"},
+	{name: "server-keys", env: "CHATD_SERVER_KEYS", list: true, secret: true, help: "API keys of your backend for the server API (/api/v1/server/…), comma-separated, each name:secret:scopes[:lobbies=a+b*][:rate=N] — scopes publish, broadcast, presence, disconnect, grant joined by + (or *), the secret 24–256 of [A-Za-z0-9_.~+/=-], sent as Authorization: Bearer <secret>; empty = the server API answers 403"},
 	{name: "allowed-origins", env: "CHATD_ALLOWED_ORIGINS", list: true, help: "comma-separated WebSocket Origin allow-list (scheme://host[:port]); empty = same host only"},
 	{name: "log-level", env: "CHATD_LOG_LEVEL", def: "info", help: "debug, info, warn or error"},
 	{name: "log-format", env: "CHATD_LOG_FORMAT", def: "text", help: "text (logfmt) or json (one JSON object per line)"},
@@ -208,6 +213,19 @@ func (r resolved) apply(c *Config) error {
 	c.Secret, c.AdminToken, c.AdminReadToken = v["secret"], v["admin-token"], v["admin-read-token"]
 	if c.AdminReadToken != "" && c.AdminReadToken == c.AdminToken {
 		return r.fail("admin-read-token", "--admin-read-token: must differ from --admin-token (a token is one role)")
+	}
+	for _, spec := range strings.Split(v["server-keys"], ",") {
+		if strings.TrimSpace(spec) == "" {
+			continue
+		}
+		k, err := web.ParseServerKey(spec)
+		if err != nil {
+			return r.fail("server-keys", "--server-keys: %v", err) // never the secret
+		}
+		c.ServerKeys = append(c.ServerKeys, k)
+	}
+	if err := web.CheckServerKeys(c.ServerKeys, c.AdminToken, c.AdminReadToken); err != nil {
+		return r.fail("server-keys", "--server-keys: %s", strings.TrimPrefix(err.Error(), "web: "))
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return r.fail("addr", "--addr %q: expected host:port or :port", c.Addr)

@@ -130,7 +130,7 @@ func scalarValue(f flagSpec, v *yaml.Node) (string, error) {
 
 // printConfig writes c as a config file that loads back to the same
 // configuration: every key, in the order of the flags, with where its value
-// came from as a comment. Secrets (secret, admin-token, admin-read-token)
+// came from as a comment. Secrets (secret, admin-token, admin-read-token, server-keys)
 // are printed empty
 // and the password of a Redis URL as ***: give them again (through the
 // environment) when loading it.
@@ -186,9 +186,9 @@ func printConfig(c Config, r resolved) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	buf.WriteString("# chatd --print-config: the effective configuration. Load it with --config;\n" +
-		"# masked values (secret, admin-token, admin-read-token, a Redis password) must\n" +
-		"# be given again, through the environment (CHATD_SECRET, CHATD_ADMIN_TOKEN,\n" +
-		"# CHATD_ADMIN_READ_TOKEN, CHATD_REDIS).\n")
+		"# masked values (secret, admin-token, admin-read-token, server-keys, a Redis\n" +
+		"# password) must be given again, through the environment (CHATD_SECRET,\n" +
+		"# CHATD_ADMIN_TOKEN, CHATD_ADMIN_READ_TOKEN, CHATD_SERVER_KEYS, CHATD_REDIS).\n")
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(m); err != nil {

@@ -74,10 +74,11 @@ type Conn struct {
 	quit   chan struct{} // closed by Close: the reader stops waiting on events
 	once   sync.Once
 
-	mu    sync.Mutex
-	code  int
-	bad   []error
-	types map[string]bool
+	mu     sync.Mutex
+	code   int
+	reason string // the close frame's reason
+	bad    []error
+	types  map[string]bool
 }
 
 // Errors of Next.
@@ -116,13 +117,13 @@ func (c *Conn) read() {
 	for {
 		typ, p, err := c.ws.ReadMessage()
 		if err != nil {
-			code := websocket.CloseAbnormalClosure
+			code, reason := websocket.CloseAbnormalClosure, ""
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) {
-				code = ce.Code
+				code, reason = ce.Code, ce.Text
 			}
 			c.mu.Lock()
-			c.code = code
+			c.code, c.reason = code, reason
 			c.mu.Unlock()
 			return
 		}
@@ -214,6 +215,14 @@ func (c *Conn) CloseCode() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.code
+}
+
+// CloseReason is the reason of the close frame the server sent, "" for
+// none (or while open).
+func (c *Conn) CloseReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reason
 }
 
 // Types reports which event types came so far.

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/audit"
+	dm "github.com/chatd/chatd/direct"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
@@ -42,14 +43,14 @@ import (
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/ranking"
 	"github.com/chatd/chatd/realtime"
-	dm "github.com/chatd/chatd/direct"
 	"github.com/chatd/chatd/realtime/admin"
-	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/chat"
+	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
 	"github.com/chatd/chatd/realtime/polls"
+	"github.com/chatd/chatd/realtime/serverapi"
 	"github.com/chatd/chatd/realtime/sessions"
 	"github.com/chatd/chatd/rooms"
 	"github.com/chatd/chatd/seen"
@@ -76,6 +77,8 @@ type App struct {
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
 	Direct     *direct.Direct
+	// ServerAPI is the server API for backends (API keys).
+	ServerAPI *serverapi.ServerAPI
 
 	log *slog.Logger
 }
@@ -228,6 +231,9 @@ func New(cfg realtime.Config) (*App, error) {
 	a.Admin = admin.New(admin.Config{Settings: st, Seats: rs.Seats, Messages: rs.Messages,
 		Lobbies: rs.Lobbies, Presence: svc.Presence, Purchases: svc.Shop, Notices: svc.Notices,
 		Marks: marks, Audit: svc.Audit, SayRules: a.Chat, Queues: a.Match, Disconnecter: core})
+	a.ServerAPI = serverapi.New(serverapi.Config{Messages: rs.Messages, Seats: rs.Seats,
+		Private: rs.Private, Presence: svc.Presence, SayRules: a.Chat, Marks: marks, Commands: core,
+		Redis: rdb, Prefix: prefix, Now: now, Registerer: reg})
 	return a, nil
 }
 

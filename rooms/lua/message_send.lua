@@ -26,7 +26,8 @@
 -- ARGV[13] how long KEYS[7] is kept, ms
 -- ARGV[14] the text's hash (hex)
 -- ARGV[15] the send call and the say's place in it ("<call>/<i>")
--- ARGV[16] "system" for a message of the system (SendOptions.System): no
+-- ARGV[16] "system" for a message of the system (SendOptions.System) or
+--          of the application's backend (SendOptions.Server, from ARGV[2]): no
 --          seat is checked (ARGV[10] 0); "" otherwise
 -- ARGV[17] "1" when the node refreshes the history's TTL with this send
 --          (at most once per room per IdleTTL/48, as Renew does); "" or

@@ -29,7 +29,9 @@ end
 local list = table.concat(users, ' ')
 local private = redis.call('HGET', L.records, 'private')
 if private then
-  if private ~= list then
+  -- a retry answers the room made for the same users, whatever grants
+  -- changed since (room_grant.lua keeps them in "made")
+  if (redis.call('HGET', L.records, 'made') or private) ~= list then
     return {-1}
   end
   local seq = redis.call('GET', L.seq) or '1'
