@@ -82,6 +82,7 @@ type Conn struct {
 	mu     sync.Mutex
 	sock   *socket               // the open connection; nil while reconnecting
 	rooms  map[string]*roomState // rooms followed, by id
+	dms    map[string]*dmState   // direct conversations seen, by id (direct.go)
 	outbox []*op                 // calls without an answer yet, in send order
 	byRef  map[string]*op
 	err    error // why the Conn ended (nil after Close)
@@ -116,9 +117,13 @@ const (
 	opPing   opKind = 'p'
 	opTyping opKind = 't'
 	opRPC    opKind = 'c' // rpc.go
+	// direct messages (direct.go)
+	opDirect       opKind = 'd'
+	opDirectResume opKind = 'e'
 )
 
-var opNames = map[opKind]string{opSay: "say", opJoin: "join", opResume: "resume", opLeave: "leave", opRead: "read", opPing: "ping", opTyping: "typing", opRPC: "rpc"}
+var opNames = map[opKind]string{opSay: "say", opJoin: "join", opResume: "resume", opLeave: "leave", opRead: "read", opPing: "ping", opTyping: "typing", opRPC: "rpc",
+	opDirect: "dm_send", opDirectResume: "dm_resume"}
 
 // op is a call that waits for the server's answer.
 type op struct {
@@ -185,7 +190,7 @@ func newConn(parent context.Context, c *Client, o ConnOptions) *Conn {
 		q:   newEventQueue(o.MaxQueued, o.EventBuffer),
 		ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		rooms: map[string]*roomState{}, byRef: map[string]*op{},
+		rooms: map[string]*roomState{}, byRef: map[string]*op{}, dms: map[string]*dmState{},
 	}
 }
 

@@ -57,6 +57,8 @@ func (cn *Conn) apply(s *socket, ev protocol.ServerEvent, out []Event) []Event {
 	case protocol.Matched:
 		return append(out, MatchedEvent{Queue: ev.Queue, Ticket: ev.Ticket, Match: ev.Match, Room: ev.Room, Players: ev.Players,
 			ReserveSeconds: ev.ReserveSeconds, TS: ev.TS, Data: ev.Data})
+	case protocol.DM, protocol.DMSent, protocol.DMTypingEvent, protocol.DMReadEvent, protocol.DMRemoved, protocol.DMGap:
+		return cn.directEvent(s, ev, out)
 	case protocol.ErrorEvent:
 		return cn.errorEvent(s, ev, out)
 	case protocol.Presence:

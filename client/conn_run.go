@@ -332,6 +332,7 @@ func (cn *Conn) install(s *socket, reconnect bool) {
 		cn.byRef[o.ref] = o
 		s.send(o)
 	}
+	cn.resumeDirect(s)
 	for _, o := range slices.Clone(cn.outbox) {
 		if o.kind == opRPC && reconnect {
 			cn.resolveLocked(o, opResult{err: errRPCLost})

@@ -308,6 +308,10 @@ func schemaFrameTypes(t *testing.T, ws map[string]any, group string) map[string]
 	return out
 }
 
+// wordBreak finds where a constant's name starts a word after an acronym
+// (TypeDMOpen is "dm_open": DM, Open).
+var wordBreak = regexp.MustCompile(`([A-Z])([A-Z][a-z])`)
+
 // TestDocsFramesAndCloseCodes: every frame type the server handles or
 // sends is in ws-frames.schema.json and PROTOCOL.md, and every close code
 // realtime defines is in the schema's CloseCode and PROTOCOL.md's table.
@@ -328,7 +332,7 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range handled {
-		typ := strings.ToLower(m[1] + m[2])
+		typ := strings.ToLower(wordBreak.ReplaceAllString(m[1]+m[2], "${1}_${2}"))
 		require.True(t, frameTypes[typ], "web handles protocol.Type%s, which is no client frame of the protocol's", m[1]+m[2])
 		seen[typ] = true
 		assert.True(t, client[typ], "web handles %q frames, which ws-frames.schema.json's ClientFrame lacks", typ)
@@ -355,7 +359,8 @@ func TestDocsFramesAndCloseCodes(t *testing.T) {
 	// (protocol.Hello{…}) in the core, its use cases (realtime/*) and web,
 	// and the Event constants of rooms and matchmaking, whose events are
 	// encoded once and forwarded as they are
-	src := sourceOf(t, "realtime") + sourceOf(t, "realtime/*") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking")
+	src := sourceOf(t, "realtime") + sourceOf(t, "realtime/*") + sourceOf(t, "rooms") + sourceOf(t, "web") + sourceOf(t, "matchmaking") +
+		sourceOf(t, "direct")
 	sent := map[string]bool{}
 	for _, ev := range append(protocol.ServerEvents, protocol.StreamEvents...) {
 		if regexp.MustCompile(`\bprotocol\.` + reflect.TypeOf(ev).Name() + `\{`).MatchString(src) {

@@ -30,11 +30,12 @@ const (
 	Wallet
 	Notices
 	Match
+	Direct
 
 	numSections // keep last
 )
 
-var sectionNames = [numSections]string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices", "match"}
+var sectionNames = [numSections]string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices", "match", "direct"}
 
 // SectionName returns the protocol name of s ("rooms", "messages", …), or ""
 // for a section this version does not know.

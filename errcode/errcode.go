@@ -73,6 +73,7 @@ const (
 	RedisBusy          Code = "redis_busy"
 	Draining           Code = "draining"
 	NotDurable         Code = "not_durable"
+	Blocked            Code = "blocked"
 	NotPrivate         Code = "not_private"
 	// HookDenied: the application's backend refused (a hook's deny).
 	HookDenied Code = "hook_denied"

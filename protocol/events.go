@@ -324,7 +324,8 @@ func (e Unknown) withEventType() ServerEvent        { return e }
 // (the schema test walks it).
 var ServerEvents = []ServerEvent{Hello{}, Joined{}, MessageEvent{}, Ack{}, Presence{}, Settings{}, Notice{},
 	ErrorEvent{}, Left{}, Pong{}, TypingEvent{}, MessageRemoved{}, Queued{}, Dequeued{}, Matched{}, TicketExpired{},
-	Party{}, PartyInvite{}, PartyUpdate{}, RPCResult{}}
+	Party{}, PartyInvite{}, PartyUpdate{}, RPCResult{}, DM{}, DMOpened{}, DMSent{}, DMResumed{}, DMRemoved{}, DMGap{}, DMReadEvent{},
+	DMTypingEvent{}}
 
 // Encode encodes ev with its type set: the one way the server turns an
 // event into bytes. It fails only for a Settings value JSON cannot hold.
@@ -417,6 +418,9 @@ func DecodeEvent(line []byte) (ServerEvent, error) {
 		return ev, firstErr(err, func() error { return need(ev.Ticket != "" && ev.State != "", "ticket and state") })
 	case TypeRPCResult:
 		return decodeAs[RPCResult](line)
+	}
+	if ev, ok, err := decodeDirect(head.Type, line); ok {
+		return ev, err
 	}
 	return Unknown{Type: head.Type}, nil
 }

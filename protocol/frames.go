@@ -184,7 +184,7 @@ func (f Decline) WithRef(ref string) ClientFrame { f.Ref = ref; return f }
 // ClientFrames holds a zero value of every client frame type (the schema
 // test walks it).
 var ClientFrames = []ClientFrame{Join{}, Say{}, Leave{}, Resume{}, Typing{}, Read{}, Ping{}, Queue{}, Dequeue{},
-	Invite{}, Accept{}, Decline{}, RPC{}}
+	Invite{}, Accept{}, Decline{}, RPC{}, DMOpen{}, DMSend{}, DMTyping{}, DMRead{}, DMResume{}}
 
 // EncodeFrame encodes f with its type set. A frame over MaxFrame is an
 // error with errcode.TooLarge (the server would close the connection).
@@ -218,6 +218,8 @@ type Frame struct {
 	// rpc
 	Method string          `json:"method"`
 	Data   json.RawMessage `json:"data"`
+	// dm_open, dm_send, dm_typing, dm_read, dm_resume
+	To string `json:"to"`
 }
 
 // Decode decodes a client frame strictly: one JSON object (DecodeJSON)

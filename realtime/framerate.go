@@ -43,7 +43,15 @@ var FrameRates = map[string]FrameRate{
 	"decline": {Rate: 5, Burst: 50},
 	"rpc":     {Rate: 5, Burst: 20},
 	"ping":    {Rate: 50, Burst: 500},
-	"other":   {Rate: 20, Burst: 200},
+	// direct messages (realtime/direct): a send also has its bucket in
+	// Redis (per sender per conversation), an open its budget of new
+	// conversations per user
+	"dm_open":   {Rate: 2, Burst: 20},
+	"dm_send":   {Rate: 20, Burst: 50},
+	"dm_typing": {Rate: 10, Burst: 100},
+	"dm_read":   {Rate: 10, Burst: 100},
+	"dm_resume": {Rate: 5, Burst: 50},
+	"other":     {Rate: 20, Burst: 200},
 }
 
 // frameBucket is one kind's token bucket of one connection.

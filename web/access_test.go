@@ -133,6 +133,9 @@ func TestAccessMatrix(t *testing.T) {
 	public := cl.join(n3, mia, "pub").ID
 	cl.say(n1, mia, public, "hello all")
 	eve := cl.session(n1, "eve")
+	// a direct conversation of the player with ann: only the two read it
+	var dm struct{ Conversation struct{ ID string } }
+	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/direct/ann", bob, nil, &dm))
 
 	tokens := map[string]string{"none": "", "other": eve, "member": mia, "player": bob,
 		"admin-read": testAdminRead, "admin": testAdmin}
@@ -142,7 +145,8 @@ func TestAccessMatrix(t *testing.T) {
 			room, lobby = public, "pub"
 		}
 		return map[string]string{"room": room, "lobby": lobby, "user": "ann", "board": "acc", "player": "ann",
-			"key": "nosuch", "file": "nosuch.js", "id": "1-1", "queue": "nosuch"}
+			"key": "nosuch", "file": "nosuch.js", "id": "1-1", "queue": "nosuch",
+			"with": dm.Conversation.ID, "conversation": dm.Conversation.ID}
 	}
 	// what the answers hold: an outsider sees no trace of the room in a
 	// player's presence or in its lobby's listing; a player and an admin do
@@ -265,8 +269,10 @@ func accessFrames(t *testing.T) []accessFrame {
 // is sent "{}", which an allowed role gets past the rule and is refused
 // (400) or answered without effect.
 var accessBodies = map[string]string{
-	"POST /api/v1/rooms/{room}/messages": `{"text":"hi"}`,
-	"POST /api/v1/rooms/{room}/read":     `{"id":"1-1"}`,
+	"POST /api/v1/rooms/{room}/messages":  `{"text":"hi"}`,
+	"POST /api/v1/rooms/{room}/read":      `{"id":"1-1"}`,
+	"POST /api/v1/direct/{with}/messages": `{"text":"hi"}`,
+	"POST /api/v1/direct/{with}/read":     `{"id":"1-1"}`,
 }
 
 // accessCall asks one operation: body (or "{}" for a write), the token as

@@ -478,6 +478,55 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 		})
 	}
 
+	// direct messages: a reader with 50 conversations (its budget of new
+	// ones an hour), each with a message of 2,000 control characters; one
+	// of them holds 1,000 of those
+	for i := range 49 {
+		require.Equal(t, 200, c.do(n, "POST", fmt.Sprintf("/api/v1/direct/d%02d/messages", i), reader, map[string]string{"text": strings.Repeat("\x01", 2000)}, nil))
+	}
+	var full struct{ Conversation struct{ ID string } }
+	require.Equal(t, 200, c.do(n, "POST", "/api/v1/direct/writer", reader, nil, &full))
+	dmConv := full.Conversation.ID
+	wg = sync.WaitGroup{}
+	for w := range 8 {
+		wg.Go(func() {
+			for j := w; j < 1000; j += 8 {
+				st, p := send("POST", "/api/v1/direct/"+dmConv+"/messages", writer, map[string]string{"text": strings.Repeat("\x01", 2000)}, nil)
+				assert.Equal(t, 200, st, "%s", p)
+			}
+		})
+	}
+	wg.Wait()
+	var dmFirst struct{ Messages []struct{ ID string } }
+	require.Equal(t, 200, c.do(n, "GET", "/api/v1/direct/"+dmConv+"/messages?limit=1", reader, nil, &dmFirst))
+	dmLast := dmFirst.Messages[0].ID
+	op("GET /api/v1/direct", "/api/v1/direct?limit=50", reader, nil, nil, 200)
+	opens := 0
+	opener := c.session(n, "opener")
+	measure("POST /api/v1/direct/{with}", nil, func() int64 {
+		opens++
+		st, p := send("POST", fmt.Sprintf("/api/v1/direct/peer%d", opens), opener, nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+		return int64(len(p))
+	})
+	op("GET /api/v1/direct/{with}/messages", "/api/v1/direct/"+dmConv+"/messages?limit=1000&after=0-0", reader, nil, nil, 200)
+	op("POST /api/v1/direct/{with}/messages", "/api/v1/direct/"+dmConv+"/messages", writer, map[string]string{"text": strings.Repeat("\x01", 2000)}, map[string]string{"Idempotency-Key": strings.Repeat("k", 128)}, 200)
+	op("POST /api/v1/direct/{with}/read", "/api/v1/direct/"+dmConv+"/read", reader, map[string]string{"id": dmLast}, nil, 200)
+	op("POST /api/v1/direct/{with}/typing", "/api/v1/direct/"+dmConv+"/typing", reader, nil, nil, 200)
+	op("PUT /api/v1/blocks/{user}", "/api/v1/blocks/victim", reader, nil, nil, 200)
+	op("GET /api/v1/blocks", "/api/v1/blocks", reader, nil, nil, 200)
+	op("DELETE /api/v1/blocks/{user}", "/api/v1/blocks/victim", reader, nil, nil, 200)
+	op("GET /api/v1/admin/direct/{conversation}/messages", "/api/v1/admin/direct/"+dmConv+"/messages?limit=1000&after=0-0", testAdmin, nil, nil, 200)
+	var dmSaid struct{ Message struct{ ID string } }
+	measure("DELETE /api/v1/admin/direct/{conversation}/messages/{id}", func() func() {
+		require.Equal(t, 200, c.do(n, "POST", "/api/v1/direct/"+dmConv+"/messages", writer, map[string]string{"text": "x"}, &dmSaid))
+		return nil
+	}, func() int64 {
+		st, p := send("DELETE", "/api/v1/admin/direct/"+dmConv+"/messages/"+dmSaid.Message.ID, testAdmin, nil, nil)
+		require.Equal(t, 200, st, "%s", p)
+		return int64(len(p))
+	})
+
 	// the event stream and the WebSocket: opening one, up to its hello and
 	// the unseen notices, then hanging up
 	measure("GET /api/v1/events", nil, func() int64 {
@@ -625,6 +674,15 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 			return invitee
 		}, f, nil)
 	}
+
+	// the direct frames: a send echoes the message to the sender's own
+	// connection; a resume after 0-0 replays the 1,000 kept
+	dmOpen := map[string]any{"type": "dm_open", "ref": ref}
+	frame("dm_open", func() string { opens++; dmOpen["to"] = fmt.Sprintf("peer%d", opens); return opener }, dmOpen, nil)
+	frame("dm_send", wr, map[string]any{"type": "dm_send", "to": dmConv, "text": strings.Repeat("\x01", 2000), "ref": ref}, nil)
+	frame("dm_typing", wr, map[string]any{"type": "dm_typing", "to": dmConv, "ref": ref}, nil)
+	frame("dm_read", wr, map[string]any{"type": "dm_read", "to": dmConv, "id": dmLast, "ref": ref}, nil)
+	frame("dm_resume", wr, map[string]any{"type": "dm_resume", "to": dmConv, "after": "0-0", "ref": ref}, nil)
 
 	// every operation and frame measured, and within its cost
 	for key, cost := range ops {

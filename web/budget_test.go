@@ -186,6 +186,15 @@ func TestFrameFloodOfEveryTypeIsClosedWithinItsBudget(t *testing.T) {
 		"decline": {"type": "decline", "queue": "duo", "ticket": "t"},
 		"ping":    {"type": "ping"},
 		"bogus":   {"type": "bogus"},
+		// an rpc call on a node without an rpc hook (not_found)
+		"rpc": {"type": "rpc", "method": "roll"},
+		// direct messages: to a user who never signed in (a conversation
+		// needs no online peer)
+		"dm_open":   {"type": "dm_open", "to": "nobody"},
+		"dm_send":   {"type": "dm_send", "to": "nobody", "text": "hi"},
+		"dm_typing": {"type": "dm_typing", "to": "nobody"},
+		"dm_read":   {"type": "dm_read", "to": "nobody", "id": "1-0"},
+		"dm_resume": {"type": "dm_resume", "to": "nobody", "after": "1-0"},
 	}
 	require.Len(t, frames, len(realtime.FrameRates), "one flood per frame type")
 	for typ, frame := range frames {

@@ -57,6 +57,7 @@ var statusOf = map[errcode.Code]int{
 	errcode.RedisBusy:          http.StatusServiceUnavailable,
 	errcode.Draining:           http.StatusServiceUnavailable,
 	errcode.NotDurable:         http.StatusServiceUnavailable,
+	errcode.Blocked:            http.StatusForbidden,
 	errcode.NotPrivate:         http.StatusConflict,
 	errcode.HookDenied:         http.StatusForbidden,
 	errcode.HookUnavailable:    http.StatusServiceUnavailable,

@@ -224,6 +224,18 @@ func TestKeyspaceAudit(t *testing.T) {
 		c2.do(call{method: "POST", path: "/api/v1/matchmaking/audit-p/tickets/" + party.Ticket.ID + "/" + answer, token: dave, status: 200})
 	}
 
+	// direct messages: every route (alice, bob, carol), and bob's frames
+	specDirect(t, c1, alice, bob, carol)
+	wb.send(protocol.DMOpen{To: "alice"})
+	conv := wb.next("dm_opened")["conversation"].(map[string]any)["id"].(string)
+	wb.send(protocol.DMSend{To: conv, Text: "audit", Ref: "dm1"})
+	dmID := wb.next("dm_sent")["id"].(string)
+	wb.send(protocol.DMTyping{To: conv})
+	wb.send(protocol.DMRead{To: conv, ID: dmID})
+	wb.next("dm_read")
+	wb.send(protocol.DMResume{To: conv, After: dmID})
+	wb.next("dm_resumed")
+
 	// message removal
 	c2.do(call{method: "DELETE", path: "/api/v1/rooms/" + room + "/messages/" + first, token: testAdmin, status: 200})
 	wb.next("message_removed")

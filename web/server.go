@@ -34,6 +34,7 @@ import (
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/chat"
+	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
@@ -60,6 +61,8 @@ type UseCases struct {
 	// RPC forwards clients' calls to the application's backend (the rpc
 	// hook); nil = no rpc: every call answers not_found.
 	RPC *rpc.RPC
+	// Direct is the direct messages and blocks.
+	Direct *direct.Direct
 	// Core is the realtime core's lifecycle, as far as the front takes
 	// part in it (realtime.Node).
 	Core Core
@@ -175,6 +178,7 @@ type Server struct {
 	mod    *moderationAPI
 	game   *gameAPI
 	match  *matchAPI
+	direct *directAPI
 	poll   *pollAPI
 	server *serverAPI
 	rpc    *rpcAPI
@@ -189,7 +193,7 @@ type Server struct {
 // New builds the front of the use cases uc; Serve serves it.
 func New(uc UseCases, cfg Config) (*Server, error) {
 	if uc.Chat == nil || uc.REST == nil || uc.Reads == nil || uc.Polls == nil || uc.Game == nil || uc.Sessions == nil || uc.Moderation == nil ||
-		uc.Admin == nil || uc.Match == nil || uc.Core == nil {
+		uc.Admin == nil || uc.Match == nil || uc.Direct == nil || uc.Core == nil {
 		return nil, errors.New("web: every use case is required (realtime/app builds them)")
 	}
 	if uc.ServerAPI == nil {
@@ -268,7 +272,8 @@ func New(uc UseCases, cfg Config) (*Server, error) {
 		uc.RPC = rpc.New(nil, cfg.Now)
 	}
 	s.rpc = &rpcAPI{rpc: uc.RPC}
-	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, rpc: s.rpc, tokens: tok, ip: s.ip,
+	s.direct = &directAPI{direct: uc.Direct}
+	s.stream = &streamAPI{chat: uc.Chat, rest: uc.REST, sessions: uc.Sessions, match: s.match, rpc: s.rpc, direct: s.direct, tokens: tok, ip: s.ip,
 		allowedOrigins: cfg.AllowedOrigins, now: cfg.Now, m: s.m, log: s.log}
 	s.admin = &adminAPI{admin: uc.Admin, node: cfg.Node, ip: s.ip, now: cfg.Now, log: s.log}
 	s.mod = &moderationAPI{mod: uc.Moderation}
@@ -376,6 +381,7 @@ func (s *Server) routes() {
 	s.mod.routes(api, a)
 	s.game.routes(api, a)
 	s.match.routes(api, a)
+	s.direct.routes(api, a)
 	s.server.routes(api, a)
 	s.rpc.routes(api, a)
 	api.Get("/poll", a.requireUser, s.poll.poll)

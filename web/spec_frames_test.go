@@ -325,6 +325,8 @@ func TestSpecFramesScriptedSession(t *testing.T) {
 		assert.Equal(t, after["state"], upd["state"])
 	}
 
+	scriptDirect(t, cl, a1, b)
+
 	// a kick closes with 4001, a sign-out with 4000, a frame over 64 KiB with 1009
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/moderation/kick", testAdmin, map[string]string{"user": "carol", "reason": "calm down"}, nil))
 	assert.Equal(t, 4001, carol.closed())

@@ -665,6 +665,8 @@ func TestSpecOpenAPIEveryOperation(t *testing.T) {
 	c.do(call{method: "POST", path: "/api/v1/rooms/spec-999/join", token: bob, status: 404, code: "unknown_room"})
 	c.do(call{method: "GET", path: "/api/v1/matchmaking/queues", token: testAdmin, status: 200})
 
+	specDirect(t, c, alice, bob, carol)
+
 	// polling
 	c.do(call{method: "GET", path: "/api/v1/poll", token: bob, status: 200})
 	c.do(call{method: "GET", path: "/api/v1/poll?wait=0", token: bob, status: 200})

@@ -7,5 +7,5 @@ import "github.com/chatd/chatd/realtime/app"
 // package's tests both use. It builds nothing.
 func UseCasesOf(a *app.App) UseCases {
 	return UseCases{Chat: a.Chat, REST: a.REST, Reads: a.Reads, Polls: a.Polls, Sessions: a.Sessions, Match: a.Match, RPC: a.RPC, Core: a,
-		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, ServerAPI: a.ServerAPI}
+		Game: a.Game, Moderation: a.Moderation, Admin: a.Admin, ServerAPI: a.ServerAPI, Direct: a.Direct}
 }

@@ -37,8 +37,9 @@ type streamAPI struct {
 	chat           *chat.Chat
 	rest           *chat.REST // the event stream
 	sessions       *sessions.Sessions
-	match          *matchAPI // the queue and dequeue frames
-	rpc            *rpcAPI   // the rpc frame
+	match          *matchAPI  // the queue and dequeue frames
+	rpc            *rpcAPI    // the rpc frame
+	direct         *directAPI // the dm_* frames
 	tokens         *tokens
 	ip             proxies
 	allowedOrigins []string // Config.AllowedOrigins
@@ -307,8 +308,10 @@ func (h *streamAPI) handleFrame(ctx context.Context, c *realtime.Client, f proto
 		err = h.match.partyFrame(fctx, c, f)
 	case protocol.TypeRPC:
 		err = h.rpc.frame(fctx, c, f)
+	case protocol.TypeDMOpen, protocol.TypeDMSend, protocol.TypeDMTyping, protocol.TypeDMRead, protocol.TypeDMResume:
+		err = h.direct.frame(fctx, c, f)
 	default:
-		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline, rpc or ping", clipText(f.Type, 40))
+		err = errf(errcode.UnknownType, "unknown frame type %q; use join, say, leave, resume, typing, read, queue, dequeue, invite, accept, decline, rpc, dm_open, dm_send, dm_typing, dm_read, dm_resume or ping", clipText(f.Type, 40))
 	}
 	if err != nil {
 		h.chat.Refuse(c, err, f.Room, f.Ref)

@@ -12,7 +12,7 @@
 // Start: the core (bus, settings, subscriptions, clock, heartbeat,
 // sweepers), the name registry and the moderation guard on the core's bus,
 // then Chat (seat and presence renewal), Sessions (connection leases),
-// Match (its channel, then the matchers). Shutdown: the core's drain
+// Match (its channel, then the matchers), Direct (its channel). Shutdown: the core's drain
 // (every client told to reconnect elsewhere, 1012), Match (the matchers
 // hand this node's queues over), the name registry, then the core (the
 // node leaves the registry; its loops, the use cases' loops with them,
@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/audit"
+	dm "github.com/chatd/chatd/direct"
 	"github.com/chatd/chatd/dirty"
 	"github.com/chatd/chatd/identity"
 	"github.com/chatd/chatd/internal/bus"
@@ -44,6 +45,7 @@ import (
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/admin"
 	"github.com/chatd/chatd/realtime/chat"
+	"github.com/chatd/chatd/realtime/direct"
 	"github.com/chatd/chatd/realtime/game"
 	"github.com/chatd/chatd/realtime/match"
 	moderate "github.com/chatd/chatd/realtime/moderation"
@@ -76,6 +78,7 @@ type App struct {
 	Game       *game.Game
 	Moderation *moderate.Moderation
 	Admin      *admin.Admin
+	Direct     *direct.Direct
 	// ServerAPI is the server API for backends (API keys).
 	ServerAPI *serverapi.ServerAPI
 
@@ -209,8 +212,13 @@ func New(cfg realtime.Config) (*App, error) {
 		Lobbies: rs.Lobbies, ReadMarks: rs.ReadMarks, Players: rs.Private, Presence: svc.Presence,
 		Cursors: svc.Dirty, Settings: st, Names: svc.Names, Leases: a.Sessions,
 		MaxConnsPerUser: core.MaxConnsPerUser(), Prefix: prefix, Now: now, Logger: log, Hooks: cfg.Hooks})
+	a.Direct, err = direct.New(direct.Config{Store: dm.New(rdb, dm.Config{Prefix: prefix, Key: cfg.MatchRoomKey, Now: now}),
+		Clients: hub, Marks: marks, Muted: svc.Moderated, Limits: st, Node: core, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	a.Match, err = match.New(match.Config{Node: core, Redis: rdb, Prefix: prefix, Settings: st, Rooms: rs.Private,
-		Presence: svc.Presence, Marks: marks, Locks: svc.Locks, RoomKey: cfg.MatchRoomKey,
+		Presence: svc.Presence, Marks: marks, Locks: svc.Locks, RoomKey: cfg.MatchRoomKey, Reach: a.Direct,
 		Now: now, Logger: log, Registerer: reg, Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, err
@@ -257,7 +265,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.Core.Subscribe(ctx, a.Services.Moderation.Channel(), bus.HandlerFuncs{OnReceive: g.Receive, OnResubscribed: g.Reset}); err != nil {
 		return fmt.Errorf("app: subscribe moderation: %w", err)
 	}
-	for _, start := range []func(context.Context) error{a.Chat.Start, a.Sessions.Start, a.Match.Start} {
+	for _, start := range []func(context.Context) error{a.Chat.Start, a.Sessions.Start, a.Match.Start, a.Direct.Start} {
 		if err := start(ctx); err != nil {
 			return err
 		}

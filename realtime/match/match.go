@@ -57,6 +57,12 @@ type matchRooms interface {
 	CreateRoom(ctx context.Context, roomID string, users []string, reserve time.Duration) (rooms.Room, error)
 }
 
+// reacher refuses an invitation its invitee would not take: either of the
+// two blocks the other (realtime/direct's CheckReach, dm.ErrBlocked).
+type reacher interface {
+	CheckReach(ctx context.Context, from, to string) error
+}
+
 // onlineChecker tells whether a user has a live session somewhere.
 type onlineChecker interface {
 	Get(ctx context.Context, user string) (presence.Status, error)
@@ -88,6 +94,7 @@ type Matchmaking struct {
 	roomKey  []byte // Config.MatchRoomKey
 	node     node
 	hooks    *hooks.Hooks
+	reach    reacher // nil = every invitation may reach
 }
 
 // liveSettings read the queues' definitions (package settings).
@@ -137,6 +144,9 @@ type Config struct {
 	// every node must have the same; nil = room 1, an id anyone can guess
 	// from the match's.
 	RoomKey []byte
+	// Reach refuses a party invitation of a user its invitee blocks (or
+	// who blocks the invitee); nil = none refused.
+	Reach reacher
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().
@@ -162,7 +172,7 @@ func New(cfg Config) (*Matchmaking, error) {
 	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: cfg.Logger,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
 	mm := &Matchmaking{svc: mms, rooms: cfg.Rooms, online: cfg.Presence, hub: cfg.Node.Hub(), marks: cfg.Marks,
-		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, hooks: cfg.Hooks}
+		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, hooks: cfg.Hooks, reach: cfg.Reach}
 	var err error
 	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: cfg.Locks,
 		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
@@ -226,6 +236,11 @@ func (mm *Matchmaking) Invite(ctx context.Context, p realtime.Principal, queue s
 		}
 		if names.Canonical(u) == names.Canonical(p.User) {
 			continue // the ticket's check refuses it with its own words
+		}
+		if mm.reach != nil {
+			if err := mm.reach.CheckReach(ctx, p.User, u); err != nil {
+				return matchmaking.Status{}, err
+			}
 		}
 		if err := mm.mustBeOnline(ctx, u); err != nil {
 			return matchmaking.Status{}, err

@@ -50,6 +50,7 @@ export const ErrorCodes = Object.freeze({
   NOT_DURABLE: 'not_durable',
   HOOK_DENIED: 'hook_denied',
   HOOK_UNAVAILABLE: 'hook_unavailable',
+  BLOCKED: 'blocked',
 });
 
 /**

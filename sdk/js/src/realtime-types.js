@@ -76,6 +76,15 @@
  * @property {{code: number, reason: string, text: string, willReconnect: boolean, delay?: number, attempt: number}} disconnected a connection ended
  * @property {{code: number, reason: string, text: string, mayReconnect: boolean}} closed the client stopped for good (connect() starts it again)
  * @property {{action: 'kicked' | 'banned', text: string}} moderation an admin closed the connection
+ * @property {import('./types.js').DirectMessage & {type: 'dm'}} dm a direct message of the user's, sent or received (every
+ *   connection of the user, every node, no join needed)
+ * @property {{type: 'dm_typing', conversation: string, from: string, ts: number}} dm_typing the other user of a conversation is typing
+ * @property {{type: 'dm_read', conversation: string, user: string, id: string, unread: number}} dm_read the user marked a conversation read
+ * @property {{type: 'dm_removed', conversation: string, id: string}} dm_removed an admin removed a direct message
+ * @property {{type: 'dm_gap'}} dm_gap live direct messages may have been lost: resumeDirect the conversations you show
+ * @property {{type: 'dm_sent', ref: string, conversation: string, id: string, ts: number, repeated?: boolean}} dm_sent a sendDirect was stored
+ * @property {{type: 'dm_opened', ref: string, conversation: {id: string, with: string}}} dm_opened
+ * @property {{type: 'dm_resumed', conversation: string, after: string, count: number, gap: boolean, ref: string}} dm_resumed a resumeDirect's replay is done
  * @property {ServerEvent} unknown an event of a type this SDK does not know
  */
 

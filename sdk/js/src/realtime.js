@@ -354,6 +354,15 @@ export class RealtimeClient extends TypedEventTarget {
         return this.emit('notice', {id: ev.id, text: ev.text});
       case 'message_removed':
         return this.emit('message_removed', {room: ev.room, id: ev.id});
+      case 'dm':
+      case 'dm_typing':
+      case 'dm_read':
+      case 'dm_removed':
+      case 'dm_gap':
+      case 'dm_sent':
+      case 'dm_opened':
+      case 'dm_resumed':
+        return this.emit(ev.type, /** @type {any} */ (ev));
       case 'matched':
       case 'ticket_expired':
       case 'party_invite':
@@ -604,6 +613,52 @@ export class RealtimeClient extends TypedEventTarget {
   }
 
   // ---- calls ----
+
+  /**
+   * sendDirect sends a direct message (a `dm_send` frame; `ref` is its
+   * idempotency key: send the same ref again after a reconnect and it is
+   * stored once). A `dm_sent` event with the ref answers, and a `dm` event
+   * reaches both users. Returns false when not connected.
+   * @param {string} to a user name or a conversation id
+   * @param {string} text
+   * @param {string} [ref]
+   * @returns {boolean}
+   */
+  sendDirect(to, text, ref = this.nextRef('d')) {
+    return this.send({type: 'dm_send', to, text, ref});
+  }
+
+  /**
+   * resumeDirect asks for a conversation's messages after an id (after a
+   * reconnect): `dm` events, each once, then `dm_resumed`.
+   * @param {string} to a user name or a conversation id
+   * @param {string} after
+   * @returns {boolean}
+   */
+  resumeDirect(to, after) {
+    return this.send({type: 'dm_resume', to, after, ref: this.nextRef('e')});
+  }
+
+  /**
+   * typingDirect tells the other user of a conversation the user is typing.
+   * @param {string} to
+   * @returns {boolean}
+   */
+  typingDirect(to) {
+    return this.send({type: 'dm_typing', to, ref: this.nextRef('t')});
+  }
+
+  /**
+   * markDirectRead marks a conversation read up to a message id (the
+   * user's connections get `dm_read`).
+   * @param {string} to
+   * @param {string} id
+   * @returns {boolean}
+   */
+  markDirectRead(to, id) {
+    return this.send({type: 'dm_read', to, id, ref: this.nextRef('m')});
+  }
+
 
   /**
    * join takes a seat in the lobby and resolves with the room (as soon as

@@ -274,6 +274,103 @@ export class ChatdClient {
     await this.http.request('POST', `/rooms/${seg(room)}/read`, {body: {id}, signal: o.signal, retry: true});
   }
 
+  // ---- direct messages and blocks ----
+
+  /**
+   * conversations lists the user's direct conversations, the most recently
+   * active first, with unread counts and last messages.
+   * @param {CallOptions & {limit?: number}} [o] limit 1–50 (default 20)
+   * @returns {Promise<import('./types.js').Conversation[]>}
+   */
+  async conversations(o = {}) {
+    const r = await this.http.request('GET', '/direct', {query: {limit: o.limit}, signal: o.signal, retry: true});
+    return r.conversations;
+  }
+
+  /**
+   * openDirect opens (or finds) the conversation with a user and resolves
+   * with its id. A ChatdError of code `blocked` when either blocks the other.
+   * @param {string} user
+   * @param {CallOptions} [o]
+   * @returns {Promise<string>}
+   */
+  async openDirect(user, o = {}) {
+    const r = await this.http.request('POST', `/direct/${seg(user)}`, {signal: o.signal, retry: true});
+    return r.conversation.id;
+  }
+
+  /**
+   * sendDirect sends a direct message to a user (opening the conversation)
+   * or in a conversation (by id), with an Idempotency-Key its retries reuse.
+   * @param {string} to a user name or a conversation id
+   * @param {string} text
+   * @param {KeyedOptions} [o]
+   * @returns {Promise<import('./types.js').DirectMessage>}
+   */
+  async sendDirect(to, text, o = {}) {
+    const r = await this.http.request('POST', `/direct/${seg(to)}/messages`, {
+      body: {text}, signal: o.signal, idempotencyKey: o.idempotencyKey ?? newIdempotencyKey(), retry: true,
+    });
+    return r.message;
+  }
+
+  /**
+   * directHistory reads a conversation, oldest first: the latest `limit`,
+   * or the ones after `after`.
+   * @param {string} to a user name or a conversation id
+   * @param {CallOptions & {after?: string, limit?: number}} [o]
+   * @returns {Promise<import('./types.js').DirectPage>}
+   */
+  async directHistory(to, o = {}) {
+    const r = await this.http.request('GET', `/direct/${seg(to)}/messages`, {
+      query: {after: o.after, limit: o.limit}, signal: o.signal, retry: true,
+    });
+    return {messages: r.messages, gap: r.gap, more: r.more};
+  }
+
+  /**
+   * markDirectRead marks a conversation read up to a message id and
+   * resolves with the unread count after.
+   * @param {string} to
+   * @param {string} id
+   * @param {CallOptions} [o]
+   * @returns {Promise<number>}
+   */
+  async markDirectRead(to, id, o = {}) {
+    const r = await this.http.request('POST', `/direct/${seg(to)}/read`, {body: {id}, signal: o.signal, retry: true});
+    return r.unread;
+  }
+
+  /**
+   * block blocks a user (by canonical name; it survives sign-out).
+   * @param {string} user
+   * @param {CallOptions} [o]
+   * @returns {Promise<void>}
+   */
+  async block(user, o = {}) {
+    await this.http.request('PUT', `/blocks/${seg(user)}`, {signal: o.signal, retry: true});
+  }
+
+  /**
+   * unblock lifts a block.
+   * @param {string} user
+   * @param {CallOptions} [o]
+   * @returns {Promise<void>}
+   */
+  async unblock(user, o = {}) {
+    await this.http.request('DELETE', `/blocks/${seg(user)}`, {signal: o.signal, retry: true});
+  }
+
+  /**
+   * blocks lists the canonical names the user blocks.
+   * @param {CallOptions} [o]
+   * @returns {Promise<string[]>}
+   */
+  async blocks(o = {}) {
+    const r = await this.http.request('GET', '/blocks', {signal: o.signal, retry: true});
+    return r.blocks;
+  }
+
   // ---- leaderboards ----
 
   /**

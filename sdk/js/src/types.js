@@ -84,7 +84,37 @@
  * @property {string | null} last_seen
  */
 
-/** @typedef {'rooms' | 'messages' | 'leaderboards' | 'settings' | 'wallet' | 'notices' | 'match'} PollSection */
+/** @typedef {'rooms' | 'messages' | 'leaderboards' | 'settings' | 'wallet' | 'notices' | 'match' | 'direct'} PollSection */
+
+/**
+ * A direct message (docs/PROTOCOL.md, "Direct messages").
+ * @typedef {object} DirectMessage
+ * @property {string} id padded stream id: ids of one conversation sort as strings
+ * @property {string} conversation "dm-" and 32 hex digits
+ * @property {string} from
+ * @property {string} to
+ * @property {string} text
+ * @property {number} ts unix ms
+ */
+
+/**
+ * One of the user's direct conversations (GET /direct).
+ * @typedef {object} Conversation
+ * @property {string} id
+ * @property {string} with the other user
+ * @property {number} unread
+ * @property {string} [read] the id the user read up to
+ * @property {DirectMessage} [last]
+ * @property {number} active unix ms of the last activity
+ */
+
+/**
+ * A page of a conversation's history.
+ * @typedef {object} DirectPage
+ * @property {DirectMessage[]} messages oldest first
+ * @property {boolean} gap the history no longer holds what followed `after`
+ * @property {boolean} more more follow: ask again after the last id
+ */
 
 /**
  * What a player is told about a matchmaking ticket (PROTOCOL.md, "Matchmaking").

@@ -1,0 +1,25 @@
+package direct
+
+import (
+	_ "embed" // Lua sources
+
+	"github.com/chatd/chatd/internal/redisx"
+)
+
+var (
+	//go:embed lua/conversation_open.lua
+	conversationOpenSrc string
+	//go:embed lua/message_send.lua
+	messageSendSrc string
+	//go:embed lua/read_mark.lua
+	readMarkSrc string
+	//go:embed lua/message_remove.lua
+	messageRemoveSrc string
+)
+
+var (
+	conversationOpenScript = redisx.NewScript("direct.conversation_open", conversationOpenSrc)
+	messageSendScript      = redisx.NewScript("direct.message_send", messageSendSrc)
+	readMarkScript         = redisx.NewScript("direct.read_mark", readMarkSrc)
+	messageRemoveScript    = redisx.NewScript("direct.message_remove", messageRemoveSrc)
+)
