@@ -269,7 +269,9 @@ func TestDirectMessagesReachAnEventStream(t *testing.T) {
 	n1, n2 := cl.nodes[0], cl.nodes[1]
 	alice, bob := cl.session(n1, "alice"), cl.session(n2, "bob")
 	s := openStream(t, n2, "bob", bob, streamOpts{}) // registered once its 200 is in
-	var sent struct{ Message struct{ ID, Conversation string } }
+	var sent struct {
+		Message struct{ ID, Conversation string }
+	}
 	require.Equal(t, 200, cl.do(n1, "POST", "/api/v1/direct/Bob/messages", alice, map[string]string{"text": "over sse"}, &sent))
 	rec := s.next("dm")
 	assert.Equal(t, "over sse", rec.data["text"])

@@ -153,6 +153,18 @@ func (c *cluster) startNode(id string, opts ...nodeOpts) *testNode {
 // do sends an HTTP request and decodes the JSON answer into out (if not nil).
 func (c *cluster) do(n *testNode, method, path, token string, body any, out any) int {
 	c.t.Helper()
+	status, p := c.send(n, method, path, token, body, nil)
+	if out != nil && len(p) > 0 {
+		require.NoError(c.t, json.Unmarshal(p, out), "body: %s", p)
+	}
+	return status
+}
+
+// send sends an HTTP request with a bearer token (none: "") and the headers
+// hdr, checks the answer against docs/openapi.json, and returns its status
+// and body. A body is sent as it is (string, []byte) or as JSON.
+func (c *cluster) send(n *testNode, method, path, token string, body any, hdr map[string]string) (int, []byte) {
+	c.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -173,16 +185,16 @@ func (c *cluster) do(n *testNode, method, path, token string, body any, out any)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := c.http.Do(req)
 	require.NoError(c.t, err)
 	defer resp.Body.Close()
 	p, err := io.ReadAll(resp.Body)
 	require.NoError(c.t, err)
 	validateHTTP(c.t, req, resp, p) // against docs/openapi.json (spec_test.go)
-	if out != nil && len(p) > 0 {
-		require.NoError(c.t, json.Unmarshal(p, out), "body: %s", p)
-	}
-	return resp.StatusCode
+	return resp.StatusCode, p
 }
 
 func (c *cluster) session(n *testNode, user string) string {

@@ -1,11 +1,8 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -51,37 +48,11 @@ func testServerKeys() []ServerKey {
 // returns the status and the error code ("" for none).
 func (c *cluster) srv(n *testNode, method, path, key string, body any, hdr map[string]string, out any) (int, string) {
 	c.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		p, err := json.Marshal(b)
-		require.NoError(c.t, err)
-		rd = bytes.NewReader(p)
-	}
-	req, err := http.NewRequest(method, n.url+path, rd)
-	require.NoError(c.t, err)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.http.Do(req)
-	require.NoError(c.t, err)
-	defer resp.Body.Close()
-	p, err := io.ReadAll(resp.Body)
-	require.NoError(c.t, err)
-	validateHTTP(c.t, req, resp, p)
-	if out != nil && resp.StatusCode == 200 {
+	status, p := c.send(n, method, path, key, body, hdr)
+	if out != nil && status == 200 {
 		require.NoError(c.t, json.Unmarshal(p, out), "body: %s", p)
 	}
-	return resp.StatusCode, errCode(p)
+	return status, errCode(p)
 }
 
 // TestHookServerAPIPublishReachesMembersOnThreeNodes: a backend's publish,
