@@ -41,8 +41,12 @@
 // chat (join, say, leave, resume, typing, reads, REST sessions and their
 // streams), polls (the REST poll), sessions (guest sign-in, admission,
 // connection leases), match (matchmaking tickets, parties, the matchers'
-// hooks), game (leaderboards, seen, shop), moderation (kick, mute, ban)
-// and admin (settings, notices, stats and the console). The compiler
+// hooks), game (leaderboards, seen, shop), moderation (kick, mute, ban),
+// admin (settings, notices, stats and the console), direct (direct
+// messages and blocks, delivered to a user's connections on every node),
+// rpc (clients' calls to the application's backend through its rpc hook)
+// and serverapi (the backends' API-key routes: publish, broadcast,
+// presence, disconnect, grant and revoke). The compiler
 // keeps them apart: a use case cannot read another's fields, and the core
 // imports none of them. Each package's doc.go says what it declares.
 //
