@@ -307,22 +307,7 @@ func (cn *Conn) Ping(ctx context.Context) (time.Duration, error) {
 // back; a refusal (ErrNotSeated) arrives as an ErrorEvent. While the Conn
 // reconnects the frame is dropped.
 func (cn *Conn) Typing(ctx context.Context, room string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p, err := encodeFrame(protocol.Typing{Room: room, Ref: cn.newRef(opTyping)})
-	if err != nil {
-		return err
-	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	if err := cn.endedErrLocked(); err != nil {
-		return err
-	}
-	if cn.sock != nil {
-		cn.sock.enqueue(p)
-	}
-	return nil
+	return cn.fire(ctx, protocol.Typing{Room: room, Ref: cn.newRef(opTyping)})
 }
 
 func (cn *Conn) newRef(k opKind) string {
