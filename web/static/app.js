@@ -6,6 +6,7 @@ import {api, session, guestTokens, seg, userName, lobbyName} from './api.js';
 import {realtime, pageRefs, transportName} from './conn.js';
 import {ChatView} from './chat.js';
 import {Board} from './board.js';
+import {Direct} from './direct.js';
 import {h, $, avatar, setText} from './dom.js';
 
 const NOTICES_SEEN = 'chatd.notices';
@@ -135,7 +136,7 @@ function startApp(s, initialSettings) {
   const view = new ChatView(st.me);
   view.onBottom = () => markSeen();
   const app = $('app');
-  const board = new Board({token: st.token, me: st.me, visible: () => sideVisible('board')});
+  const board = new Board({token: st.token, me: st.me, visible: () => sideVisible('board'), message: (u) => direct.openWith(u)});
 
   const rt = realtime(st.token);
   rt.on('state', ({state}) => connState(state));
@@ -159,6 +160,10 @@ function startApp(s, initialSettings) {
   });
   rt.on('error', ({error}) => onError(error));
   rt.on('closed', ({code, text}) => closedByServer(code, text));
+  const direct = new Direct({
+    token: st.token, me: st.me, rt, nextRef: st.nextRef,
+    show: () => selectTab('direct'), visible: () => sideVisible('direct'),
+  });
 
   if (initialSettings) applySettings(initialSettings.values || {});
   setupTabs();
@@ -174,6 +179,7 @@ function startApp(s, initialSettings) {
   rt.connect().catch(() => {}); // a client that stops for good says why in 'closed'
   join(st.lobby);
   board.start();
+  direct.start();
   $('composer-input').focus();
 
   // ---- events ----
@@ -749,7 +755,8 @@ function startApp(s, initialSettings) {
     $('members').replaceChildren(...members.map((u) => h('li', {class: 'member', 'data-testid': 'member', 'data-user': u},
       avatar(u),
       h('span', {class: 'member-name'}, u),
-      u === st.me ? h('span', {class: 'you'}, '(you)') : null)));
+      u === st.me ? h('span', {class: 'you'}, '(you)')
+        : h('button', {type: 'button', class: 'ghost dm-btn', 'data-testid': 'member-message', 'aria-label': `Message ${u}`, onclick: () => direct.openWith(u)}, 'Message'))));
   }
 
   function showMOTD(text) {
@@ -958,7 +965,7 @@ function startApp(s, initialSettings) {
 
   function selectTab(name) {
     app.dataset.view = name;
-    if (name === 'board') app.dataset.side = name;
+    if (name === 'board' || name === 'direct') app.dataset.side = name;
     const wide = window.matchMedia(WIDE).matches;
     for (const t of document.querySelectorAll('.tab')) {
       const on = t.dataset.tab === name || (wide && t.dataset.tab === app.dataset.side);
@@ -967,6 +974,7 @@ function startApp(s, initialSettings) {
     }
     if (name === 'board') board.refresh();
     if (name === 'people') refreshLobbies();
+    if (name === 'direct') direct.shown();
     if (name === 'chat') {
       $('composer-input').focus();
       markSeen();

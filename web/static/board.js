@@ -10,8 +10,9 @@ const GAME_MS = 5000;
 const REFRESH_MS = 15000;
 
 export class Board {
-  constructor({token, me, visible}) {
+  constructor({token, me, visible, message}) {
     this.token = token;
+    this.message = message;
     this.me = me;
     this.visible = visible;
     this.running = false;
@@ -71,7 +72,10 @@ export class Board {
     },
     h('span', {class: 'rank'}, `#${e.rank + 1}`),
     h('span', {class: 'player'}, e.player),
-    h('span', {class: 'score'}, fmt(e.score)))));
+    h('span', {class: 'score'}, fmt(e.score)),
+    e.player !== this.me && this.message
+      ? h('button', {type: 'button', class: 'ghost dm-btn', 'data-testid': 'lb-message', 'aria-label': `Message ${e.player}`, onclick: () => this.message(e.player)}, 'Message')
+      : null)));
   }
 
   play() {
