@@ -52,9 +52,9 @@ func TestMask(t *testing.T) {
 		assert.Equal(t, "[]", string(b))
 		assert.Equal(t, "clean", Mask(0).String())
 	})
-	t.Run("all sections holds exactly the seven known", func(t *testing.T) {
-		assert.Len(t, AllSections.Sections(), 7)
-		assert.Equal(t, Mask(127), AllSections)
+	t.Run("all sections holds exactly the eight known", func(t *testing.T) {
+		assert.Len(t, AllSections.Sections(), 8)
+		assert.Equal(t, Mask(255), AllSections)
 	})
 	t.Run("unknown bits are kept but not named", func(t *testing.T) {
 		m := Of(Rooms, Section(9))
@@ -72,7 +72,7 @@ func TestParseBitmap(t *testing.T) {
 		{"missing key is clean", "", 0},
 		{"offset 0 is the top bit of byte 0", "\x80", Of(Rooms)},
 		{"offset 5 is notices", "\x04", Of(Notices)},
-		{"all seven sections", "\xfe", AllSections},
+		{"all eight sections", "\xff", AllSections},
 		{"offset 9 is in the second byte", "\x00\x40", Of(Section(9))},
 		{"offsets past 63 are ignored", "\x80\x00\x00\x00\x00\x00\x00\x00\xff", Of(Rooms)},
 	}

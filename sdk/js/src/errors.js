@@ -48,6 +48,7 @@ export const ErrorCodes = Object.freeze({
   REDIS_BUSY: 'redis_busy',
   DRAINING: 'draining',
   NOT_DURABLE: 'not_durable',
+  NOT_PRIVATE: 'not_private',
   HOOK_DENIED: 'hook_denied',
   HOOK_UNAVAILABLE: 'hook_unavailable',
   BLOCKED: 'blocked',
