@@ -37,7 +37,7 @@ func TestEmbeddedRedisServesTheWholeProduct(t *testing.T) {
 		Data  map[string]any
 	}
 	require.Equal(t, 200, c.do(n, "GET", "/api/v1/poll", tok, nil, &poll))
-	assert.ElementsMatch(t, []string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices", "match"}, poll.Dirty)
+	assert.ElementsMatch(t, []string{"rooms", "messages", "leaderboards", "settings", "wallet", "notices", "match", "direct"}, poll.Dirty)
 	require.Equal(t, 200, c.do(n, "POST", "/api/v1/rooms/"+room+"/messages", tok, map[string]string{"text": "hi alice"}, nil))
 	_, text = msgOf(w.next("message"))
 	assert.Equal(t, "hi alice", text)
