@@ -46,8 +46,8 @@ func next(t *testing.T, ch chan string) string {
 	select {
 	case s := <-ch:
 		return s
-	case <-time.After(5 * time.Second):
-		t.Fatal("no message within 5s")
+	case <-time.After(15 * time.Second): // a loaded CI box (Chromium, -race) stalls for seconds
+		t.Fatal("no message within 15s")
 		return ""
 	}
 }
