@@ -86,17 +86,11 @@ func (h *directAPI) history(c *fiber.Ctx) error {
 }
 
 func (h *directAPI) send(c *fiber.Ctx) error {
-	var req struct {
-		Text string `json:"text"`
-	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
+	text, key, err := textPost(c)
 	if err != nil {
 		return err
 	}
-	sent, err := h.direct.Send(c.UserContext(), principal(c), c.Params("with"), req.Text, key)
+	sent, err := h.direct.Send(c.UserContext(), principal(c), c.Params("with"), text, key)
 	if err != nil {
 		return err
 	}

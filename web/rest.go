@@ -81,21 +81,28 @@ func (h *chatAPI) getRoom(c *fiber.Ctx) error {
 // postMessage sends a message; an Idempotency-Key makes a retry of the
 // same post answer the first message and send nothing.
 func (h *chatAPI) postMessage(c *fiber.Ctx) error {
-	var req struct {
-		Text string `json:"text"`
-	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
+	text, key, err := textPost(c)
 	if err != nil {
 		return err
 	}
-	msg, err := h.rest.Post(c.UserContext(), principal(c), c.Params("room"), req.Text, key)
+	msg, err := h.rest.Post(c.UserContext(), principal(c), c.Params("room"), text, key)
 	if err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"message": msg})
+}
+
+// textPost reads a post of a text: the JSON body's "text" and the
+// Idempotency-Key header (see idempotencyKey).
+func textPost(c *fiber.Ctx) (text, key string, err error) {
+	var req struct {
+		Text string `json:"text"`
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return "", "", err
+	}
+	key, err = idempotencyKey(c)
+	return req.Text, key, err
 }
 
 // idempotencyKey reads the Idempotency-Key header: 1 to 128 printable

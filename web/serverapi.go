@@ -47,17 +47,11 @@ func (h *serverAPI) publish(c *fiber.Ctx) error {
 }
 
 func (h *serverAPI) broadcast(c *fiber.Ctx) error {
-	var req struct {
-		Text string `json:"text"`
-	}
-	if err := decodeJSON(c.Body(), &req); err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
+	text, key, err := textPost(c)
 	if err != nil {
 		return err
 	}
-	ms, err := h.api.Broadcast(c.UserContext(), serverKeyOf(c).Name, c.Params("lobby"), req.Text, key)
+	ms, err := h.api.Broadcast(c.UserContext(), serverKeyOf(c).Name, c.Params("lobby"), text, key)
 	if err != nil {
 		return err
 	}
