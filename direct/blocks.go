@@ -2,12 +2,14 @@ package direct
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
 )
 
@@ -23,9 +25,12 @@ type BlockOptions struct {
 
 // Block makes user block target (both by canonical name, so the block
 // outlives sessions and case): neither can open or write to their
-// conversation, and target cannot invite user to a party, until Unblock.
-// It returns names.ErrBadName, ErrSelf, ErrTooManyBlocks (MaxBlocks) and
-// Redis errors.
+// conversation, and target cannot invite user to a party, until Unblock;
+// and target's messages and typing in the rooms they share are kept from
+// user. The set after the change is published to user's connections on
+// every node (EventBlocks), in the order of the changes. It returns
+// names.ErrBadName, ErrSelf, ErrTooManyBlocks (MaxBlocks) and Redis
+// errors.
 func (s *Service) Block(ctx context.Context, user, target string, o BlockOptions) error {
 	if err := names.User(target); err != nil {
 		return err
@@ -33,41 +38,58 @@ func (s *Service) Block(ctx context.Context, user, target string, o BlockOptions
 	if names.Canonical(user) == names.Canonical(target) {
 		return ErrSelf
 	}
-	k := blocksKey(s.ks, names.Canonical(user))
-	n, err := s.rdb.SCard(ctx, k).Result()
+	ttl := s.cfg.BlocksTTL
+	if o.Guest {
+		ttl = s.cfg.GuestTTL
+	}
+	n, err := s.changeBlocks(ctx, "add", user, target, ttl)
 	if err != nil {
 		return fmt.Errorf("direct: %s blocks %s: %w", user, target, err)
 	}
-	if n >= MaxBlocks {
-		if ok, err := s.Blocking(ctx, user, target); err != nil || !ok {
-			return errors.Join(err, fmt.Errorf("%w: %d blocks; unblock someone first", ErrTooManyBlocks, MaxBlocks))
-		}
-	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, k, names.Canonical(target))
-		ttl := s.cfg.BlocksTTL
-		if o.Guest {
-			ttl = s.cfg.GuestTTL
-		}
-		p.PExpire(ctx, k, ttl)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("direct: %s blocks %s: %w", user, target, err)
+	if n < 0 {
+		return fmt.Errorf("%w: %d blocks; unblock someone first", ErrTooManyBlocks, MaxBlocks)
 	}
 	return nil
 }
 
-// Unblock lifts user's block of target; lifting no block is no error. It
-// returns names.ErrBadName and Redis errors.
+// Unblock lifts user's block of target; lifting no block is no error. The
+// set after it is published as Block's is. It returns names.ErrBadName
+// and Redis errors.
 func (s *Service) Unblock(ctx context.Context, user, target string) error {
 	if err := names.User(target); err != nil {
 		return err
 	}
-	if err := s.rdb.SRem(ctx, blocksKey(s.ks, names.Canonical(user)), names.Canonical(target)).Err(); err != nil {
+	if _, err := s.changeBlocks(ctx, "remove", user, target, 0); err != nil {
 		return fmt.Errorf("direct: %s unblocks %s: %w", user, target, err)
 	}
 	return nil
+}
+
+// blocksEventHead is the blocks event's JSON up to its list of names.
+var blocksEventHead = `{"type":"` + EventBlocks + `","blocks":`
+
+// changeBlocks runs blocks_change.lua: op ("add" or "remove") target in
+// user's set, which then lives ttl (add), and publishes the set. It
+// returns the set's size after, or -1 when an add would pass MaxBlocks.
+func (s *Service) changeBlocks(ctx context.Context, op, user, target string, ttl time.Duration) (int64, error) {
+	u := names.Canonical(user)
+	return redisx.Run(ctx, s.rdb, blocksChangeScript, []string{blocksKey(s.ks, u)},
+		op, names.Canonical(target), ttl.Milliseconds(), MaxBlocks, s.ch, envelope([]string{u}, ""), blocksEventHead).Int64()
+}
+
+// DecodeBlocks returns the names of a blocks event frame (EventBlocks).
+func DecodeBlocks(frame []byte) ([]string, error) {
+	var ev struct {
+		Type   string   `json:"type"`
+		Blocks []string `json:"blocks"`
+	}
+	if err := json.Unmarshal(frame, &ev); err != nil {
+		return nil, fmt.Errorf("direct: blocks event: %w", err)
+	}
+	if ev.Type != EventBlocks {
+		return nil, fmt.Errorf("direct: blocks event of type %q", ev.Type)
+	}
+	return ev.Blocks, nil
 }
 
 // Blocks returns the canonical names user blocks, sorted. It returns

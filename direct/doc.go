@@ -64,8 +64,18 @@
 // A block is a member of the blocker's set, by canonical name, kept a
 // year after the set's last change for a registered user (sign-out does
 // not touch it: every key chatd writes expires, but a block outlives any
-// session) and GuestTTL for a guest. CheckReach reads both directions in one round trip; the use case
-// runs it before an open, a send, a typing event and a party invitation.
+// session) and GuestTTL for a guest. CheckReach reads both directions in
+// one round trip; the use case runs it before an open, a send, a typing
+// event and a party invitation. Rooms need the set itself: a node keeps
+// each connection's copy (realtime.Client.SetBlocks) to leave the
+// blocked users' room messages and typing out. Block and Unblock change
+// the set and publish it whole (EventBlocks) in one script
+// (blocks_change.lua), so every node sees the changes in their order and
+// a lost or late event is healed by the next one or by a read of the set
+// ([SMEMBERS]). The naive version — SADD, then a PUBLISH of the change
+// from Go — lets two changes' events cross, and a node applying "bob
+// added" after "bob removed" would hide bob from a user who unblocked
+// him.
 //
 // # Lifetimes
 //
@@ -77,4 +87,5 @@
 // [XADD]: https://redis.io/commands/xadd/
 // [ZADD]: https://redis.io/commands/zadd/
 // [PUBLISH]: https://redis.io/commands/publish/
+// [SMEMBERS]: https://redis.io/commands/smembers/
 package direct

@@ -15,6 +15,8 @@ var (
 	readMarkSrc string
 	//go:embed lua/message_remove.lua
 	messageRemoveSrc string
+	//go:embed lua/blocks_change.lua
+	blocksChangeSrc string
 )
 
 var (
@@ -22,4 +24,5 @@ var (
 	messageSendScript      = redisx.NewScript("direct.message_send", messageSendSrc)
 	readMarkScript         = redisx.NewScript("direct.read_mark", readMarkSrc)
 	messageRemoveScript    = redisx.NewScript("direct.message_remove", messageRemoveSrc)
+	blocksChangeScript     = redisx.NewScript("direct.blocks_change", blocksChangeSrc)
 )
