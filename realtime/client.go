@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chatd/chatd/errcode"
@@ -133,6 +134,9 @@ type Client struct {
 	frames   map[string]*frameBucket // frame type → its bucket (AllowFrame)
 
 	says sayQueue
+
+	blocks atomic.Pointer[Blocks] // the user's blocks (blocks.go); nil: none
+	bl     clientBlocks
 
 	onClose func() // run once when the client starts closing
 }

@@ -14,7 +14,8 @@
 //     clients (1012), then stops them in reverse order and waits for every
 //     goroutine they own (group), the use cases' loops among them
 //     (Node.Go). It is handed the domain services it uses itself
-//     (Config: settings, seats, messages, presence, dirty, notices, seen)
+//     (Config: settings, seats, messages, presence, dirty, notices, seen,
+//     blocks)
 //     and builds none; it hands none out. Its command channel
 //     (Node.Disconnect) closes a user's or one connection's clients on
 //     every node, like centrifuge's control channel.
@@ -91,6 +92,15 @@
 // subscribing and then reading delivers the overlap twice and lets live
 // messages overtake the history. A Feed holds live messages while it reads,
 // compares ids at the seam, and delivers each id once, in order.
+//
+// Blocks in rooms: each Client holds its user's block set (blocks.go),
+// read once when it registers and replaced by package direct's event on
+// every change, on every node; a member's Feed leaves the blocked users'
+// messages out (and moves past them: no gap, no re-delivery) and the
+// fan-out their typing. A user who blocks nobody pays one atomic load per
+// delivery. The naive versions fail: filtering at the sender cannot know
+// every member's blocks, and reading the set per delivery costs a round
+// trip per message per member.
 //
 // Background work has an owner: the heartbeat, sweeper and session-sweep
 // loops, the coarse clock, the coalesced dirty marks, unsubscribes, gap

@@ -51,20 +51,21 @@ func newTestHub(tb testing.TB) *testHub {
 }
 
 // join adds a member to room whose feed delivers to deliver (nil: the
-// member's client, writing to t).
-func (th *testHub) join(tb testing.TB, room, user string, t Transport, deliver DeliverFunc) {
+// member's client, writing to t, as Enter makes it) and returns its client.
+func (th *testHub) join(tb testing.TB, room, user string, t Transport, deliver DeliverFunc) *Client {
 	if t == nil {
 		t = countingTransport{new(atomic.Int64)}
 	}
 	c := newClient(th.env, t, Principal{User: user}, user)
 	tb.Cleanup(func() { c.ping.Stop() })
 	if deliver == nil {
-		deliver = func(_ string, frame []byte) { c.Send(frame) }
+		deliver = c.deliverMessage
 	}
 	f := NewFeed("", deliver)
 	since, err := th.addToRoom(context.Background(), room, c, f)
 	require.NoError(tb, err)
 	f.StartAt(since)
+	return c
 }
 
 func (th *testHub) publish(room string, seq int) {

@@ -153,7 +153,8 @@ type hubDeps struct {
 	channel   func(room string) string
 	read      func(room string) ReadFunc
 	run       func(fn func(ctx context.Context)) bool
-	env       *clientEnv // what the clients it builds share (Register)
+	env       *clientEnv  // what the clients it builds share (Register)
+	blocks    BlockLister // reads a user's block set (blocks.go); nil: no blocks
 	m         *metrics
 	log       *slog.Logger
 }
@@ -442,8 +443,9 @@ func (r *hubRoom) fanout(ev event) {
 		switch {
 		case ev.id != "":
 			f.Live(ev.id, ev.frame) // once each, in order
-		case ev.from != "" && c.p.User == ev.from:
-			// a typing event is not relayed back to its user
+		case ev.from != "" && (c.p.User == ev.from || c.hides(ev.from)):
+			// a typing event is not relayed back to its user, nor to
+			// a user who blocks its user
 		default:
 			c.Send(ev.frame)
 		}

@@ -26,15 +26,24 @@ type ClientOptions struct {
 
 // Register builds a client of p writing through t and makes it one of
 // the node's clients, unless p's user has max clients here already (max
-// <= 0: no bound): then it returns ErrTooManyConnections.
+// <= 0: no bound): then it returns ErrTooManyConnections. It starts the
+// read of the user's block set (Config.Blocks), which Enter waits for.
 func (h *Hub) Register(t Transport, p Principal, o ClientOptions, max int) (*Client, error) {
 	c := newClient(h.d.env, t, p, o.ID)
 	c.lease = o.Lease
+	if h.d.blocks != nil {
+		c.bl.ready = make(chan struct{})
+	}
 	if !h.addUser(c, max) {
 		c.ping.Stop()
 		return nil, ErrTooManyConnections
 	}
 	h.d.m.open.Inc()
+	// registered first: a change's event from now on reaches c, and wins
+	// over this read if it comes while the read runs (blocks.go)
+	if c.bl.ready != nil && !h.d.run(func(ctx context.Context) { h.loadBlocks(ctx, names.Canonical(p.User), []*Client{c}) }) {
+		c.blocksReady() // the node stops: nothing will be delivered
+	}
 	return c, nil
 }
 
@@ -64,15 +73,20 @@ func (h *Hub) Leave(room string, c *Client) {
 // read; floor, when set (a message id, or StreamStart), is an earlier
 // point every message after which c is owed as well. A position the
 // history no longer holds is told to c (resume_gap) and replaced by the
-// latest messages. It reports already (and calls nothing) when c is in
-// room; on an error c is not in room.
+// latest messages. Messages of users c's user blocks are left out, live
+// and replayed alike (blocks.go); Enter first waits for c's block set to
+// be read. It reports already (and calls nothing) when c is in room; on
+// an error c is not in room.
 func (h *Hub) Enter(ctx context.Context, c *Client, room, after, floor string, live func()) (already bool, err error) {
+	if err := c.waitBlocks(ctx); err != nil {
+		return false, err
+	}
 	c.fmu.Lock()
 	if c.feeds[room] != nil {
 		c.fmu.Unlock()
 		return true, nil
 	}
-	f := NewFeed(after, func(_ string, frame []byte) { c.Send(frame) })
+	f := NewFeed(after, c.deliverMessage)
 	c.feeds[room] = f
 	c.fmu.Unlock()
 	since, err := h.addToRoom(ctx, room, c, f)

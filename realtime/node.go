@@ -79,6 +79,10 @@ type Config struct {
 	// Hooks calls the application's backend (package hooks): connect,
 	// join, publish, match and rpc; nil = every hook off.
 	Hooks *hooks.Hooks
+	// Blocks reads the users a user blocks (package direct's Service),
+	// whose messages and typing the Hub then keeps from that user's
+	// clients in every room (blocks.go); nil = nobody is hidden.
+	Blocks BlockLister
 }
 
 // ShardedPubSub reports whether room channels use sharded pub/sub
@@ -188,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 				return msgs.History(ctx, room, after, limit)
 			}
 		},
-		run: n.loops.Go, env: env, m: m, log: log,
+		run: n.loops.Go, env: env, m: m, log: log, blocks: cfg.Blocks,
 	})
 	n.notices = &Notices{store: cfg.Notices, seen: cfg.Seen, hub: n.hub, run: n.loops.Go, log: log}
 	n.fresh.Store(true) // nothing written yet

@@ -114,6 +114,9 @@ type Services struct {
 	Marks realtime.Marks
 	// Audit is the admin actions' log.
 	Audit *audit.Log
+	// Direct is the direct messages and blocks (the core reads a
+	// client's blocks from it; the direct use case is built on it).
+	Direct *dm.Service
 }
 
 // New builds the domain services on cfg.Redis, the core from cfg and
@@ -170,8 +173,9 @@ func New(cfg realtime.Config) (*App, error) {
 		TTL:        func() time.Duration { return time.Duration(st.Int(settings.SeenTTLSeconds)) * time.Second },
 		Registerer: reg,
 	})
-	cfg.Settings, cfg.Seats, cfg.Messages, cfg.Presence, cfg.Dirty, cfg.Notices, cfg.Seen =
-		st, rs.Seats, rs.Messages, svc.Presence, svc.Dirty, svc.Notices, svc.Seen
+	svc.Direct = dm.New(rdb, dm.Config{Prefix: prefix, Key: cfg.MatchRoomKey, Now: now})
+	cfg.Settings, cfg.Seats, cfg.Messages, cfg.Presence, cfg.Dirty, cfg.Notices, cfg.Seen, cfg.Blocks =
+		st, rs.Seats, rs.Messages, svc.Presence, svc.Dirty, svc.Notices, svc.Seen, svc.Direct
 
 	// The core, then the services whose hooks reach its clients and marks.
 	core, err := realtime.New(cfg)
@@ -211,8 +215,9 @@ func New(cfg realtime.Config) (*App, error) {
 		Moderated: svc.Moderated, Caps: svc.Caps, Seats: rs.Seats, Messages: rs.Messages,
 		Lobbies: rs.Lobbies, ReadMarks: rs.ReadMarks, Players: rs.Private, Presence: svc.Presence,
 		Cursors: svc.Dirty, Settings: st, Names: svc.Names, Leases: a.Sessions,
-		MaxConnsPerUser: core.MaxConnsPerUser(), Prefix: prefix, Now: now, Logger: log, Hooks: cfg.Hooks})
-	a.Direct, err = direct.New(direct.Config{Store: dm.New(rdb, dm.Config{Prefix: prefix, Key: cfg.MatchRoomKey, Now: now}),
+		MaxConnsPerUser: core.MaxConnsPerUser(), Prefix: prefix, Now: now, Logger: log, Hooks: cfg.Hooks,
+		Blocks: svc.Direct})
+	a.Direct, err = direct.New(direct.Config{Store: svc.Direct,
 		Clients: hub, Marks: marks, Muted: svc.Moderated, Limits: st, Node: core, Logger: log})
 	if err != nil {
 		return nil, err
@@ -227,7 +232,7 @@ func New(cfg realtime.Config) (*App, error) {
 	a.RPC = rpc.New(cfg.Hooks, now)
 	a.Polls = polls.New(polls.Config{Sessions: a.REST, Dirty: svc.Dirty, Rooms: rs.Seats, History: rs.Messages,
 		Settings: st, Wallets: svc.Shop, Boards: svc.Boards, Notices: core.Notices(), Match: a.Match,
-		Gaps: hub, Draining: core.Draining(), Now: now, Logger: log})
+		Gaps: hub, Blocks: svc.Direct, Draining: core.Draining(), Now: now, Logger: log})
 	a.Game = game.New(game.Config{Boards: svc.Boards, Shop: svc.Shop, Seen: svc.Seen, Follows: svc.Dirty,
 		Caps: svc.Caps, Logger: log})
 	a.Moderation = moderate.New(svc.Moderation, svc.Guard)

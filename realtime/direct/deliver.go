@@ -99,6 +99,20 @@ func (d *Direct) receive(_ string, p []byte) {
 	if json.Unmarshal(frame, &h) != nil {
 		return
 	}
+	if h.Type == dm.EventBlocks {
+		// the set after a change: the nodes' own, not the connections'
+		list, err := dm.DecodeBlocks(frame)
+		if err != nil {
+			d.log.Warn("direct: bad blocks event", "err", err)
+			return
+		}
+		for _, u := range users {
+			for _, c := range d.hub.UserClients(u) {
+				c.SetBlocks(list)
+			}
+		}
+		return
+	}
 	// frame aliases the bus's buffer: each client queue gets a copy once
 	frame = append([]byte(nil), frame...)
 	for _, u := range users {
@@ -259,8 +273,11 @@ func (d *Direct) replay(ctx context.Context, c *realtime.Client, conv dm.Convers
 
 // resubscribed fills each range from history after its end (the bus was
 // away: live messages may be lost) and tells every connection that had a
-// range (dm_gap) so it may resume the conversations it had not seen.
+// range (dm_gap) so it may resume the conversations it had not seen; and
+// every connection's block set is read again (a change's event may be
+// among what was lost).
 func (d *Direct) resubscribed() {
+	d.node.Go(func(ctx context.Context) { d.hub.ReloadBlocks(ctx) })
 	d.mu.Lock()
 	type job struct {
 		c    *realtime.Client

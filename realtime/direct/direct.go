@@ -16,7 +16,9 @@
 // The rules, each in one place here: a conversation is opened by an
 // explicit open or by the first message; either user blocking the other
 // refuses an open, a send, typing and a party invitation with the code
-// blocked; only the pair reads a conversation (anyone else, an id or a
+// blocked; a block's change reaches the blocker's connections on every
+// node, whose rooms then keep the blocked user's messages and typing from
+// them (the core's Client.SetBlocks; deliver.go); only the pair reads a conversation (anyone else, an id or a
 // name alike, is not_found); a muted user cannot send; a user's budget of
 // new conversations and per-conversation send rate bound what one client
 // can make Redis keep.
@@ -63,9 +65,11 @@ type store interface {
 	Channel() string
 }
 
-// clients are this node's clients by user (realtime.Hub).
+// clients are this node's clients by user (realtime.Hub), and their
+// block sets read again after the bus was away.
 type clients interface {
 	UserClients(user string) []*realtime.Client
+	ReloadBlocks(ctx context.Context)
 }
 
 // marks marks a user's poll sections dirty (realtime.Marks).
