@@ -138,7 +138,7 @@ func (h *chatAPI) listMessages(c *fiber.Ctx) error {
 		return c.UserContext().Err()
 	}
 	defer func() { <-h.histories }()
-	msgs, err := h.reads.History(c.UserContext(), c.Params("room"), c.Query("after"), limit)
+	msgs, err := h.reads.History(c.UserContext(), viewer(c), c.Params("room"), c.Query("after"), limit)
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,7 @@ type Chat struct {
 	buckets         emptyBuckets
 	pstate          presenceState
 	hooks           *hooks.Hooks // the application's backend; nil = none (hooks.go)
+	blocks          realtime.BlockLister
 }
 
 // Config is what the chat use case is built from: the core's parts and
@@ -205,6 +206,9 @@ type Config struct {
 	// Hooks is the application's backend (the join and publish hooks:
 	// hooks.go); nil = none.
 	Hooks *hooks.Hooks
+	// Blocks reads the users a user blocks (package direct), whose
+	// messages History leaves out for that user; nil = none left out.
+	Blocks realtime.BlockLister
 }
 
 // New builds the chat use case; Start starts its loops.
@@ -219,7 +223,8 @@ func New(cfg Config) *Chat {
 		readMarks: cfg.ReadMarks, players: cfg.Players, presence: cfg.Presence, cursors: cfg.Cursors, settings: cfg.Settings,
 		hub: cfg.Hub, marks: cfg.Marks, rest: &restState{}, mod: cfg.Moderated, caps: cfg.Caps, notices: cfg.Notices,
 		now: cfg.Now, log: cfg.Logger, draining: cfg.Core.Draining(), maxConnsPerUser: cfg.MaxConnsPerUser,
-		prefix: cfg.Prefix, leases: cfg.Leases, names: cfg.Names, run: cfg.Core.Go, hooks: cfg.Hooks}
+		prefix: cfg.Prefix, leases: cfg.Leases, names: cfg.Names, run: cfg.Core.Go, hooks: cfg.Hooks,
+		blocks: cfg.Blocks}
 }
 
 // REST is the chat of REST sessions: their joins, leaves, typing, read
@@ -458,10 +463,41 @@ func (ch *Chat) Read(ctx context.Context, p realtime.Principal, room, id string)
 func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" + session, REST: true} }
 
 // History returns up to limit messages of room after the id after ("" =
-// the latest).
-func (rd *Reads) History(ctx context.Context, room, after string, limit int) ([]rooms.Message, error) {
+// the latest) as v sees them: without the messages of users v's user
+// blocks (an admin's view leaves none out). A page after an id is filled
+// from further on in the history to limit, or to the room's end, so a
+// page emptied by hidden messages never reads as the end of the room; the
+// latest limit are the latest limit less the hidden ones. It returns
+// rooms.ErrResumeGap, rooms.ErrUnknownRoom and Redis errors.
+func (rd *Reads) History(ctx context.Context, v Viewer, room, after string, limit int) ([]rooms.Message, error) {
 	ch := rd.ch
-	return ch.messages.History(ctx, room, after, limit)
+	msgs, err := ch.messages.History(ctx, room, after, limit)
+	if err != nil || v.User == "" || ch.blocks == nil || len(msgs) == 0 {
+		return msgs, err
+	}
+	list, err := ch.blocks.Blocks(ctx, v.User)
+	if err != nil {
+		return nil, err
+	}
+	bl := realtime.NewBlocks(list)
+	out := bl.Messages(msgs)
+	if after == "" || len(out) == len(msgs) || len(msgs) < limit {
+		return out, nil
+	}
+	// hidden messages made room in a full page: read on after the last
+	// message read, to fill it or reach the room's end
+	for len(out) < limit {
+		n := limit - len(out)
+		msgs, err = ch.messages.History(ctx, room, msgs[len(msgs)-1].ID, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bl.Messages(msgs)...)
+		if len(msgs) < n {
+			break
+		}
+	}
+	return out, nil
 }
 
 // Room returns a room with its live members.

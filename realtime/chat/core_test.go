@@ -20,6 +20,7 @@ import (
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/protocol"
 	"github.com/chatd/chatd/realtime"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/realtime/polls"
 	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
@@ -217,7 +218,7 @@ func TestQueuedSaysAreBoundedAndDroppedWhenTheClientCloses(t *testing.T) {
 	}
 	r.Server.Resume(t)
 	time.Sleep(time.Second) // the batch in flight lands
-	msgs, err := n.Reads.History(ctx, room, "", 1000)
+	msgs, err := n.Reads.History(ctx, chat.Viewer{}, room, "", 1000)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(msgs), 1+realtime.MaxSayBatch, "nothing of the dropped queue reached Redis")
 	assert.Less(t, len(msgs), int(stalled)+1)

@@ -54,6 +54,12 @@
 // fresh heartbeat (Redis lost the claims, or the node lapsed) every claim
 // is written again.
 //
+// Blocks: Reads.History leaves out the messages of users the reader
+// blocks (one SMEMBERS per read), and fills a page after an id from
+// further on, so a page emptied by hidden messages never reads as the end
+// of the room; a connection's live feed and replay leave them out in the
+// core (realtime.Client's block set).
+//
 // Streams: a stream's position is one value for every room it sits in
 // (Position, the SSE id), so a reconnect resumes every room with no gap
 // and no duplicate; a REST join or leave on any node reaches the stream's

@@ -11,7 +11,10 @@
 // needs of other parts: sessionKeeper (chat.REST.RenewPoll: a poll keeps
 // its session's seats and presence, at most once per third of the lease),
 // noticeTaker (the core's notices), matchEvents (package match),
-// gapCounter (the core's Hub). It reads no other use case's fields.
+// gapCounter (the core's Hub), realtime.BlockLister (package direct: the
+// messages section leaves out the messages of users the session's user
+// blocks, one SMEMBERS per poll that reads messages, and moves the
+// cursors past them). It reads no other use case's fields.
 //
 // # What it shows, and why the naive versions fail
 //

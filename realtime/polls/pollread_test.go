@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/realtime/chat"
 	"github.com/chatd/chatd/realtime/polls"
 	"github.com/chatd/chatd/realtime/realtimetest"
 	"github.com/chatd/chatd/rooms"
@@ -36,7 +37,7 @@ func TestPollReadsPageByPageFromWhereItsCursorIs(t *testing.T) {
 	read := func(ctx context.Context, after string, limit int) ([]rooms.Message, error) {
 		reads++
 		assert.Equal(t, polls.PollPage, limit, "one page at a time")
-		return n.Reads.History(ctx, room, after, limit)
+		return n.Reads.History(ctx, chat.Viewer{}, room, after, limit)
 	}
 	idsOf := func(ms []rooms.Message) []string {
 		out := make([]string, len(ms))

@@ -76,6 +76,7 @@ type Polls struct {
 	notices  noticeTaker
 	match    matchEvents
 	gaps     gapCounter
+	blocks   realtime.BlockLister
 	now      func() time.Time
 	log      *slog.Logger
 	draining <-chan struct{}
@@ -129,6 +130,10 @@ type Config struct {
 	Match matchEvents
 	// Gaps counts the gaps a poll tells (the core's Hub).
 	Gaps gapCounter
+	// Blocks reads the users a user blocks (package direct), whose
+	// messages the messages section leaves out for that user; nil = none
+	// left out.
+	Blocks realtime.BlockLister
 	// Draining is closed when the node drains: a parked poll answers.
 	Draining <-chan struct{}
 	// Now is the clock; nil = time.Now.
@@ -147,7 +152,7 @@ func New(cfg Config) *Polls {
 	}
 	return &Polls{sessions: cfg.Sessions, dirty: cfg.Dirty, rooms: cfg.Rooms, history: cfg.History, settings: cfg.Settings,
 		wallets: cfg.Wallets, boards: cfg.Boards, notices: cfg.Notices, match: cfg.Match, gaps: cfg.Gaps,
-		now: cfg.Now, log: cfg.Logger, draining: cfg.Draining}
+		blocks: cfg.Blocks, now: cfg.Now, log: cfg.Logger, draining: cfg.Draining}
 }
 
 // PollResult is the answer to a poll: the sections dirty since the
@@ -328,8 +333,17 @@ func (ps *Polls) data(ctx context.Context, p realtime.Principal, mask dirty.Mask
 // the last message that fits, the Messages bit is marked again and the
 // answer says "more" (the next poll goes on from the moved cursors). A
 // room whose cursor the history no longer holds is named in gaps, logged
-// and counted, and its cursor moves past the gap.
+// and counted, and its cursor moves past the gap. Messages of users p's
+// user blocks are left out, and the cursors move past them all the same.
 func (ps *Polls) messages(ctx context.Context, p realtime.Principal, cur map[string]string, data map[string]any) (more bool, gaps []string, err error) {
+	var bl *realtime.Blocks
+	if ps.blocks != nil && len(cur) > 0 {
+		list, err := ps.blocks.Blocks(ctx, p.User)
+		if err != nil {
+			return false, nil, err
+		}
+		bl = realtime.NewBlocks(list)
+	}
 	out := map[string][]rooms.Message{}
 	next := map[string]string{}
 	ids := make([]string, 0, len(cur))
@@ -374,7 +388,9 @@ func (ps *Polls) messages(ctx context.Context, p realtime.Principal, cur map[str
 			more = true // the read stopped at its count, not at the room's end
 		}
 		if len(fit) > 0 {
-			out[room] = fit
+			if shown := bl.Messages(fit); len(shown) > 0 {
+				out[room] = shown
+			}
 			next[room] = fit[len(fit)-1].ID
 		}
 		if gap {
