@@ -485,9 +485,11 @@ func (rd *Reads) History(ctx context.Context, v Viewer, room, after string, limi
 		return out, nil
 	}
 	// hidden messages made room in a full page: read on after the last
-	// message read, to fill it or reach the room's end
+	// message read, to fill it or reach the room's end, at least
+	// fillPage at a time (a capped history is a few reads, whatever the
+	// limit)
 	for len(out) < limit {
-		n := limit - len(out)
+		n := max(limit-len(out), fillPage)
 		msgs, err = ch.messages.History(ctx, room, msgs[len(msgs)-1].ID, n)
 		if err != nil {
 			return nil, err
@@ -497,8 +499,12 @@ func (rd *Reads) History(ctx context.Context, v Viewer, room, after string, limi
 			break
 		}
 	}
-	return out, nil
+	return out[:min(len(out), limit)], nil
 }
+
+// fillPage is the least a read that fills a history page past hidden
+// messages asks for.
+const fillPage = 100
 
 // Room returns a room with its live members.
 func (rd *Reads) Room(ctx context.Context, room string) (rooms.Room, error) {
