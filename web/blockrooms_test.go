@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,6 +30,31 @@ func (w *wsClient) roomUntil(last string) []string {
 		out = append(out, fmt.Sprintf("%s:%s", m["from"], m["text"]))
 		if m["text"] == last {
 			return out
+		}
+	}
+}
+
+// roomUntil is wsClient.roomUntil for an event stream.
+func (s *sseClient) roomUntil(last string) []string {
+	s.t.Helper()
+	var out []string
+	deadline := time.After(frameWait)
+	for {
+		select {
+		case r := <-s.records:
+			switch r.typ() {
+			case "typing":
+				out = append(out, "typing:"+r.data["user"].(string))
+			case "message":
+				m := r.data["message"].(map[string]any)
+				out = append(out, fmt.Sprintf("%s:%s", m["from"], m["text"]))
+				if m["text"] == last {
+					return out
+				}
+			}
+		case <-deadline:
+			s.t.Fatalf("%s: no message %q within %s; got %v", s.user, last, frameWait, out)
+			return nil
 		}
 	}
 }
@@ -84,12 +110,14 @@ func TestDirectBlockHidesTheBlockedUsersRoomMessagesOnEveryNode(t *testing.T) {
 	require.Equal(t, 200, cl.do(n2, "POST", "/api/v1/lobbies/blk/join", aliceTok, nil, &joined))
 	require.Equal(t, room, joined.Room.ID)
 	require.Equal(t, 200, cl.do(n2, "GET", "/api/v1/poll?wait=0", aliceTok, nil, nil))
+	stream := openStream(t, n3, "Alice", aliceTok, streamOpts{}) // her session's event stream, on bob's node
 
 	// before the block bob reaches everyone
 	bob.send(protocol.Say{Room: room, Text: "before", Ref: "b0"})
 	for _, w := range []*wsClient{alice1, alice2, carol} {
 		assert.Equal(t, []string{"bob:before"}, w.roomUntil("before"), w.user)
 	}
+	assert.Equal(t, []string{"bob:before"}, stream.roomUntil("before"), "the stream")
 	var page struct {
 		Messages []struct{ ID, From, Text string }
 	}
@@ -100,6 +128,8 @@ func TestDirectBlockHidesTheBlockedUsersRoomMessagesOnEveryNode(t *testing.T) {
 	// Alice blocks bob (any case of his name) over REST on n2
 	require.Equal(t, 200, cl.do(n2, "PUT", "/api/v1/blocks/BOB", aliceTok, nil, nil))
 	syncDirect(t, alice1, "carol", "s1", alice1, alice2)
+	for stream.next("dm").data["text"] != "sync s1" {
+	}
 
 	// a client's frames take effect in the order sent; carol starts
 	// once bob's last say is stored
@@ -117,6 +147,8 @@ func TestDirectBlockHidesTheBlockedUsersRoomMessagesOnEveryNode(t *testing.T) {
 		assert.Equal(t, []string{"carol:control", "typing:carol", "carol:end"}, w.roomUntil("end"),
 			"%s: bob's says and typing reach the blocker on no node", w.user)
 	}
+	assert.Equal(t, []string{"carol:control", "typing:carol", "carol:end"}, stream.roomUntil("end"),
+		"nor her event stream")
 
 	// her history: from the latest, and after an id (a page of one
 	// filled past bob's hidden message); the control's has everything
