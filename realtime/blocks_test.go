@@ -177,3 +177,50 @@ func BenchmarkBlocksHidesMessage(b *testing.B) {
 		}
 	}
 }
+
+// gatedLister answers each Blocks call with the next list sent on answers.
+type gatedLister struct {
+	asked   chan string
+	answers chan []string
+}
+
+func (g gatedLister) Blocks(ctx context.Context, user string) ([]string, error) {
+	g.asked <- user
+	select {
+	case l := <-g.answers:
+		return l, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestClientBlocksAChangeWinsOverALoadInFlight: a client's first read of
+// its set answers after a change's event came (the read saw the set
+// before the change): the event's set stands; Enter waits for the set;
+// a later read (after a bus gap) that answers replaces it.
+func TestClientBlocksAChangeWinsOverALoadInFlight(t *testing.T) {
+	th := newTestHub(t)
+	g := gatedLister{asked: make(chan string, 4), answers: make(chan []string)}
+	th.d.blocks = g
+	th.d.env = th.env
+	c, err := th.Register(newRecording(), Principal{User: "Ann"}, ClientOptions{ID: "c1"}, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.ping.Stop() })
+	require.Equal(t, "ann", <-g.asked, "the set is read by canonical name")
+	select {
+	case <-c.bl.ready:
+		t.Fatal("ready before the set was read")
+	default:
+	}
+	c.SetBlocks([]string{"bob"}) // the change's event, while the read runs
+	require.NoError(t, c.waitBlocks(context.Background()), "an event makes the set known")
+	g.answers <- nil // the read's answer, from before the change: dropped whenever it lands
+	done := make(chan struct{})
+	go func() { th.ReloadBlocks(context.Background()); close(done) }()
+	require.Equal(t, "ann", <-g.asked)
+	assert.True(t, c.BlockSet().Hides("BOB"), "the older read did not undo the change")
+	g.answers <- []string{"carol"}
+	<-done
+	assert.False(t, c.BlockSet().Hides("bob"))
+	assert.True(t, c.BlockSet().Hides("carol"), "a read after the gap replaces the set")
+}
