@@ -66,6 +66,7 @@ func (h *streamAPI) wsUpgrade(c *fiber.Ctx) error {
 	}
 	c.Locals(localAdmitted, a)
 	c.Locals(localBatch, c.Query("batch") == "1")
+	trimForUpgrade(c)
 	if err := c.Next(); err != nil {
 		// the upgrade failed: serveWS never runs to take the lease over
 		h.release(a)
@@ -78,6 +79,41 @@ const (
 	localAdmitted = "admitted"
 	localBatch    = "batch"
 )
+
+// trimForUpgrade drops from the request what nothing reads after wsUpgrade:
+// the query (the token, read), the cookies and every header the handshake
+// does not read. contrib/websocket copies the query, cookies and headers
+// of the request into maps of its Conn, kept for the connection's life,
+// though serveWS reads only the locals: dropped here, an idle connection
+// holds none of them (about 0.8 KiB of a browser's request; see
+// BENCHMARKS.md, RSS per idle connection). fasthttp keeps its own parsed
+// request for the hijacked connection's life too, in buffers it reuses for
+// its next request, which cannot be released from here.
+func trimForUpgrade(c *fiber.Ctx) {
+	r := c.Request()
+	r.URI().QueryArgs().Reset()
+	r.Header.DelAllCookies()
+	var drop []string
+	r.Header.VisitAll(func(k, _ []byte) {
+		if !handshakeHeader(string(k)) {
+			drop = append(drop, string(k))
+		}
+	})
+	for _, k := range drop {
+		r.Header.Del(k)
+	}
+}
+
+// handshakeHeader reports whether the WebSocket handshake
+// (fasthttp/websocket's FastHTTPUpgrader, after wsUpgrade) reads header k.
+func handshakeHeader(k string) bool {
+	switch strings.ToLower(k) {
+	case "host", "connection", "upgrade", "origin",
+		"sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol", "sec-websocket-extensions":
+		return true
+	}
+	return false
+}
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
 // must be in the allow-list, or, without one, name the request's own host.
