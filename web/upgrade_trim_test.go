@@ -13,11 +13,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 )
 
 // An upgraded connection keeps none of its request's query, cookies or
-// non-handshake headers in contrib/websocket's Conn (they would be held for
-// the connection's life), and the upgrade still works with all of them sent.
+// non-handshake headers in contrib/websocket's Conn, and fasthttp's copy of
+// the request is released once the connection is upgraded (both would be
+// held for the connection's life); the upgrade still works with all of
+// them sent, and the released request context serves later requests.
 func TestUpgradeKeepsNoneOfTheRequestButTheLocals(t *testing.T) {
 	type seen struct {
 		token, batch, cookie, agent, custom, local string
@@ -26,9 +29,15 @@ func TestUpgradeKeepsNoneOfTheRequestButTheLocals(t *testing.T) {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Get("/ws", func(c *fiber.Ctx) error {
 		c.Locals("kept", c.Query("token"))
+		c.Locals(localRequest, c.Context())
 		trimForUpgrade(c)
 		return c.Next()
 	}, websocket.New(func(conn *websocket.Conn) {
+		rc := conn.Locals(localRequest).(*fasthttp.RequestCtx)
+		require.Contains(t, string(rc.Request.Header.Header()), "Sec-Websocket-Key", "fasthttp still holds the request")
+		releaseRequest(rc)
+		assert.NotContains(t, string(rc.Request.Header.Header()), "Sec-Websocket-Key", "and no longer after releaseRequest")
+		assert.Empty(t, rc.Request.Header.RawHeaders())
 		s := seen{
 			token:  conn.Query("token"),
 			batch:  conn.Query("batch"),
@@ -67,4 +76,16 @@ func TestUpgradeKeepsNoneOfTheRequestButTheLocals(t *testing.T) {
 	assert.Empty(t, s.cookie, "cookies are not kept")
 	assert.Empty(t, s.agent, "headers the handshake does not read are not kept")
 	assert.Empty(t, s.custom)
+
+	// the released RequestCtx goes back to fasthttp's pool at the end and
+	// serves the next requests
+	for range 3 {
+		ws2, _, err := (&fws.Dialer{}).DialContext(ctx, "ws://"+ln.Addr().String()+"/ws?token=again", h)
+		require.NoError(t, err)
+		<-got
+		_, msg, err = ws2.ReadMessage()
+		require.NoError(t, err)
+		assert.Equal(t, "ok", string(msg))
+		ws2.Close()
+	}
 }
