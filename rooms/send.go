@@ -58,7 +58,8 @@ type SendResult struct {
 }
 
 // Send appends a message from user to the room's history and publishes it
-// on the room's channel as an Event, in one script and one round trip: it
+// on the room's channel as an Event, in one script and one round trip
+// (shared with the says of concurrent calls: see SendMany): it
 // checks that the user holds a live seat, takes a token from the user's
 // say bucket (opt.Rate, opt.Burst), XADDs (MAXLEN ~ HistoryMax) and
 // PUBLISHes (SPUBLISH with Config.ShardedPubSub), so the ids on the channel
