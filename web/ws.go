@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/contrib/websocket"
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/protocol"
@@ -66,6 +67,8 @@ func (h *streamAPI) wsUpgrade(c *fiber.Ctx) error {
 	}
 	c.Locals(localAdmitted, a)
 	c.Locals(localBatch, c.Query("batch") == "1")
+	c.Locals(localRequest, c.Context())
+	trimForUpgrade(c)
 	if err := c.Next(); err != nil {
 		// the upgrade failed: serveWS never runs to take the lease over
 		h.release(a)
@@ -77,7 +80,57 @@ func (h *streamAPI) wsUpgrade(c *fiber.Ctx) error {
 const (
 	localAdmitted = "admitted"
 	localBatch    = "batch"
+	localRequest  = "request" // the *fasthttp.RequestCtx, for releaseRequest
 )
+
+// trimForUpgrade drops from the request what nothing reads after wsUpgrade:
+// the query (the token, read), the cookies and every header the handshake
+// does not read. contrib/websocket copies the query, cookies and headers
+// of the request into maps of its Conn, kept for the connection's life,
+// though serveWS reads only the locals: dropped here, an idle connection
+// holds none of them (about 0.8 KiB of a browser's request; see
+// BENCHMARKS.md, RSS per idle connection). fasthttp's own copy of the
+// request is released by releaseRequest once the connection is upgraded.
+func trimForUpgrade(c *fiber.Ctx) {
+	r := c.Request()
+	r.URI().QueryArgs().Reset()
+	r.Header.DelAllCookies()
+	var drop []string
+	r.Header.VisitAll(func(k, _ []byte) {
+		if !handshakeHeader(string(k)) {
+			drop = append(drop, string(k))
+		}
+	})
+	for _, k := range drop {
+		r.Header.Del(k)
+	}
+}
+
+// releaseRequest drops the buffers of a hijacked connection's request and
+// response. fasthttp keeps the RequestCtx of a hijacked connection until
+// the hijack handler returns (hijackConnHandler releases it then), and with
+// it the parsed request — header, URI, query — and the 101 response, in
+// buffers sized for them (about 2.5 KiB of a chatd client's request, half
+// the live heap of an idle connection that is not chatd's own). Nothing
+// reads them once the hijack handler runs: fasthttp flushed the response
+// before starting it, and contrib/websocket copied what it keeps. Empty
+// ones take their place (a zero Request and Response are what a new
+// RequestCtx holds), so the release at the end resets empty values.
+func releaseRequest(rc *fasthttp.RequestCtx) {
+	rc.Request = fasthttp.Request{}
+	rc.Response = fasthttp.Response{}
+}
+
+// handshakeHeader reports whether the WebSocket handshake
+// (fasthttp/websocket's FastHTTPUpgrader, after wsUpgrade) reads header k.
+func handshakeHeader(k string) bool {
+	switch strings.ToLower(k) {
+	case "host", "connection", "upgrade", "origin",
+		"sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol", "sec-websocket-extensions":
+		return true
+	}
+	return false
+}
 
 // originAllowed: no Origin (not a browser) is allowed; otherwise the Origin
 // must be in the allow-list, or, without one, name the request's own host.
@@ -106,6 +159,9 @@ func (h *streamAPI) originAllowed(origin, host string) bool {
 func (h *streamAPI) serveWS(conn *websocket.Conn) {
 	a, _ := conn.Locals(localAdmitted).(admitted)
 	batch, _ := conn.Locals(localBatch).(bool)
+	if rc, ok := conn.Locals(localRequest).(*fasthttp.RequestCtx); ok {
+		releaseRequest(rc)
+	}
 	w := &wsConn{conn: conn, raw: conn.NetConn(), batch: batch}
 	defer w.release()
 	c := h.open(a, w, func() (c *realtime.Client, err error) {

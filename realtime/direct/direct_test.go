@@ -43,8 +43,15 @@ func TestDirectResumeAfterALiveMessageMissesAndDoublesNothing(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, sent.Message.ID)
 	}
+	// n2 has let m1..m3 go by on the direct channel before bob connects
+	// (they would reach him live otherwise): a message sent after them on
+	// the same channel, to carol on n2, comes after them
+	_, fc := n2.Connect(t, "carol")
+	_, err := n1.Direct.Send(ctx, alice, "carol", "after m3", "rc")
+	require.NoError(t, err)
+	fc.Wait(t, "the message to carol", func(ms []map[string]any) bool { return len(dmsOf(ms)) == 1 })
 	c, f := n2.Connect(t, "bob")
-	_, err := n1.Direct.Send(ctx, alice, "BOB", "m4", "r4")
+	_, err = n1.Direct.Send(ctx, alice, "BOB", "m4", "r4")
 	require.NoError(t, err)
 	f.Wait(t, "the live m4", func(ms []map[string]any) bool { return len(dmsOf(ms)) == 1 })
 
