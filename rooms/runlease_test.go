@@ -178,6 +178,28 @@ func TestRunBoundSeats(t *testing.T) {
 		assert.Equal(t, []string{"ann"}, got.Members, "bob's stranded seat is gone")
 	})
 
+	t.Run("on a Redis Cluster a dead run's seats are reaped too", func(t *testing.T) {
+		t.Parallel()
+		r := redistest.Cluster(t)
+		clock := newClock()
+		ss := runNodes(t, r, clock)
+		room, err := ss[0].Seats.Join(ctx, "cl", "ann", onRun("runA"))
+		require.NoError(t, err)
+		_, err = ss[1].Seats.Join(ctx, "cl", "bob", onRun("runB"))
+		require.NoError(t, err)
+		clock.Add(runLease / 2)
+		lost, err := ss[1].Seats.KeepRun(ctx, "runB", attsOf(room.ID, "bob"))
+		require.NoError(t, err)
+		assert.Empty(t, lost)
+		clock.Add(runLease/2 + time.Millisecond)
+		n, err := ss[2].Seats.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		got, err := ss[2].Seats.Room(ctx, room.ID)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"bob"}, got.Members)
+	})
+
 	t.Run("REST attachments keep their own leases beside a run's", func(t *testing.T) {
 		t.Parallel()
 		r := redistest.Real(t)
