@@ -280,6 +280,32 @@
 // whoever is subscribed and connected at that moment: the history, not the
 // channel, is the record a subscriber fills gaps from.
 //
+// # Messages: one round trip for the says of many callers
+//
+// Each WebSocket connection has its own say worker, and a user in a room
+// of 50 says once every few seconds, so the naive SendMany — a pipeline per
+// call — made every say a round trip of its own and a script call of its
+// own (EVALSHA, its 7 keys and 17 arguments), on one of many pooled
+// connections: Redis's cost per say was its per-call and per-read cost,
+// 3–4 × a bare PUBLISH, whatever the script did inside. SendMany is a group
+// commit instead, node-wide (one Messages per node): the call that finds
+// no commit in flight sends its says at once; calls that come in while it
+// is in flight wait and go out together in the next commit, which the
+// first of them runs — no goroutine of its own, no timer, no added latency
+// on an idle node, and the busier the node, the more says per round trip.
+// A commit is the key claims of its keyed says ([SET] NX GET each, in the
+// user's slot: one round trip, only when there are any), then one
+// pipeline with one message_send.lua call per lobby (at most 64 says each,
+// looped over in the script: all of a lobby's keys share its hash tag, so
+// on Redis Cluster that is one script on one shard) and one call of the
+// counter's script. Calls are taken in arrival order and each call's says
+// in its order, so a call's says are stored in order, and a caller's next
+// call — after this one returned — comes after them. A say the script
+// refuses does not stop the next one; a Redis error reply to a script call
+// of several says fails all of them and is not taken as "not sent" (the
+// script may have stored the first ones). chatd_rooms_send_commit_says
+// shows says per commit, chatd_rooms_send_waiting_calls the calls waiting.
+//
 // # Messages: idempotent says
 //
 // A read timeout does not mean a say was not stored. go-redis retries a
@@ -295,8 +321,12 @@
 // room is refused. A fresh say records its key in the same script as the
 // [XADD] ([SET] PX Config.IdempotencyTTL), so the record exists exactly
 // when the message does. The record names the call that stored it: the
-// second run of one call's pipeline is that call's answer, not a
+// second run of one commit's pipeline is that say's answer, not a
 // Duplicate. Keys are per lobby: the record must be in the lobby's slot.
+// A key's first message is also claimed in the user's slot
+// ({user:U}:said:<key>, one [SET] NX GET before the send: it binds a free
+// key and returns the message a bound one names), so that the same key
+// used for another room or text in another lobby is refused too.
 //
 // The global message counter lives in a slot of its own, so no send script
 // can count its own message. The send pipeline adds the number of its says

@@ -25,8 +25,8 @@ func (s *Messages) durable() bool {
 }
 
 // queueWaits appends WAIT 1 <timeout> to pipe behind the send scripts of
-// ps[idx], one per connection those scripts go out on, and points each
-// prepared send at the WAIT that covers it.
+// chunks (each one script call's says), one per connection those scripts
+// go out on, and points each prepared send at the WAIT that covers it.
 //
 // WAIT blocks until the replicas acknowledged every write made so far on
 // its own connection, so it must follow the scripts on theirs. A single
@@ -34,28 +34,32 @@ func (s *Messages) durable() bool {
 // ClusterClient pipeline is one connection per master, chosen by each
 // command's first key; WAIT has none, and go-redis would send it to any
 // master. So on a Cluster each lobby (hash-tag unit, hence slot) of the
-// batch gets a WAIT routed by the lobby's rooms key (slotWait).
-func (s *Messages) queueWaits(ctx context.Context, pipe redis.Pipeliner, ps []prepared, idx []int) {
+// commit gets a WAIT routed by the lobby's rooms key (slotWait).
+func (s *Messages) queueWaits(ctx context.Context, pipe redis.Pipeliner, chunks [][]*prepared) {
 	timeout := s.waitFor.Milliseconds()
 	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
 		w := redis.NewIntCmd(ctx, "wait", 1, timeout)
 		_ = pipe.Process(ctx, w)
-		for _, i := range idx {
-			ps[i].wait = w
+		for _, c := range chunks {
+			for _, p := range c {
+				p.wait = w
+			}
 		}
 		return
 	}
 	byLobby := map[string]*redis.IntCmd{}
-	for _, i := range idx {
-		w, ok := byLobby[ps[i].lobby]
-		if !ok {
-			key := roomsKey(s.ks, ps[i].lobby)
-			w = redis.NewIntCmd(ctx, "wait", 1, timeout, key)
-			w.SetFirstKeyPos(3)
-			_ = pipe.Process(ctx, slotWait{IntCmd: w, wire: []any{"wait", 1, timeout}})
-			byLobby[ps[i].lobby] = w
+	for _, c := range chunks {
+		for _, p := range c {
+			w, ok := byLobby[p.lobby]
+			if !ok {
+				key := roomsKey(s.ks, p.lobby)
+				w = redis.NewIntCmd(ctx, "wait", 1, timeout, key)
+				w.SetFirstKeyPos(3)
+				_ = pipe.Process(ctx, slotWait{IntCmd: w, wire: []any{"wait", 1, timeout}})
+				byLobby[p.lobby] = w
+			}
+			p.wait = w
 		}
-		ps[i].wait = w
 	}
 }
 

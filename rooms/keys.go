@@ -133,7 +133,7 @@ func saidKey(ks keyspace.Space, lobby, user, key string) string {
 
 // claimKey binds user's idempotency key key to one message across every
 // lobby: "<room> <text hash>"; it expires with the send record (saidKey).
-// In the user's slot: said_claim.lua touches it alone.
+// In the user's slot: SendMany claims it alone, with SET NX GET.
 func claimKey(ks keyspace.Space, user, key string) string {
 	return ks.Key("user", names.Canonical(user), "said", key) // STRING
 }

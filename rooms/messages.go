@@ -20,7 +20,7 @@ import (
 // say's key; History reads a room's history back; Remove deletes a message
 // and PublishTyping publishes an ephemeral event. It owns each room's
 // history, the say buckets, the idempotency records and claims, the global
-// message counter (keys.go) and lua/message_send.lua, said_claim.lua,
+// message counter (keys.go) and lua/message_send.lua,
 // counter_add.lua and message_remove.lua; it reads the seat data of the
 // sender's lobby in the send script. See the package doc, "messages",
 // "idempotent says" and "durability".
@@ -32,6 +32,11 @@ type Messages struct {
 	waitFor    time.Duration // WAIT's timeout under DurabilityReplica
 
 	hist refreshes // "lobby/seq" → when a send last refreshed its history's TTL
+	q    sendQueue // SendMany calls waiting for the send commit in flight
+
+	// beforeCommit, when set (tests), runs in the leader's call before it
+	// takes the waiting calls into its commit.
+	beforeCommit func()
 }
 
 // Channel returns the room's pub/sub channel, on which the seat and message

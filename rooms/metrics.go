@@ -19,6 +19,8 @@ type metrics struct {
 	counterErrors                     prometheus.Counter
 	notReplicated                     prometheus.Counter
 	sweepErrors                       prometheus.Counter
+	commitSays                        prometheus.Observer // says per send commit
+	sendWaiting                       prometheus.Gauge    // SendMany calls waiting for a commit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,7 +62,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Namespace: "chatd", Subsystem: "rooms", Name: "sweep_errors_total",
 		Help: "Sweeps of RunSweeper that failed.",
 	})
+	commitSays := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "chatd", Subsystem: "rooms", Name: "send_commit_says",
+		Help:    "Says per send commit: the says of the SendMany calls that one commit (claims, then one script call per lobby) carried.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
+	})
+	sendWaiting := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "chatd", Subsystem: "rooms", Name: "send_waiting_calls",
+		Help: "SendMany calls waiting for the send commit in flight to end (they go out together in the next).",
+	})
 	if reg != nil {
+		commitSays = promreg.Register(reg, commitSays)
+		sendWaiting = promreg.Register(reg, sendWaiting)
 		joins = promreg.Register(reg, joins)
 		joinSeconds = promreg.Register(reg, joinSeconds)
 		lockHold = promreg.Register(reg, lockHold)
@@ -84,5 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		counterErrors: counterErrors,
 		notReplicated: notReplicated,
 		sweepErrors:   sweepErrors,
+		commitSays:    commitSays,
+		sendWaiting:   sendWaiting,
 	}
 }

@@ -37,8 +37,6 @@ var (
 	roomReadSrc string
 	//go:embed lua/message_send.lua
 	messageSendSrc string
-	//go:embed lua/said_claim.lua
-	saidClaimSrc string
 	//go:embed lua/counter_add.lua
 	counterAddSrc string
 	//go:embed lua/lobbies_reserve.lua
@@ -79,7 +77,6 @@ var roomGrantScript = redisx.NewScript("rooms.room_grant", roomGrantSrc)
 // Messages (message_remove.lua is in remove.go).
 var (
 	messageSendScript = redisx.NewScript("rooms.message_send", messageSendSrc)
-	saidClaimScript   = redisx.NewScript("rooms.said_claim", saidClaimSrc)
 	counterAddScript  = redisx.NewScript("rooms.counter_add", counterAddSrc)
 )
 

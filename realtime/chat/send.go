@@ -22,8 +22,8 @@ import (
 // through the same steps: CheckSay (text and name, before anything costs a
 // token), the mute check, the local knowledge of an empty say bucket (a
 // refusal without a Redis call), rooms.SendMany (seat check, rate limit,
-// idempotency, XADD and PUBLISH in one script per say, one round trip for
-// the batch), a seat lost by lease taken back while the sender still shows
+// idempotency, XADD and PUBLISH in one script call per lobby, in round
+// trips shared with the node's other senders' batches), a seat lost by lease taken back while the sender still shows
 // the room, and the REST members' marks for every stored message. A REST
 // post is a batch of one.
 
@@ -76,7 +76,8 @@ func idemKey(session, id string) string {
 	return session + ":" + hex.EncodeToString(sum[:16])
 }
 
-// send sends reqs of s in order in one round trip and answers each.
+// send sends reqs of s in order (rooms.SendMany: in the node's next send
+// commit) and answers each.
 func (ch *Chat) send(ctx context.Context, s sender, reqs []realtime.Say) []sendResult {
 	out := make([]sendResult, len(reqs))
 	if err := ch.mod.Muted(ctx, s.p.User); err != nil {
@@ -169,8 +170,8 @@ func (ch *Chat) Say(c *realtime.Client, room, text, ref string) error {
 // Flush waits until the client's queued says are answered (or dropped).
 func (ch *Chat) Flush(c *realtime.Client) { c.FlushSays() }
 
-// sendQueued sends a batch of the client's queued says in one round trip
-// and answers each: an ack for a say with a ref, an error event for a
+// sendQueued sends a batch of the client's queued says in one SendMany
+// call and answers each: an ack for a say with a ref, an error event for a
 // refusal.
 func (ch *Chat) sendQueued(ctx context.Context, c *realtime.Client, batch []realtime.Say) {
 	s := sender{p: c.Principal(), att: ch.wsAttach(c), inRoom: func(_ context.Context, room string) bool { return c.InRoom(room) }}

@@ -1,52 +1,63 @@
--- message_send.lua: take a token from the sender's say bucket, append a
--- message to a room's history and publish it, so the ids on the channel
--- come in history order; a refused say writes nothing.
+-- message_send.lua: for each of n says in one lobby, in order: take a token
+-- from the sender's say bucket, append the message to its room's history
+-- and publish it, so the ids on each channel come in history order; a
+-- refused say writes nothing. One call carries the says of a lobby that one
+-- send commit (SendMany, and the says of concurrent callers queued behind
+-- it) has for the lobby: the per-call cost of EVALSHA (the script lookup,
+-- its keys and arguments parsed, the Lua call) is paid once for them all,
+-- not once per say. Every key is in the lobby's hash-tag slot, so this is
+-- one script on one Redis Cluster shard.
 --
 -- KEYS[1]  rooms    ZSET    every room number of the lobby
 -- KEYS[2]  members  ZSET    user -> room number of the user's seat
 -- KEYS[3]  leases   ZSET    user -> the seat's lease expiry (ms)
--- KEYS[4]  history  STREAM  the room's messages: from, text, ts
--- KEYS[5]  rate     STRING  the sender's say bucket in the lobby: "<tokens> <at ms>"
--- KEYS[6]  rest     ZSET    user -> room number, for users with a REST attachment
--- KEYS[7]  said     STRING  the say recorded under the sender's idempotency
+-- KEYS[4]  rest     ZSET    user -> room number, for users with a REST attachment
+-- and for say i (1..n), at 4 + 3(i-1):
+-- +1       history  STREAM  the room's messages: from, text, ts
+-- +2       rate     STRING  the sender's say bucket in the lobby: "<tokens> <at ms>"
+-- +3       said     STRING  the say recorded under the sender's idempotency
 --                           key, or under "~<call>/<i>" for a say without
---                           one: "<call> <room> <text hash> <stream id> <ts>"
--- ARGV[1]  room number
--- ARGV[2]  user
--- ARGV[3]  now, unix ms (the message's ts)
--- ARGV[4]  history cap (XADD MAXLEN ~)
--- ARGV[5]  text
--- ARGV[6]  the room's channel
--- ARGV[7]  the event JSON up to the message id
--- ARGV[8]  the event JSON after the message id
--- ARGV[9]  PUBLISH or SPUBLISH
--- ARGV[10] say rate, tokens per second (<= 0: no limit)
--- ARGV[11] bucket size (>= 1)
--- ARGV[12] the history's TTL, ms (the lobby's idle TTL), from this send
--- ARGV[13] how long KEYS[7] is kept, ms
--- ARGV[14] the text's hash (hex)
--- ARGV[15] the send call and the say's place in it ("<call>/<i>")
--- ARGV[16] "system" for a message of the system (SendOptions.System) or
---          of the application's backend (SendOptions.Server, from ARGV[2]): no
---          seat is checked (ARGV[10] 0); "" otherwise
--- ARGV[17] "1" when the node refreshes the history's TTL with this send
---          (at most once per room per IdleTTL/48, as Renew does); "" or
---          absent otherwise: the TTL is then set only on a history this
---          send creates
+--                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
+-- ARGV[1]  now, unix ms (every message's ts)
+-- ARGV[2]  history cap (XADD MAXLEN ~)
+-- ARGV[3]  PUBLISH or SPUBLISH
+-- ARGV[4]  the history's TTL, ms (the lobby's idle TTL), from this send
+-- ARGV[5]  the event JSON up to the message id (the same for every say)
+-- ARGV[6]  the lobby's channel prefix: a room's channel is it .. room number
+-- ARGV[7]  the send call ("<call>"): say i is "<call>/<i>" (+9)
+-- and for say i, at 7 + 11(i-1):
+-- +1       room number
+-- +2       user
+-- +3       text
+-- +4       the event JSON after the message id
+-- +5       say rate, tokens per second (<= 0: no limit)
+-- +6       bucket size (>= 1)
+-- +7       how long said is kept, ms
+-- +8       the text's hash (hex)
+-- +9       the say's place in the call ("<i>")
+-- +10      "system" for a message of the system (SendOptions.System) or
+--          of the application's backend (SendOptions.Server, from +2): no
+--          seat is checked (rate 0); "" otherwise
+-- +11      "1" when the node refreshes the history's TTL with this send
+--          (at most once per room per IdleTTL/48, as Renew does); ""
+--          otherwise: the TTL is then set only on a history this send
+--          creates
 --
--- Returns {id, rest}: the stream id "ms-seq" of the new message, published
--- as ARGV[7] .. id zero-padded to "%013d-%06d" .. ARGV[8], and the number of
--- users of the room with a REST attachment; {0} when the user holds no live
--- seat in the room; {-1} when the room does not exist; {-2, ms} when the
--- bucket is empty: a token is there again in ms. With KEYS[7]: {-4, id, ts,
--- call, rest} when the key already recorded this say (same room, same
--- text), which is not sent again: nothing is written, published or taken;
--- {-3} when it recorded another room's or text's say. The key is checked
--- before the seat and the bucket (the say was applied: its answer stands
--- even if the seat has gone since) and recorded with the XADD.
+-- Returns one reply per say, in order, each as follows: {id, rest}: the
+-- stream id "ms-seq" of the new message, published as ARGV[5] .. id
+-- zero-padded to "%013d-%06d" .. (+4), and the number of users of the room
+-- with a REST attachment; {0} when the user holds no live seat in the
+-- room; {-1} when the room does not exist; {-2, ms} when the bucket is
+-- empty: a token is there again in ms. {-4, id, ts, call/i, rest} when
+-- said already recorded this say (same room, same text), which is not sent
+-- again: nothing is written, published or taken; {-3} when it recorded
+-- another room's or text's say. said is checked before the seat and the
+-- bucket (the say was applied: its answer stands even if the seat has gone
+-- since) and recorded with the XADD. A say refused does not stop the next.
 --
 -- The commands of an accepted user's say, each with its reason (8 to 9,
--- down from 12; BenchmarkSendCommands counts them):
+-- down from 12; BenchmarkSendCommands counts them), and one EVALSHA per
+-- lobby per send commit rather than one per say:
 --   GET said         exactly once: a retried say (client, go-redis after a
 --                    timeout, reconnect) is answered with its first result
 --   ZSCORE members   the seat check: the sender's seat is in this room ...
@@ -57,82 +68,89 @@
 --   GET rate, SET rate PX   the token bucket, one string with its expiry
 --                    (was HMGET, HSET, PEXPIRE on a hash)
 --   XADD NOMKSTREAM  the append; the stream id orders the room
---   PEXPIRE history  only when ARGV[17] asks or the XADD had to create the
+--   PEXPIRE history  only when (+11) asks or the XADD had to create the
 --                    stream (a first message, or a history expired or lost):
 --                    a history never lives without a TTL
 --   SET said PX      records the say for the retries above
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
 --                    marked for polling; O(log N), no node knows it
-local said = KEYS[7]
-if said then
+local now = tonumber(ARGV[1])
+local function say(k, a)
+  local room, user, text = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local said, hash = KEYS[k + 3], ARGV[a + 8]
   local rec = redis.call('GET', said)
   if rec then
-    local call, room, hash, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
-    if room ~= ARGV[1] or hash ~= ARGV[14] then
+    local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+    if r ~= room or h ~= hash then
       return {-3}
     end
-    return {-4, id, ts, call, redis.call('ZCOUNT', KEYS[6], ARGV[1], ARGV[1])}
+    return {-4, id, ts, call, redis.call('ZCOUNT', KEYS[4], room, room)}
   end
-end
-local now = tonumber(ARGV[3])
-if ARGV[16] == 'system' then
-  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-    return {-1}
-  end
-else
-  local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
-  local exp = at and redis.call('ZSCORE', KEYS[3], ARGV[2])
-  if not at or string.format('%d', tonumber(at)) ~= ARGV[1] or not exp or tonumber(exp) <= now then
-    if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  if ARGV[a + 10] == 'system' then
+    if not redis.call('ZSCORE', KEYS[1], room) then
       return {-1}
     end
-    return {0}
-  end
-end
-local rate = tonumber(ARGV[10])
-if rate > 0 then
-  -- Token bucket: a missing key is a full one; the key expires when it
-  -- would be full again, so an idle sender costs no memory.
-  local burst = tonumber(ARGV[11])
-  local tokens, last = burst, now
-  local v = redis.call('GET', KEYS[5])
-  if v then
-    local t, at = string.match(v, '^(%S+) (%S+)$')
-    if t and at then
-      tokens, last = tonumber(t), tonumber(at)
+  else
+    local at = redis.call('ZSCORE', KEYS[2], user)
+    local exp = at and redis.call('ZSCORE', KEYS[3], user)
+    if not at or string.format('%d', tonumber(at)) ~= room or not exp or tonumber(exp) <= now then
+      if not redis.call('ZSCORE', KEYS[1], room) then
+        return {-1}
+      end
+      return {0}
     end
   end
-  tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 1000)
-  if tokens < 1 then
-    return {-2, math.ceil((1 - tokens) * 1000 / rate)}
+  local rate = tonumber(ARGV[a + 5])
+  if rate > 0 then
+    -- Token bucket: a missing key is a full one; the key expires when it
+    -- would be full again, so an idle sender costs no memory.
+    local burst = tonumber(ARGV[a + 6])
+    local tokens, last = burst, now
+    local v = redis.call('GET', KEYS[k + 2])
+    if v then
+      local t, at = string.match(v, '^(%S+) (%S+)$')
+      if t and at then
+        tokens, last = tonumber(t), tonumber(at)
+      end
+    end
+    tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 1000)
+    if tokens < 1 then
+      return {-2, math.ceil((1 - tokens) * 1000 / rate)}
+    end
+    tokens = tokens - 1
+    redis.call('SET', KEYS[k + 2], tostring(tokens) .. ' ' .. string.format('%d', math.max(now, last)),
+      'PX', math.max(1, math.ceil((burst - tokens) * 1000 / rate)))
   end
-  tokens = tokens - 1
-  redis.call('SET', KEYS[5], tostring(tokens) .. ' ' .. string.format('%d', math.max(now, last)),
-    'PX', math.max(1, math.ceil((burst - tokens) * 1000 / rate)))
+  local hist = KEYS[k + 1]
+  local id = redis.call('XADD', hist, 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*',
+    'from', user, 'text', text, 'ts', ARGV[1])
+  local fresh = ARGV[a + 11] == '1'
+  if not id then
+    id = redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], '*',
+      'from', user, 'text', text, 'ts', ARGV[1])
+    fresh = true
+  end
+  -- The sender is seated (or the system spoke): the lobby is not idle, and
+  -- its keys (the room counter among them) expire no sooner than this, but
+  -- for the throttle (+11): at most IdleTTL/48 sooner.
+  if fresh then
+    redis.call('PEXPIRE', hist, ARGV[4])
+  end
+  local tag = ARGV[7] .. '/' .. ARGV[a + 9]
+  redis.call('SET', said, tag .. ' ' .. room .. ' ' .. hash .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
+  local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
+  local padded = string.rep('0', 13 - #ms) .. ms .. '-' .. string.rep('0', 6 - #seq) .. seq
+  local event = ARGV[5] .. padded .. ARGV[a + 4]
+  if ARGV[3] == 'SPUBLISH' then
+    redis.call('SPUBLISH', ARGV[6] .. room, event)
+  else
+    redis.call('PUBLISH', ARGV[6] .. room, event)
+  end
+  return {id, redis.call('ZCOUNT', KEYS[4], room, room)}
 end
-local id = redis.call('XADD', KEYS[4], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[4], '*',
-  'from', ARGV[2], 'text', ARGV[5], 'ts', ARGV[3])
-local fresh = ARGV[17] == '1'
-if not id then
-  id = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*',
-    'from', ARGV[2], 'text', ARGV[5], 'ts', ARGV[3])
-  fresh = true
+local out = {}
+for i = 1, (#KEYS - 4) / 3 do
+  out[i] = say(4 + 3 * (i - 1), 7 + 11 * (i - 1))
 end
--- The sender is seated (or the system spoke): the lobby is not idle, and
--- its keys (the room counter among them) expire no sooner than this, but
--- for the throttle (ARGV[17]): at most IdleTTL/48 sooner.
-if fresh then
-  redis.call('PEXPIRE', KEYS[4], ARGV[12])
-end
-if said then
-  redis.call('SET', said, ARGV[15] .. ' ' .. ARGV[1] .. ' ' .. ARGV[14] .. ' ' .. id .. ' ' .. ARGV[3], 'PX', ARGV[13])
-end
-local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
-local padded = string.rep('0', 13 - #ms) .. ms .. '-' .. string.rep('0', 6 - #seq) .. seq
-if ARGV[9] == 'SPUBLISH' then
-  redis.call('SPUBLISH', ARGV[6], ARGV[7] .. padded .. ARGV[8])
-else
-  redis.call('PUBLISH', ARGV[6], ARGV[7] .. padded .. ARGV[8])
-end
-return {id, redis.call('ZCOUNT', KEYS[6], ARGV[1], ARGV[1])}
+return out

@@ -1,0 +1,330 @@
+package rooms
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatd/chatd/internal/redistest"
+)
+
+// commitNode is a simulated chatd node for the send commit tests: a
+// Service on its own client and its own metrics registry, so that its
+// waiting calls can be read.
+type commitNode struct {
+	s   *Service
+	reg *prometheus.Registry
+}
+
+func commitNodes(t *testing.T, r *redistest.Redis, n int, opt *redis.Options) []commitNode {
+	t.Helper()
+	out := make([]commitNode, n)
+	for i := range out {
+		o := *opt
+		o.Addr = r.Addrs[0]
+		rdb := redis.NewClient(&o)
+		t.Cleanup(func() { _ = rdb.Close() })
+		reg := prometheus.NewRegistry()
+		s, err := New(rdb, Config{Prefix: r.Prefix, Registerer: reg})
+		require.NoError(t, err)
+		require.NoError(t, s.Seats.Start(context.Background()))
+		t.Cleanup(func() { assert.NoError(t, s.Seats.Close(context.Background())) })
+		out[i] = commitNode{s, reg}
+	}
+	return out
+}
+
+// waiting returns the node's SendMany calls waiting for a commit
+// (chatd_rooms_send_waiting_calls).
+func (n commitNode) waiting(t *testing.T) int {
+	mfs, err := n.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "chatd_rooms_send_waiting_calls" {
+			return int(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	return 0
+}
+
+// evalshas returns the EVALSHA calls of INFO commandstats.
+func evalshas(t *testing.T, r *redistest.Redis) int {
+	t.Helper()
+	calls := 0
+	for _, line := range strings.Split(r.Client.Info(context.Background(), "commandstats").Val(), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+			_, err := fmt.Sscanf(rest, "%d", &calls)
+			require.NoError(t, err)
+		}
+	}
+	return calls
+}
+
+// caller is one sender of the commit tests: a user seated in a room of
+// lobby ca or cb, on one node, sending batches of keyed or unkeyed says.
+type caller struct {
+	node  int
+	user  string
+	room  string
+	keyed bool
+}
+
+func (c caller) says(batch string, n int) []SendRequest {
+	reqs := make([]SendRequest, n)
+	for i := range reqs {
+		reqs[i] = SendRequest{Room: c.room, User: c.user, Text: fmt.Sprintf("%s %s %d", c.user, batch, i)}
+		if c.keyed {
+			reqs[i].Key = fmt.Sprintf("s-%s:%s-%d", c.user, batch, i)
+		}
+	}
+	return reqs
+}
+
+// seatCallers seats perNode users on each node, alternately in lobbies ca
+// and cb: on node 0 every one sends keyed says, on node 1 none, on the
+// others every other pair.
+func seatCallers(t *testing.T, ns []commitNode, perNode int) []caller {
+	t.Helper()
+	ctx := context.Background()
+	var cs []caller
+	for n := range ns {
+		for k := range perNode {
+			lobby := []string{"ca", "cb"}[k%2]
+			user := fmt.Sprintf("n%du%d", n, k)
+			room, err := ns[n].s.Seats.Join(ctx, lobby, user, ws1)
+			require.NoError(t, err)
+			keyed := n == 0 || n > 1 && k%4 < 2
+			cs = append(cs, caller{node: n, user: user, room: room.ID, keyed: keyed})
+		}
+	}
+	return cs
+}
+
+// stallAndSend pauses the server, has every caller send its batch at once
+// from its own goroutine (as the say workers of a node's connections do),
+// waits until on each node all calls but the one in flight wait for the
+// next commit (want: perNode-1; perNode when the first leader is held in
+// beforeCommit), calls then, resumes the server after hold, and returns
+// each caller's replies.
+func stallAndSend(t *testing.T, r *redistest.Redis, ns []commitNode, cs []caller, batches [][]SendRequest,
+	queued func(perNode int) int, then func(), hold time.Duration) [][]SendReply {
+	t.Helper()
+	ctx := context.Background()
+	perNode := map[int]int{}
+	for _, c := range cs {
+		perNode[c.node]++
+	}
+	r.Server.Pause(t)
+	out := make([][]SendReply, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = ns[c.node].s.Messages.SendMany(ctx, batches[i], SendOptions{Rate: 100, Burst: 100})
+		}()
+	}
+	for n := range ns {
+		require.Eventually(t, func() bool { return ns[n].waiting(t) == queued(perNode[n]) },
+			30*time.Second, time.Millisecond, "node %d: the calls wait for a commit", n)
+	}
+	then()
+	time.Sleep(hold)
+	r.Server.Resume(t)
+	wg.Wait()
+	return out
+}
+
+func allButOne(perNode int) int { return perNode - 1 }
+
+// TestSendCommitsTheSaysOfConcurrentCalls: the says of a node's concurrent
+// SendMany calls (one per connection's say worker) share round trips and
+// script calls. 3 nodes, 6 senders each in two lobbies, each sending one
+// say at once while the first commit of its node is held up: each node
+// sends one commit for the first call (its script and the counter's) and
+// one for the other five (a script per lobby and the counter's), 5
+// EVALSHA per node for 6 says. Before the group commit each call was its
+// own pipeline and each keyed say claimed its key in a script: 3 EVALSHA
+// per keyed say, 2 per unkeyed one (45 for these 18 says). Each say is
+// answered with its message, stored once.
+func TestSendCommitsTheSaysOfConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	ns := commitNodes(t, r, 3, &redis.Options{ReadTimeout: time.Minute, MaxRetries: -1})
+	cs := seatCallers(t, ns, 6)
+	for _, n := range ns { // the scripts are loaded, the histories made
+		for _, c := range cs[:2] {
+			_, err := n.s.Messages.Send(ctx, c.room, c.user, "warm-up", SendOptions{})
+			require.NoError(t, err)
+		}
+	}
+	batches := make([][]SendRequest, len(cs))
+	for i, c := range cs {
+		batches[i] = c.says("one", 1)
+	}
+	require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+	out := stallAndSend(t, r, ns, cs, batches, allButOne, func() {}, 0)
+	calls := evalshas(t, r)
+	t.Logf("EVALSHA for %d says from %d calls on %d nodes: %d", len(cs), len(cs), len(ns), calls)
+	assert.Equal(t, 5*len(ns), calls, "per node: 2 for the first call, 3 for the five that waited")
+	for i, c := range cs {
+		require.Len(t, out[i], 1)
+		require.NoError(t, out[i][0].Err, c.user)
+		assert.False(t, out[i][0].Duplicate)
+		h, err := ns[0].s.Messages.History(ctx, c.room, "", MaxHistoryLimit)
+		require.NoError(t, err)
+		n := 0
+		for _, m := range h {
+			if m.Text == batches[i][0].Text {
+				n++
+				assert.Equal(t, out[i][0].Message.ID, m.ID)
+			}
+		}
+		assert.Equal(t, 1, n, "%s's say stored once", c.user)
+	}
+}
+
+// TestSendCommitSurvivesAClientRetry: one commit carrying the batches of
+// 8 senders per node (3 nodes, two lobbies, keyed and unkeyed says, 5 says
+// each) is held up past the client's read timeout, so go-redis sends the
+// claims and the scripts again on a new connection and Redis runs both
+// copies when it wakes. Every say is stored once, each sender's says in
+// the order it sent them, each answered with its stored message (not as a
+// duplicate); the same batches sent again are answered as duplicates
+// (keyed) or stored as new says (unkeyed), still in order. The merged
+// commit keeps what each call had alone.
+func TestSendCommitSurvivesAClientRetry(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	ns := commitNodes(t, r, 3, &redis.Options{MaxRetries: 1, ReadTimeout: time.Second,
+		MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
+	cs := seatCallers(t, ns, 8)
+	for _, n := range ns {
+		for _, c := range cs[:2] {
+			_, err := n.s.Messages.Send(ctx, c.room, c.user, "warm-up", SendOptions{})
+			require.NoError(t, err)
+		}
+	}
+	batches := make([][]SendRequest, len(cs))
+	for i, c := range cs {
+		batches[i] = c.says("first", 5)
+	}
+	// Each node's first leader is held before it takes the waiting calls,
+	// so that one commit carries all eight; the server is paused past the
+	// read timeout while that commit is in flight.
+	gates := make([]chan struct{}, len(ns))
+	for n := range ns {
+		gate := make(chan struct{})
+		gates[n] = gate
+		var once sync.Once
+		ns[n].s.Messages.beforeCommit = func() { once.Do(func() { <-gate }) }
+	}
+	held := func(perNode int) int { return perNode }
+	release := func() {
+		for _, g := range gates {
+			close(g)
+		}
+	}
+	// One run of a node's commit is the claims of its keyed says (its
+	// first round trip, the one held up where there are keyed says: nodes
+	// 0 and 2), then a script call per lobby and the counter's. Node 1 has
+	// no keyed say: its scripts are what is held up and sent again.
+	runs := scriptCalls(t, r.Server.Addr)
+	out := stallAndSend(t, r, ns, cs, batches, held, release, 1500*time.Millisecond)
+	assert.Greater(t, scriptCalls(t, r.Server.Addr)-runs, 3*len(ns), "Redis ran node 1's scripts twice")
+
+	history := func(room string) []Message {
+		h, err := ns[0].s.Messages.History(ctx, room, "", MaxHistoryLimit)
+		require.NoError(t, err)
+		return h
+	}
+	check := func(t *testing.T, batch string, out [][]SendReply, copies int) {
+		for i, c := range cs {
+			var mine []Message
+			for _, m := range history(c.room) {
+				if strings.HasPrefix(m.Text, c.user+" "+batch+" ") {
+					mine = append(mine, m)
+				}
+			}
+			require.Len(t, mine, 5*copies, "%s: each say stored once per call", c.user)
+			for j, m := range mine {
+				assert.Equal(t, fmt.Sprintf("%s %s %d", c.user, batch, j%5), m.Text, "%s: in the order sent", c.user)
+			}
+			require.Len(t, out[i], 5)
+			for j, rep := range out[i] {
+				require.NoError(t, rep.Err, "%s say %d", c.user, j)
+				assert.Equal(t, batches[i][j].Text, rep.Message.Text)
+				if rep.Duplicate {
+					assert.Equal(t, mine[j].ID, rep.Message.ID, "%s say %d: a duplicate answers the first message", c.user, j)
+				} else {
+					assert.Equal(t, mine[len(mine)-5+j].ID, rep.Message.ID, "%s say %d: the answer is the stored message", c.user, j)
+				}
+			}
+		}
+	}
+	t.Run("each say stored once, in each sender's order, answered with its message", func(t *testing.T) {
+		for i := range out {
+			for _, rep := range out[i] {
+				assert.False(t, rep.Duplicate, "the call's own answer")
+			}
+		}
+		check(t, "first", out, 1)
+	})
+	t.Run("the same batches again: keyed ones answered as duplicates, unkeyed ones new says", func(t *testing.T) {
+		again := stallAndSend(t, r, ns, cs, batches, allButOne, func() {}, 0)
+		for i, c := range cs {
+			for _, rep := range again[i] {
+				assert.Equal(t, c.keyed, rep.Duplicate, c.user)
+			}
+		}
+		for i, c := range cs {
+			if c.keyed {
+				continue
+			}
+			var mine []Message
+			for _, m := range history(c.room) {
+				if strings.HasPrefix(m.Text, c.user+" first ") {
+					mine = append(mine, m)
+				}
+			}
+			require.Len(t, mine, 10, "%s: the unkeyed batch stored again", c.user)
+			for j, rep := range again[i] {
+				assert.Equal(t, mine[5+j].ID, rep.Message.ID)
+			}
+		}
+		for i, c := range cs {
+			if !c.keyed {
+				continue
+			}
+			for j, rep := range again[i] {
+				assert.Equal(t, out[i][j].Message.ID, rep.Message.ID, "%s say %d", c.user, j)
+			}
+		}
+	})
+}
+
+// cmdCalls returns the calls of command name (lower case) in INFO
+// commandstats of the server at addr, those inside scripts included.
+func cmdCalls(t *testing.T, addr, name string) int {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	n := 0
+	for _, line := range strings.Split(c.Info(context.Background(), "commandstats").Val(), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls="); ok {
+			_, err := fmt.Sscanf(rest, "%d", &n)
+			require.NoError(t, err)
+		}
+	}
+	return n
+}
