@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,6 +23,12 @@ type Attach struct {
 	// REST is true for a REST session, false for a WebSocket; a room with
 	// a REST attachment reports SendResult.HasREST.
 	REST bool
+	// Run, for a WebSocket (REST false), binds the attachment to the run
+	// of the node that holds it (1 to 64 bytes of [A-Za-z0-9_.-]): it then
+	// lives while that run's lease in the lobby does, which KeepRun renews
+	// for all of the run's attachments at once, and ends with it. Empty:
+	// the attachment has a lease of its own, renewed by Renew.
+	Run string
 }
 
 // Attachment is one attachment of a user's seat in a room, as Renew takes
@@ -50,11 +57,39 @@ func checkAttachID(id string) error {
 	return nil
 }
 
-func (a Attach) check() error { return checkAttachID(a.ID) }
+func (a Attach) check() error {
+	if err := checkAttachID(a.ID); err != nil {
+		return err
+	}
+	if a.Run != "" && !a.REST {
+		return checkRun(a.Run)
+	}
+	return nil
+}
 
-func (a Attach) kind() string {
-	if a.REST {
+// checkRun returns ErrBadAttachment unless run is 1 to 64 bytes of
+// [A-Za-z0-9_.-] (no ':', '@' or ' ': the scripts use them as separators).
+func checkRun(run string) error {
+	if run == "" || len(run) > maxAttachID {
+		return fmt.Errorf("%w: run %.80q", ErrBadAttachment, run)
+	}
+	for i := 0; i < len(run); i++ {
+		c := run[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return fmt.Errorf("%w: run %.80q", ErrBadAttachment, run)
+		}
+	}
+	return nil
+}
+
+// kind is the attachment's kind in a seat script's triples: "rest", "ws",
+// or "run:<run>:<hold expiry ms>" for one bound to a run (lua/lobby_lib.lua).
+func (a Attach) kind(hold time.Time) string {
+	switch {
+	case a.REST:
 		return "rest"
+	case a.Run != "":
+		return "run:" + a.Run + ":" + ms(hold)
 	}
 	return "ws"
 }
@@ -102,12 +137,13 @@ func (s *Seats) Detach(ctx context.Context, roomID, user, attID string) (freed b
 	return false, fmt.Errorf("rooms: detach %s from %s as %s: %w", clip(attID), roomID, user, err)
 }
 
-// lobbyKeys are KEYS[1..12] of every seat script (see lua/lobby_lib.lua).
+// lobbyKeys are KEYS[1..14] of every seat script (see lua/lobby_lib.lua).
 func (s *base) lobbyKeys(lobby string) []string {
 	return []string{
 		membersKey(s.ks, lobby), leasesKey(s.ks, lobby), attsKey(s.ks, lobby), attIDsKey(s.ks, lobby),
 		restKey(s.ks, lobby), roomsKey(s.ks, lobby), openKey(s.ks, lobby), openCapKey(s.ks, lobby),
 		seqKey(s.ks, lobby), recordsKey(s.ks, lobby), s.fenceKey(lobby), verKey(s.ks, lobby),
+		runsKey(s.ks, lobby), runAttsKey(s.ks, lobby),
 	}
 }
 

@@ -6,7 +6,8 @@
 // owns its keys (keys.go) and scripts (scripts.go), with the Redis pattern
 // it shows described below under its name:
 //
-//   - Seats: joins, resumes, attachments, leases, the sweeper, the cap on a
+//   - Seats: joins, resumes, attachments, leases (per attachment, or per
+//     node run and lobby), the sweeper, the cap on a
 //     user's lobbies, lock-guarded room creation, and who sits where;
 //   - Messages: says (rate limited, idempotent, durable on request),
 //     history, removal, typing, the rooms' channels, the global counters;
@@ -20,7 +21,9 @@
 // keys hold the seats of all its rooms: members (a ZSET user → room
 // number), leases (a ZSET user → the seat's lease expiry), the attachments
 // holding the seats (a ZSET "user id" → expiry, and a HASH user → their
-// attachment ids, REST ones marked), the users held by a REST session (a
+// attachment ids, REST ones and those bound to a run marked), the leases
+// of the runs holding attachments (a ZSET run → expiry) and their index (a
+// ZSET "run user id"), the users held by a REST session (a
 // ZSET user → room number), the index of its rooms, the room records (one
 // HASH room number → JSON), the set of rooms that may have a free seat, the
 // room counter, the stamp of the lobby's last count change and — kept there
@@ -105,20 +108,56 @@
 // take the seat. With attachments the draining node detaches only its own,
 // whatever the order, and the seat stays while any other holds it.
 //
-// Each node renews all its attachments in one pipelined round trip per
-// tick (Renew: one script per lobby, a few bulk commands per thousand
-// attachments and no decoding: [ZMSCORE] of the members, leases and
-// attachments, then [ZADD] XX GT of the attachments and leases). An
-// attachment is a ZSET member of its own, "user id" → expiry, so renewing
-// one is a score, not a JSON map of the user's attachments decoded and
-// encoded again (which made renewal 5–6 times a bare ZADD; now about 2.5).
-// The user's list of attachment ids (a HASH field) changes only on attach,
-// detach and reap. Expired attachments of seats that live on are dropped by
-// every renewal and sweep ([ZRANGEBYSCORE] of the attachments up to now,
-// O(log N) when there is none). The lobby also keeps the users held by a
-// REST attachment, scored by their room, maintained on attach, detach,
-// purge and reap, so that a say learns in O(log N) ([ZCOUNT] n n) whether
-// its room has REST members to mark (SendResult.HasREST).
+// A REST session's attachments are renewed by its polls (Renew: one
+// script per lobby, a few bulk commands per thousand attachments and no
+// decoding: [ZMSCORE] of the members, leases and attachments, then [ZADD]
+// XX GT of the attachments and leases). An attachment is a ZSET member of
+// its own, "user id" → expiry, so renewing one is a score, not a JSON map
+// of the user's attachments decoded and encoded again. The user's list of
+// attachment ids (a HASH field) changes only on attach, detach and reap.
+// Expired attachments of seats that live on are dropped by every renewal
+// and sweep ([ZRANGEBYSCORE] of the attachments up to now, O(log N) when
+// there is none). The lobby also keeps the users held by a REST
+// attachment, scored by their room, maintained on attach, detach, purge
+// and reap, so that a say learns in O(log N) ([ZCOUNT] n n) whether its
+// room has REST members to mark (SendResult.HasREST).
+//
+// # Seats: attachments that live with their node's run
+//
+// A WebSocket lives on one node's process, its run (Attach.Run), and so
+// does its attachment: it is bound to the run and lives while the run's
+// lease in the lobby does (a ZSET run → expiry, one member per node with
+// connections there), next to an index of each run's attachments (a ZSET
+// "run user id", all scored 0, so [ZRANGEBYLEX] and [ZLEXCOUNT] find a
+// run's). A node keeps all its connections with KeepRun: per lobby and
+// tick one script that checks the run's lease is live and that Redis holds
+// as many of the run's attachments as the node has ([ZSCORE],
+// [ZLEXCOUNT]), then extends the lease ([ZADD] GT): O(log N) per lobby,
+// whatever its number of idle users. The attachments' own expiries, and
+// their seats' leases, are a hold of RunHoldLeases leases, renewed one by
+// one as above every third of the hold (which also reports the lost ones
+// and ends the run's attachments it no longer lists, a detach that failed,
+// once they are a lease old). When a run's lease in a lobby ends — its
+// node was killed or partitioned, or paused past the lease — the first
+// seat script of the lobby to run (every one starts with it; the sweeper
+// comes within a second, the index giving the run's expiry as the lobby's
+// due time) ends the run's attachments at once and sets each seat's lease
+// to its latest remaining attachment's, or to now, so that the seats only
+// they held are reaped as usual, "left" published: a dead node's seats come
+// back one lease after its last tick, as before. A paused node that comes
+// back finds its run's lease gone: KeepRun renews one by one, reports
+// every attachment lost, and the connections take their seats back
+// (Reclaim) or are told. A second connection, on a live run or a REST
+// session, keeps the seat; a reconnect attaches afresh.
+//
+// The naive renewal, every attachment extended every tick, costs O(users)
+// for users that do nothing: three quarters of an idle node's Redis CPU
+// (issue #42, BENCHMARKS.md). A bare long lease instead, with no renewal,
+// costs nothing idle but strands a dead node's seats for that long: users
+// shown present for minutes, and a full room kept full by nobody. The run
+// lease is what the node registry of package presence does for a user's
+// presence claims, kept per lobby so that the reap is one script in the
+// lobby's slot (a registry on another shard cannot be read by it).
 //
 // # Seats: a cap on the lobbies a user sits in
 //
@@ -372,6 +411,9 @@
 // [ZRANGE]: https://redis.io/commands/zrange/
 // [ZCARD]: https://redis.io/commands/zcard/
 // [ZADD]: https://redis.io/commands/zadd/
+// [ZSCORE]: https://redis.io/commands/zscore/
+// [ZRANGEBYLEX]: https://redis.io/commands/zrangebylex/
+// [ZLEXCOUNT]: https://redis.io/commands/zlexcount/
 // [SET]: https://redis.io/commands/set/
 // [INCR]: https://redis.io/commands/incr/
 // [GET]: https://redis.io/commands/get/

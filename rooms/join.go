@@ -362,9 +362,10 @@ func (b *base) room(lobby string, seq int, members []string) Room {
 
 // appendTriples appends the (user, attachment id, kind) triple of each
 // join to a seat script's ARGV.
-func appendTriples(args []any, batch []*joinReq) []any {
+func (s *Seats) appendTriples(args []any, batch []*joinReq) []any {
+	hold := s.now().Add(s.holdDur())
 	for _, r := range batch {
-		args = append(args, r.user, r.att.ID, r.att.kind())
+		args = append(args, r.user, r.att.ID, r.att.kind(hold))
 	}
 	return args
 }
@@ -373,7 +374,7 @@ func appendTriples(args []any, batch []*joinReq) []any {
 // lowest room with a free seat, else the one join's user in room target;
 // each seated join's attachment is recorded.
 func (s *Seats) claim(ctx context.Context, lobby, target string, batch []*joinReq) (batchResult, error) {
-	args := appendTriples(append(s.lobbyArgs(lobby), target), batch)
+	args := s.appendTriples(append(s.lobbyArgs(lobby), target), batch)
 	v, err := redisx.Run(ctx, s.rdb, seatClaimScript, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
 		return batchResult{}, err
@@ -420,7 +421,7 @@ func (s *Seats) create(ctx context.Context, lobby string, batch []*joinReq) (bat
 	if s.beforeCreate != nil {
 		s.beforeCreate(ctx, l)
 	}
-	args := appendTriples(append(s.lobbyArgs(lobby), strconv.FormatInt(l.Fence(), 10)), batch)
+	args := s.appendTriples(append(s.lobbyArgs(lobby), strconv.FormatInt(l.Fence(), 10)), batch)
 	v, err := redisx.Run(ctx, s.rdb, roomCreateScript, s.lobbyKeys(lobby), args...).Result()
 	if err != nil {
 		return batchResult{}, err

@@ -68,6 +68,16 @@ func recordsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby",
 // (µs, strictly increasing), which orders its counts in the lobby index.
 func verKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "ver") } // STRING int
 
+// runsKey maps each run (a node's process) holding attachments bound to it
+// in the lobby to the lease of those attachments (unix ms): one score per
+// run, renewed once per tick, keeps them all (see doc.go, "attachments that
+// live with their node's run").
+func runsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "runs") } // ZSET run → expiry ms
+
+// runAttsKey lists the attachments bound to each run, "<run> <user> <attachment
+// id>", all scored 0 so that ZRANGEBYLEX finds a run's.
+func runAttsKey(ks keyspace.Space, lobby string) string { return ks.Key("lobby", lobby, "runatts") } // ZSET "run user id" → 0
+
 // Seats, outside the lobby's slot: the sweeper's index, the room counter
 // (read by Messages.Counters) and the lobby lock.
 

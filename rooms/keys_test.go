@@ -33,6 +33,8 @@ func TestKeys(t *testing.T) {
 		{"channel prefix", channelPrefix(ks, "general"), "p:{lobby:general}:events:"},
 		{"channel", channel(ks, "general", 3), "p:{lobby:general}:events:3"},
 		{"ver", verKey(ks, "general"), "p:{lobby:general}:ver"},
+		{"runs", runsKey(ks, "general"), "p:{lobby:general}:runs"},
+		{"run attachments", runAttsKey(ks, "general"), "p:{lobby:general}:runatts"},
 		{"read", readKey(ks, "general", "alice"), "p:{lobby:general}:read:alice"},
 		{"online", onlineKey(ks), "p:{rooms:index}:online"},
 		{"online info", onlineInfoKey(ks), "p:{rooms:index}:info"},
@@ -57,6 +59,7 @@ func TestLobbyKeysShareTheLockSlot(t *testing.T) {
 		lockKey, membersKey(ks, "a.b-c"), leasesKey(ks, "a.b-c"), attsKey(ks, "a.b-c"), attIDsKey(ks, "a.b-c"),
 		restKey(ks, "a.b-c"), roomsKey(ks, "a.b-c"), openKey(ks, "a.b-c"), openCapKey(ks, "a.b-c"),
 		seqKey(ks, "a.b-c"), recordsKey(ks, "a.b-c"), verKey(ks, "a.b-c"), historyKey(ks, "a.b-c", 12),
+		runsKey(ks, "a.b-c"), runAttsKey(ks, "a.b-c"),
 		rateKey(ks, "a.b-c", "alice"), readKey(ks, "a.b-c", "alice"),
 		channel(ks, "a.b-c", 12),
 	} {

@@ -16,8 +16,9 @@ import (
 // session of a user that is in a room is an attachment of the user's seat,
 // with a lease of its own; the seat's score in its room's ZSET is the
 // latest of its attachments' expiries. The node that holds an attachment
-// renews it (Renew, all of the node's attachments in one pipelined round
-// trip per tick) and detaches it when the connection ends (Detach); a node
+// renews it and detaches it when the connection ends (Detach): a REST
+// session's with Renew, one by one; a WebSocket's, bound to the node's run
+// (Attach.Run), with KeepRun, one run lease per lobby per tick. A node
 // that stops renewing — killed, partitioned, paused — loses its
 // attachments one lease later, and the seats only they held with them,
 // when the seat script or the sweeper reaps them.
@@ -34,6 +35,95 @@ import (
 // lease. A malformed room id, user or attachment id is returned as lost.
 // It returns Redis errors wrapped; lost is then nil.
 func (s *Seats) Renew(ctx context.Context, atts []Attachment) (lost []Attachment, err error) {
+	return s.renew(ctx, "", atts)
+}
+
+// KeepRun keeps the attachments of atts, all of them the attachments run
+// holds (bound with Attach.Run = run), in one pipelined round trip per
+// tick whose cost does not grow with them: one script per lobby extends
+// run's lease there, which keeps every attachment bound to run in the
+// lobby alive (lua/run_keep.lua: a ZSCORE, a ZLEXCOUNT and a ZADD). A
+// lobby where that cannot be done — run's lease ran out (a pause past the
+// lease: its attachments were ended and their seats reaped), or Redis holds
+// another number of run's attachments than atts (one lost, a join in
+// flight, a detach that failed) — and each lobby once per third of the
+// hold (RunHoldLeases leases) gets a second round trip: the attachments
+// renewed one by one as by Renew, to the hold, which reports the lost ones
+// and ends run's attachments there that atts no longer lists. Call it with
+// all of run's attachments at least every third of the lease, from the node
+// that holds them. A malformed attachment is returned as lost. It returns
+// ErrBadAttachment for a bad run, and Redis errors wrapped; lost is then
+// nil.
+func (s *Seats) KeepRun(ctx context.Context, run string, atts []Attachment) (lost []Attachment, err error) {
+	if err := checkRun(run); err != nil {
+		return nil, fmt.Errorf("rooms: keep run: %w", err)
+	}
+	if len(atts) == 0 {
+		return nil, nil
+	}
+	type lobbyAtts struct {
+		lobby string
+		atts  []Attachment
+		cmd   *redis.Cmd
+	}
+	var keep []*lobbyAtts
+	byLobby := map[string]*lobbyAtts{}
+	var full []Attachment
+	for _, a := range atts {
+		lobby, _, err := ParseRoom(a.Room)
+		if err != nil {
+			full = append(full, a) // reported lost by renew
+			continue
+		}
+		b := byLobby[lobby]
+		if b == nil {
+			b = &lobbyAtts{lobby: lobby}
+			byLobby[lobby] = b
+			keep = append(keep, b)
+		}
+		b.atts = append(b.atts, a)
+	}
+	now := s.now()
+	every := s.holdDur() / 3
+	light := keep[:0:0]
+	for _, b := range keep {
+		if s.fullRenew.due(now, run+"/"+b.lobby, every) {
+			full = append(full, b.atts...)
+		} else {
+			light = append(light, b)
+		}
+	}
+	if len(light) > 0 {
+		err = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
+			for _, b := range light {
+				b.cmd = p.Script(runKeepScript, s.lobbyKeys(b.lobby), append(s.lobbyArgs(b.lobby), run, len(b.atts))...)
+				// Keep the lobby known to the sweeper, should its index entry
+				// be lost: it alone reaps a dead run's seats.
+				p.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(now.UnixMilli()), Member: b.lobby})
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rooms: keep run %s in %d lobbies: %w", run, len(light), err)
+		}
+		for _, b := range light {
+			n, err := b.cmd.Int()
+			if err != nil {
+				return nil, fmt.Errorf("rooms: keep run %s in %s: %w", run, b.lobby, err)
+			}
+			if n != 1 {
+				full = append(full, b.atts...)
+			}
+		}
+	}
+	if len(full) == 0 {
+		return nil, nil
+	}
+	return s.renew(ctx, run, full)
+}
+
+// renew renews atts one by one (lua/seat_renew.lua); with a run, atts
+// are all of the run's attachments in their lobbies (KeepRun).
+func (s *Seats) renew(ctx context.Context, run string, atts []Attachment) (lost []Attachment, err error) {
 	if len(atts) == 0 {
 		return nil, nil
 	}
@@ -75,7 +165,7 @@ func (s *Seats) Renew(ctx context.Context, atts []Attachment) (lost []Attachment
 		// historiesDue).
 		b.keys = s.lobbyKeys(b.lobby)
 		due := s.historiesDue(now, b.lobby, b.rooms)
-		b.args = append(s.lobbyArgs(b.lobby), len(due))
+		b.args = append(s.lobbyArgs(b.lobby), run, ms(now.Add(s.holdDur())), len(due))
 		for _, seq := range due {
 			b.keys = append(b.keys, historyKey(s.ks, b.lobby, seq))
 			b.args = append(b.args, seq)

@@ -209,6 +209,14 @@ func (b *base) capNow() int {
 	return DefaultCapacity
 }
 
+// RunHoldLeases is how many seat leases an attachment bound to a run
+// (Attach.Run) lives without a renewal of its own: its run's lease keeps it
+// meanwhile, and KeepRun renews it one by one every third of that.
+const RunHoldLeases = 10
+
+// holdDur is the own lease of an attachment bound to a run.
+func (b *base) holdDur() time.Duration { return RunHoldLeases * b.leaseDur() }
+
 func (b *base) leaseDur() time.Duration {
 	if b.lease != nil {
 		if d := b.lease(); d >= time.Millisecond {

@@ -27,6 +27,8 @@ var (
 	seatDetachSrc string
 	//go:embed lua/seat_renew.lua
 	seatRenewSrc string
+	//go:embed lua/run_keep.lua
+	runKeepSrc string
 	//go:embed lua/lobby_sweep.lua
 	lobbySweepSrc string
 	//go:embed lua/lobby_rooms.lua
@@ -57,6 +59,7 @@ var (
 	seatReleaseScript = redisx.NewScript("rooms.seat_release", lobbyLib+seatReleaseSrc)
 	seatDetachScript  = redisx.NewScript("rooms.seat_detach", lobbyLib+seatDetachSrc)
 	seatRenewScript   = redisx.NewScript("rooms.seat_renew", lobbyLib+seatRenewSrc)
+	runKeepScript     = redisx.NewScript("rooms.run_keep", lobbyLib+runKeepSrc)
 	lobbySweepScript  = redisx.NewScript("rooms.lobby_sweep", lobbyLib+lobbySweepSrc)
 	lobbyRoomsScript  = redisx.NewScript("rooms.lobby_rooms", lobbyRoomsSrc)
 	roomReadScript    = redisx.NewScript("rooms.room_read", roomReadSrc)

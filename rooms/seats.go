@@ -33,6 +33,8 @@ type Seats struct {
 	lockTTL time.Duration
 
 	hist refreshes // "lobby/seq" → when Renew last refreshed its history's TTL
+	// fullRenew: "run/lobby" → when KeepRun last renewed the run's attachments there one by one
+	fullRenew refreshes
 
 	// beforeCreate, when set (tests), runs between taking the lobby's lock
 	// and running the room-creation script.

@@ -28,6 +28,7 @@ type chatSeats interface {
 	Leave(ctx context.Context, roomID, user string) error
 	Detach(ctx context.Context, roomID, user, attID string) (freed bool, err error)
 	Renew(ctx context.Context, atts []rooms.Attachment) (lost []rooms.Attachment, err error)
+	KeepRun(ctx context.Context, run string, atts []rooms.Attachment) (lost []rooms.Attachment, err error)
 	Room(ctx context.Context, roomID string) (rooms.Room, error)
 	Rooms(ctx context.Context, lobby string) ([]rooms.Room, error)
 	LobbyExists(ctx context.Context, lobby string) (bool, error)
@@ -321,7 +322,7 @@ func (ch *Chat) detach(ctx context.Context, room string, c *realtime.Client) {
 // there), makes this connection an attachment of the seat, and replays the
 // latest messages before going live.
 func (ch *Chat) Join(ctx context.Context, c *realtime.Client, lobby string) error {
-	room, err := ch.join(ctx, c.Principal(), lobby, rooms.Attach{ID: c.ID()})
+	room, err := ch.join(ctx, c.Principal(), lobby, ch.wsAttach(c))
 	if err != nil {
 		return err
 	}
@@ -365,7 +366,7 @@ func (ch *Chat) Resume(ctx context.Context, c *realtime.Client, room, after stri
 		}
 		after = id
 	}
-	r, err := ch.claimRoom(ctx, room, c.User(), rooms.Attach{ID: c.ID()})
+	r, err := ch.claimRoom(ctx, room, c.User(), ch.wsAttach(c))
 	if err != nil {
 		return err
 	}
@@ -461,6 +462,12 @@ func (ch *Chat) Read(ctx context.Context, p realtime.Principal, room, id string)
 
 // restAttach is the attachment of a REST session to its seats.
 func restAttach(session string) rooms.Attach { return rooms.Attach{ID: "rest:" + session, REST: true} }
+
+// wsAttach is c's attachment: bound to this node's run, which keeps it
+// (renewSeats) and whose end ends it (package rooms, Attach.Run).
+func (ch *Chat) wsAttach(c *realtime.Client) rooms.Attach {
+	return rooms.Attach{ID: c.ID(), Run: ch.core.RunID()}
+}
 
 // History returns up to limit messages of room after the id after ("" =
 // the latest) as v sees them: without the messages of users v's user

@@ -30,6 +30,13 @@
 // the same seat claim (Chat.join). The naive split — a send path per
 // transport — drifted: the reclaim existed only on the WebSocket one.
 //
+// Seats of idle connections: a WebSocket's seat attachment is bound to
+// the node's run (rooms.Attach.Run), and the seat loop keeps all of them
+// with rooms.Seats.KeepRun, one run lease per lobby per tick. The naive
+// loop, Renew of every attachment every tick, cost Redis O(users) for
+// users who do nothing (issue #42); a REST session, which has no run, is
+// still renewed by its polls (REST.RenewPoll).
+//
 // Idempotent says: a say carries the session and the client's own id of
 // it (the frame's ref, the post's Idempotency-Key), which the send script
 // checks and records with the write; a Redis client retry after a timeout,

@@ -48,16 +48,19 @@ func (ch *Chat) Start(context.Context) error {
 	return nil
 }
 
-// renewSeats renews the leases of every attachment of this node's clients
-// in one pipelined round trip; an attachment that is gone is taken back if
-// it can be, or its client is told (not_seated, naming the room).
+// renewSeats keeps every attachment of this node's clients, all bound to
+// the node's run, with one run lease per lobby (rooms.Seats.KeepRun: one
+// pipelined round trip, whose cost grows with the lobbies, not the
+// attachments); an attachment that is gone — the run's lease ran out
+// during a pause, or a seat was taken away — is taken back if it can be,
+// or its client is told (not_seated, naming the room).
 func (kp *keeper) renewSeats(ctx context.Context) {
 	ch := kp.ch
 	atts := ch.hub.LocalSeats()
 	if len(atts) == 0 {
 		return
 	}
-	lost, err := ch.seats.Renew(ctx, atts)
+	lost, err := ch.seats.KeepRun(ctx, ch.core.RunID(), atts)
 	if err != nil {
 		ch.log.Debug("renew seats", "err", err)
 		return
@@ -67,7 +70,7 @@ func (kp *keeper) renewSeats(ctx context.Context) {
 			if c.ID() != a.ID {
 				continue
 			}
-			_, err := ch.seats.Reclaim(ctx, a.Room, a.User, rooms.Attach{ID: c.ID()})
+			_, err := ch.seats.Reclaim(ctx, a.Room, a.User, ch.wsAttach(c))
 			if err == nil {
 				continue
 			}

@@ -174,7 +174,7 @@ func (ch *Chat) Flush(c *realtime.Client) { c.FlushSays() }
 // call and answers each: an ack for a say with a ref, an error event for a
 // refusal.
 func (ch *Chat) sendQueued(ctx context.Context, c *realtime.Client, batch []realtime.Say) {
-	s := sender{p: c.Principal(), att: rooms.Attach{ID: c.ID()}, inRoom: func(_ context.Context, room string) bool { return c.InRoom(room) }}
+	s := sender{p: c.Principal(), att: ch.wsAttach(c), inRoom: func(_ context.Context, room string) bool { return c.InRoom(room) }}
 	res := ch.send(ctx, s, batch)
 	for i, r := range batch {
 		if res[i].err != nil {

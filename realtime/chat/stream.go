@@ -151,7 +151,7 @@ func (rt *REST) syncStream(ctx context.Context, c *realtime.Client, mu *sync.Mut
 		if c.InRoom(room) {
 			continue
 		}
-		r, err := ch.claimRoom(ctx, room, p.User, rooms.Attach{ID: c.ID()})
+		r, err := ch.claimRoom(ctx, room, p.User, ch.wsAttach(c))
 		if err != nil {
 			c.Refuse(err, room, "")
 			continue

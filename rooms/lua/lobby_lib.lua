@@ -1,7 +1,7 @@
 -- lobby_lib.lua: local functions shared by the seat scripts of one lobby.
 -- scripts.go prepends this file to each of them (Redis Lua has no modules).
 --
--- Every seat script takes the same first 12 KEYS and 7 ARGV (Service.lobbyKeys
+-- Every seat script takes the same first 14 KEYS and 7 ARGV (Service.lobbyKeys
 -- and Service.lobbyArgs), read by lobby_args into L. They are lobby-wide:
 -- a seat script chooses a room at run time and never names a key for it.
 --
@@ -9,7 +9,8 @@
 -- KEYS[2]   leases   ZSET    user -> the seat's lease expiry (ms)
 -- KEYS[3]   atts     ZSET    "<user> <attachment id>" -> the attachment's expiry (ms)
 -- KEYS[4]   attids   HASH    user -> the user's attachment ids, space-separated,
---                            a REST one marked with a leading '+'
+--                            a REST one marked with a leading '+', one bound
+--                            to a run followed by '@' and the run
 -- KEYS[5]   rest     ZSET    user -> room number, for users with a REST attachment
 -- KEYS[6]   rooms    ZSET    every room number of the lobby
 -- KEYS[7]   open     ZSET    rooms that may have a free seat, number -> number
@@ -18,6 +19,9 @@
 -- KEYS[10]  records  HASH    room number -> the room's record (JSON)
 -- KEYS[11]  fence    STRING  the lobby lock's fence counter (lock package)
 -- KEYS[12]  ver      STRING  stamp of the lobby's last count change (see lobby_count)
+-- KEYS[13]  runs     ZSET    run -> the lease expiry (ms) of the run's attachments here
+-- KEYS[14]  runatts  ZSET    "<run> <user> <attachment id>", all scored 0 (ranged by
+--                            lex): the attachments bound to each run
 -- ARGV[1]   now, unix ms
 -- ARGV[2]   lease expiry of a new or renewed seat or attachment, unix ms
 -- ARGV[3]   capacity (>= 1)
@@ -35,13 +39,25 @@
 -- atts) only while in members, and every id in attids has its entry in
 -- atts (an expired one until a purge, a detach or the seat's reap drops
 -- it); a seat's lease is the latest of its attachments' expiries; a user is
--- in rest, with their room number, iff one of the ids in attids is REST.
+-- in rest, with their room number, iff one of the ids in attids is REST;
+-- an id of attids bound to a run (id@run) has its entry in runatts, and
+-- runatts holds nothing else.
+--
+-- An attachment bound to a run (a WebSocket of a node's run: kind
+-- "run:<run>:<hold expiry>") lives while its run's lease in runs does: its
+-- own expiry in atts, and its seat's lease, are the hold expiry, far ahead
+-- and renewed rarely, while the node renews the run's lease here once per
+-- tick (run_keep.lua: O(1) per lobby, whatever its attachments). When a
+-- run's lease is over, runs_reap (run by lobby_args, so first in every seat
+-- script) expires the run's attachments at once and sets the lease of each
+-- seat none of whose other attachments lives to now: lobby_reap then reaps
+-- it like any expired seat ("left" published).
 
-local function lobby_args()
+local function lobby_args0()
   return {
     members = KEYS[1], leases = KEYS[2], atts = KEYS[3], attids = KEYS[4], rest = KEYS[5],
     rooms = KEYS[6], open = KEYS[7], opencap = KEYS[8], seq = KEYS[9], records = KEYS[10],
-    fence = KEYS[11], ver = KEYS[12],
+    fence = KEYS[11], ver = KEYS[12], runs = KEYS[13], runatts = KEYS[14],
     online0 = redis.call('ZCARD', KEYS[1]), rooms0 = redis.call('ZCARD', KEYS[6]),
     now_s = ARGV[1], now = tonumber(ARGV[1]),
     exp_s = ARGV[2], exp = tonumber(ARGV[2]), cap = tonumber(ARGV[3]),
@@ -93,7 +109,8 @@ local function lobby_publish(L, seq, user, state)
   end
 end
 
--- atts_ids returns user's recorded attachments as {{id, rest}, ...}.
+-- atts_ids returns user's recorded attachments as {{id, rest, nil, run},
+-- ...} (run nil unless the attachment is bound to one).
 local function atts_ids(L, user)
   local out = {}
   local raw = redis.call('HGET', L.attids, user)
@@ -102,11 +119,44 @@ local function atts_ids(L, user)
       if string.sub(tok, 1, 1) == '+' then
         out[#out + 1] = {string.sub(tok, 2), true}
       else
-        out[#out + 1] = {tok, false}
+        local id, run = string.match(tok, '^([^@]+)@(.+)$')
+        if id then
+          out[#out + 1] = {id, false, nil, run}
+        else
+          out[#out + 1] = {tok, false}
+        end
       end
     end
   end
   return out
+end
+
+-- run_name is the runatts member of attachment a ({id, rest, exp, run}) of
+-- user, or nil when a is bound to no run.
+local function run_name(user, a)
+  if a[4] then
+    return a[4] .. ' ' .. user .. ' ' .. a[1]
+  end
+  return nil
+end
+
+-- runatts_forget drops the runatts entries of user's attachments in list.
+local function runatts_forget(L, user, list)
+  local names = {}
+  for _, a in ipairs(list) do
+    local n = run_name(user, a)
+    if n then
+      names[#names + 1] = n
+    end
+  end
+  if #names > 0 then
+    bulk('ZREM', L.runatts, {}, names)
+  end
+end
+
+-- run_range is the ZRANGEBYLEX bounds of run's entries in runatts.
+local function run_range(run)
+  return '[' .. run .. ' ', '[' .. run .. ' \255'
 end
 
 -- atts_load returns user's live attachments, {{id, rest, expiry}, ...},
@@ -122,7 +172,7 @@ local function atts_load(L, user)
     names[i] = user .. ' ' .. a[1]
   end
   local exps = bulk('ZMSCORE', L.atts, {}, names)
-  local live, dead = {}, {}
+  local live, dead, gone = {}, {}, {}
   for i, a in ipairs(list) do
     local e = exps[i] and tonumber(exps[i])
     if e and e > L.now then
@@ -130,10 +180,12 @@ local function atts_load(L, user)
       live[#live + 1] = a
     else
       dead[#dead + 1] = names[i]
+      gone[#gone + 1] = a
     end
   end
   if #dead > 0 then
     bulk('ZREM', L.atts, {}, dead)
+    runatts_forget(L, user, gone)
   end
   return live, #dead > 0
 end
@@ -151,6 +203,8 @@ local function atts_store(L, user, seq, list)
     if a[2] then
       toks[i] = '+' .. a[1]
       rest = true
+    elseif a[4] then
+      toks[i] = a[1] .. '@' .. a[4]
     else
       toks[i] = a[1]
     end
@@ -172,14 +226,20 @@ local function atts_drop(L, user)
       names[i] = user .. ' ' .. a[1]
     end
     bulk('ZREM', L.atts, {}, names)
+    runatts_forget(L, user, list)
     redis.call('HDEL', L.attids, user)
   end
   redis.call('ZREM', L.rest, user)
 end
 
--- lobby_attach records attachment id (REST when rest) of L.user, whose seat
--- is in room seq, with expiry L.exp; the user's expired attachments go.
-local function lobby_attach(L, seq, id, rest)
+-- lobby_attach records attachment id of L.user, whose seat is in room
+-- seq, with expiry L.exp; kind is "ws", "rest", or "run:<run>:<hold
+-- expiry>" for one bound to a run (expiry the hold's, the seat's lease at
+-- least that, and the run's lease here at least L.exp). The user's expired
+-- attachments go.
+local function lobby_attach(L, seq, id, kind)
+  local rest = kind == 'rest'
+  local run, hold = string.match(kind, '^run:([^:]+):(%d+)$')
   local list, dropped = atts_load(L, L.user)
   local found, changed = false, false
   for _, a in ipairs(list) do
@@ -189,16 +249,28 @@ local function lobby_attach(L, seq, id, rest)
         a[2] = rest
         changed = true
       end
+      if a[4] ~= run then
+        runatts_forget(L, L.user, {a})
+        a[4] = run
+        changed = true
+      end
     end
   end
   if not found then
-    list[#list + 1] = {id, rest}
+    list[#list + 1] = {id, rest, nil, run}
     changed = true
   end
   if dropped or changed then
     atts_store(L, L.user, seq, list)
   end
-  redis.call('ZADD', L.atts, L.exp_s, L.user .. ' ' .. id)
+  if run then
+    redis.call('ZADD', L.atts, hold, L.user .. ' ' .. id)
+    redis.call('ZADD', L.leases, 'GT', hold, L.user)
+    redis.call('ZADD', L.runatts, 0, run .. ' ' .. L.user .. ' ' .. id)
+    redis.call('ZADD', L.runs, 'GT', L.exp_s, run)
+  else
+    redis.call('ZADD', L.atts, L.exp_s, L.user .. ' ' .. id)
+  end
 end
 
 -- atts_purge drops up to limit expired attachments of the lobby whose seats
@@ -222,12 +294,15 @@ local function atts_purge(L, limit)
     end
   end
   for _, user in ipairs(users) do
-    local keep = {}
+    local keep, drop = {}, {}
     for _, a in ipairs(atts_ids(L, user)) do
       if not gone[user][a[1]] then
         keep[#keep + 1] = a
+      else
+        drop[#drop + 1] = a
       end
     end
+    runatts_forget(L, user, drop)
     local seq = redis.call('ZSCORE', L.members, user)
     if seq then
       atts_store(L, user, seqstr(seq), keep)
@@ -235,6 +310,61 @@ local function atts_purge(L, limit)
       atts_store(L, user, '0', {})
     end
   end
+end
+
+-- atts_expire ends the attachments named in runatts members names ("<run>
+-- <user> <id>") now, drops them from runatts, and sets the lease of each of
+-- their seats to its latest live attachment's expiry, or to now when none
+-- lives (lobby_reap then reaps it, "left" published).
+local function atts_expire(L, names)
+  if #names == 0 then
+    return
+  end
+  local users, seen = {}, {}
+  for _, m in ipairs(names) do
+    local user, id = string.match(m, '^%S+ (%S+) (%S+)$')
+    if user then
+      redis.call('ZADD', L.atts, 'XX', L.now_s, user .. ' ' .. id)
+      if not seen[user] then
+        seen[user] = true
+        users[#users + 1] = user
+      end
+    end
+  end
+  bulk('ZREM', L.runatts, {}, names)
+  for _, user in ipairs(users) do
+    local seq = redis.call('ZSCORE', L.members, user)
+    if seq then
+      local live = atts_load(L, user)
+      atts_store(L, user, seqstr(seq), live)
+      local latest = L.now
+      for _, a in ipairs(live) do
+        if a[3] > latest then latest = a[3] end
+      end
+      redis.call('ZADD', L.leases, 'XX', string.format('%d', latest), user)
+    end
+  end
+end
+
+-- runs_reap ends the attachments of the runs whose lease here is over
+-- (their node died, was paused past the lease, or stopped renewing), at
+-- once, whatever their own expiry: see atts_expire.
+local function runs_reap(L)
+  local dead = redis.call('ZRANGEBYSCORE', L.runs, '-inf', L.now_s)
+  for _, run in ipairs(dead) do
+    local lo, hi = run_range(run)
+    atts_expire(L, redis.call('ZRANGEBYLEX', L.runatts, lo, hi))
+    redis.call('ZREM', L.runs, run)
+  end
+end
+
+-- lobby_args reads the common KEYS and ARGV into L and ends the
+-- attachments of the runs whose lease is over (runs_reap), so that every
+-- seat script sees their seats as expired.
+local function lobby_args()
+  local L = lobby_args0()
+  runs_reap(L)
+  return L
 end
 
 -- lobby_keys_of returns every key of the lobby that lives until it is idle

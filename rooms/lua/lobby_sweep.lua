@@ -3,13 +3,13 @@
 -- retire the lobby when it has no seat left. Run with lobby_lib.lua
 -- prepended.
 --
--- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- KEYS[1..14]  the lobby's keys, see lobby_lib.lua
 -- ARGV[1..7]   see lobby_lib.lua
 -- ARGV[8]  most seats to reap
 --
 -- Returns {seats reaped ("left" published for each), 1 when more may be
 -- due (the limit was reached) else 0, the lobby's earliest lease expiry
--- after the sweep or "" when it has no seat, idle, online, rooms, stamp,
+-- (of a seat or of a run's attachments) after the sweep or "" when it has no seat, idle, online, rooms, stamp,
 -- changed}: the last four are the lobby's count (lobby_count in
 -- lobby_lib.lua); idle is 1 when the lobby has no seat (its keys then
 -- expire after the idle TTL; a lobby that had none already keeps its
@@ -18,6 +18,10 @@ local L = lobby_args()
 local n, more = lobby_reap(L, tonumber(ARGV[8]))
 atts_purge(L, 1000)
 local first = redis.call('ZRANGE', L.leases, 0, 0, 'WITHSCORES')
+local run = redis.call('ZRANGE', L.runs, 0, 0, 'WITHSCORES')
+if run[2] and (not first[2] or tonumber(run[2]) < tonumber(first[2])) then
+  first = run -- a run's lease ends first: its seats are due then
+end
 if redis.call('EXISTS', L.members) == 0 and redis.call('PTTL', L.rooms) == -1 then
   L.check_idle = true -- a lobby idle from before expiries existed
 end

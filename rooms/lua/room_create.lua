@@ -3,10 +3,10 @@
 -- the caller's lock fence is current. Run with lock.FenceCheckLua and
 -- lobby_lib.lua prepended.
 --
--- KEYS[1..12]  the lobby's keys, see lobby_lib.lua (KEYS[11] is the fence)
+-- KEYS[1..14]  the lobby's keys, see lobby_lib.lua (KEYS[11] is the fence)
 -- ARGV[1..7]   as seat_claim.lua
 -- ARGV[8]  the caller's lock fence (decimal)
--- ARGV[9..]  user, attachment id, kind ("rest" or "ws"), ...: triples,
+-- ARGV[9..]  user, attachment id, kind ("rest", "ws" or "run:<run>:<hold expiry>"), ...: triples,
 --            seated in this order
 --
 -- Returns {codes, room numbers, {room number, {live members}, ...},
@@ -41,6 +41,6 @@ for i = 9, #ARGV - 2, 3 do
     end
     codes[#codes + 1], seqs[#seqs + 1] = code, seq
   end
-  lobby_attach(L, seqs[#seqs], ARGV[i + 1], ARGV[i + 2] == 'rest')
+  lobby_attach(L, seqs[#seqs], ARGV[i + 1], ARGV[i + 2])
 end
 return lobby_reply(L, codes, seqs)

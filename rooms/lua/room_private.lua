@@ -3,7 +3,7 @@
 -- until ARGV[8], or answer the one that exists (a retry). Run with
 -- lobby_lib.lua prepended.
 --
--- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- KEYS[1..14]  the lobby's keys, see lobby_lib.lua
 -- ARGV[1..7]   now, lease expiry, capacity, lobby, channel prefix,
 --              publish command, idle TTL: see lobby_lib.lua
 -- ARGV[8]      the reservation's end, unix ms: a seat nobody attached to

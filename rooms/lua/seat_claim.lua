@@ -3,12 +3,12 @@
 -- attachment to the seat, in the same script. Run with lobby_lib.lua
 -- prepended.
 --
--- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- KEYS[1..14]  the lobby's keys, see lobby_lib.lua
 -- ARGV[1..7]   now, lease expiry, capacity, lobby, channel prefix,
 --              publish command, idle TTL: see lobby_lib.lua
 -- ARGV[8]  room number to seat the one user in, or "" for the lowest with a
 --          free seat
--- ARGV[9..]  user, attachment id, kind ("rest" or "ws"), ...: triples,
+-- ARGV[9..]  user, attachment id, kind ("rest", "ws" or "run:<run>:<hold expiry>"), ...: triples,
 --            seated in this order
 --
 -- Returns {codes, room numbers, {room number, {live members}, ...},
@@ -72,7 +72,7 @@ if target ~= '' then
     codes[1], seqs[1] = 0, target
   end
   if codes[1] > 0 then
-    lobby_attach(L, target, ARGV[10], ARGV[11] == 'rest')
+    lobby_attach(L, target, ARGV[10], ARGV[11])
   end
   return lobby_reply(L, codes, seqs)
 end
@@ -91,10 +91,10 @@ for i = 9, #ARGV - 2, 3 do
   end
   if held then
     codes[#codes + 1], seqs[#seqs + 1] = 2, held
-    lobby_attach(L, held, ARGV[i + 1], ARGV[i + 2] == 'rest')
+    lobby_attach(L, held, ARGV[i + 1], ARGV[i + 2])
   elseif seq then
     codes[#codes + 1], seqs[#seqs + 1] = 1, seq
-    lobby_attach(L, seq, ARGV[i + 1], ARGV[i + 2] == 'rest')
+    lobby_attach(L, seq, ARGV[i + 1], ARGV[i + 2])
   else
     codes[#codes + 1], seqs[#seqs + 1] = 0, ''
   end

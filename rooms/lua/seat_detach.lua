@@ -2,7 +2,7 @@
 -- seat is freed when no live attachment holds it any more. Run with
 -- lobby_lib.lua prepended.
 --
--- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- KEYS[1..14]  the lobby's keys, see lobby_lib.lua
 -- ARGV[1..7]   see lobby_lib.lua
 -- ARGV[8]   user
 -- ARGV[9]   room number
@@ -39,10 +39,10 @@ if exp <= L.now then
   return {1, f[2], f[3], f[4], f[5], f[6]}
 end
 local list, dropped = atts_load(L, user)
-local keep, had = {}, false
+local keep, had = {}, nil
 for _, a in ipairs(list) do
   if a[1] == id then
-    had = true
+    had = a
   else
     keep[#keep + 1] = a
   end
@@ -52,6 +52,7 @@ if not had and not dropped then
 end
 if had then
   redis.call('ZREM', L.atts, user .. ' ' .. id)
+  runatts_forget(L, user, {had})
 end
 if #keep == 0 then
   -- No live attachment holds the seat any more.

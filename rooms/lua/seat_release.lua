@@ -1,7 +1,7 @@
 -- seat_release.lua: free a user's seat in a room at once, with all its
 -- attachments (an explicit leave). Run with lobby_lib.lua prepended.
 --
--- KEYS[1..12]  the lobby's keys, see lobby_lib.lua
+-- KEYS[1..14]  the lobby's keys, see lobby_lib.lua
 -- ARGV[1..7]   see lobby_lib.lua
 -- ARGV[8]  user
 -- ARGV[9]  room number

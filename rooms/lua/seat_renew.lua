@@ -6,24 +6,72 @@
 -- and the seat of a user none of whose listed attachments is recorded is
 -- not touched. Run with lobby_lib.lua prepended.
 --
--- KEYS[1..12]   the lobby's keys, see lobby_lib.lua
--- KEYS[13..]    the histories of the rooms in ARGV[9..8+ARGV[8]], in order
+-- With a run (ARGV[8]), the triples are every attachment the run holds in
+-- the lobby: those bound to the run (in runatts) are extended to the hold
+-- expiry ARGV[9], the others to ARGV[2]; the run's lease here is extended
+-- to ARGV[2]; and the run's bound attachments that are not among the
+-- triples and were not attached or renewed within the last lease (expiry
+-- at or before ARGV[9] - (ARGV[2] - ARGV[1])) are ended at once, as a dead
+-- run's are (a detach that failed): a join still in flight is younger.
+--
+-- KEYS[1..14]   the lobby's keys, see lobby_lib.lua
+-- KEYS[15..]    the histories of the rooms in ARGV[11..10+ARGV[10]], in order
 -- ARGV[1..7]    see lobby_lib.lua (ARGV[2]: the new expiry; ARGV[7]: the
 --               history TTL too)
--- ARGV[8]       R, the number of histories in KEYS
--- ARGV[9..8+R]  their room numbers
--- ARGV[9+R..]   room number, user, attachment id, ...: triples
+-- ARGV[8]       the run renewing, or "" (then ARGV[9] is unused)
+-- ARGV[9]       the hold expiry of attachments bound to the run, unix ms
+-- ARGV[10]      R, the number of histories in KEYS
+-- ARGV[11..10+R]  their room numbers
+-- ARGV[11+R..]  room number, user, attachment id, ...: triples
 --
 -- Returns {lost, idle, online, rooms, stamp, changed}: lost the 1-based
 -- positions of the triples whose attachment is gone (never attached,
--- detached, expired, or its seat is gone or in another room), ascending;
--- idle 1 when the lobby has no seat left (expired seats are reaped first,
--- "left" published); then the lobby's count (lobby_count in lobby_lib.lua).
+-- detached, expired, its run's lease ran out, or its seat is gone or in
+-- another room), ascending; idle 1 when the lobby has no seat left
+-- (expired seats are reaped first, "left" published); then the lobby's
+-- count (lobby_count in lobby_lib.lua).
 local L = lobby_args()
-local nh = tonumber(ARGV[8])
+local run, hold = ARGV[8], ARGV[9]
+local nh = tonumber(ARGV[10])
 local history = {}
 for i = 1, nh do
-  history[ARGV[8 + i]] = KEYS[12 + i]
+  history[ARGV[10 + i]] = KEYS[14 + i]
+end
+
+local seqs, users, names, bound = {}, {}, {}, {}
+for j = 11 + nh, #ARGV - 2, 3 do
+  local k = #seqs + 1
+  seqs[k], users[k], names[k] = ARGV[j], ARGV[j + 1], ARGV[j + 1] .. ' ' .. ARGV[j + 2]
+  bound[k] = run .. ' ' .. names[k]
+end
+
+if run ~= '' then
+  -- The run's bound attachments it no longer holds (a detach that failed),
+  -- unless attached or renewed within the last lease (a join in flight).
+  local listed = {}
+  for k = 1, #bound do
+    listed[bound[k]] = true
+  end
+  local lo, hi = run_range(run)
+  local mine = redis.call('ZRANGEBYLEX', L.runatts, lo, hi)
+  local extra, extraNames = {}, {}
+  for _, m in ipairs(mine) do
+    if not listed[m] then
+      extra[#extra + 1] = m
+      extraNames[#extraNames + 1] = string.match(m, '^%S+ (.*)$')
+    end
+  end
+  if #extra > 0 then
+    local young = tonumber(hold) - (L.exp - L.now)
+    local exps = bulk('ZMSCORE', L.atts, {}, extraNames)
+    local ghosts = {}
+    for i, m in ipairs(extra) do
+      if not exps[i] or tonumber(exps[i]) <= young then
+        ghosts[#ghosts + 1] = m
+      end
+    end
+    atts_expire(L, ghosts)
+  end
 end
 
 -- Expired seats are not renewed: reap them first ("left" published), then
@@ -31,27 +79,30 @@ end
 lobby_reap(L, 1000)
 atts_purge(L, 1000)
 
-local seqs, users, names = {}, {}, {}
-for j = 9 + nh, #ARGV - 2, 3 do
-  local k = #seqs + 1
-  seqs[k], users[k], names[k] = ARGV[j], ARGV[j + 1], ARGV[j + 1] .. ' ' .. ARGV[j + 2]
-end
 local where = bulk('ZMSCORE', L.members, {}, users)
 local leases = bulk('ZMSCORE', L.leases, {}, users)
 local exps = bulk('ZMSCORE', L.atts, {}, names)
+local inrun = {}
+if run ~= '' then
+  inrun = bulk('ZMSCORE', L.runatts, {}, bound)
+end
 
-local lost, atts, seats, seen, renewed = {}, {}, {}, {}, {}
+local lost, atts, seats, renewed = {}, {}, {}, {}
+local any = false
 for k = 1, #seqs do
   local ok = where[k] and seqstr(where[k]) == seqs[k] and leases[k] and tonumber(leases[k]) > L.now and
     exps[k] and tonumber(exps[k]) > L.now
   if ok then
-    atts[#atts + 1] = L.exp_s
-    atts[#atts + 1] = names[k]
-    if not seen[users[k]] then
-      seen[users[k]] = true
-      seats[#seats + 1] = L.exp_s
-      seats[#seats + 1] = users[k]
+    local exp = L.exp_s
+    if inrun[k] then
+      exp = hold
+      any = true
     end
+    -- GT: a user's latest attachment sets the seat's lease.
+    atts[#atts + 1] = exp
+    atts[#atts + 1] = names[k]
+    seats[#seats + 1] = exp
+    seats[#seats + 1] = users[k]
     renewed[seqs[k]] = true
   else
     lost[#lost + 1] = k
@@ -59,6 +110,9 @@ for k = 1, #seqs do
 end
 bulk('ZADD', L.atts, {'XX', 'GT'}, atts)
 bulk('ZADD', L.leases, {'XX', 'GT'}, seats)
+if any then
+  redis.call('ZADD', L.runs, 'GT', L.exp_s, run)
+end
 -- A room's history lives while someone is seated in it (or talks there):
 -- refreshed only for a room a live attachment was renewed in, so never
 -- after the lobby's last seat went.
