@@ -629,6 +629,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{lobby:*}:due":             {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 		"{lobby:*}:history:*":       {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
 		"{lobby:*}:records":         {24 * time.Hour, "rooms.DefaultIdleTTL (idle lobbies)", false},
+		"{lobby:*}:runs":            {24*time.Hour + 10*time.Minute, "rooms.DefaultIdleTTL after a run's latest lease (run_lease in lobby_lib.lua)", false},
 		"{lobby:*}:said:*:*:*":      {10 * time.Minute, "rooms' say idempotency record (Config.IdempotencyTTL)", false},
 		"{user:*}:said:*:*":         {10 * time.Minute, "rooms' claim of a say's idempotency key in every lobby (Config.IdempotencyTTL)", false},
 		"{user:*}:lobbies":          {24 * time.Hour, "rooms' seat-cap index of a user's lobbies", false},

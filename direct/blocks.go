@@ -28,7 +28,7 @@ type BlockOptions struct {
 // conversation, and target cannot invite user to a party, until Unblock;
 // and target's messages and typing in the rooms they share are kept from
 // user. The set after the change is published to user's connections on
-// every node (EventBlocks), in the order of the changes. It returns
+// every node (NodeEventBlocks), in the order of the changes. It returns
 // names.ErrBadName, ErrSelf, ErrTooManyBlocks (MaxBlocks) and Redis
 // errors.
 func (s *Service) Block(ctx context.Context, user, target string, o BlockOptions) error {
@@ -66,7 +66,7 @@ func (s *Service) Unblock(ctx context.Context, user, target string) error {
 }
 
 // blocksEventHead is the blocks event's JSON up to its list of names.
-var blocksEventHead = `{"type":"` + EventBlocks + `","blocks":`
+var blocksEventHead = `{"type":"` + NodeEventBlocks + `","blocks":`
 
 // changeBlocks runs blocks_change.lua: op ("add" or "remove") target in
 // user's set, which then lives ttl (add), and publishes the set. It
@@ -77,7 +77,7 @@ func (s *Service) changeBlocks(ctx context.Context, op, user, target string, ttl
 		op, names.Canonical(target), ttl.Milliseconds(), MaxBlocks, s.ch, envelope([]string{u}, ""), blocksEventHead).Int64()
 }
 
-// DecodeBlocks returns the names of a blocks event frame (EventBlocks).
+// DecodeBlocks returns the names of a blocks event frame (NodeEventBlocks).
 func DecodeBlocks(frame []byte) ([]string, error) {
 	var ev struct {
 		Type   string   `json:"type"`
@@ -86,7 +86,7 @@ func DecodeBlocks(frame []byte) ([]string, error) {
 	if err := json.Unmarshal(frame, &ev); err != nil {
 		return nil, fmt.Errorf("direct: blocks event: %w", err)
 	}
-	if ev.Type != EventBlocks {
+	if ev.Type != NodeEventBlocks {
 		return nil, fmt.Errorf("direct: blocks event of type %q", ev.Type)
 	}
 	return ev.Blocks, nil

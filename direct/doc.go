@@ -69,7 +69,7 @@
 // event and a party invitation. Rooms need the set itself: a node keeps
 // each connection's copy (realtime.Client.SetBlocks) to leave the
 // blocked users' room messages and typing out. Block and Unblock change
-// the set and publish it whole (EventBlocks) in one script
+// the set and publish it whole (NodeEventBlocks) in one script
 // (blocks_change.lua), so every node sees the changes in their order and
 // a lost or late event is healed by the next one or by a read of the set
 // ([SMEMBERS]). The naive version — SADD, then a PUBLISH of the change

@@ -99,7 +99,7 @@ func (d *Direct) receive(_ string, p []byte) {
 	if json.Unmarshal(frame, &h) != nil {
 		return
 	}
-	if h.Type == dm.EventBlocks {
+	if h.Type == dm.NodeEventBlocks {
 		// the set after a change: the nodes' own, not the connections'
 		list, err := dm.DecodeBlocks(frame)
 		if err != nil {

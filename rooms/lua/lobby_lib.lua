@@ -237,6 +237,20 @@ end
 -- expiry>" for one bound to a run (expiry the hold's, the seat's lease at
 -- least that, and the run's lease here at least L.exp). The user's expired
 -- attachments go.
+-- run_lease extends run's lease in the lobby to L.exp (ZADD GT) and keeps
+-- the runs key at most a lobby idle time (at least a lease) after the
+-- latest lease written: a lobby its nodes left, or a node that stopped,
+-- leaves no runs key without a TTL. The dead runs' attachments are ended
+-- long before (runs_reap at the lobby's next seat script or sweep, due at
+-- the run's expiry); were the key gone first, their holds would end them.
+local function run_lease(L, run)
+  redis.call('ZADD', L.runs, 'GT', L.exp_s, run)
+  -- relative to the caller's clock, as the lease is (a PEXPIREAT would
+  -- mix it with the server's)
+  local lease = math.max(1, L.exp - L.now)
+  redis.call('PEXPIRE', L.runs, lease + math.max(L.idle, lease))
+end
+
 local function lobby_attach(L, seq, id, kind)
   local rest = kind == 'rest'
   local run, hold = string.match(kind, '^run:([^:]+):(%d+)$')
@@ -267,7 +281,7 @@ local function lobby_attach(L, seq, id, kind)
     redis.call('ZADD', L.atts, hold, L.user .. ' ' .. id)
     redis.call('ZADD', L.leases, 'GT', hold, L.user)
     redis.call('ZADD', L.runatts, 0, run .. ' ' .. L.user .. ' ' .. id)
-    redis.call('ZADD', L.runs, 'GT', L.exp_s, run)
+    run_lease(L, run)
   else
     redis.call('ZADD', L.atts, L.exp_s, L.user .. ' ' .. id)
   end

@@ -24,5 +24,5 @@ local lo, hi = run_range(run)
 if redis.call('ZLEXCOUNT', L.runatts, lo, hi) ~= tonumber(ARGV[9]) then
   return 0
 end
-redis.call('ZADD', L.runs, 'GT', L.exp_s, run)
+run_lease(L, run)
 return 1

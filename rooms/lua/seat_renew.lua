@@ -111,7 +111,7 @@ end
 bulk('ZADD', L.atts, {'XX', 'GT'}, atts)
 bulk('ZADD', L.leases, {'XX', 'GT'}, seats)
 if any then
-  redis.call('ZADD', L.runs, 'GT', L.exp_s, run)
+  run_lease(L, run)
 end
 -- A room's history lives while someone is seated in it (or talks there):
 -- refreshed only for a room a live attachment was renewed in, so never
