@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,13 +24,18 @@ import (
 // evalsha/say (script calls) and redis-cpu-µs/say (INFO cpu, network I/O
 // included). Run both with -count and read them side by side: they share
 // the machine's load.
+//
+// The "serial-" pair is one goroutine: a quiet node, where every commit
+// carries one say, so what a say costs is not shared with others.
 func BenchmarkSendConcurrent(b *testing.B) {
-	for _, mode := range []string{"say", "publish"} {
-		b.Run(mode, func(b *testing.B) { benchSendConcurrent(b, mode == "publish") })
+	for _, mode := range []string{"say", "publish", "serial-say", "serial-publish"} {
+		b.Run(mode, func(b *testing.B) {
+			benchSendConcurrent(b, strings.HasSuffix(mode, "publish"), strings.HasPrefix(mode, "serial"))
+		})
 	}
 }
 
-func benchSendConcurrent(b *testing.B, publish bool) {
+func benchSendConcurrent(b *testing.B, publish, serial bool) {
 	r := redistest.Own(b, redistest.Options{})
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
@@ -51,6 +57,10 @@ func benchSendConcurrent(b *testing.B, publish bool) {
 	cpu0 := redisCPU(b, r.Client)
 	var n, worker atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 cores
+	if serial {
+		b.SetParallelism(1)
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // RunParallel: 1 goroutine
+	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		w := int(worker.Add(1))

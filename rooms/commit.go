@@ -27,12 +27,14 @@ import (
 // see "one round trip for the says of many callers" in the package doc):
 // while one send commit is in flight, the calls that come in wait, and the
 // next commit carries all of them; a call on an idle node goes out at
-// once. A commit is at most two round trips — the key claims of its keyed
-// says (one SET each, in the user's slot), then one pipeline with one
-// script call per lobby for the says of that lobby, in the order the
-// calls came and each call's says in its order — so a call's says are
-// stored in order, and a caller's next call, made after this one
-// returned, comes after them. With Config.Durability "replica" one WAIT
+// once. A commit is one pipeline with one script call per lobby for the
+// says of that lobby, in the order the calls came and each call's says in
+// its order — so a call's says are stored in order, and a caller's next
+// call, made after this one returned, comes after them. On a Redis that
+// is not a Cluster that is the commit's one round trip: the script claims
+// the keyed says' keys and counts the says too. On a Cluster the claims
+// (one SET each, in the user's slot) are a round trip before it, and the
+// counter's script rides in the pipeline. With Config.Durability "replica" one WAIT
 // follows the scripts on each connection (per lobby's master on a Redis
 // Cluster), and a reply whose message no replica acknowledged carries its
 // result and an error wrapping ErrNotReplicated, as Send.
@@ -44,12 +46,14 @@ import (
 // A say without a key is still stored once however often go-redis sends
 // the pipeline; a second call is a second say.
 //
-// The global message counter (Counters) is added to in the same pipeline,
-// once per commit (a token in the counter's slot makes a re-run pipeline
-// add nothing), by the number of says sent; the ones Redis definitely did
-// not send (refused, duplicates, Redis error replies) are taken back after
-// the replies, in a second round trip only then. A say whose answer was
-// lost (a timeout) stays counted.
+// The global message counter (Counters) counts each say the send script
+// stores, in the script, on a Redis that is not a Cluster. On a Cluster
+// it is added to in the same pipeline, once per commit (a token in the
+// counter's slot makes a re-run pipeline add nothing), by the number of
+// says sent; the ones Redis definitely did not send (refused, duplicates,
+// Redis error replies) are taken back after the replies, in a second
+// round trip only then. A say whose answer was lost (a timeout) stays
+// counted.
 //
 // ctx bounds the caller's wait: a call whose ctx ends while its says wait
 // for a commit sends nothing and answers ctx's error; once its says are in
@@ -318,7 +322,15 @@ func (s *Messages) commit(jobs []*sendJob) {
 			}
 		}
 	}
-	live := s.bindKeys(ctx, ps)
+	// On a Redis that is not a Cluster every key may be in one script: the
+	// send script claims the keys and counts the says itself, and a
+	// commit is one round trip. On a Cluster the claims (the user's slot)
+	// go first, and the counter (its own slot) rides in the pipeline.
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	live := ps
+	if cluster {
+		live = s.bindKeys(ctx, ps)
+	}
 	for _, p := range ps {
 		if p.err != nil {
 			p.reply.Err = p.err
@@ -341,12 +353,12 @@ func (s *Messages) commit(jobs []*sendJob) {
 		if g == nil || len(g.ps) == maxScriptSays {
 			g = &group{
 				keys: []string{roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)},
-				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call},
+				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!cluster)},
 			}
 			open[p.lobby] = g
 			groups = append(groups, g)
 		}
-		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now); err != nil {
+		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !cluster); err != nil {
 			p.err = err
 			continue
 		}
@@ -375,7 +387,11 @@ func (s *Messages) commit(jobs []*sendJob) {
 			if len(g.ps) == 0 {
 				continue
 			}
-			cmd := pipe.Script(messageSendScript, g.keys, g.args...)
+			keys := g.keys
+			if !cluster {
+				keys = append(keys, messagesTotalKey(s.ks))
+			}
+			cmd := pipe.Script(messageSendScript, keys, g.args...)
 			for _, p := range g.ps {
 				p.cmd = cmd
 			}
@@ -394,7 +410,9 @@ func (s *Messages) commit(jobs []*sendJob) {
 				}
 			})
 		}
-		counted = pipe.Script(counterAddScript, countKeys, n, countedTTL.Milliseconds())
+		if cluster {
+			counted = pipe.Script(counterAddScript, countKeys, n, countedTTL.Milliseconds())
+		}
 	})
 	notSent := 0
 	for _, c := range chunks {
@@ -420,6 +438,7 @@ func (s *Messages) commit(jobs []*sendJob) {
 		p.reply.Err = p.err
 	}
 	switch {
+	case counted == nil: // the send scripts counted what they stored
 	case counted.Err() != nil:
 		s.m.counterErrors.Inc()
 	case notSent > 0: // counted says that were not sent: take them back, once
@@ -430,10 +449,21 @@ func (s *Messages) commit(jobs []*sendJob) {
 	}
 }
 
+// inScript is message_send.lua's flag for "the script does it" ("1"), or
+// not ("").
+func inScript(yes bool) string {
+	if yes {
+		return "1"
+	}
+	return ""
+}
+
 // addSay appends p's keys and arguments to its lobby's script call
 // (message_send.lua), the event's first half too when first; the message's
-// ts is now. It returns an error when the event cannot be encoded.
-func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, now time.Time) error {
+// ts is now. claim says whether the script claims p's key (a Redis that is
+// not a Cluster; on a Cluster bindKeys did). It returns an error when the
+// event cannot be encoded.
+func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, now time.Time, claim bool) error {
 	pre, post, err := splitEvent(p.m)
 	if err != nil {
 		return err
@@ -456,8 +486,13 @@ func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, 
 		refresh, p.refresh = "1", k
 	}
 	_, i, _ := cutLast(p.tag, '/')
-	*keys = append(*keys, historyKey(s.ks, p.lobby, p.seq), rateKey(s.ks, p.lobby, p.m.From), saidKey(s.ks, p.lobby, p.m.From, key))
-	*args = append(*args, p.seq, p.m.From, p.m.Text, post, p.rate, p.burst, ttl.Milliseconds(), p.hash, i, p.role, refresh)
+	said := saidKey(s.ks, p.lobby, p.m.From, key)
+	claimKey, bound := said, ""
+	if claim && p.claim != "" {
+		claimKey, bound = p.claim, p.bound
+	}
+	*keys = append(*keys, historyKey(s.ks, p.lobby, p.seq), rateKey(s.ks, p.lobby, p.m.From), said, claimKey)
+	*args = append(*args, p.seq, p.m.From, p.m.Text, post, p.rate, p.burst, ttl.Milliseconds(), p.hash, i, p.role, refresh, bound)
 	return nil
 }
 
@@ -472,7 +507,8 @@ func cutLast(s string, sep byte) (before, after string, found bool) {
 }
 
 // bindKeys binds each keyed say of ps to its message in every lobby, in one
-// round trip, and returns the says that may be sent: a key bound to another
+// round trip before the send scripts (on a Cluster: elsewhere the send
+// script claims), and returns the says that may be sent: a key bound to another
 // room's or text's message fails with ErrIdempotencyMismatch, a claim that
 // Redis did not answer with its error (then nothing is sent). The send
 // script's record, in the lobby's slot, catches a key reused within the

@@ -293,12 +293,16 @@
 // is in flight wait and go out together in the next commit, which the
 // first of them runs — no goroutine of its own, no timer, no added latency
 // on an idle node, and the busier the node, the more says per round trip.
-// A commit is the key claims of its keyed says ([SET] NX GET each, in the
-// user's slot: one round trip, only when there are any), then one
-// pipeline with one message_send.lua call per lobby (at most 64 says each,
-// looped over in the script: all of a lobby's keys share its hash tag, so
-// on Redis Cluster that is one script on one shard) and one call of the
-// counter's script. Calls are taken in arrival order and each call's says
+// A commit is one pipeline with one message_send.lua call per lobby (at
+// most 64 says each, looped over in the script: all of a lobby's keys
+// share its hash tag, so on Redis Cluster that is one script on one
+// shard). On a Redis that is not a Cluster, where a script may touch any
+// key, that script also claims the keyed says' keys and counts the says,
+// and the commit is one round trip and one script call per lobby: a say
+// on a quiet node costs Redis one EVALSHA, about 2 × a bare PUBLISH
+// (BenchmarkSendConcurrent/serial). On a Cluster the claims go first
+// ([SET] NX GET each, in the user's slot: one round trip, only when there
+// are any), and the pipeline carries one call of the counter's script. Calls are taken in arrival order and each call's says
 // in its order, so a call's says are stored in order, and a caller's next
 // call — after this one returned — comes after them. A say the script
 // refuses does not stop the next one; a Redis error reply to a script call
@@ -324,12 +328,16 @@
 // second run of one commit's pipeline is that say's answer, not a
 // Duplicate. Keys are per lobby: the record must be in the lobby's slot.
 // A key's first message is also claimed in the user's slot
-// ({user:U}:said:<key>, one [SET] NX GET before the send: it binds a free
-// key and returns the message a bound one names), so that the same key
-// used for another room or text in another lobby is refused too.
+// ({user:U}:said:<key>, one [SET] NX GET before the send — in the send
+// script itself on a Redis that is not a Cluster: it binds a free key and
+// returns the message a bound one names), so that the same key used for
+// another room or text in another lobby is refused too.
 //
-// The global message counter lives in a slot of its own, so no send script
-// can count its own message. The send pipeline adds the number of its says
+// On a Redis that is not a Cluster the send script counts each say it
+// stores (INCRBY with the XADD): a script run twice finds its records and
+// counts nothing the second time. On a Cluster the global message counter
+// lives in a slot of its own, so no send script can count its own
+// message. The send pipeline adds the number of its says
 // through a script that first sets a token of the call in the counter's
 // slot (SET NX PX): a pipeline run twice counts once, on Cluster too, where
 // go-redis retries only the commands of the node that failed. After the

@@ -252,6 +252,31 @@ func TestMessagesOnACluster(t *testing.T) {
 	assert.EqualValues(t, 6, msgs)
 	assert.EqualValues(t, 6, created)
 
+	t.Run("a key is claimed across masters and counted once", func(t *testing.T) {
+		// On a Cluster the key's claim (the user's slot) is a round trip
+		// before the send script, and the counter a script of its own:
+		// the same key in another lobby, on another master, is refused,
+		// and neither it nor the duplicate is counted.
+		send := func(room string) SendReply {
+			return ss[1].Messages.SendMany(ctx, []SendRequest{{Room: room, User: "alice", Text: "keyed", Key: "s1:c-1"}}, SendOptions{})[0]
+		}
+		first := send(rooms[0])
+		require.NoError(t, first.Err)
+		again := send(rooms[0])
+		require.NoError(t, again.Err)
+		assert.True(t, again.Duplicate)
+		assert.Equal(t, first.Message, again.Message)
+		for _, room := range rooms[1:] {
+			require.ErrorIs(t, send(room).Err, ErrIdempotencyMismatch, room)
+			h, err := ss[0].Messages.History(ctx, room, "", 5)
+			require.NoError(t, err)
+			assert.Len(t, h, 1, "%s: only the first say", room)
+		}
+		n, _, err := ss[0].Messages.Counters(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 7, n)
+	})
+
 	t.Run("leases renew and sweep across masters", func(t *testing.T) {
 		var seats []Attachment
 		for _, room := range rooms {

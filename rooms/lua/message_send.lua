@@ -12,12 +12,16 @@
 -- KEYS[2]  members  ZSET    user -> room number of the user's seat
 -- KEYS[3]  leases   ZSET    user -> the seat's lease expiry (ms)
 -- KEYS[4]  rest     ZSET    user -> room number, for users with a REST attachment
--- and for say i (1..n), at 4 + 3(i-1):
+-- and for say i (1..n), at 4 + 4(i-1):
 -- +1       history  STREAM  the room's messages: from, text, ts
 -- +2       rate     STRING  the sender's say bucket in the lobby: "<tokens> <at ms>"
 -- +3       said     STRING  the say recorded under the sender's idempotency
 --                           key, or under "~<call>/<i>" for a say without
 --                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
+-- +4       claim    STRING  the key's claim in the user's slot, "<room> <text
+--                           hash>" (see +12); said again when +12 is ""
+-- and last, when ARGV[8] is "1":
+-- KEYS[#KEYS] counter STRING the global message counter (INCRBY per say stored)
 -- ARGV[1]  now, unix ms (every message's ts)
 -- ARGV[2]  history cap (XADD MAXLEN ~)
 -- ARGV[3]  PUBLISH or SPUBLISH
@@ -25,7 +29,11 @@
 -- ARGV[5]  the event JSON up to the message id (the same for every say)
 -- ARGV[6]  the lobby's channel prefix: a room's channel is it .. room number
 -- ARGV[7]  the send call ("<call>"): say i is "<call>/<i>" (+9)
--- and for say i, at 7 + 11(i-1):
+-- ARGV[8]  "1" when this script counts what it stores on KEYS[#KEYS]: a
+--          Redis that is not a Cluster, where any key may be in a script;
+--          "" on a Cluster, where the counter is another slot's (SendMany
+--          counts in a script of its own)
+-- and for say i, at 8 + 12(i-1):
 -- +1       room number
 -- +2       user
 -- +3       text
@@ -42,6 +50,10 @@
 --          (at most once per room per IdleTTL/48, as Renew does); ""
 --          otherwise: the TTL is then set only on a history this send
 --          creates
+-- +12      the claim "<room> <text hash>" to bind the idempotency key to
+--          in the user's slot (+4, SET NX GET, kept as long as said): on
+--          a Redis that is not a Cluster; "" for a say without a key, and
+--          on a Cluster, where SendMany claims in a round trip before
 --
 -- Returns one reply per say, in order, each as follows: {id, rest}: the
 -- stream id "ms-seq" of the new message, published as ARGV[5] .. id
@@ -56,8 +68,13 @@
 -- since) and recorded with the XADD. A say refused does not stop the next.
 --
 -- The commands of an accepted user's say, each with its reason (8 to 9,
--- down from 12; BenchmarkSendCommands counts them), and one EVALSHA per
--- lobby per send commit rather than one per say:
+-- down from 12, and 2 more on a Redis that is not a Cluster: the claim
+-- and the counter, which cost a round trip and a script call of their own
+-- on a Cluster), and one EVALSHA per lobby per send commit rather than
+-- one per say:
+--   SET claim NX GET the key used for another room or text in another
+--                    lobby is refused (+12; a claim Redis applied twice
+--                    finds itself and passes)
 --   GET said         exactly once: a retried say (client, go-redis after a
 --                    timeout, reconnect) is answered with its first result
 --   ZSCORE members   the seat check: the sender's seat is in this room ...
@@ -75,10 +92,19 @@
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
 --                    marked for polling; O(log N), no node knows it
+--   INCRBY counter   ARGV[8]: the say is counted with its XADD, so a
+--                    script run twice (a retried pipeline) counts it once
 local now = tonumber(ARGV[1])
 local function say(k, a)
   local room, user, text = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local said, hash = KEYS[k + 3], ARGV[a + 8]
+  local bound = ARGV[a + 12]
+  if bound ~= '' then
+    local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', ARGV[a + 7])
+    if prev and prev ~= bound then
+      return {-3}
+    end
+  end
   local rec = redis.call('GET', said)
   if rec then
     local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
@@ -147,10 +173,13 @@ local function say(k, a)
   else
     redis.call('PUBLISH', ARGV[6] .. room, event)
   end
+  if ARGV[8] == '1' then
+    redis.call('INCRBY', KEYS[#KEYS], 1)
+  end
   return {id, redis.call('ZCOUNT', KEYS[4], room, room)}
 end
 local out = {}
-for i = 1, (#KEYS - 4) / 3 do
-  out[i] = say(4 + 3 * (i - 1), 7 + 11 * (i - 1))
+for i = 1, (#ARGV - 8) / 12 do
+  out[i] = say(4 + 4 * (i - 1), 8 + 12 * (i - 1))
 end
 return out
