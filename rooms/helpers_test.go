@@ -125,6 +125,22 @@ func attsOf(room string, users ...string) []Attachment {
 	return out
 }
 
+// sweep runs s's Sweep and returns the seats it reaped.
+func sweep(t *testing.T, s *Service) int {
+	t.Helper()
+	n, err := s.Seats.Sweep(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
+// membersOf returns the members of room as s reads them.
+func membersOf(t *testing.T, s *Service, room string) []string {
+	t.Helper()
+	got, err := s.Seats.Room(context.Background(), room)
+	require.NoError(t, err)
+	return got.Members
+}
+
 // embeddedRedis starts the in-process server chatd runs on without --redis,
 // whatever redistest would pick: the scripts must run on it too.
 func embeddedRedis(t *testing.T) *redistest.Redis {

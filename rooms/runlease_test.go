@@ -56,22 +56,19 @@ func TestRunBoundSeats(t *testing.T) {
 			lost, err = ss[1].Seats.KeepRun(ctx, "runB", attsOf(room.ID, "cat"))
 			require.NoError(t, err)
 			assert.Empty(t, lost)
-			n, err := ss[2].Seats.Sweep(ctx)
-			require.NoError(t, err)
+			n := sweep(t, ss[2])
 			assert.Zero(t, n, "a kept run's seats are not reaped")
 		}
 		// runA dies: runB keeps on, and a third node sweeps.
 		clock.Add(runLease / 2)
 		_, err = ss[1].Seats.KeepRun(ctx, "runB", attsOf(room.ID, "cat"))
 		require.NoError(t, err)
-		n, err := ss[2].Seats.Sweep(ctx)
-		require.NoError(t, err)
+		n := sweep(t, ss[2])
 		assert.Zero(t, n, "within the run's lease nothing is reaped")
 		clock.Add(runLease/2 + time.Millisecond)
 		_, err = ss[1].Seats.KeepRun(ctx, "runB", attsOf(room.ID, "cat"))
 		require.NoError(t, err)
-		n, err = ss[2].Seats.Sweep(ctx)
-		require.NoError(t, err)
+		n = sweep(t, ss[2])
 		assert.Equal(t, 2, n, "runA's two seats are reaped once its lease is over")
 		left := map[string]bool{}
 		for range 2 {
@@ -80,9 +77,7 @@ func TestRunBoundSeats(t *testing.T) {
 			left[e.User] = true
 		}
 		assert.Equal(t, map[string]bool{"ann": true, "bob": true}, left)
-		got, err := ss[2].Seats.Room(ctx, room.ID)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"cat"}, got.Members, "runB's seat stays")
+		assert.Equal(t, []string{"cat"}, membersOf(t, ss[2], room.ID), "runB's seat stays")
 		_, seats := checkLobby(t, r, "dead", 50)
 		assert.Equal(t, 1, seats)
 		ks := keyspace.New(r.Prefix)
@@ -103,12 +98,9 @@ func TestRunBoundSeats(t *testing.T) {
 			clock.Add(runLease / 2)
 			_, err = ss[1].Seats.KeepRun(ctx, "runB", []Attachment{{Room: room.ID, User: "ann", ID: "ws2"}})
 			require.NoError(t, err)
-			_, err = ss[2].Seats.Sweep(ctx)
-			require.NoError(t, err)
+			sweep(t, ss[2])
 		}
-		got, err := ss[2].Seats.Room(ctx, room.ID)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"ann"}, got.Members, "ann's seat stays with runB's connection")
+		assert.Equal(t, []string{"ann"}, membersOf(t, ss[2], room.ID), "ann's seat stays with runB's connection")
 		lost, err := ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann"))
 		require.NoError(t, err)
 		assert.Equal(t, attsOf(room.ID, "ann"), lost, "runA's connection learns its attachment is gone")
@@ -126,8 +118,7 @@ func TestRunBoundSeats(t *testing.T) {
 		_, err = ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann", "bob"))
 		require.NoError(t, err)
 		clock.Add(runLease + time.Second) // paused past its lease
-		n, err := ss[1].Seats.Sweep(ctx)
-		require.NoError(t, err)
+		n := sweep(t, ss[1])
 		assert.Equal(t, 2, n)
 		lost, err := ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann", "bob"))
 		require.NoError(t, err)
@@ -150,9 +141,7 @@ func TestRunBoundSeats(t *testing.T) {
 		lost, err := ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann"))
 		require.NoError(t, err)
 		assert.Equal(t, attsOf(room.ID, "ann"), lost)
-		got, err := ss[1].Seats.Room(ctx, room.ID)
-		require.NoError(t, err)
-		assert.Empty(t, got.Members)
+		assert.Empty(t, membersOf(t, ss[1], room.ID))
 	})
 
 	t.Run("an attachment the run no longer holds ends one lease after it was last kept", func(t *testing.T) {
@@ -171,11 +160,8 @@ func TestRunBoundSeats(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, lost)
 		}
-		_, err = ss[1].Seats.Sweep(ctx)
-		require.NoError(t, err)
-		got, err := ss[1].Seats.Room(ctx, room.ID)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"ann"}, got.Members, "bob's stranded seat is gone")
+		sweep(t, ss[1])
+		assert.Equal(t, []string{"ann"}, membersOf(t, ss[1], room.ID), "bob's stranded seat is gone")
 	})
 
 	t.Run("on a Redis Cluster a dead run's seats are reaped too", func(t *testing.T) {
@@ -192,12 +178,9 @@ func TestRunBoundSeats(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, lost)
 		clock.Add(runLease/2 + time.Millisecond)
-		n, err := ss[2].Seats.Sweep(ctx)
-		require.NoError(t, err)
+		n := sweep(t, ss[2])
 		assert.Equal(t, 1, n)
-		got, err := ss[2].Seats.Room(ctx, room.ID)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"bob"}, got.Members)
+		assert.Equal(t, []string{"bob"}, membersOf(t, ss[2], room.ID))
 	})
 
 	t.Run("REST attachments keep their own leases beside a run's", func(t *testing.T) {
@@ -217,12 +200,9 @@ func TestRunBoundSeats(t *testing.T) {
 			lost, err := ss[0].Seats.Renew(ctx, []Attachment{{Room: room.ID, User: "bob", ID: rest.ID}})
 			require.NoError(t, err)
 			assert.Empty(t, lost, "bob's polls keep his seat")
-			_, err = ss[2].Seats.Sweep(ctx)
-			require.NoError(t, err)
+			sweep(t, ss[2])
 		}
-		got, err := ss[2].Seats.Room(ctx, room.ID)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"bob"}, got.Members, "ann's REST session stopped polling and runB died")
+		assert.Equal(t, []string{"bob"}, membersOf(t, ss[2], room.ID), "ann's REST session stopped polling and runB died")
 	})
 
 	t.Run("a bad run is refused", func(t *testing.T) {
