@@ -4,6 +4,7 @@ import (
 	_ "embed" // Lua sources
 
 	"github.com/chatd/chatd/internal/redisx"
+	"github.com/chatd/chatd/ratelimit"
 )
 
 var (
@@ -21,7 +22,7 @@ var (
 
 var (
 	conversationOpenScript = redisx.NewScript("direct.conversation_open", conversationOpenSrc)
-	messageSendScript      = redisx.NewScript("direct.message_send", messageSendSrc)
+	messageSendScript      = redisx.NewScript("direct.message_send", ratelimit.BucketLua+messageSendSrc) // the sender's token bucket
 	readMarkScript         = redisx.NewScript("direct.read_mark", readMarkSrc)
 	messageRemoveScript    = redisx.NewScript("direct.message_remove", messageRemoveSrc)
 	blocksChangeScript     = redisx.NewScript("direct.blocks_change", blocksChangeSrc)

@@ -18,3 +18,13 @@ var windowTakeSrc string
 // windowScript logs one event in a sliding window if it has room; see
 // lua/window_take.lua.
 var windowScript = redisx.NewScript("ratelimit.window", windowTakeSrc)
+
+// BucketLua defines the Lua function take_token(key, now, rate, burst): a
+// token bucket in one string key, "<tokens> <at ms>" (GET, then SET PX
+// until it would be full again). A script that takes a token together with
+// its own writes — a say, a direct message — prepends it; take_token
+// returns 0 when it took one, else the ms until one is there. See
+// lua/bucket_lib.lua.
+//
+//go:embed lua/bucket_lib.lua
+var BucketLua string

@@ -6,6 +6,7 @@ import (
 	"github.com/chatd/chatd/lock"
 
 	"github.com/chatd/chatd/internal/redisx"
+	"github.com/chatd/chatd/ratelimit"
 )
 
 // The seat scripts share lua/lobby_lib.lua, prepended to each; room_create
@@ -76,7 +77,7 @@ var roomGrantScript = redisx.NewScript("rooms.room_grant", roomGrantSrc)
 
 // Messages (message_remove.lua is in remove.go).
 var (
-	messageSendScript = redisx.NewScript("rooms.message_send", messageSendSrc)
+	messageSendScript = redisx.NewScript("rooms.message_send", ratelimit.BucketLua+messageSendSrc) // the say bucket
 	counterAddScript  = redisx.NewScript("rooms.counter_add", counterAddSrc)
 )
 

@@ -50,24 +50,10 @@ end
 local now = tonumber(ARGV[3])
 local rate = tonumber(ARGV[10])
 if rate > 0 then
-  -- Token bucket: a missing key is a full one; the key expires when it
-  -- would be full again, so an idle sender costs no memory.
-  local burst = tonumber(ARGV[11])
-  local tokens, last = burst, now
-  local v = redis.call('GET', KEYS[3])
-  if v then
-    local t, at = string.match(v, '^(%S+) (%S+)$')
-    if t and at then
-      tokens, last = tonumber(t), tonumber(at)
-    end
+  local wait = take_token(KEYS[3], now, rate, tonumber(ARGV[11]))
+  if wait > 0 then
+    return {-2, wait}
   end
-  tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 1000)
-  if tokens < 1 then
-    return {-2, math.ceil((1 - tokens) * 1000 / rate)}
-  end
-  tokens = tokens - 1
-  redis.call('SET', KEYS[3], tostring(tokens) .. ' ' .. string.format('%d', math.max(now, last)),
-    'PX', math.max(1, math.ceil((burst - tokens) * 1000 / rate)))
 end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'from', ARGV[5], 'text', ARGV[6], 'ts', ARGV[3])
 local unread = redis.call('HINCRBY', KEYS[2], 'unread:' .. ARGV[2], 1)

@@ -82,7 +82,7 @@
 --                    proves the room (rooms are never removed from KEYS[1]
 --                    while a seat is in them), so KEYS[1] is read only for
 --                    the system's say and to tell a refusal's reason
---   GET rate, SET rate PX   the token bucket, one string with its expiry
+--   GET rate, SET rate PX   the token bucket (ratelimit.BucketLua), one string with its expiry
 --                    (was HMGET, HSET, PEXPIRE on a hash)
 --   XADD NOMKSTREAM  the append; the stream id orders the room
 --   PEXPIRE history  only when (+11) asks or the XADD had to create the
@@ -129,24 +129,10 @@ local function say(k, a)
   end
   local rate = tonumber(ARGV[a + 5])
   if rate > 0 then
-    -- Token bucket: a missing key is a full one; the key expires when it
-    -- would be full again, so an idle sender costs no memory.
-    local burst = tonumber(ARGV[a + 6])
-    local tokens, last = burst, now
-    local v = redis.call('GET', KEYS[k + 2])
-    if v then
-      local t, at = string.match(v, '^(%S+) (%S+)$')
-      if t and at then
-        tokens, last = tonumber(t), tonumber(at)
-      end
+    local wait = take_token(KEYS[k + 2], now, rate, tonumber(ARGV[a + 6]))
+    if wait > 0 then
+      return {-2, wait}
     end
-    tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 1000)
-    if tokens < 1 then
-      return {-2, math.ceil((1 - tokens) * 1000 / rate)}
-    end
-    tokens = tokens - 1
-    redis.call('SET', KEYS[k + 2], tostring(tokens) .. ' ' .. string.format('%d', math.max(now, last)),
-      'PX', math.max(1, math.ceil((burst - tokens) * 1000 / rate)))
   end
   local hist = KEYS[k + 1]
   local id = redis.call('XADD', hist, 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*',
