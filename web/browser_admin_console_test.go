@@ -12,8 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chatd/chatd/internal/redistest"
 )
 
 // TestBrowserAdminConsole drives the admin console's cluster screens on n1
@@ -23,18 +21,11 @@ import (
 // the audit log; then the read-only token on n2, and all of it at 390 px.
 func TestBrowserAdminConsole(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 240*time.Second)
 	shots := artifactDir(t)
 	// erin only joins over REST and never polls: her seat and presence
 	// must outlast the test on a slow machine
 	admin(t, n1, "PUT", "seat.lease_seconds", `{"value": 3600}`)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 
 	dave := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)
 	dave.signIn(t, "dave", "general")

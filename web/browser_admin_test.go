@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chatd/chatd/internal/redistest"
 )
 
 // TestBrowserAdmin drives the admin console at /admin on n1 while dave
@@ -22,16 +19,8 @@ import (
 // cluster, and moderates dave, whose page on the other node hears it.
 func TestBrowserAdmin(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 150*time.Second)
 	shots := artifactDir(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 
 	dave := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)
 	dave.signIn(t, "dave", "general")

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/chatd/chatd/internal/redistest"
 )
 
 // TestDirectMessagesInTheBrowser drives the direct-message view in
@@ -21,15 +18,8 @@ import (
 // live. Then a block, refused plainly, and an unblock.
 func TestDirectMessagesInTheBrowser(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 150*time.Second)
 	shots := artifactDir(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 	ann := openPage(t, browser, "http://"+n1.addr+"/", 1280, 800)
 	bob := openPage(t, browser, "http://"+n2.addr+"/", 390, 844)
 	ann.signIn(t, "ann", "general")

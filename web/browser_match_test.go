@@ -9,23 +9,14 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chatd/chatd/internal/redistest"
 )
 
 // TestBrowserQuickMatch: two pages on two nodes press Quick match, see how
 // long they have waited, and land in the same match room, where they chat.
 func TestBrowserQuickMatch(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 120*time.Second)
 	shots := artifactDir(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 	ann := openPage(t, browser, "http://"+n1.addr+"/", 1280, 800)
 	bob := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)
 	ann.signIn(t, "ann", "general")
@@ -61,15 +52,8 @@ func TestBrowserQuickMatch(t *testing.T) {
 // match room is entered with POST /rooms/{room}/join.
 func TestBrowserQuickMatchOverSSE(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 120*time.Second)
 	proxy := newUpgradeRefusingProxy(t, n1)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 	ann := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
 	bob := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)
 	ann.expectErrors(func() { // the browser logs the refused WebSocket

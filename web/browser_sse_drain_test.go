@@ -15,8 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chatd/chatd/internal/redistest"
 )
 
 // noUpgradeProxy is an HTTP proxy in front of a node that forwards plain
@@ -94,15 +92,8 @@ func restCall(t *testing.T, n *node, method, path, token string, body any, out a
 // message sent meanwhile, once.
 func TestBrowserSSEResumesAfterADrain(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 120*time.Second)
 	proxy := newNoUpgradeProxy(t, n1, n2)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 	sam := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
 	sam.expectErrors(func() {
 		sam.signIn(t, "sam", "drain")

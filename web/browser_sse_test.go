@@ -15,8 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/chatd/chatd/internal/redistest"
 )
 
 // TestBrowserFallsBackToSSE drives the browser client in headless
@@ -27,16 +25,8 @@ import (
 // on another node.
 func TestBrowserFallsBackToSSE(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 120*time.Second)
 	proxy := newUpgradeRefusingProxy(t, n1)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 
 	alice := openPage(t, browser, "http://"+proxy.addr+"/", 1280, 800)
 	bob := openPage(t, browser, "http://"+n2.addr+"/", 1280, 800)

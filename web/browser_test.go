@@ -43,17 +43,9 @@ import (
 // a network failure.
 func TestBrowserClient(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium(t)
-	r := redistest.Real(t)
-
-	n1 := startNode(t, r, "n1")
-	n2 := startNode(t, r, "n2")
+	n1, n2, browser := browserOnTwoNodes(t, 150*time.Second)
 	proxy := newCutProxy(t, n2)
 	shots := artifactDir(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	browser := startBrowser(t, ctx, chromium)
 
 	alice := openPage(t, browser, "http://"+n1.addr+"/", 1280, 800)
 	bob := openPage(t, browser, "http://"+proxy.addr()+"/", 360, 740) // a phone
@@ -834,4 +826,18 @@ func findChromium(t *testing.T) string {
 	}
 	t.Skip("chromium is not installed (apt-get install -y chromium)")
 	return ""
+}
+
+// browserOnTwoNodes is the set-up the browser tests share: Chromium (or a
+// skip), a real Redis with nodes n1 and n2 on it, and a browser that ends
+// limit after the start (then the test's chromedp calls fail instead of
+// hanging).
+func browserOnTwoNodes(t *testing.T, limit time.Duration) (n1, n2 *node, browser context.Context) {
+	t.Helper()
+	chromium := findChromium(t)
+	r := redistest.Real(t)
+	n1, n2 = startNode(t, r, "n1"), startNode(t, r, "n2")
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return n1, n2, startBrowser(t, ctx, chromium)
 }
