@@ -53,17 +53,24 @@
 -- seat none of whose other attachments lives to now: lobby_reap then reaps
 -- it like any expired seat ("left" published).
 
-local function lobby_args0()
-  return {
+-- uncounted: the script never calls lobby_finish (run_keep.lua, every
+-- run's keep in every lobby each tick), so the counts lobby_count compares
+-- with are not read (two ZCARDs fewer); lobby_count would take the lobby
+-- as changed.
+local function lobby_args0(uncounted)
+  local L = {
     members = KEYS[1], leases = KEYS[2], atts = KEYS[3], attids = KEYS[4], rest = KEYS[5],
     rooms = KEYS[6], open = KEYS[7], opencap = KEYS[8], seq = KEYS[9], records = KEYS[10],
     fence = KEYS[11], ver = KEYS[12], runs = KEYS[13], runatts = KEYS[14],
-    online0 = redis.call('ZCARD', KEYS[1]), rooms0 = redis.call('ZCARD', KEYS[6]),
     now_s = ARGV[1], now = tonumber(ARGV[1]),
     exp_s = ARGV[2], exp = tonumber(ARGV[2]), cap = tonumber(ARGV[3]),
     lobby = ARGV[4], chan = ARGV[5], pub = ARGV[6], idle = tonumber(ARGV[7]),
     check_idle = false, woke = false,
   }
+  if not uncounted then
+    L.online0, L.rooms0 = redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[6])
+  end
+  return L
 end
 
 -- seqstr is a room number read back as a score ("3", 3 or "3.0") as the
@@ -374,9 +381,9 @@ end
 
 -- lobby_args reads the common KEYS and ARGV into L and ends the
 -- attachments of the runs whose lease is over (runs_reap), so that every
--- seat script sees their seats as expired.
-local function lobby_args()
-  local L = lobby_args0()
+-- seat script sees their seats as expired. uncounted: see lobby_args0.
+local function lobby_args(uncounted)
+  local L = lobby_args0(uncounted)
   runs_reap(L)
   return L
 end

@@ -14,7 +14,7 @@
 -- Returns 1 when the run's lease was extended, 0 when the caller must renew
 -- one by one (the run's lease had run out and its attachments were ended:
 -- lobby_args; or attachments were lost or added meanwhile).
-local L = lobby_args()
+local L = lobby_args(true) -- no lobby_finish here: the counts are not read
 local run = ARGV[8]
 local exp = redis.call('ZSCORE', L.runs, run)
 if not exp or tonumber(exp) <= L.now then
