@@ -211,8 +211,13 @@ func (b *base) capNow() int {
 
 // RunHoldLeases is how many seat leases an attachment bound to a run
 // (Attach.Run) lives without a renewal of its own: its run's lease keeps it
-// meanwhile, and KeepRun renews it one by one every third of that.
-const RunHoldLeases = 10
+// meanwhile, and KeepRun renews it one by one every third of that (every
+// 5 minutes at the default 30-s lease). The hold is a safety net only — a
+// dead or paused run's attachments end with its run's lease, a lost or
+// added one is found by the keep's count at once — so it is long: the
+// one-by-one renewal is the one idle cost of seats that grows with the
+// users (BENCHMARKS.md, "Idle: 100,000 WebSockets over 6 nodes").
+const RunHoldLeases = 30
 
 // holdDur is the own lease of an attachment bound to a run.
 func (b *base) holdDur() time.Duration { return RunHoldLeases * b.leaseDur() }
