@@ -135,9 +135,9 @@
 // [ZLEXCOUNT]), then extends the lease ([ZADD] GT): O(log N) per lobby,
 // whatever its number of idle users. The attachments' own expiries, and
 // their seats' leases, are a hold of RunHoldLeases leases, renewed one by
-// one as above every third of the hold (every 5 minutes at the default lease; which also reports the lost ones
-// and ends the run's attachments it no longer lists, a detach that failed,
-// once they are a lease old). When a run's lease in a lobby ends — its
+// one as above every third of the hold, 5 minutes at the default lease
+// (which also reports the lost ones and ends the run's attachments it no
+// longer lists, a detach that failed, once they are a lease old). When a run's lease in a lobby ends — its
 // node was killed or partitioned, or paused past the lease — the first
 // seat script of the lobby to run (every one starts with it; the sweeper
 // comes within a second, the index giving the run's expiry as the lobby's
