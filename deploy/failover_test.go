@@ -292,9 +292,17 @@ func TestFailoverSentinel(t *testing.T) {
 			// still be running here (says then answered not_durable, and
 			// Sentinel promoted an empty replica: the room was gone, the
 			// say unknown_room) — a Redis that lost its data, which other
-			// tests cover. WAIT until the replica has everything so far.
+			// tests cover. WAIT until the replica has everything so far:
+			// WAIT counts the replicas that have the writes of its own
+			// connection, so it follows a write on that connection (one
+			// pipeline); alone, on a connection that wrote nothing, it
+			// answers at once with any replica that is online.
 			require.Eventually(t, func() bool {
-				n, err := master.Client(t).Wait(ctx, 1, time.Second).Result()
+				pipe := master.Client(t).Pipeline()
+				pipe.Set(ctx, "failover-test:mark", time.Now().UnixNano(), time.Minute)
+				w := pipe.Do(ctx, "wait", 1, 1000)
+				_, err := pipe.Exec(ctx)
+				n, _ := w.Int()
 				return err == nil && n >= 1
 			}, 60*time.Second, 100*time.Millisecond, "the replica catches up before the kill")
 			ready := watchReady(c)
