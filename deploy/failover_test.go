@@ -317,9 +317,8 @@ func TestFailoverSentinel(t *testing.T) {
 				// the killed process comes back as one (REPLICAOF at once,
 				// as a StatefulSet's init would; the Sentinels would make it
 				// one too, 10-20 s later).
-				master.Start(t)
+				master.StartReplicaOf(t, replica.Addr) // never an empty writable master
 				host, port, _ := strings.Cut(replica.Addr, ":")
-				require.NoError(t, master.Client(t).ReplicaOf(ctx, host, port).Err())
 				// The Sentinels reconfigure the returning process too, and
 				// may point it elsewhere meanwhile: REPLICAOF is said again
 				// every 5 s until its link to the new master is up.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -265,6 +266,22 @@ func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
 	if err := s.start(); err != nil {
 		tb.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// StartReplicaOf starts a stopped server again on its port as a replica
+// of the server at addr from its first moment: a process that comes back
+// empty is never a master that clients could write to before it is told
+// REPLICAOF (what a StatefulSet's init does for a Redis without persistence).
+func (s *Server) StartReplicaOf(tb testing.TB, addr string) {
+	tb.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	args := s.args
+	s.args = append(append([]string(nil), args...), "--replicaof", host, port)
+	err := s.start()
+	s.args = args
+	if err != nil {
+		tb.Fatalf("redistest: start as a replica of %s: %v", addr, err)
 	}
 }
 
