@@ -12,7 +12,11 @@ import (
 	"github.com/chatd/chatd/internal/redistest"
 )
 
-const trioDefs = `{"trio":{"min":2,"max":3,"window":1e9,"widen_per_second":0,"max_wait_seconds":600,"max_party":3}}`
+// trioDefs: "trio" matches any two or three tickets; in "quad" a party of
+// three waits for a fourth player, so a test can look at it queued without
+// racing the matcher.
+const trioDefs = `{"trio":{"min":2,"max":3,"window":1e9,"widen_per_second":0,"max_wait_seconds":600,"max_party":3},` +
+	`"quad":{"min":4,"max":4,"window":1e9,"widen_per_second":0,"max_wait_seconds":600,"max_party":3}}`
 
 func invite(t *testing.T, s *Service, queue string, tk Ticket) Status {
 	t.Helper()
@@ -46,22 +50,24 @@ func TestPartyConsent(t *testing.T) {
 			assert.Zero(t, d.Tickets, "the pending party is not in the queue")
 		})
 		t.Run("it queues once the last invitee accepts, in any case", func(t *testing.T) {
-			p := invite(t, s, "trio", Ticket{User: "lead", Party: []string{"Ann", "bo"}, Skill: 1})
-			st, err := s.Accept(ctx, "trio", p.Ticket.ID, "ANN")
+			// in "quad": a full party of three in "trio" is a match by
+			// itself, which the matcher may form before the Submit below
+			p := invite(t, s, "quad", Ticket{User: "lead", Party: []string{"Ann", "bo"}, Skill: 1})
+			st, err := s.Accept(ctx, "quad", p.Ticket.ID, "ANN")
 			require.NoError(t, err)
 			assert.Equal(t, Pending, st.State)
 			assert.Equal(t, []string{"ann"}, st.Ticket.Accepted)
-			st, err = s.Accept(ctx, "trio", p.Ticket.ID, "ann")
+			st, err = s.Accept(ctx, "quad", p.Ticket.ID, "ann")
 			require.NoError(t, err, "accepting twice is one acceptance")
 			assert.Equal(t, []string{"ann"}, st.Ticket.Accepted)
-			st, err = s.Accept(ctx, "trio", p.Ticket.ID, "bo")
+			st, err = s.Accept(ctx, "quad", p.Ticket.ID, "bo")
 			require.NoError(t, err)
 			assert.Equal(t, Waiting, st.State)
-			_, err = s.Submit(ctx, "trio", Ticket{User: "Bo", Skill: 1})
+			_, err = s.Submit(ctx, "quad", Ticket{User: "Bo", Skill: 1})
 			assert.ErrorIs(t, err, ErrTicketOpen, "queued now, bo holds this ticket")
-			_, err = s.Accept(ctx, "trio", p.Ticket.ID, "bo")
+			_, err = s.Accept(ctx, "quad", p.Ticket.ID, "bo")
 			assert.ErrorIs(t, err, ErrNotPending)
-			_, err = s.Cancel(ctx, "trio", p.Ticket.ID)
+			_, err = s.Cancel(ctx, "quad", p.Ticket.ID)
 			require.NoError(t, err)
 		})
 		t.Run("only an invitee accepts; anyone else learns nothing", func(t *testing.T) {

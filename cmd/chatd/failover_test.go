@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/bus"
 	"github.com/chatd/chatd/internal/redistest"
 )
@@ -187,4 +190,35 @@ func TestSentinelClientFollowsAFailover(t *testing.T) {
 	require.Equal(t, "master", role[0], "the client now talks to a master")
 	busReceivesAgain(t, b, rdb, r.Prefix+":{watched}:events", got)
 	t.Logf("bus receives again %v after the kill", time.Since(killed))
+}
+
+// TestRequireMaster: the Sentinel client's OnConnect refuses a connection to
+// a replica (what a stale Sentinel answer leads to right after a failover)
+// with a READONLY error that errcode maps to redis_unavailable, and lets a
+// master's and a Sentinel's connections through.
+func TestRequireMaster(t *testing.T) {
+	t.Parallel()
+	r := redistest.OwnSentinel(t)
+	ctx := context.Background()
+	dial := func(addr string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr, OnConnect: requireMaster, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+
+	err := dial(r.Nodes[1].Addr).Get(ctx, r.Prefix+":k").Err()
+	require.Error(t, err, "a read on the replica is refused, not answered with its data")
+	assert.Contains(t, err.Error(), "READONLY")
+	assert.Equal(t, errcode.RedisUnavailable, errcode.Of(err))
+	assert.True(t, redis.IsReadOnlyError(err) || strings.HasPrefix(err.Error(), "READONLY "), "go-redis retries it: %v", err)
+
+	require.NoError(t, dial(r.Nodes[0].Addr).Set(ctx, r.Prefix+":k", "v", time.Minute).Err(), "the master passes")
+	require.NoError(t, dial(r.Addrs[0]).Ping(ctx).Err(), "a Sentinel passes")
+
+	spec, err := redisOptions(r.URL())
+	require.NoError(t, err)
+	rdb := spec.client()
+	defer rdb.Close()
+	require.NotNil(t, rdb.(*redis.Client).Options().OnConnect, "chatd's Sentinel client checks each connection's role")
+	require.NoError(t, rdb.Set(ctx, r.Prefix+":k", "w", time.Minute).Err(), "and reaches the master through it")
 }

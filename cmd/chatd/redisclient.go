@@ -175,6 +175,7 @@ func (spec redisSpec) client() redis.UniversalClient {
 		o := spec.failover
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dial, rw, rw, retries
 		o.ContextTimeoutEnabled, o.PoolSize = true, pool
+		o.OnConnect = requireMaster
 		return redis.NewFailoverClient(o)
 	default:
 		o := spec.single
@@ -183,6 +184,52 @@ func (spec redisSpec) client() redis.UniversalClient {
 		return redis.NewClient(o)
 	}
 }
+
+// requireMaster is the Sentinel client's OnConnect: a connection whose
+// server answers ROLE as a replica is refused, and the command that dialed
+// it fails with a READONLY error, which go-redis retries on a new
+// connection (and chatd answers redis_unavailable if that fails too).
+//
+// go-redis asks a Sentinel for the master's address on every new
+// connection and trusts the answer. Right after a failover a Sentinel can
+// still name the old master — the Sentinels learn the new configuration
+// from each other within a second or two — and a killed master that comes
+// back as a replica of the new one is then reachable at that address: a
+// connection there reads the replica's data (empty until its first sync
+// ends: a node saw its settings "go back" to version 0), refuses writes,
+// and a pub/sub connection there gets nothing published on the new master
+// until the sync ends, a gap no reconnect reports. Redis's guidelines for
+// Sentinel clients say the same: after connecting to the address a
+// Sentinel gave, call ROLE and start over unless it is a master. A
+// Sentinel's own connections answer ROLE "sentinel" and pass; a server that
+// refuses ROLE (an ACL without it) passes unchecked.
+func requireMaster(ctx context.Context, cn *redis.Conn) error {
+	role, err := cn.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) {
+			return nil // ROLE refused: nothing to check against
+		}
+		return err
+	}
+	if len(role) > 0 && (role[0] == "slave" || role[0] == "replica") {
+		return notMasterError{addr: cn.String()}
+	}
+	return nil
+}
+
+// notMasterError is requireMaster's refusal: a Redis error reply in form
+// ("READONLY …", as a write there would be answered), so go-redis retries the
+// command on a new connection and errcode maps it to redis_unavailable.
+type notMasterError struct{ addr string }
+
+func (e notMasterError) Error() string {
+	return "READONLY chatd: a Sentinel named a replica as the master (" + e.addr +
+		"; stale after a failover): the connection was refused and the next one asks again"
+}
+
+// RedisError marks it as a Redis error reply (redis.Error).
+func (notMasterError) RedisError() {}
 
 // clusterFollower makes a go-redis ClusterClient follow a failover at once.
 //
