@@ -326,9 +326,8 @@ func (s *Messages) commit(jobs []*sendJob) {
 	// send script claims the keys and counts the says itself, and a
 	// commit is one round trip. On a Cluster the claims (the user's slot)
 	// go first, and the counter (its own slot) rides in the pipeline.
-	_, cluster := s.rdb.(*redis.ClusterClient)
 	live := ps
-	if cluster {
+	if s.cluster {
 		live = s.bindKeys(ctx, ps)
 	}
 	for _, p := range ps {
@@ -353,12 +352,12 @@ func (s *Messages) commit(jobs []*sendJob) {
 		if g == nil || len(g.ps) == maxScriptSays {
 			g = &group{
 				keys: []string{roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)},
-				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!cluster)},
+				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster)},
 			}
 			open[p.lobby] = g
 			groups = append(groups, g)
 		}
-		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !cluster); err != nil {
+		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !s.cluster); err != nil {
 			p.err = err
 			continue
 		}
@@ -388,7 +387,7 @@ func (s *Messages) commit(jobs []*sendJob) {
 				continue
 			}
 			keys := g.keys
-			if !cluster {
+			if !s.cluster {
 				keys = append(keys, messagesTotalKey(s.ks))
 			}
 			cmd := pipe.Script(messageSendScript, keys, g.args...)
@@ -410,7 +409,7 @@ func (s *Messages) commit(jobs []*sendJob) {
 				}
 			})
 		}
-		if cluster {
+		if s.cluster {
 			counted = pipe.Script(counterAddScript, countKeys, n, countedTTL.Milliseconds())
 		}
 	})

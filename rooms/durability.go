@@ -37,7 +37,7 @@ func (s *Messages) durable() bool {
 // commit gets a WAIT routed by the lobby's rooms key (slotWait).
 func (s *Messages) queueWaits(ctx context.Context, pipe redis.Pipeliner, chunks [][]*prepared) {
 	timeout := s.waitFor.Milliseconds()
-	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+	if !s.cluster {
 		w := redis.NewIntCmd(ctx, "wait", 1, timeout)
 		_ = pipe.Process(ctx, w)
 		for _, c := range chunks {

@@ -124,6 +124,7 @@ type base struct {
 	lease    func() time.Duration
 	idleTTL  time.Duration
 	publish  string // PUBLISH or SPUBLISH
+	cluster  bool   // rdb is a Redis Cluster client: a script's keys share a slot
 	now      func() time.Time
 	log      *slog.Logger
 	m        *metrics
@@ -153,6 +154,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	if cfg.ShardedPubSub {
 		b.publish = "SPUBLISH"
 	}
+	_, b.cluster = rdb.(*redis.ClusterClient)
 	if b.now == nil {
 		b.now = time.Now
 	}

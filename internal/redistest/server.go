@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,9 +130,10 @@ func portFree(port int) bool {
 	return true
 }
 
-// start runs redis-server and waits until it answers PING.
-func (s *Server) start() error {
-	cmd := exec.Command("redis-server", s.args...)
+// start runs redis-server with s.args and extra, and waits until it
+// answers PING.
+func (s *Server) start(extra ...string) error {
+	cmd := exec.Command("redis-server", append(slices.Clip(s.args), extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
@@ -276,11 +278,7 @@ func (s *Server) Start(tb testing.TB) {
 func (s *Server) StartReplicaOf(tb testing.TB, addr string) {
 	tb.Helper()
 	host, port, _ := strings.Cut(addr, ":")
-	args := s.args
-	s.args = append(append([]string(nil), args...), "--replicaof", host, port)
-	err := s.start()
-	s.args = args
-	if err != nil {
+	if err := s.start("--replicaof", host, port); err != nil {
 		tb.Fatalf("redistest: start as a replica of %s: %v", addr, err)
 	}
 }
