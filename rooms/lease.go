@@ -96,10 +96,12 @@ func (s *Seats) KeepRun(ctx context.Context, run string, atts []Attachment) (los
 	if len(light) > 0 {
 		err = redisx.Pipelined(ctx, s.rdb, func(p *redisx.Pipe) {
 			for _, b := range light {
+				// No ZADD NX of the lobby into the sweeper's index here, as
+				// renew does: the full round, once per third of the hold and
+				// whenever this script answers 0 (as it does on a Redis that
+				// lost its data), adds it back, and once per tick per lobby
+				// it was a fifth of an idle node's commands.
 				b.cmd = p.Script(runKeepScript, s.lobbyKeys(b.lobby), append(s.lobbyArgs(b.lobby), run, len(b.atts))...)
-				// Keep the lobby known to the sweeper, should its index entry
-				// be lost: it alone reaps a dead run's seats.
-				p.ZAddNX(ctx, lobbiesKey(s.ks), redis.Z{Score: float64(now.UnixMilli()), Member: b.lobby})
 			}
 		})
 		if err != nil {

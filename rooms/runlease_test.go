@@ -164,6 +164,35 @@ func TestRunBoundSeats(t *testing.T) {
 		assert.Equal(t, []string{"ann"}, membersOf(t, ss[1], room.ID), "bob's stranded seat is gone")
 	})
 
+	t.Run("a lobby lost from the sweeper's index is back by the run's next full round", func(t *testing.T) {
+		t.Parallel()
+		r := redistest.Real(t)
+		clock := newClock()
+		ss := runNodes(t, r, clock)
+		room, err := ss[0].Seats.Join(ctx, "lost", "ann", onRun("runA"))
+		require.NoError(t, err)
+		index := lobbiesKey(ss[0].Seats.ks)
+		_, err = ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann")) // the first is a full round
+		require.NoError(t, err)
+		require.NoError(t, r.Client.ZRem(ctx, index, "lost").Err())
+		lost, err := ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann"))
+		require.NoError(t, err)
+		assert.Empty(t, lost)
+		_, err = r.Client.ZScore(ctx, index, "lost").Result()
+		assert.ErrorIs(t, err, redis.Nil, "a tick's keep does not write the index")
+		every := ss[0].Seats.holdDur() / 3
+		for kept := time.Duration(0); kept <= every; kept += runLease / 2 {
+			clock.Add(runLease / 2)
+			_, err := ss[0].Seats.KeepRun(ctx, "runA", attsOf(room.ID, "ann"))
+			require.NoError(t, err)
+		}
+		_, err = r.Client.ZScore(ctx, index, "lost").Result()
+		require.NoError(t, err, "back in the sweeper's index within a third of the hold")
+		// and the sweeper reaps the run's seat once the run is gone
+		clock.Add(runLease + time.Millisecond)
+		assert.Equal(t, 1, sweep(t, ss[1]))
+	})
+
 	t.Run("on a Redis Cluster a dead run's seats are reaped too", func(t *testing.T) {
 		t.Parallel()
 		r := redistest.Cluster(t)
