@@ -311,6 +311,14 @@ func TestFailoverSentinel(t *testing.T) {
 			require.Eventually(t, func() bool { return r.SentinelMasterAddr(t) == replica.Addr }, 30*time.Second, 100*time.Millisecond,
 				"the Sentinels promote the replica")
 			promoted := time.Since(killed)
+			// Every Sentinel knows before the killed process comes back: one
+			// still on the old configuration would take the returning process
+			// for the master and have the promoted replica resync from it,
+			// empty (a run here saw every say after the failover refused
+			// unknown_room, then READONLY on the promoted replica's
+			// connections). An operator waits for the same.
+			require.Eventually(t, func() bool { return r.SentinelsAgree(t, replica.Addr) }, 30*time.Second, 100*time.Millisecond,
+				"every Sentinel names the promoted replica")
 			var replicated time.Duration
 			if mode == "replica" {
 				// The new master has no replica, so nothing is acked until

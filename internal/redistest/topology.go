@@ -332,6 +332,28 @@ func (r *Redis) SentinelMasterAddr(tb testing.TB) string {
 	return ""
 }
 
+// SentinelsAgree reports whether every Sentinel names addr as the master.
+// SentinelMasterAddr asks the first that answers, which after a failover
+// may be the only one that knows yet: the others learn the new
+// configuration from it a moment later. A killed master brought back
+// before they all know can be taken by a Sentinel still on the old
+// configuration for the master, and the promoted replica told to replicate
+// from it — from an empty server, which wipes the data.
+func (r *Redis) SentinelsAgree(tb testing.TB, addr string) bool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range r.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		_ = sc.Close()
+		if err != nil || len(got) != 2 || got[0]+":"+got[1] != addr {
+			return false
+		}
+	}
+	return true
+}
+
 // MoveSlot moves the slot of key, with its keys, from its master to the
 // master to, as redis-cli --cluster reshard does (SETSLOT IMPORTING and
 // MIGRATING, MIGRATE, SETSLOT NODE on both). It fails the test on error.
