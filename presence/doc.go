@@ -27,10 +27,12 @@
 // runs that are gone. A node that dies takes its users offline one TTL
 // later, when its beats stop, without anyone deleting anything; a node
 // restarted under the same id is a new run, so the dead run's claims do
-// not come back with it. Every tick the node keeps its users in the global
-// online index (chatd:presence:online, user -> expiry; Online counts it
-// with [ZCOUNT] after trimming with [ZREMRANGEBYSCORE]) with KeepOnline:
-// one [ZADD] per 1,000 users. A heartbeat that comes back Fresh (the
+// not come back with it. Every tick the node keeps a third of its users,
+// and those new since the last tick, in the global online index
+// (chatd:presence:online, user -> expiry; Online counts it with [ZCOUNT]
+// after trimming with [ZREMRANGEBYSCORE]) with KeepOnline: one [ZADD] per
+// 1,000 users, each entry living OnlineTTL (7/3 of the TTL), so each user
+// is written once per TTL and survives one lost write. A heartbeat that comes back Fresh (the
 // node's first, one after a stall of a TTL, or a Redis that lost its data)
 // makes the node Touch every user again; a slow rotation rewrites each
 // user every half hour in case a write was lost. Offline is one
@@ -52,7 +54,10 @@
 // in one pipeline it is one round trip, yet still two commands per user
 // per tick, 4,000 commands a second for 20,000 idle users at a 10 s tick
 // (measured: chatbench's conns scenario). Tying the claims to the node's
-// own lease makes idle users cost one ZADD argument each per tick. A
+// own lease makes idle users cost one ZADD argument each per TTL (a
+// moving score: the member leaves the index's skip list and comes back,
+// so even that is what an idle node's Redis CPU mostly was while every
+// user was written every tick). A
 // single "node" field per user
 // breaks with two tabs on two nodes: the first tab to close marks the user
 // offline while the second is still connected. The per-node claims make
@@ -63,7 +68,7 @@
 // A user's presence is one key of the {user:U} unit, so the offline script is
 // atomic on one Cluster slot and users spread evenly over the shards. The
 // global online index and the node registry are single keys, each on one
-// shard: the index takes one [ZADD] per 1,000 users per node per tick, which
+// shard: the index takes one [ZADD] per 1,000 users per node per TTL, which
 // is the price of an O(log n) global count.
 //
 // [EVALSHA]: https://redis.io/commands/evalsha/

@@ -361,6 +361,65 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 	assert.Equal(t, "stored, not replicated", res.Data["messages"].(map[string][]rooms.Message)[room][0].Text)
 }
 
+// TestIdleUsersAreKeptOnlineAThirdPerTick: a presence tick moves a third
+// of the node's idle users forward in the online index (each such write
+// takes the member out of the index's skip list and back), and three ticks
+// move every one of them, each far enough ahead (presence's OnlineTTL) to
+// outlive a lost write.
+func TestIdleUsersAreKeptOnlineAThirdPerTick(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	n := startNode(t, r, "n1")
+	const users = 60
+	for i := range users {
+		c, f := n.Connect(t, fmt.Sprintf("kept%02d", i))
+		n.JoinRoom(t, c, f, "kept")
+	}
+	index := r.Prefix + ":presence:online"
+	scores := func() map[string]float64 {
+		zs, err := r.Client.ZRangeWithScores(ctx, index, 0, -1).Result()
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for _, z := range zs {
+			out[z.Member.(string)] = z.Score
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(scores()) == users }, 15*time.Second, 50*time.Millisecond, "every user in the online index")
+	// the tick after the users came wrote them all (they were new): start after it
+	t0, _ := n.Chat.PresenceTicks()
+	require.Eventually(t, func() bool { tick, _ := n.Chat.PresenceTicks(); return tick > t0 }, 15*time.Second, 20*time.Millisecond)
+
+	moved := map[string]bool{}
+	partial := false
+	for range 3 {
+		before := scores()
+		t0, f0 := n.Chat.PresenceTicks()
+		require.Eventually(t, func() bool { tick, _ := n.Chat.PresenceTicks(); return tick > t0 }, 15*time.Second, 20*time.Millisecond)
+		after := scores()
+		changed := 0
+		for u, sc := range after {
+			if sc != before[u] {
+				moved[u] = true
+				changed++
+			}
+		}
+		if tick, fulls := n.Chat.PresenceTicks(); fulls == f0 && tick == t0+1 {
+			t.Logf("a tick moved %d of %d idle users", changed, users)
+			assert.Less(t, changed, users*2/3, "a tick moves about a third of the users")
+			partial = true
+		}
+	}
+	require.True(t, partial, "no presence tick without a full write in three")
+	assert.Len(t, moved, users, "three ticks move every user")
+	now := float64(time.Now().UnixMilli())
+	ttl := n.Services.Presence.TTL()
+	for u, sc := range scores() {
+		assert.Greater(t, sc-now, float64(ttl.Milliseconds()), "%s is kept longer than a TTL ahead, to outlive a lost write", u)
+	}
+}
+
 // TestIdleUsersCostRedisNoWritePerUser: a node's presence claims live with
 // its run (package presence): idle users are written once, then kept by
 // the node's heartbeat and one ZADD per thousand users per tick, not by a

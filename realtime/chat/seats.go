@@ -149,6 +149,12 @@ func (rt *REST) renewREST(ctx context.Context, p realtime.Principal) {
 // slow rotation only heals a write that was lost (a partial failover).
 const presenceRefreshTicks = 180
 
+// onlineSlices is how many presence ticks the online index's renewal is
+// spread over: each tick KeepOnline writes a third of the users (and the
+// ones new since the last tick), each entry living presence's OnlineTTL,
+// so every user is written once per TTL (package presence, KeepOnline).
+const onlineSlices = 3
+
 // presenceState is the presence loop's memory: the users it kept online
 // at its last tick, the tick count, whether everything must be written
 // again, the users whose write failed, and the stripes that order the
@@ -180,9 +186,10 @@ func (ps *presenceState) failed(user string) {
 	ps.mu.Unlock()
 }
 
-// touchPresence runs every presence tick. It keeps every user with a
+// touchPresence runs every presence tick. It keeps the users with a
 // client or a recently polling REST session on this node in the online
-// index (KeepOnline: one command per 1,000 users), and writes whole claims
+// index (KeepOnline: one command per 1,000 users; a third of them each
+// tick, and those new since the last one), and writes whole claims
 // only for the users that need it: all of them after a fresh heartbeat
 // (Redis lost them, or the node lapsed), those whose last write failed,
 // and a 1/presenceRefreshTicks slice in rotation. A user that is no
@@ -219,10 +226,13 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 	}
 	byUser, conns, guests := kp.localPresence()
 	var write []presence.UserState
-	all := make([]string, 0, len(byUser))
+	keep := make([]string, 0, len(byUser)/onlineSlices+1)
 	for u, rs := range byUser {
-		all = append(all, u)
 		_, again := retry[u]
+		_, was := ps.seen[u]
+		if full || again || !was || maphash.String(presenceSeed, u)%onlineSlices == tick%onlineSlices {
+			keep = append(keep, u)
+		}
 		if full || again || maphash.String(presenceSeed, u)%presenceRefreshTicks == tick%presenceRefreshTicks {
 			st := userState(u, rs)
 			st.Conns = conns[u]
@@ -263,8 +273,8 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for u := range byUser {
 		ps.seen[u] = struct{}{}
 	}
-	if err := ch.presence.KeepOnline(ctx, all); err != nil {
-		ch.log.Debug("presence keep online", "users", len(all), "err", err)
+	if err := ch.presence.KeepOnline(ctx, keep); err != nil {
+		ch.log.Debug("presence keep online", "users", len(keep), "err", err)
 	}
 }
 
