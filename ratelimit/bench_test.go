@@ -22,7 +22,7 @@ func BenchmarkAllow(b *testing.B) {
 	r := redistest.Real(b)
 	ctx := context.Background()
 	l := New(r.Client, Config{Prefix: r.Prefix, Rate: func() float64 { return 1e9 }})
-	sha, err := r.Client.ScriptLoad(ctx, bucketTakeSrc).Result()
+	sha, err := r.Client.ScriptLoad(ctx, BucketLua+bucketTakeSrc).Result()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,18 +3,19 @@
 //
 // # What it owns
 //
-// One key per active user, prefix:{user:U}:rate, a [HASH] {tokens, ts}
-// (tokens left, a float; ts, the time of the last refill in ms) with a TTL.
+// One key per active user, prefix:{user:U}:bucket, a [STRING] "<tokens> <at
+// ms>" (tokens left, a float; the time of the last refill) with a TTL.
 // It lives in the user's unit {user:U}, so a Redis Cluster spreads buckets
 // over every shard by user and a check never crosses slots.
 //
 // # The Redis pattern
 //
-// A token bucket checked and updated by one Lua script ([EVALSHA]): [HMGET]
+// A token bucket checked and updated by one Lua script ([EVALSHA]): [GET]
 // the bucket, refill it for the time elapsed at the current rate, take a
-// token if there is one, [HSET] it back and [PEXPIRE] the key for as long as
-// it takes to fill up again (a full bucket and no bucket mean the same, so
-// idle users cost no memory). The rate is read from a live function on every
+// token if there is one and [SET] it back with PX for as long as it takes
+// to fill up again (a full bucket and no bucket mean the same, so idle
+// users cost no memory). The arithmetic is lua/bucket_lib.lua, which the
+// send scripts of rooms and direct prepend too (BucketLua): one bucket. The rate is read from a live function on every
 // check, so a change of the rate.messages_per_second setting applies to the
 // next message; the burst is max(1, rate), as docs/PROTOCOL.md says, so a rate
 // below one still lets one message through and then one per 1/rate seconds.
@@ -56,7 +57,7 @@
 // # What is bounded
 //
 // In each Limiter, at most Config.MaxEmpty known-empty keys (100,000 by
-// default). In Redis, one small hash per user (or per key such as identity.RateKey) that has
+// default). In Redis, one small string per user (or per key such as identity.RateKey) that has
 // spent tokens in the last burst/rate seconds plus a minute: the key expires
 // once it would be full again, so the memory is that of the active callers,
 // whatever they send.
@@ -75,18 +76,17 @@
 // The caller's clock (Config.Now, in ms) is passed in ARGV rather than read
 // with Redis [TIME] inside the script. That makes the limiter testable with
 // an injected clock and keeps the script deterministic, at a price: nodes
-// with skewed clocks disagree about "now". The script never moves ts
-// backwards, so a node whose clock lags refills nothing until its clock
-// passes ts, and a node whose clock runs ahead by d grants at most d×rate
+// with skewed clocks disagree about "now". The script never moves the
+// bucket's time backwards, so a node whose clock lags refills nothing until
+// its clock passes it, and a node whose clock runs ahead by d grants at most d×rate
 // tokens early (never more than the burst). With NTP-synced nodes (ms of
 // skew) the error is a fraction of one token; reading TIME would remove it
 // but tie the limiter to the server's clock in tests.
 //
-// [HASH]: https://redis.io/docs/latest/develop/data-types/hashes/
+// [STRING]: https://redis.io/docs/latest/develop/data-types/strings/
 // [EVALSHA]: https://redis.io/commands/evalsha/
-// [HMGET]: https://redis.io/commands/hmget/
-// [HSET]: https://redis.io/commands/hset/
-// [PEXPIRE]: https://redis.io/commands/pexpire/
+// [GET]: https://redis.io/commands/get/
+// [SET]: https://redis.io/commands/set/
 // [TIME]: https://redis.io/commands/time/
 // [ZSET]: https://redis.io/docs/latest/develop/data-types/sorted-sets/
 // [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/

@@ -10,8 +10,10 @@ type keys struct {
 	space keyspace.Space
 }
 
-// bucket is user's token bucket: HASH {tokens: float, ts: ms}, with a TTL.
-func (k keys) bucket(user string) string { return k.space.Key("user", names.Canonical(user), "rate") } // HASH
+// bucket is user's token bucket: STRING "<tokens> <at ms>" (bucket_lib.lua),
+// with a TTL. (Before 2026-12-05 a HASH under "rate": the new name keeps a
+// node of either version from reading the other's type.)
+func (k keys) bucket(user string) string { return k.space.Key("user", names.Canonical(user), "bucket") } // STRING
 
 // window is user's sliding-window log (Config.Window): ZSET of event ids
 // scored by ms, with a TTL of the window.

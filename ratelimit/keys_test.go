@@ -14,9 +14,9 @@ func TestKeys(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"bucket", keys{keyspace.New("chatd")}.bucket("alice"), "chatd:{user:alice}:rate"},
-		{"bucket default prefix", keys{}.bucket("bob"), "chatd:{user:bob}:rate"},
-		{"bucket custom prefix", keys{keyspace.New("t1")}.bucket("a_b-9"), "t1:{user:a_b-9}:rate"},
+		{"bucket", keys{keyspace.New("chatd")}.bucket("alice"), "chatd:{user:alice}:bucket"},
+		{"bucket default prefix", keys{}.bucket("bob"), "chatd:{user:bob}:bucket"},
+		{"bucket custom prefix", keys{keyspace.New("t1")}.bucket("a_b-9"), "t1:{user:a_b-9}:bucket"},
 		{"window", keys{keyspace.New("chatd")}.window("alice"), "chatd:{user:alice}:window"},
 	}
 	for _, tt := range tests {

@@ -212,10 +212,10 @@ func TestAllow(t *testing.T) {
 
 	t.Run("bucket key expires once it would be full", func(t *testing.T) {
 		// At 0.01 tokens/s (burst 1) an empty bucket is full again after 100 s,
-		// so its key lives 100 s + slack; half refilled, 50 s + slack. The
-		// bounds allow 20 s between the script and the PTTL read and still
-		// refuse a key kept for slack alone (60 s) or, half refilled, for the
-		// whole burst (160 s).
+		// so its key lives 100 s + slack. A refusal takes nothing, so it
+		// writes nothing: the bucket is full at the same moment as before.
+		// The bounds allow 20 s between the script and the PTTL read and
+		// still refuse a key kept for slack alone (60 s).
 		clk := newClock()
 		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(0.01), Now: clk.Now})
 		// within checks the key's PTTL is want, or at most 20 s less.
@@ -235,7 +235,13 @@ func TestAllow(t *testing.T) {
 		ok, _, err = l.Allow(ctx, "ttl")
 		require.NoError(t, err)
 		require.False(t, ok, "half a token")
-		within(50*time.Second+slack, "half full: full again after 0.5/rate")
+		within(100*time.Second+slack, "a refusal leaves the key's expiry as it was")
+
+		clk.Add(50 * time.Second)
+		ok, _, err = l.Allow(ctx, "ttl")
+		require.NoError(t, err)
+		require.True(t, ok, "a whole token again")
+		within(100*time.Second+slack, "empty again: full after 1/rate")
 	})
 }
 

@@ -9,8 +9,9 @@ import (
 //go:embed lua/bucket_take.lua
 var bucketTakeSrc string
 
-// takeScript refills a bucket and takes one token; see lua/bucket_take.lua.
-var takeScript = redisx.NewScript("ratelimit.take", bucketTakeSrc)
+// takeScript refills a bucket and takes one token; see lua/bucket_take.lua
+// and lua/bucket_lib.lua.
+var takeScript = redisx.NewScript("ratelimit.take", BucketLua+bucketTakeSrc)
 
 //go:embed lua/window_take.lua
 var windowTakeSrc string
@@ -19,12 +20,12 @@ var windowTakeSrc string
 // lua/window_take.lua.
 var windowScript = redisx.NewScript("ratelimit.window", windowTakeSrc)
 
-// BucketLua defines the Lua function take_token(key, now, rate, burst): a
-// token bucket in one string key, "<tokens> <at ms>" (GET, then SET PX
-// until it would be full again). A script that takes a token together with
-// its own writes — a say, a direct message — prepends it; take_token
-// returns 0 when it took one, else the ms until one is there. See
-// lua/bucket_lib.lua.
+// BucketLua defines the Lua function take_token(key, now, rate, burst[,
+// slack]): a token bucket in one string key, "<tokens> <at ms>" (GET, then
+// SET PX until it would be full again). The Limiter's script and every
+// script that takes a token together with its own writes — a say, a direct
+// message — prepend it; take_token returns 0 when it took one, else the ms
+// until one is there. See lua/bucket_lib.lua.
 //
 //go:embed lua/bucket_lib.lua
 var BucketLua string

@@ -1,14 +1,18 @@
--- bucket_lib.lua: a token bucket held in one string, for scripts that take
--- a token with their own writes (a say, a direct message): prepended to
--- them (ratelimit.BucketLua), so the bucket's arithmetic exists once.
+-- bucket_lib.lua: a token bucket held in one string, the one bucket of
+-- chatd: prepended to the Limiter's own script (bucket_take.lua) and to
+-- the scripts that take a token with their own writes (a say, a direct
+-- message; ratelimit.BucketLua), so its arithmetic exists once.
 --
--- take_token(key, now, rate, burst): the bucket at key is
+-- take_token(key, now, rate, burst[, slack]): the bucket at key is
 -- "<tokens> <at ms>"; a missing key is a full one. It refills the bucket
 -- to now at rate tokens a second (up to burst) and takes one token: 0 when
 -- it did, or the ms until a token is there again when the bucket is
--- empty (nothing written then). The key expires when the bucket would be
--- full again, so an idle sender costs no memory. GET, then SET PX.
-local function take_token(key, now, rate, burst)
+-- empty (nothing written then). A clock behind the bucket's (another
+-- node's is ahead) refills nothing and never moves it back. The key
+-- expires slack ms (default 0) after the bucket would be full again — a
+-- full bucket and no bucket are the same — so an idle sender costs no
+-- memory. GET, then SET PX.
+local function take_token(key, now, rate, burst, slack)
   local tokens, last = burst, now
   local v = redis.call('GET', key)
   if v then
@@ -23,6 +27,6 @@ local function take_token(key, now, rate, burst)
   end
   tokens = tokens - 1
   redis.call('SET', key, tostring(tokens) .. ' ' .. string.format('%d', math.max(now, last)),
-    'PX', math.max(1, math.ceil((burst - tokens) * 1000 / rate)))
+    'PX', math.max(1, math.ceil((burst - tokens) * 1000 / rate) + (slack or 0)))
   return 0
 end
