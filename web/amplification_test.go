@@ -134,6 +134,11 @@ const ampSettle = 80 * time.Millisecond
 // measurement: the documented figures leave room for them.
 const ampTries = 2
 
+// ampRetries is how many more times a call whose least command count
+// exceeded its cost is measured before the test fails it (again, in the
+// test).
+const ampRetries = 3
+
 // TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost walks every
 // operation of docs/openapi.json and every client frame type with the
 // worst inputs the contract allows (the largest limits, a room of
@@ -154,8 +159,18 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	// largest answer of call and its least command count (the node's own
 	// loops only ever add commands; setup makes every try a worst case);
 	// teardown, if setup returns one, runs after.
-	measure := func(what string, setup func() func(), call func() int64) {
+	// again re-measures a call whose least count still exceeded its cost
+	// (ampRetries more tries): on a loaded machine a loop's burst (a
+	// presence tick writing its offline users, a seat renewal) can land in
+	// every one of the first tries; a call that costs more than its budget
+	// exceeds it in every try however often it is measured.
+	again := map[string]func(){}
+	var measure func(what string, setup func() func(), call func() int64)
+	measure = func(what string, setup func() func(), call func() int64) {
 		t.Helper()
+		if _, ok := again[what]; !ok {
+			again[what] = func() { measure(what, setup, call) }
+		}
 		for range ampTries {
 			var teardown func()
 			if setup != nil {
@@ -684,12 +699,23 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	frame("dm_read", wr, map[string]any{"type": "dm_read", "to": dmConv, "id": dmLast, "ref": ref}, nil)
 	frame("dm_resume", wr, map[string]any{"type": "dm_resume", "to": dmConv, "after": "0-0", "ref": ref}, nil)
 
+	// remeasure measures what again while its least command count is
+	// over budget, at most ampRetries times, and returns its figures.
+	remeasure := func(what string, m [2]int64, budget int64) [2]int64 {
+		for i := 0; i < ampRetries && m[1] > budget; i++ {
+			t.Logf("%s: %d commands, over its %d: measured again", what, m[1], budget)
+			again[what]()
+			m = measured[what]
+		}
+		return m
+	}
 	// every operation and frame measured, and within its cost
 	for key, cost := range ops {
 		m, ok := measured[key]
 		if !assert.True(t, ok, "%s (%s): no worst case measured", key, ids[key]) || cost == nil {
 			continue
 		}
+		m = remeasure(key, m, cost.MaxRedisCommands)
 		t.Logf("%-52s %9d bytes (x-cost %9d) %5d commands (x-cost %5d)", key, m[0], cost.MaxResponseBytes, m[1], cost.MaxRedisCommands)
 		assert.LessOrEqual(t, m[0], cost.MaxResponseBytes, "%s: answered more bytes than its x-cost.maxResponseBytes", key)
 		assert.LessOrEqual(t, m[1], cost.MaxRedisCommands, "%s: caused more Redis commands than its x-cost.maxRedisCommands", key)
@@ -700,6 +726,7 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 		if !assert.True(t, ok, "client frame %s: no worst case measured", typ) || cost == nil {
 			continue
 		}
+		m = remeasure("frame "+typ, m, cost.MaxRedisCommands)
 		t.Logf("frame %-46s %9d bytes (x-cost %9d) %5d commands (x-cost %5d)", typ, m[0], cost.MaxResponseBytes, m[1], cost.MaxRedisCommands)
 		assert.LessOrEqual(t, m[0], cost.MaxResponseBytes, "frame %s: answered more bytes than its x-cost.maxResponseBytes", typ)
 		assert.LessOrEqual(t, m[1], cost.MaxRedisCommands, "frame %s: caused more Redis commands than its x-cost.maxRedisCommands", typ)
