@@ -320,11 +320,9 @@ func (r *Redis) SentinelMasterAddr(tb testing.TB) string {
 	defer cancel()
 	var lastErr error
 	for _, s := range r.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		addr, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		_ = sc.Close()
-		if err == nil && len(addr) == 2 {
-			return addr[0] + ":" + addr[1]
+		addr, err := sentinelMasterAddr(ctx, s)
+		if err == nil {
+			return addr
 		}
 		lastErr = err
 	}
@@ -344,14 +342,25 @@ func (r *Redis) SentinelsAgree(tb testing.TB, addr string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, s := range r.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		_ = sc.Close()
-		if err != nil || len(got) != 2 || got[0]+":"+got[1] != addr {
+		if got, err := sentinelMasterAddr(ctx, s); err != nil || got != addr {
 			return false
 		}
 	}
 	return true
+}
+
+// sentinelMasterAddr asks the Sentinel s for the master's host:port.
+func sentinelMasterAddr(ctx context.Context, s *Server) (string, error) {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer sc.Close()
+	addr, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+	if err != nil {
+		return "", err
+	}
+	if len(addr) != 2 {
+		return "", fmt.Errorf("redistest: Sentinel %s named the master %v", s.Addr, addr)
+	}
+	return addr[0] + ":" + addr[1], nil
 }
 
 // MoveSlot moves the slot of key, with its keys, from its master to the
