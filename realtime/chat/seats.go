@@ -230,10 +230,11 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 	for u, rs := range byUser {
 		_, again := retry[u]
 		_, was := ps.seen[u]
-		if full || again || !was || maphash.String(presenceSeed, u)%onlineSlices == tick%onlineSlices {
+		h := maphash.String(presenceSeed, u)
+		if full || again || !was || h%onlineSlices == tick%onlineSlices {
 			keep = append(keep, u)
 		}
-		if full || again || maphash.String(presenceSeed, u)%presenceRefreshTicks == tick%presenceRefreshTicks {
+		if full || again || h%presenceRefreshTicks == tick%presenceRefreshTicks {
 			st := userState(u, rs)
 			st.Conns = conns[u]
 			st.Guest = guests[u]
