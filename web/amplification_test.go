@@ -135,8 +135,8 @@ const ampSettle = 80 * time.Millisecond
 const ampTries = 2
 
 // ampRetries is how many more times a call whose least command count
-// exceeded its cost is measured before the test fails it (again, in the
-// test).
+// exceeded its cost is measured before the test fails it (remeasure, in
+// the test).
 const ampRetries = 3
 
 // TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost walks every
@@ -159,18 +159,19 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	// largest answer of call and its least command count (the node's own
 	// loops only ever add commands; setup makes every try a worst case);
 	// teardown, if setup returns one, runs after.
-	// again re-measures a call whose least count still exceeded its cost
-	// (ampRetries more tries): on a loaded machine a loop's burst (a
-	// presence tick writing its offline users, a seat renewal) can land in
-	// every one of the first tries; a call that costs more than its budget
-	// exceeds it in every try however often it is measured.
-	again := map[string]func(){}
-	var measure func(what string, setup func() func(), call func() int64)
-	measure = func(what string, setup func() func(), call func() int64) {
+	// calls keeps each measured call's setup and call, for remeasure: on
+	// a loaded machine a loop's burst (a presence tick writing its offline
+	// users, a seat renewal) can land in every one of the first tries; a
+	// call that costs more than its budget exceeds it in every try however
+	// often it is measured.
+	type measuredCall struct {
+		setup func() func()
+		call  func() int64
+	}
+	calls := map[string]measuredCall{}
+	measure := func(what string, setup func() func(), call func() int64) {
 		t.Helper()
-		if _, ok := again[what]; !ok {
-			again[what] = func() { measure(what, setup, call) }
-		}
+		calls[what] = measuredCall{setup, call}
 		for range ampTries {
 			var teardown func()
 			if setup != nil {
@@ -704,7 +705,8 @@ func TestAmplificationOfEveryOperationAndFrameStaysWithinItsCost(t *testing.T) {
 	remeasure := func(what string, m [2]int64, budget int64) [2]int64 {
 		for i := 0; i < ampRetries && m[1] > budget; i++ {
 			t.Logf("%s: %d commands, over its %d: measured again", what, m[1], budget)
-			again[what]()
+			mc := calls[what]
+			measure(what, mc.setup, mc.call)
 			m = measured[what]
 		}
 		return m
