@@ -32,10 +32,11 @@
 // (chatd:presence:online, user -> expiry; Online counts it with [ZCOUNT]
 // after trimming with [ZREMRANGEBYSCORE]) with KeepOnline: one [ZADD] per
 // 1,000 users, each entry living OnlineTTL (7/3 of the TTL), so each user
-// is written once per TTL and survives one lost write. A heartbeat that comes back Fresh (the
-// node's first, one after a stall of a TTL, or a Redis that lost its data)
-// makes the node Touch every user again; a slow rotation rewrites each
-// user every half hour in case a write was lost. Offline is one
+// is written once per TTL and survives one lost write. A heartbeat that
+// comes back Fresh (the node's first, one after a stall of a TTL, or a
+// Redis that lost its data) makes the node Touch every user again; a slow
+// rotation rewrites each user every half hour in case a write was lost.
+// Offline is one
 // [EVALSHA] of lua/presence_offline.lua, which removes only that node's
 // claim. The hash's real TTL is Retention (30 days), renewed by every
 // Touch and Offline, so last_seen survives the claim and then goes. A

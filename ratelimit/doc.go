@@ -15,10 +15,11 @@
 // token if there is one and [SET] it back with PX for as long as it takes
 // to fill up again (a full bucket and no bucket mean the same, so idle
 // users cost no memory). The arithmetic is lua/bucket_lib.lua, which the
-// send scripts of rooms and direct prepend too (BucketLua): one bucket. The rate is read from a live function on every
-// check, so a change of the rate.messages_per_second setting applies to the
-// next message; the burst is max(1, rate), as docs/PROTOCOL.md says, so a rate
-// below one still lets one message through and then one per 1/rate seconds.
+// send scripts of rooms and direct prepend too (BucketLua): one bucket.
+// The rate is read from a live function on every check, so a change of the
+// rate.messages_per_second setting applies to the next message; the burst
+// is max(1, rate), as docs/PROTOCOL.md says, so a rate below one still lets
+// one message through and then one per 1/rate seconds.
 // Config.Burst, also read live, sets the capacity apart from the rate: a cap
 // of N per minute is a Limiter of rate N/60 and burst N (N at once, then one
 // every 60/N seconds), a bucket that never holds more than N tokens where a
@@ -78,10 +79,10 @@
 // an injected clock and keeps the script deterministic, at a price: nodes
 // with skewed clocks disagree about "now". The script never moves the
 // bucket's time backwards, so a node whose clock lags refills nothing until
-// its clock passes it, and a node whose clock runs ahead by d grants at most d×rate
-// tokens early (never more than the burst). With NTP-synced nodes (ms of
-// skew) the error is a fraction of one token; reading TIME would remove it
-// but tie the limiter to the server's clock in tests.
+// its clock passes it, and a node whose clock runs ahead by d grants at
+// most d×rate tokens early (never more than the burst). With NTP-synced
+// nodes (ms of skew) the error is a fraction of one token; reading TIME
+// would remove it but tie the limiter to the server's clock in tests.
 //
 // [STRING]: https://redis.io/docs/latest/develop/data-types/strings/
 // [EVALSHA]: https://redis.io/commands/evalsha/
