@@ -361,6 +361,21 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 	assert.Equal(t, "stored, not replicated", res.Data["messages"].(map[string][]rooms.Message)[room][0].Text)
 }
 
+// idleNode starts node n1 on a Redis of the test's own with users clients,
+// named prefix and two digits, each seated in lobby prefix; it returns the
+// Redis, the node and the room of the last seat.
+func idleNode(t *testing.T, prefix string, users int) (*redistest.Redis, *realtimetest.Node, string) {
+	t.Helper()
+	r := redistest.Own(t, redistest.Options{})
+	n := startNode(t, r, "n1")
+	var room string
+	for i := range users {
+		c, f := n.Connect(t, fmt.Sprintf("%s%02d", prefix, i))
+		room = n.JoinRoom(t, c, f, prefix)
+	}
+	return r, n, room
+}
+
 // TestIdleUsersAreKeptOnlineAThirdPerTick: a presence tick moves a third
 // of the node's idle users forward in the online index (each such write
 // takes the member out of the index's skip list and back), and three ticks
@@ -368,14 +383,9 @@ func TestANotDurableSayStillMarksTheRESTMembers(t *testing.T) {
 // outlive a lost write.
 func TestIdleUsersAreKeptOnlineAThirdPerTick(t *testing.T) {
 	t.Parallel()
-	r := redistest.Own(t, redistest.Options{})
-	ctx := context.Background()
-	n := startNode(t, r, "n1")
 	const users = 60
-	for i := range users {
-		c, f := n.Connect(t, fmt.Sprintf("kept%02d", i))
-		n.JoinRoom(t, c, f, "kept")
-	}
+	r, n, _ := idleNode(t, "kept", users)
+	ctx := context.Background()
 	index := r.Prefix + ":presence:online"
 	scores := func() map[string]float64 {
 		zs, err := r.Client.ZRangeWithScores(ctx, index, 0, -1).Result()
@@ -428,15 +438,9 @@ func TestIdleUsersAreKeptOnlineAThirdPerTick(t *testing.T) {
 // again.
 func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	t.Parallel()
-	r := redistest.Own(t, redistest.Options{})
-	ctx := context.Background()
-	n := startNode(t, r, "n1")
 	const users = 40
-	var room string
-	for i := range users {
-		c, f := n.Connect(t, fmt.Sprintf("idle%02d", i))
-		room = n.JoinRoom(t, c, f, "quiet")
-	}
+	r, n, room := idleNode(t, "idle", users)
+	ctx := context.Background()
 	online := func(user string) bool {
 		st, err := n.Services.Presence.Get(ctx, user)
 		return err == nil && st.Online && slices.Contains(st.Rooms, room)
