@@ -304,9 +304,20 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.cfg.Seats.Start(g.ctx); err != nil {
 		return fmt.Errorf("realtime: start seats: %w", err)
 	}
+	// The first beat registers the run before the node serves anyone, so
+	// no claim of this run exists before the registry knows it: its Fresh
+	// asks for no rewrite. Left to the loop, it could answer after users
+	// had joined, and the next tick would write every one of them again
+	// (thousands at once when a new node takes a reconnect storm). Without
+	// an answer here, the loop's first answered beat is Fresh and asks.
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if n.heartbeat(bctx) {
+		n.fresh.Store(false)
+	}
+	cancel()
 	g.Go(n.clock.run)
 	g.Go(func(ctx context.Context) {
-		Every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, n.heartbeat)
+		Every(ctx, n.cfg.Now, func() time.Duration { return 5 * time.Second }, func(ctx context.Context) { n.heartbeat(ctx) })
 	})
 	g.Go(func(ctx context.Context) { _ = n.cfg.Seats.RunSweeper(ctx, time.Second) })
 	g.Go(func(ctx context.Context) {
@@ -371,8 +382,9 @@ func (n *Node) Drain(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat keeps the node in the registry, with its figures.
-func (n *Node) heartbeat(ctx context.Context) {
+// heartbeat keeps the node in the registry, with its figures; it reports
+// whether the registry answered.
+func (n *Node) heartbeat(ctx context.Context) bool {
 	now := n.cfg.Now()
 	ps := n.proc.sample(now)
 	beat, err := n.cfg.Presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
@@ -380,7 +392,7 @@ func (n *Node) heartbeat(ctx context.Context) {
 		Goroutines: ps.goroutines, Run: n.cfg.Run})
 	if err != nil {
 		n.log.Debug("node heartbeat", "err", err)
-		return
+		return false
 	}
 	runs := make([]string, len(beat.Runs))
 	for i, r := range beat.Runs {
@@ -392,6 +404,7 @@ func (n *Node) heartbeat(ctx context.Context) {
 		// that lost its data): the users' claims are written again.
 		n.fresh.Store(true)
 	}
+	return true
 }
 
 // sweepSessions trims the global index of REST sessions of the idle ones.
@@ -418,7 +431,8 @@ func (n *Node) Marks() Marks { return Marks{n.marks} }
 
 // TakeFresh reports, and forgets, that every user's presence claim must be
 // written again: the heartbeat found the registry did not know this run
-// (its first beat, a lapse, a Redis that lost its data).
+// (a lapse, a Redis that lost its data, or a first beat that answered only
+// after Start).
 func (n *Node) TakeFresh() bool { return n.fresh.Swap(false) }
 
 // MarkFresh asks for every claim to be written again (a rewrite that

@@ -430,6 +430,21 @@ func TestIdleUsersAreKeptOnlineAThirdPerTick(t *testing.T) {
 	}
 }
 
+// TestAStartedNodeRewritesNoClaim: a node's first heartbeat answers in
+// Start, before it serves anyone, so no presence tick after it writes
+// every user again: users who join a new node are written by their joins
+// alone. Before, a first beat that answered after the first tick made the
+// next tick rewrite them all at once, which under a reconnect storm onto a
+// new node timed out and was done again at the tick after.
+func TestAStartedNodeRewritesNoClaim(t *testing.T) {
+	t.Parallel()
+	_, n, _ := idleNode(t, "storm", 20)
+	t0, _ := n.Chat.PresenceTicks()
+	require.Eventually(t, func() bool { tick, _ := n.Chat.PresenceTicks(); return tick >= t0+2 }, 30*time.Second, 20*time.Millisecond)
+	_, fulls := n.Chat.PresenceTicks()
+	assert.Zero(t, fulls, "presence ticks that wrote every user")
+}
+
 // TestIdleUsersCostRedisNoWritePerUser: a node's presence claims live with
 // its run (package presence): idle users are written once, then kept by
 // the node's heartbeat and one ZADD per thousand users per tick, not by a
