@@ -95,21 +95,13 @@ func benchSendConcurrent(b *testing.B, publish, serial bool) {
 // commandCallsQuiet sums INFO commandstats calls (INFO and CONFIG left
 // out) and returns the EVALSHA calls among them.
 func commandCallsQuiet(tb testing.TB, r *redistest.Redis) (calls, evalsha float64) {
-	info, err := r.Client.Info(context.Background(), "commandstats").Result()
-	require.NoError(tb, err)
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || strings.HasPrefix(name, "cmdstat_config") {
-			continue
+	stats := commandStats(tb, r.Client)
+	for name, c := range stats {
+		if name != "info" && !strings.HasPrefix(name, "config") {
+			calls += float64(c)
 		}
-		var c float64
-		_, _ = fmt.Sscanf(strings.TrimPrefix(rest, "calls="), "%g", &c)
-		if name == "cmdstat_evalsha" {
-			evalsha = c
-		}
-		calls += c
 	}
-	return calls, evalsha
+	return calls, float64(stats["evalsha"])
 }
 
 // splitEventFor returns the first half of a message event of room, for the

@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,23 @@ func embeddedRedis(t *testing.T) *redistest.Redis {
 	c := redis.NewClient(&redis.Options{Addr: e.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	return &redistest.Redis{Client: c, Addrs: []string{e.Addr()}, Prefix: redistest.Prefix(t), Kind: redistest.Embedded}
+}
+
+// commandStats reads INFO commandstats: each command's calls since the
+// last CONFIG RESETSTAT ("config|resetstat" for a subcommand), a script's
+// own commands included.
+func commandStats(tb testing.TB, rdb redis.UniversalClient) map[string]int64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(tb, err)
+	calls := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		c, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(c, 10, 64)
+	}
+	return calls
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -206,22 +205,55 @@ func TestSendCommands(t *testing.T) {
 		_, err := s.Messages.Send(ctx, room.ID, "alice", "hi", opt)
 		require.NoError(t, err)
 	}
-	calls := map[string]int{}
-	info := r.Client.Info(ctx, "commandstats").Val()
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		c, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(c)
-	}
+	calls := commandStats(t, r.Client)
 	t.Logf("commands for %d says: %v", n, calls)
 	assert.Zero(t, calls["pexpire"], "no TTL refresh within IdleTTL/48")
 	assert.Zero(t, calls["hmget"]+calls["hset"], "the bucket is a string")
-	assert.Equal(t, 2*n, calls["zscore"], "the seat and its lease; the room is proved by the seat")
-	assert.Equal(t, n, calls["xadd"])
-	assert.Equal(t, n, calls["publish"])
+	assert.Equal(t, int64(2*n), calls["zscore"], "the seat and its lease; the room is proved by the seat")
+	assert.Equal(t, int64(n), calls["xadd"])
+	assert.Equal(t, int64(n), calls["publish"])
+
+	t.Run("a call of new keys reads no send record, and counts and ZCOUNTs once", func(t *testing.T) {
+		// The script's claim of a key was free, so the key has no send
+		// record (it is written after its claim and expires first); the
+		// counter takes the call's says in one INCRBY, and the room's
+		// REST users are counted once for them all.
+		total, _, err := s.Messages.Counters(ctx)
+		require.NoError(t, err)
+		reqs := make([]SendRequest, 5)
+		for i := range reqs {
+			reqs[i] = SendRequest{Room: room.ID, User: "alice", Text: "keyed " + strconv.Itoa(i), Key: "sess1:k" + strconv.Itoa(i)}
+		}
+		clock.Add(time.Second)
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		for _, out := range s.Messages.SendMany(ctx, reqs, opt) {
+			require.NoError(t, out.Err)
+			assert.False(t, out.Duplicate)
+		}
+		calls := commandStats(t, r.Client)
+		t.Logf("commands for a call of %d keyed says: %v", len(reqs), calls)
+		assert.Equal(t, int64(1), calls["evalsha"], "one call")
+		assert.Equal(t, int64(len(reqs)), calls["get"], "the say bucket's GETs: no send record read")
+		assert.Equal(t, int64(1), calls["incrby"])
+		assert.Equal(t, int64(1), calls["zcount"])
+		after, _, err := s.Messages.Counters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, total+int64(len(reqs)), after, "every say counted")
+
+		// The same call again: every say is a duplicate, answered from its
+		// record, and nothing is counted.
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		for _, out := range s.Messages.SendMany(ctx, reqs, opt) {
+			require.NoError(t, out.Err)
+			assert.True(t, out.Duplicate)
+		}
+		calls = commandStats(t, r.Client)
+		assert.Equal(t, int64(len(reqs)), calls["get"], "each send record read")
+		assert.Zero(t, calls["incrby"]+calls["xadd"]+calls["publish"])
+		again, _, err := s.Messages.Counters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, after, again)
+	})
 
 	t.Run("a history the send creates gets its TTL", func(t *testing.T) {
 		require.NoError(t, r.Client.Del(ctx, hist).Err()) // lost, as on a restart without persistence

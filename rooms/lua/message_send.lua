@@ -19,9 +19,11 @@
 --                           key, or under "~<call>/<i>" for a say without
 --                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
 -- +4       claim    STRING  the key's claim in the user's slot, "<room> <text
---                           hash>" (see +12); said again when +12 is ""
+--                           hash>" (see +12), kept a second longer than
+--                           said; said again when +12 is ""
 -- and last, when ARGV[8] is "1":
--- KEYS[#KEYS] counter STRING the global message counter (INCRBY per say stored)
+-- KEYS[#KEYS] counter STRING the global message counter (one INCRBY of the
+--                           says this call stored)
 -- ARGV[1]  now, unix ms (every message's ts)
 -- ARGV[2]  history cap (XADD MAXLEN ~)
 -- ARGV[3]  PUBLISH or SPUBLISH
@@ -51,7 +53,8 @@
 --          otherwise: the TTL is then set only on a history this send
 --          creates
 -- +12      the claim "<room> <text hash>" to bind the idempotency key to
---          in the user's slot (+4, SET NX GET, kept as long as said): on
+--          in the user's slot (+4, SET NX GET, kept a second longer than
+--          said, so a claim that was free proves that said is too): on
 --          a Redis that is not a Cluster; "" for a say without a key, and
 --          on a Cluster, where SendMany claims in a round trip before
 --
@@ -67,16 +70,18 @@
 -- bucket (the say was applied: its answer stands even if the seat has gone
 -- since) and recorded with the XADD. A say refused does not stop the next.
 --
--- The commands of an accepted user's say, each with its reason (8 to 9,
--- down from 12, and 2 more on a Redis that is not a Cluster: the claim
--- and the counter, which cost a round trip and a script call of their own
--- on a Cluster), and one EVALSHA per lobby per send commit rather than
--- one per say:
+-- The commands of an accepted user's say, each with its reason: 9 on a
+-- Cluster, where the claim and the counter cost a round trip and a script
+-- call of their own; on a Redis that is not a Cluster, a new key's say
+-- trades the GET of said for the claim, and the counter is one INCRBY per
+-- call. One EVALSHA per lobby per send commit rather than one per say:
 --   SET claim NX GET the key used for another room or text in another
 --                    lobby is refused (+12; a claim Redis applied twice
 --                    finds itself and passes)
 --   GET said         exactly once: a retried say (client, go-redis after a
---                    timeout, reconnect) is answered with its first result
+--                    timeout, reconnect) is answered with its first result;
+--                    skipped when the script's claim was free (+12): said
+--                    is written only after its claim, and expires first
 --   ZSCORE members   the seat check: the sender's seat is in this room ...
 --   ZSCORE leases    ... and its lease is live. A live seat in the room
 --                    proves the room (rooms are never removed from KEYS[1]
@@ -91,27 +96,42 @@
 --   SET said PX      records the say for the retries above
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
---                    marked for polling; O(log N), no node knows it
---   INCRBY counter   ARGV[8]: the say is counted with its XADD, so a
---                    script run twice (a retried pipeline) counts it once
+--                    marked for polling; O(log N), no node knows it; once
+--                    per room per call
+--   INCRBY counter   ARGV[8]: the says are counted with their XADDs, one
+--                    INCRBY per call, so a script run twice (a retried
+--                    pipeline) counts them once
 local now = tonumber(ARGV[1])
+local stored = 0
+-- rest counts a room's REST users once per call: nothing here changes them.
+local counted = {}
+local function rest(room)
+  local n = counted[room]
+  if not n then
+    n = redis.call('ZCOUNT', KEYS[4], room, room)
+    counted[room] = n
+  end
+  return n
+end
 local function say(k, a)
   local room, user, text = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local said, hash = KEYS[k + 3], ARGV[a + 8]
   local bound = ARGV[a + 12]
+  local free = false
   if bound ~= '' then
-    local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', ARGV[a + 7])
+    local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', tonumber(ARGV[a + 7]) + 1000)
     if prev and prev ~= bound then
       return {-3}
     end
+    free = not prev
   end
-  local rec = redis.call('GET', said)
+  local rec = not free and redis.call('GET', said)
   if rec then
     local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
     if r ~= room or h ~= hash then
       return {-3}
     end
-    return {-4, id, ts, call, redis.call('ZCOUNT', KEYS[4], room, room)}
+    return {-4, id, ts, call, rest(room)}
   end
   if ARGV[a + 10] == 'system' then
     if not redis.call('ZSCORE', KEYS[1], room) then
@@ -159,13 +179,14 @@ local function say(k, a)
   else
     redis.call('PUBLISH', ARGV[6] .. room, event)
   end
-  if ARGV[8] == '1' then
-    redis.call('INCRBY', KEYS[#KEYS], 1)
-  end
-  return {id, redis.call('ZCOUNT', KEYS[4], room, room)}
+  stored = stored + 1
+  return {id, rest(room)}
 end
 local out = {}
 for i = 1, (#ARGV - 8) / 12 do
   out[i] = say(4 + 4 * (i - 1), 8 + 12 * (i - 1))
+end
+if stored > 0 and ARGV[8] == '1' then
+  redis.call('INCRBY', KEYS[#KEYS], stored)
 end
 return out
