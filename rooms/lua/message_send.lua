@@ -19,8 +19,7 @@
 --                           key, or under "~<call>/<i>" for a say without
 --                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
 -- +4       claim    STRING  the key's claim in the user's slot, "<room> <text
---                           hash>" (see +12), kept a second longer than
---                           said; said again when +12 is ""
+--                           hash>" (see +12); said again when +12 is ""
 -- and last, when ARGV[8] is "1":
 -- KEYS[#KEYS] counter STRING the global message counter (one INCRBY of the
 --                           says this call stored)
@@ -53,8 +52,7 @@
 --          otherwise: the TTL is then set only on a history this send
 --          creates
 -- +12      the claim "<room> <text hash>" to bind the idempotency key to
---          in the user's slot (+4, SET NX GET, kept a second longer than
---          said, so a claim that was free proves that said is too): on
+--          in the user's slot (+4, SET NX GET, kept as long as said): on
 --          a Redis that is not a Cluster; "" for a say without a key, and
 --          on a Cluster, where SendMany claims in a round trip before
 --
@@ -72,16 +70,17 @@
 --
 -- The commands of an accepted user's say, each with its reason: 9 on a
 -- Cluster, where the claim and the counter cost a round trip and a script
--- call of their own; on a Redis that is not a Cluster, a new key's say
--- trades the GET of said for the claim, and the counter is one INCRBY per
--- call. One EVALSHA per lobby per send commit rather than one per say:
+-- call of their own; on a Redis that is not a Cluster, 10 and a share of
+-- the call's one INCRBY. One EVALSHA per lobby per send commit rather than
+-- one per say:
 --   SET claim NX GET the key used for another room or text in another
 --                    lobby is refused (+12; a claim Redis applied twice
 --                    finds itself and passes)
 --   GET said         exactly once: a retried say (client, go-redis after a
---                    timeout, reconnect) is answered with its first result;
---                    skipped when the script's claim was free (+12): said
---                    is written only after its claim, and expires first
+--                    timeout, reconnect) is answered with its first result.
+--                    Read even when the claim was free: v0.1.0 recorded
+--                    says here without a claim, and a say it stored may be
+--                    retried on this version during a rolling upgrade
 --   ZSCORE members   the seat check: the sender's seat is in this room ...
 --   ZSCORE leases    ... and its lease is live. A live seat in the room
 --                    proves the room (rooms are never removed from KEYS[1]
@@ -117,15 +116,13 @@ local function say(k, a)
   local room, user, text = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local said, hash = KEYS[k + 3], ARGV[a + 8]
   local bound = ARGV[a + 12]
-  local free = false
   if bound ~= '' then
-    local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', tonumber(ARGV[a + 7]) + 1000)
+    local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', ARGV[a + 7])
     if prev and prev ~= bound then
       return {-3}
     end
-    free = not prev
   end
-  local rec = not free and redis.call('GET', said)
+  local rec = redis.call('GET', said)
   if rec then
     local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
     if r ~= room or h ~= hash then
