@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,23 @@ type Node struct {
 	// Run identifies the node's process: the claims it wrote with
 	// Config.Run live while a beat carries the same run.
 	Run string `json:"run,omitempty"`
+	// Features are what the node's version does that an older one does
+	// not understand (rooms.FeatureClaimRecords): the others rely on one
+	// only while every live node lists it, so that nodes of two versions
+	// work side by side during a rolling upgrade. Nodes of v0.1.0 list
+	// none.
+	Features []string `json:"features,omitempty"`
+}
+
+// AllHave reports whether every node of nodes lists feature (true for
+// none).
+func AllHave(nodes []Node, feature string) bool {
+	for _, n := range nodes {
+		if !slices.Contains(n.Features, feature) {
+			return false
+		}
+	}
+	return true
 }
 
 // Beat is what a Heartbeat learned.

@@ -12,6 +12,7 @@ import (
 	"github.com/chatd/chatd/presence"
 	"github.com/chatd/chatd/realtime"
 	"github.com/chatd/chatd/realtime/realtimetest"
+	"github.com/chatd/chatd/rooms"
 )
 
 // TestNodesReportTheirFigures: each node's heartbeat carries its version,
@@ -37,4 +38,29 @@ func TestNodesReportTheirFigures(t *testing.T) {
 	assert.Positive(t, ns[0].HeapBytes)
 	assert.GreaterOrEqual(t, ns[0].CPU, 0.0)
 	assert.Empty(t, ns[1].Version, "n2 was given no version")
+}
+
+// TestSendRecordsFollowTheRegistry: a node keeps its says' send records in
+// their keys' claims (rooms.FeatureClaimRecords) only while every live node
+// in the registry lists the feature: a node of an older version (v0.1.0
+// lists no features) reads records in the lobby only, and a say recorded
+// in its claim and retried there would be stored twice.
+func TestSendRecordsFollowTheRegistry(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	n1 := realtimetest.StartNode(t, r, "n1")
+	msgs := n1.Services.Rooms.Messages
+	ctx := context.Background()
+	assert.True(t, msgs.ClaimRecords(), "on from the beat in Start: n1 is the only node")
+	ns, err := n1.Services.Presence.Nodes(ctx)
+	require.NoError(t, err)
+	require.Len(t, ns, 1)
+	assert.Contains(t, ns[0].Features, rooms.FeatureClaimRecords)
+
+	_, err = n1.Services.Presence.Heartbeat(ctx, presence.Node{ID: "old", Addr: "127.0.0.1:1", Run: "r-old"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !msgs.ClaimRecords() }, 20*time.Second, 50*time.Millisecond,
+		"off once a node without the feature beats")
+	require.NoError(t, n1.Services.Presence.Leave(ctx, "old"))
+	require.Eventually(t, msgs.ClaimRecords, 20*time.Second, 50*time.Millisecond, "on again once it is gone")
 }

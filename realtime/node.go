@@ -127,9 +127,10 @@ type Node struct {
 	started time.Time // when Start was called
 	runs    atomic.Pointer[liveRuns]
 
-	seq   atomic.Uint64 // NextID
-	fresh atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
-	marks *marker
+	seq          atomic.Uint64 // NextID
+	fresh        atomic.Bool   // the heartbeat said Fresh (or nothing written yet)
+	claimRecords atomic.Bool   // followFeatures' last answer
+	marks        *marker
 }
 
 // liveRuns is what the last heartbeat said of the live nodes' runs.
@@ -389,7 +390,7 @@ func (n *Node) heartbeat(ctx context.Context) bool {
 	ps := n.proc.sample(now)
 	beat, err := n.cfg.Presence.Heartbeat(ctx, presence.Node{ID: n.cfg.Node, Addr: n.cfg.Addr, Connections: n.hub.Count(), LastHeartbeat: now,
 		Version: n.cfg.Version, StartedAt: n.started, CPU: ps.cpu, MemoryBytes: ps.memoryBytes, HeapBytes: ps.heapBytes,
-		Goroutines: ps.goroutines, Run: n.cfg.Run})
+		Goroutines: ps.goroutines, Run: n.cfg.Run, Features: rooms.Features()})
 	if err != nil {
 		n.log.Debug("node heartbeat", "err", err)
 		return false
@@ -404,7 +405,27 @@ func (n *Node) heartbeat(ctx context.Context) bool {
 		// that lost its data): the users' claims are written again.
 		n.fresh.Store(true)
 	}
+	n.followFeatures(ctx)
 	return true
+}
+
+// followFeatures keeps the node's use of what older nodes do not
+// understand in step with the registry: a say's send record is kept in its
+// key's claim (rooms.FeatureClaimRecords) only while every live node reads
+// it there, and goes back to the lobby when a node that does not (a
+// rolling upgrade from v0.1.0, a rollback) beats. One round trip a beat;
+// without an answer the node keeps what it had.
+func (n *Node) followFeatures(ctx context.Context) {
+	nodes, err := n.cfg.Presence.Nodes(ctx)
+	if err != nil {
+		n.log.Debug("registry nodes", "err", err)
+		return
+	}
+	on := len(nodes) > 0 && presence.AllHave(nodes, rooms.FeatureClaimRecords)
+	if n.claimRecords.Swap(on) != on {
+		n.log.Info("send records in the keys' claims", "on", on, "nodes", len(nodes))
+	}
+	n.cfg.Messages.SetClaimRecords(on)
 }
 
 // sweepSessions trims the global index of REST sessions of the idle ones.

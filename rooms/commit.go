@@ -352,7 +352,8 @@ func (s *Messages) commit(jobs []*sendJob) {
 		if g == nil || len(g.ps) == maxScriptSays {
 			g = &group{
 				keys: []string{roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)},
-				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster)},
+				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
+					inScript(!s.cluster && s.claimRecords.Load())},
 			}
 			open[p.lobby] = g
 			groups = append(groups, g)

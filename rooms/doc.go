@@ -333,9 +333,23 @@
 // returns the message a bound one names), so that the same key used for
 // another room or text in another lobby is refused too.
 //
-// On a Redis that is not a Cluster the send script counts each say it
-// stores (INCRBY with the XADD): a script run twice finds its records and
-// counts nothing the second time. On a Cluster the global message counter
+// Claim records. On a Redis that is not a Cluster the claim can hold the
+// record too (Messages.SetClaimRecords): the script writes the stored
+// say's call, id and ts into the claim ([SET] KEEPTTL) instead of a second
+// key in the lobby, and the claim's [SET] NX GET answers a retry. A new key
+// with a TTL is the dearest write of a say (the keyspace's and the
+// expiries' tables each grow by an entry, and rehash): one a say instead
+// of two. A node of an older version reads records in the lobby only, so
+// a say recorded in its claim and retried there would be stored twice:
+// the realtime node turns claim records on only while every live node in
+// the registry lists FeatureClaimRecords, and off within a heartbeat of
+// one that does not. The script reads records in both places whatever the
+// setting, and a free claim is no proof that the lobby holds no record
+// (v0.1.0 claimed nothing).
+//
+// On a Redis that is not a Cluster the send script counts the says it
+// stores (one INCRBY per call, with the XADDs): a script run twice finds
+// its records and counts nothing the second time. On a Cluster the global message counter
 // lives in a slot of its own, so no send script can count its own
 // message. The send pipeline adds the number of its says
 // through a script that first sets a token of the call in the counter's

@@ -23,17 +23,23 @@ import (
 func TestIdempotentSays(t *testing.T) {
 	t.Parallel()
 	for name, backend := range map[string]func(testing.TB) *redistest.Redis{"redis-server": redistest.New, "embedded": redistest.InProcess} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			testIdempotentSays(t, backend(t))
-		})
+		for _, records := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/claim records %v", name, records), func(t *testing.T) {
+				t.Parallel()
+				testIdempotentSays(t, backend(t), records)
+			})
+		}
 	}
 }
 
-func testIdempotentSays(t *testing.T, r *redistest.Redis) {
+// testIdempotentSays runs with the send records in the lobby (records
+// false: every node's way before FeatureClaimRecords) or in the keys'
+// claims (SetClaimRecords).
+func testIdempotentSays(t *testing.T, r *redistest.Redis, records bool) {
 	ctx := context.Background()
 	clock := newClock()
 	s := nodes(t, r, 1, Config{Capacity: fixed(2), Now: clock.Now, IdempotencyTTL: time.Minute})[0]
+	s.Messages.SetClaimRecords(records)
 	for _, u := range []string{"alice", "bob", "carol"} { // carol in room 2
 		_, err := s.Seats.Join(ctx, "i", u, ws1)
 		require.NoError(t, err)
@@ -154,9 +160,27 @@ func testIdempotentSays(t *testing.T, r *redistest.Redis) {
 	})
 
 	t.Run("the record expires after the TTL", func(t *testing.T) {
-		ttl := r.Client.PTTL(ctx, saidKey(s.Seats.ks, "i", "alice", "sess1:c-1")).Val()
+		said, claim := saidKey(s.Seats.ks, "i", "alice", "sess1:c-1"), claimKey(s.Seats.ks, "alice", "sess1:c-1")
+		record := said
+		if records {
+			record = claim
+			assert.Zero(t, r.Client.Exists(ctx, said).Val(), "one key a say: no record in the lobby")
+		}
+		assert.Len(t, strings.Fields(r.Client.Get(ctx, record).Val()), 5, "the record: %s", record)
+		ttl := r.Client.PTTL(ctx, record).Val()
 		assert.Greater(t, ttl, 50*time.Second)
 		assert.LessOrEqual(t, ttl, time.Minute)
+	})
+
+	t.Run("a node that keeps records elsewhere answers the retry too", func(t *testing.T) {
+		// During a rolling upgrade the setting flips when the registry
+		// changes: records written either way are read either way.
+		s.Messages.SetClaimRecords(!records)
+		defer s.Messages.SetClaimRecords(records)
+		again := send(SendRequest{Room: "i-1", User: "alice", Text: "hello", Key: "sess1:c-1"})
+		require.NoError(t, again.Err)
+		assert.True(t, again.Duplicate)
+		assert.Equal(t, first.Message, again.Message)
 	})
 
 	t.Run("bad keys are refused, saying what is wrong", func(t *testing.T) {

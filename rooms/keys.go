@@ -126,14 +126,19 @@ func rateKey(ks keyspace.Space, lobby, user string) string {
 
 // saidKey records the say that user made in the lobby with idempotency key
 // key: "<call>/<i> <room number> <text hash> <stream id> <ts ms>"; it
-// expires Config.IdempotencyTTL after the say.
+// expires Config.IdempotencyTTL after the say. With claim records
+// (Messages.SetClaimRecords) a keyed say's record is in its claim instead;
+// a say without a key is always recorded here, under "~<call>/<i>".
 func saidKey(ks keyspace.Space, lobby, user, key string) string {
 	return ks.Key("lobby", lobby, "said", names.Canonical(user), key) // STRING
 }
 
 // claimKey binds user's idempotency key key to one message across every
-// lobby: "<room> <text hash>"; it expires with the send record (saidKey).
-// In the user's slot: SendMany claims it alone, with SET NX GET.
+// lobby: "<room> <text hash>", followed by the say's record ("<call>/<i>
+// <stream id> <ts ms>") once it is stored, with claim records
+// (Messages.SetClaimRecords); it expires with the send record (saidKey).
+// In the user's slot: on a Cluster SendMany claims it alone, with SET NX
+// GET, and it holds no record.
 func claimKey(ks keyspace.Space, user, key string) string {
 	return ks.Key("user", names.Canonical(user), "said", key) // STRING
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,10 +35,37 @@ type Messages struct {
 	hist refreshes // "lobby/seq" → when a send last refreshed its history's TTL
 	q    sendQueue // SendMany calls waiting for the send commit in flight
 
+	claimRecords atomic.Bool // SetClaimRecords
+
 	// beforeCommit, when set (tests), runs in the leader's call before it
 	// takes the waiting calls into its commit.
 	beforeCommit func()
 }
+
+// FeatureClaimRecords names what a node of this version understands and
+// an older one does not: a keyed say's send record kept in the key's
+// claim, in the user's slot, instead of in the lobby (SetClaimRecords). A
+// node lists it in the registry (presence.Node.Features, Features).
+const FeatureClaimRecords = "claim-records"
+
+// Features is what this version of the package gives other nodes to rely
+// on, for the registry.
+func Features() []string { return []string{FeatureClaimRecords} }
+
+// SetClaimRecords turns on (or off) keeping a keyed say's send record in
+// its key's claim, on a Redis that is not a Cluster: one key a say instead
+// of two, a new key with a TTL being the dearest write of a say. Whether on
+// or off, the send script reads records in both places. Turn it on only
+// once every node that may answer a retried say reads records in claims
+// (FeatureClaimRecords): an older chatd looks in the lobby only, so a say
+// recorded in its claim and retried there would be stored twice. The
+// realtime node does it from the registry at each heartbeat. A no-op on a
+// Cluster, where the claim is taken in a round trip of its own and holds
+// no record.
+func (s *Messages) SetClaimRecords(on bool) { s.claimRecords.Store(on) }
+
+// ClaimRecords reports whether SetClaimRecords turned claim records on.
+func (s *Messages) ClaimRecords() bool { return s.claimRecords.Load() }
 
 // Channel returns the room's pub/sub channel, on which the seat and message
 // scripts publish Events; "" for a malformed room id.

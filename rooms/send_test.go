@@ -254,6 +254,40 @@ func TestSendCommands(t *testing.T) {
 		assert.Equal(t, after, again)
 	})
 
+	t.Run("with claim records a keyed say writes one key, and its retry reads it there", func(t *testing.T) {
+		s.Messages.SetClaimRecords(true)
+		defer s.Messages.SetClaimRecords(false)
+		reqs := make([]SendRequest, 4)
+		for i := range reqs {
+			reqs[i] = SendRequest{Room: room.ID, User: "alice", Text: "one key " + strconv.Itoa(i), Key: "sess2:k" + strconv.Itoa(i)}
+		}
+		clock.Add(time.Second)
+		keys := r.Client.DBSize(ctx).Val()
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		first := s.Messages.SendMany(ctx, reqs, opt)
+		for _, out := range first {
+			require.NoError(t, out.Err)
+			assert.False(t, out.Duplicate)
+		}
+		calls := commandStats(t, r.Client)
+		t.Logf("commands for a call of %d keyed says, records in claims: %v", len(reqs), calls)
+		assert.Equal(t, int64(3*len(reqs)), calls["set"], "the claim, the bucket, the record into the claim")
+		assert.Equal(t, keys+int64(len(reqs)), r.Client.DBSize(ctx).Val(), "one new key a say: its claim")
+		for _, req := range reqs {
+			assert.Zero(t, r.Client.Exists(ctx, saidKey(s.Seats.ks, "cmds", "alice", req.Key)).Val())
+		}
+
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		for i, out := range s.Messages.SendMany(ctx, reqs, opt) {
+			require.NoError(t, out.Err)
+			assert.True(t, out.Duplicate)
+			assert.Equal(t, first[i].Message, out.Message)
+		}
+		calls = commandStats(t, r.Client)
+		assert.Equal(t, int64(len(reqs)), calls["set"], "each claim's SET NX GET answers")
+		assert.Zero(t, calls["get"]+calls["xadd"]+calls["publish"]+calls["incrby"])
+	})
+
 	t.Run("a history the send creates gets its TTL", func(t *testing.T) {
 		require.NoError(t, r.Client.Del(ctx, hist).Err()) // lost, as on a restart without persistence
 		_, err := s.Messages.Send(ctx, room.ID, "alice", "again", opt)

@@ -19,7 +19,10 @@
 --                           key, or under "~<call>/<i>" for a say without
 --                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
 -- +4       claim    STRING  the key's claim in the user's slot, "<room> <text
---                           hash>" (see +12); said again when +12 is ""
+--                           hash>" (see +12), and with ARGV[9] the say's
+--                           record too once it is stored: "<room> <text
+--                           hash> <call>/<i> <stream id> <ts>" (said is then
+--                           not written); said again when +12 is ""
 -- and last, when ARGV[8] is "1":
 -- KEYS[#KEYS] counter STRING the global message counter (one INCRBY of the
 --                           says this call stored)
@@ -34,14 +37,17 @@
 --          Redis that is not a Cluster, where any key may be in a script;
 --          "" on a Cluster, where the counter is another slot's (SendMany
 --          counts in a script of its own)
--- and for say i, at 8 + 12(i-1):
+-- ARGV[9]  "1" when a keyed say's record is kept in its claim (+4) instead
+--          of said: every live node reads it there (rooms.SetClaimRecords);
+--          records are read in both places either way
+-- and for say i, at 9 + 12(i-1):
 -- +1       room number
 -- +2       user
 -- +3       text
 -- +4       the event JSON after the message id
 -- +5       say rate, tokens per second (<= 0: no limit)
 -- +6       bucket size (>= 1)
--- +7       how long said is kept, ms
+-- +7       how long said (and the claim) is kept, ms
 -- +8       the text's hash (hex)
 -- +9       the say's place in the call ("<i>")
 -- +10      "system" for a message of the system (SendOptions.System) or
@@ -62,7 +68,7 @@
 -- with a REST attachment; {0} when the user holds no live seat in the
 -- room; {-1} when the room does not exist; {-2, ms} when the bucket is
 -- empty: a token is there again in ms. {-4, id, ts, call/i, rest} when
--- said already recorded this say (same room, same text), which is not sent
+-- the claim or said already recorded this say (same room, same text), which is not sent
 -- again: nothing is written, published or taken; {-3} when it recorded
 -- another room's or text's say. said is checked before the seat and the
 -- bucket (the say was applied: its answer stands even if the seat has gone
@@ -75,7 +81,8 @@
 -- one per say:
 --   SET claim NX GET the key used for another room or text in another
 --                    lobby is refused (+12; a claim Redis applied twice
---                    finds itself and passes)
+--                    finds itself and passes); a claim that holds its
+--                    say's record (ARGV[9]) answers a retry itself
 --   GET said         exactly once: a retried say (client, go-redis after a
 --                    timeout, reconnect) is answered with its first result.
 --                    Read even when the claim was free: v0.1.0 recorded
@@ -92,7 +99,10 @@
 --   PEXPIRE history  only when (+11) asks or the XADD had to create the
 --                    stream (a first message, or a history expired or lost):
 --                    a history never lives without a TTL
---   SET said PX      records the say for the retries above
+--   SET said PX      records the say for the retries above; with ARGV[9]
+--                    a keyed say's record goes into its claim instead (SET
+--                    KEEPTTL on a key that exists, rather than a second
+--                    new key with a TTL: the dearest write of a say)
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
 --                    marked for polling; O(log N), no node knows it; once
@@ -119,7 +129,12 @@ local function say(k, a)
   if bound ~= '' then
     local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', ARGV[a + 7])
     if prev and prev ~= bound then
-      return {-3}
+      -- another message's claim, or this say's record
+      if string.sub(prev, 1, #bound + 1) ~= bound .. ' ' then
+        return {-3}
+      end
+      local call, id, ts = string.match(prev, ' (%S+) (%S+) (%S+)$')
+      return {-4, id, ts, call, rest(room)}
     end
   end
   local rec = redis.call('GET', said)
@@ -167,7 +182,11 @@ local function say(k, a)
     redis.call('PEXPIRE', hist, ARGV[4])
   end
   local tag = ARGV[7] .. '/' .. ARGV[a + 9]
-  redis.call('SET', said, tag .. ' ' .. room .. ' ' .. hash .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
+  if bound ~= '' and ARGV[9] == '1' then
+    redis.call('SET', KEYS[k + 4], bound .. ' ' .. tag .. ' ' .. id .. ' ' .. ARGV[1], 'KEEPTTL')
+  else
+    redis.call('SET', said, tag .. ' ' .. room .. ' ' .. hash .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
+  end
   local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
   local padded = string.rep('0', 13 - #ms) .. ms .. '-' .. string.rep('0', 6 - #seq) .. seq
   local event = ARGV[5] .. padded .. ARGV[a + 4]
@@ -180,8 +199,8 @@ local function say(k, a)
   return {id, rest(room)}
 end
 local out = {}
-for i = 1, (#ARGV - 8) / 12 do
-  out[i] = say(4 + 4 * (i - 1), 8 + 12 * (i - 1))
+for i = 1, (#ARGV - 9) / 12 do
+  out[i] = say(4 + 4 * (i - 1), 9 + 12 * (i - 1))
 end
 if stored > 0 and ARGV[8] == '1' then
   redis.call('INCRBY', KEYS[#KEYS], stored)
