@@ -288,6 +288,33 @@ func TestSendCommands(t *testing.T) {
 		assert.Zero(t, calls["get"]+calls["xadd"]+calls["publish"]+calls["incrby"])
 	})
 
+	t.Run("a script stopped by an error counts the says it stored before it", func(t *testing.T) {
+		// Redis keeps what a script wrote before an error; the call's one
+		// INCRBY still counts it. carol's say bucket has the wrong type, so
+		// her say errors after alice's was stored.
+		carol, err := s.Seats.Join(ctx, "cmds", "carol", ws1)
+		require.NoError(t, err)
+		require.Equal(t, room.ID, carol.ID)
+		bucket := rateKey(s.Seats.ks, "cmds", "carol")
+		require.NoError(t, r.Client.HSet(ctx, bucket, "tokens", 1).Err())
+		defer r.Client.Del(ctx, bucket)
+		total, _, err := s.Messages.Counters(ctx)
+		require.NoError(t, err)
+		clock.Add(time.Second)
+		outs := s.Messages.SendMany(ctx, []SendRequest{
+			{Room: room.ID, User: "alice", Text: "stored before the error"},
+			{Room: room.ID, User: "carol", Text: "refused by Redis"},
+		}, opt)
+		require.Error(t, outs[1].Err)
+		assert.Contains(t, outs[1].Err.Error(), "WRONGTYPE")
+		after, _, err := s.Messages.Counters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, total+1, after, "alice's say was stored, and is counted")
+		h, err := s.Messages.History(ctx, room.ID, "", MaxHistoryLimit)
+		require.NoError(t, err)
+		assert.Equal(t, "stored before the error", h[len(h)-1].Text)
+	})
+
 	t.Run("a history the send creates gets its TTL", func(t *testing.T) {
 		require.NoError(t, r.Client.Del(ctx, hist).Err()) // lost, as on a restart without persistence
 		_, err := s.Messages.Send(ctx, room.ID, "alice", "again", opt)

@@ -199,10 +199,17 @@ local function say(k, a)
   return {id, rest(room)}
 end
 local out = {}
-for i = 1, (#ARGV - 9) / 12 do
-  out[i] = say(4 + 4 * (i - 1), 9 + 12 * (i - 1))
-end
+-- A command's error stops the script, and what it stored stays: it is
+-- counted before the error goes back.
+local ok, err = pcall(function()
+  for i = 1, (#ARGV - 9) / 12 do
+    out[i] = say(4 + 4 * (i - 1), 9 + 12 * (i - 1))
+  end
+end)
 if stored > 0 and ARGV[8] == '1' then
   redis.call('INCRBY', KEYS[#KEYS], stored)
+end
+if not ok then
+  error(err)
 end
 return out
