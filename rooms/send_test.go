@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,7 +307,9 @@ func TestSendCommands(t *testing.T) {
 			{Room: room.ID, User: "carol", Text: "refused by Redis"},
 		}, opt)
 		require.Error(t, outs[1].Err)
-		assert.Contains(t, outs[1].Err.Error(), "WRONGTYPE")
+		var rerr redis.Error
+		require.ErrorAs(t, outs[1].Err, &rerr)
+		assert.True(t, strings.HasPrefix(rerr.Error(), "WRONGTYPE "), "Redis's own error, its code first: %q", rerr.Error())
 		after, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, total+1, after, "alice's say was stored, and is counted")

@@ -200,7 +200,8 @@ local function say(k, a)
 end
 local out = {}
 -- A command's error stops the script, and what it stored stays: it is
--- counted before the error goes back.
+-- counted before the error goes back, as the command's own error reply
+-- ("OOM …", "WRONGTYPE …"; error() would prefix the script's position).
 local ok, err = pcall(function()
   for i = 1, (#ARGV - 9) / 12 do
     out[i] = say(4 + 4 * (i - 1), 9 + 12 * (i - 1))
@@ -210,6 +211,9 @@ if stored > 0 and ARGV[8] == '1' then
   redis.call('INCRBY', KEYS[#KEYS], stored)
 end
 if not ok then
-  error(err)
+  if type(err) == 'table' then
+    return err
+  end
+  return redis.error_reply(err)
 end
 return out
