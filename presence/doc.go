@@ -13,11 +13,13 @@
 // node's JSON into chatd:{nodes:registry}:info, its expiry into
 // chatd:{nodes:registry}:beats and its run (a random id per process) into
 // chatd:{nodes:registry}:runs, and answers whether this run was registered
-// live before (Beat.Fresh) and the runs of the live nodes. Nodes drops the
-// expired ones and returns the rest. A node's JSON lists its Features:
-// what its version does that an older one does not understand, for the
-// others to rely on only while every live node lists it (AllHave), so two
-// versions work side by side during a rolling upgrade.
+// live before (Beat.Fresh) and the runs of the live nodes; it drops the
+// expired ones, as Nodes does before it returns the rest. A node's JSON
+// lists its Features: what its version does that an older one does not
+// understand, to rely on only while every live node lists it. The beat
+// answers which of them every live node lists (Beat.Shared), so two
+// versions work side by side during a rolling upgrade and following the
+// registry costs no round trip of its own.
 //
 // A node whose Presence has a run (Config.Run) writes a user's claim with
 // Touch when the user's rooms or connections change (an [HSET] and a

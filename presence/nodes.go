@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,17 +43,6 @@ type Node struct {
 	Features []string `json:"features,omitempty"`
 }
 
-// AllHave reports whether every node of nodes lists feature (true for
-// none).
-func AllHave(nodes []Node, feature string) bool {
-	for _, n := range nodes {
-		if !slices.Contains(n.Features, feature) {
-			return false
-		}
-	}
-	return true
-}
-
 // Beat is what a Heartbeat learned.
 type Beat struct {
 	// Fresh is true when the node's run was not registered live before
@@ -65,13 +53,19 @@ type Beat struct {
 	// Runs are the runs of the live nodes, this one included (for caps
 	// counted per run, see package identity's Conns).
 	Runs []string
+	// Shared are the node's Features that every live node lists, this one
+	// included: the ones it may rely on now (see Node.Features). The beat
+	// reads them with the registry it writes, so following them costs no
+	// round trip of its own.
+	Shared []string
 }
 
 // Heartbeat registers n as alive for TTL, with LastHeartbeat set to now
 // (n.LastHeartbeat is ignored), and n.Run as the process beating for it. A
 // node calls it every TTL/3; one that stops drops out of Nodes after TTL,
-// and the claims its run wrote stop counting. One script, one round trip.
-// It returns an error wrapping ErrBadNode for a bad id.
+// and the claims its run wrote stop counting. It drops the dead nodes from
+// the registry, as Nodes does. One script, one round trip. It returns an
+// error wrapping ErrBadNode for a bad id.
 func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 	if err := checkNode(n.ID); err != nil {
 		return Beat{}, fmt.Errorf("presence: heartbeat: %w", err)
@@ -82,22 +76,33 @@ func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 	if err != nil {
 		return Beat{}, fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
 	}
-	res, err := heartbeatScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo(), p.k.nodeRuns()},
-		n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run).Slice()
+	args := []any{n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run}
+	for _, f := range n.Features {
+		args = append(args, f)
+	}
+	res, err := heartbeatScript.Run(ctx, p.rdb, []string{p.k.nodeBeats(), p.k.nodeInfo(), p.k.nodeRuns()}, args...).Slice()
 	if err != nil {
 		return Beat{}, fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
 	}
 	var beat Beat
-	if len(res) == 2 {
+	if len(res) == 3 {
 		beat.Fresh = res[0] == int64(1)
-		runs, _ := res[1].([]any)
-		for _, r := range runs {
-			if s, ok := r.(string); ok {
-				beat.Runs = append(beat.Runs, s)
-			}
-		}
+		beat.Runs = replyStrings(res[1])
+		beat.Shared = replyStrings(res[2])
 	}
 	return beat, nil
+}
+
+// replyStrings are the strings of a script's array reply v.
+func replyStrings(v any) []string {
+	a, _ := v.([]any)
+	var out []string
+	for _, x := range a {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Nodes returns the live nodes, by id, and drops the dead ones from the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -405,25 +406,21 @@ func (n *Node) heartbeat(ctx context.Context) bool {
 		// that lost its data): the users' claims are written again.
 		n.fresh.Store(true)
 	}
-	n.followFeatures(ctx)
+	n.followFeatures(beat.Shared, len(beat.Runs))
 	return true
 }
 
 // followFeatures keeps the node's use of what older nodes do not
-// understand in step with the registry: a say's send record is kept in its
-// key's claim (rooms.FeatureClaimRecords) only while every live node reads
-// it there, and goes back to the lobby when a node that does not (a
-// rolling upgrade from v0.1.0, a rollback) beats. One round trip a beat;
-// without an answer the node keeps what it had.
-func (n *Node) followFeatures(ctx context.Context) {
-	nodes, err := n.cfg.Presence.Nodes(ctx)
-	if err != nil {
-		n.log.Debug("registry nodes", "err", err)
-		return
-	}
-	on := len(nodes) > 0 && presence.AllHave(nodes, rooms.FeatureClaimRecords)
+// understand in step with the registry, as the heartbeat found it (shared:
+// the node's features every live node lists): a say's send record is kept
+// in its key's claim (rooms.FeatureClaimRecords) only while every live
+// node reads it there, and goes back to the lobby when a node that does
+// not (a rolling upgrade from v0.1.0, a rollback) beats. Without a beat's
+// answer the node keeps what it had.
+func (n *Node) followFeatures(shared []string, runs int) {
+	on := slices.Contains(shared, rooms.FeatureClaimRecords)
 	if n.claimRecords.Swap(on) != on {
-		n.log.Info("send records in the keys' claims", "on", on, "nodes", len(nodes))
+		n.log.Info("send records in the keys' claims", "on", on, "live_runs", runs)
 	}
 	n.cfg.Messages.SetClaimRecords(on)
 }

@@ -9,11 +9,22 @@
 -- ARGV[4] JSON node
 -- ARGV[5] now (unix ms)
 -- ARGV[6] run id ("" = none)
--- returns {fresh, runs}: fresh is 1 when this run was not registered live
--- before this beat (its first beat, a beat after a lapse, another run of
--- the id, or a registry Redis lost): the node's presence claims must be
--- written again; runs are the run ids of the live nodes, this one included
+-- ARGV[7..] the node's features (the JSON node's "features")
+-- returns {fresh, runs, shared}: fresh is 1 when this run was not registered
+-- live before this beat (its first beat, a beat after a lapse, another run
+-- of the id, or a registry Redis lost): the node's presence claims must be
+-- written again; runs are the run ids of the live nodes, this one included;
+-- shared are the features of ARGV[7..] that every live node's JSON lists (a
+-- node of v0.1.0 lists none, an entry that does not decode counts as none).
+-- Dead nodes are dropped first, as nodes_list does, so the registry stays
+-- clean without a second script a beat.
 local now = tonumber(ARGV[5])
+local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[5])
+if #dead > 0 then
+  redis.call('HDEL', KEYS[2], unpack(dead))
+  redis.call('HDEL', KEYS[3], unpack(dead))
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[5])
+end
 local prev = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local run = redis.call('HGET', KEYS[3], ARGV[1])
 local fresh = 0
@@ -34,4 +45,30 @@ for i = 1, #got do
     runs[#runs + 1] = got[i]
   end
 end
-return {fresh, runs}
+local shared = {}
+if #ARGV > 6 then
+  local lists = {}
+  for i = 7, #ARGV do
+    lists[ARGV[i]] = 0
+  end
+  local info = redis.call('HMGET', KEYS[2], unpack(live))
+  for i = 1, #info do
+    local ok, node = pcall(cjson.decode, info[i] or '')
+    if ok and type(node) == 'table' and type(node.features) == 'table' then
+      local seen = {}
+      for _, f in ipairs(node.features) do
+        if lists[f] and not seen[f] then
+          seen[f] = true
+          lists[f] = lists[f] + 1
+        end
+      end
+    end
+  end
+  for i = 7, #ARGV do
+    if lists[ARGV[i]] == #live then
+      shared[#shared + 1] = ARGV[i]
+      lists[ARGV[i]] = -1 -- once, however often it was asked
+    end
+  end
+end
+return {fresh, runs, shared}
