@@ -96,12 +96,7 @@ func benchSendConcurrent(b *testing.B, publish, serial bool) {
 // out) and returns the EVALSHA calls among them.
 func commandCallsQuiet(tb testing.TB, r *redistest.Redis) (calls, evalsha float64) {
 	stats := commandStats(tb, r.Client)
-	for name, c := range stats {
-		if name != "info" && !strings.HasPrefix(name, "config") {
-			calls += float64(c)
-		}
-	}
-	return calls, float64(stats["evalsha"])
+	return measuredCalls(stats), float64(stats["evalsha"])
 }
 
 // splitEventFor returns the first half of a message event of room, for the

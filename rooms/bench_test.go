@@ -250,16 +250,14 @@ func BenchmarkSendCommands(b *testing.B) {
 	b.ReportMetric(cpu*1e6/says, "redis-cpu-µs/say")
 }
 
-// commandCalls sums the calls of INFO commandstats, leaving out the INFO
-// and CONFIG of the measurement itself; it logs each command's calls.
-func commandCalls(tb testing.TB, rdb redis.UniversalClient) (calls float64) {
-	for name, c := range commandStats(tb, rdb) {
-		if name != "info" && !strings.HasPrefix(name, "config") {
-			calls += float64(c)
-			tb.Logf("%s calls=%d", name, c)
-		}
+// commandCalls sums the calls of INFO commandstats (measuredCalls) and
+// logs each command's calls.
+func commandCalls(tb testing.TB, rdb redis.UniversalClient) float64 {
+	stats := commandStats(tb, rdb)
+	for name, c := range stats {
+		tb.Logf("%s calls=%d", name, c)
 	}
-	return calls
+	return measuredCalls(stats)
 }
 
 // redisCPU returns the server's used_cpu_user + used_cpu_sys, seconds.

@@ -154,6 +154,17 @@ func embeddedRedis(t *testing.T) *redistest.Redis {
 	return &redistest.Redis{Client: c, Addrs: []string{e.Addr()}, Prefix: redistest.Prefix(t), Kind: redistest.Embedded}
 }
 
+// measuredCalls sums the calls of stats (commandStats), leaving out the
+// INFO and CONFIG of the measurement itself.
+func measuredCalls(stats map[string]int64) (calls float64) {
+	for name, c := range stats {
+		if name != "info" && !strings.HasPrefix(name, "config") {
+			calls += float64(c)
+		}
+	}
+	return calls
+}
+
 // commandStats reads INFO commandstats: each command's calls since the
 // last CONFIG RESETSTAT ("config|resetstat" for a subcommand), a script's
 // own commands included.
