@@ -214,7 +214,7 @@ func TestSendCommands(t *testing.T) {
 	assert.Equal(t, int64(n), calls["xadd"])
 	assert.Equal(t, int64(n), calls["publish"])
 
-	t.Run("a call of keyed says counts them in one INCRBY and ZCOUNTs the room once", func(t *testing.T) {
+	t.Run("a call of keyed says counts them in one INCRBY and asks once for REST users", func(t *testing.T) {
 		// The counter takes the call's says in one INCRBY, and the room's
 		// REST users are counted once for them all.
 		total, _, err := s.Messages.Counters(ctx)
@@ -234,7 +234,8 @@ func TestSendCommands(t *testing.T) {
 		assert.Equal(t, int64(1), calls["evalsha"], "one call")
 		assert.Equal(t, int64(2*len(reqs)), calls["get"], "each send record and the say bucket")
 		assert.Equal(t, int64(1), calls["incrby"])
-		assert.Equal(t, int64(1), calls["zcount"])
+		assert.Equal(t, int64(1), calls["exists"], "whether the lobby has a REST user, once")
+		assert.Zero(t, calls["zcount"], "it has none: no room's are counted")
 		after, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, total+int64(len(reqs)), after, "every say counted")
@@ -253,6 +254,33 @@ func TestSendCommands(t *testing.T) {
 		again, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, after, again)
+	})
+
+	t.Run("a lobby with a REST user counts each room's once per call", func(t *testing.T) {
+		// dave polls over REST in room 1; a lobby without REST users
+		// (cmds2) answers HasREST false.
+		_, err := s.Seats.Join(ctx, "cmds", "dave", Attach{ID: "rest:dave", REST: true})
+		require.NoError(t, err)
+		defer func() { _, _ = s.Seats.Detach(ctx, room.ID, "dave", "rest:dave") }()
+		_, err = s.Seats.Join(ctx, "cmds2", "erin", ws1)
+		require.NoError(t, err)
+		reqs := []SendRequest{
+			{Room: room.ID, User: "alice", Text: "to dave 1", Key: "sess3:k1"},
+			{Room: room.ID, User: "alice", Text: "to dave 2", Key: "sess3:k2"},
+		}
+		clock.Add(time.Second)
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		for _, out := range s.Messages.SendMany(ctx, reqs, opt) {
+			require.NoError(t, out.Err)
+			assert.True(t, out.HasREST, "dave polls")
+		}
+		calls := commandStats(t, r.Client)
+		assert.Equal(t, int64(1), calls["exists"])
+		assert.Equal(t, int64(1), calls["zcount"], "the room's REST users, once for its two says")
+
+		other, err := s.Messages.Send(ctx, "cmds2-1", "erin", "nobody polls", opt)
+		require.NoError(t, err)
+		assert.False(t, other.HasREST, "a lobby without REST users")
 	})
 
 	t.Run("with claim records a keyed say writes one key, and its retry reads it there", func(t *testing.T) {

@@ -106,15 +106,25 @@
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
 --                    marked for polling; O(log N), no node knows it; once
---                    per room per call
+--                    per room per call, and only in a lobby that has a
+--                    REST user at all (one EXISTS per call tells)
 --   INCRBY counter   ARGV[8]: the says are counted with their XADDs, one
 --                    INCRBY per call, so a script run twice (a retried
 --                    pipeline) counts them once
 local now = tonumber(ARGV[1])
 local stored = 0
 -- rest counts a room's REST users once per call: nothing here changes them.
+-- A lobby with no REST user at all (no KEYS[4]: an empty ZSET does not
+-- exist) is found so once per call, and no room's are counted.
 local counted = {}
+local anyRest
 local function rest(room)
+  if anyRest == nil then
+    anyRest = redis.call('EXISTS', KEYS[4]) == 1
+  end
+  if not anyRest then
+    return 0
+  end
   local n = counted[room]
   if not n then
     n = redis.call('ZCOUNT', KEYS[4], room, room)
