@@ -49,6 +49,10 @@ type Config struct {
 	// Redis Cluster; by default a Cluster client gets sharded pub/sub
 	// (SPUBLISH/SSUBSCRIBE: a message goes to its room's shard only).
 	ClassicPubSub bool
+	// SendWindow is the shortest time between two send commits of the
+	// node (rooms.Config.SendWindow): a busy node's says share fewer,
+	// fuller script calls, for up to this much latency each; 0 = none.
+	SendWindow time.Duration
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 	// Logger receives the logs; nil = slog.Default().

@@ -327,3 +327,78 @@ func cmdCalls(t *testing.T, addr, name string) int {
 	}
 	return n
 }
+
+// TestSendWindow: with Config.SendWindow a commit that would start within
+// the window of the last one waits out the rest of it, and carries the
+// says that came meanwhile; a quiet node (its last commit a window ago)
+// and a full script call's says wait for nothing.
+func TestSendWindow(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	const window = 2 * time.Second
+	s := nodes(t, r, 1, Config{SendWindow: window, Capacity: fixed(100)})[0]
+	var mu sync.Mutex
+	var slept []time.Duration
+	s.Messages.q.sleep = func(d time.Duration) {
+		mu.Lock()
+		slept = append(slept, d)
+		mu.Unlock()
+		time.Sleep(d)
+	}
+	sleeps := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), slept...)
+	}
+	var room string
+	for i := range 70 {
+		got, err := s.Seats.Join(ctx, "win", fmt.Sprintf("u%d", i), ws1)
+		require.NoError(t, err)
+		room = got.ID
+	}
+	opt := SendOptions{Rate: 1000, Burst: 1000}
+	_, err := s.Messages.Send(ctx, room, "u0", "warm-up", opt)
+	require.NoError(t, err)
+	assert.Empty(t, sleeps(), "the first commit of a node waits for nothing")
+
+	t.Run("says that come within the window share one script call", func(t *testing.T) {
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		var wg sync.WaitGroup
+		out := make([][]SendReply, 5)
+		for i := range out {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out[i] = s.Messages.SendMany(ctx, []SendRequest{{Room: room, User: fmt.Sprintf("u%d", i+1), Text: "within", Key: fmt.Sprintf("w%d", i)}}, opt)
+			}()
+			time.Sleep(20 * time.Millisecond)
+		}
+		wg.Wait()
+		for i := range out {
+			require.NoError(t, out[i][0].Err)
+		}
+		assert.Equal(t, 1, evalshas(t, r), "one commit for the five calls")
+		got := sleeps()
+		require.Len(t, got, 1, "its leader waited out the window once")
+		assert.LessOrEqual(t, got[0], window)
+	})
+
+	t.Run("a full script call's says do not wait", func(t *testing.T) {
+		reqs := make([]SendRequest, maxScriptSays)
+		for i := range reqs {
+			reqs[i] = SendRequest{Room: room, User: fmt.Sprintf("u%d", i), Text: "full", Key: fmt.Sprintf("f%d", i)}
+		}
+		for _, rep := range s.Messages.SendMany(ctx, reqs, opt) {
+			require.NoError(t, rep.Err)
+		}
+		assert.Len(t, sleeps(), 1, "no second wait")
+	})
+
+	t.Run("a quiet node sends at once", func(t *testing.T) {
+		time.Sleep(window)
+		_, err := s.Messages.Send(ctx, room, "u0", "quiet", opt)
+		require.NoError(t, err)
+		assert.Len(t, sleeps(), 1, "no second wait")
+	})
+}

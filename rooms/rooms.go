@@ -73,6 +73,15 @@ type Config struct {
 	// ErrNotReplicated); nil or any other value (the settings registry
 	// allows only "none" besides) means DurabilityNone.
 	Durability func() string
+	// SendWindow is the shortest time between the starts of two send
+	// commits of this node (SendMany's group commit): a commit that would
+	// start sooner waits out the rest of it, and carries the says that
+	// came meanwhile, unless a full script call's (64) are waiting. A busy
+	// node then sends fewer, fuller script calls, which costs Redis less
+	// per say, at the price of up to the window's latency on a say; a
+	// node whose last commit started a window ago sends at once. 0 means
+	// none: a commit starts as soon as the last one has answered.
+	SendWindow time.Duration
 	// DurabilityTimeout is how long a send waits for a replica under
 	// DurabilityReplica; 0 means DefaultDurabilityTimeout (1s). Keep it
 	// below the client's ReadTimeout: WAIT blocks its connection that long.
@@ -186,6 +195,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	if msgs.waitFor <= 0 {
 		msgs.waitFor = DefaultDurabilityTimeout
 	}
+	msgs.q.window, msgs.q.sleep = cfg.SendWindow, time.Sleep
 	return &Service{
 		Seats:     seats,
 		Messages:  msgs,

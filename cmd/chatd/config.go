@@ -35,6 +35,9 @@ type Config struct {
 	LogLevel       slog.Level
 	LogFormat      string // "text" or "json"
 	ShutdownGrace  time.Duration
+	// SendWindow is the shortest time between two send commits of this
+	// node (realtime.Config.SendWindow); 0 = none.
+	SendWindow     time.Duration
 	Auth           string       // "guest" or "jwt"
 	TrustedProxies []*net.IPNet // peers whose X-Forwarded-For is believed
 	// MetricsAddr is the private listener of /metrics and net/http/pprof;
@@ -85,6 +88,7 @@ var flagSpecs = []flagSpec{
 	{name: "log-level", env: "CHATD_LOG_LEVEL", def: "info", help: "debug, info, warn or error"},
 	{name: "log-format", env: "CHATD_LOG_FORMAT", def: "text", help: "text (logfmt) or json (one JSON object per line)"},
 	{name: "shutdown-grace", env: "CHATD_SHUTDOWN_GRACE", def: "10s", help: "how long a shutdown may take to drain"},
+	{name: "send-window", env: "CHATD_SEND_WINDOW", def: "0s", help: "the shortest time between two of this node's send commits (the says of all its clients go to Redis together, one script call per lobby): on a busy node each carries the says of a window, which costs Redis less per say, for up to this much latency on a say; a quiet node sends at once; 0s to 100ms, 0s = none"},
 	{name: "auth", env: "CHATD_AUTH", def: "guest", help: "guest: POST /api/v1/session mints a token for any free guest name (held while in use); jwt: POST /api/v1/session is off, only tokens from your login service (signed with --secret) are accepted"},
 	{name: "trusted-proxies", env: "CHATD_TRUSTED_PROXIES", list: true, help: "comma-separated CIDRs of proxies whose X-Forwarded-For names the client address (per-address caps); empty = trust none"},
 	{name: "metrics-addr", env: "CHATD_METRICS_ADDR", help: "private listen address of /metrics and /debug/pprof/ (e.g. 127.0.0.1:9090); when set, the public --addr no longer serves /metrics; empty = /metrics on --addr, no pprof"},
@@ -274,6 +278,10 @@ func (r resolved) apply(c *Config) error {
 		return r.fail("shutdown-grace", "--shutdown-grace %q: expected a positive duration such as 10s", v["shutdown-grace"])
 	}
 	c.ShutdownGrace = d
+	if d, err = time.ParseDuration(v["send-window"]); err != nil || d < 0 || d > 100*time.Millisecond {
+		return r.fail("send-window", "--send-window %q: expected a duration from 0s to 100ms, such as 2ms", v["send-window"])
+	}
+	c.SendWindow = d
 	if err := r.applyMetricsAddr(c); err != nil {
 		return err
 	}

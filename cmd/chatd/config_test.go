@@ -168,7 +168,7 @@ func TestPrintConfig(t *testing.T) {
 		"CHATD_ADMIN_READ_TOKEN": "read-only-token-value",
 	}
 	args := []string{"--config", file, "--print-config", "--allowed-origins", "https://a.example,http://b.example:8080",
-		"--trusted-proxies", "10.0.0.0/8,192.0.2.7", "--shutdown-grace", "1m30s", "--log-level", "debug"}
+		"--trusted-proxies", "10.0.0.0/8,192.0.2.7", "--shutdown-grace", "1m30s", "--log-level", "debug", "--send-window", "3ms"}
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, run(t.Context(), args, env(environ), &stdout, &stderr))
 	out := stdout.String()
@@ -183,6 +183,7 @@ func TestPrintConfig(t *testing.T) {
 	assert.Contains(t, out, `prefix: "fromfile" # `+file+":1")
 	assert.Contains(t, out, `allowed-origins: ["https://a.example", "http://b.example:8080"] # flag`)
 	assert.Contains(t, out, `addr: ":8080" # default`)
+	assert.Contains(t, out, `send-window: "3ms" # flag`)
 
 	var keys yaml.Node
 	require.NoError(t, yaml.Unmarshal(stdout.Bytes(), &keys), "it is YAML")

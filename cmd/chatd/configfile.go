@@ -164,6 +164,8 @@ func printConfig(c Config, r resolved) ([]byte, error) {
 			v = str(strings.ToLower(c.LogLevel.String()))
 		case "shutdown-grace":
 			v = str(c.ShutdownGrace.String())
+		case "send-window":
+			v = str(c.SendWindow.String())
 		case "metrics-addr":
 			v = str(c.MetricsAddr)
 			if r.given("debug-addr") && r.val["debug-addr"] != "" && !r.given("metrics-addr") {

@@ -138,6 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Addr:         ln.Addr().String(),
 			Prefix:       cfg.Prefix,
 			MatchRoomKey: secret, // shared by every node: one room id per match
+			SendWindow:   cfg.SendWindow,
 			Version:      build.Version,
 			Logger:       log,
 			Registerer:   reg,

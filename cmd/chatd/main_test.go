@@ -63,6 +63,9 @@ func TestParseConfigRefusesBadValues(t *testing.T) {
 		{"log level", []string{"--log-level", "loud"}, nil, "--log-level"},
 		{"shutdown grace", []string{"--shutdown-grace", "soon"}, nil, "--shutdown-grace"},
 		{"shutdown grace negative", []string{"--shutdown-grace", "-1s"}, nil, "--shutdown-grace"},
+		{"send window negative", []string{"--send-window", "-1ms"}, nil, "--send-window"},
+		{"send window over 100ms", []string{"--send-window", "101ms"}, nil, "--send-window"},
+		{"send window from the environment", nil, map[string]string{"CHATD_SEND_WINDOW": "soon"}, "--send-window"},
 		{"unknown flag", []string{"--colour", "red"}, nil, "-colour"},
 		{"flag without its value", []string{"--addr"}, nil, "-addr"},
 		{"an argument", []string{"serve"}, nil, "serve"},
@@ -117,6 +120,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		"CHATD_ALLOWED_ORIGINS":  "https://a.example, http://b.example:8080",
 		"CHATD_LOG_LEVEL":        "debug",
 		"CHATD_SHUTDOWN_GRACE":   "3s",
+		"CHATD_SEND_WINDOW":      "5ms",
 	}
 	t.Run("each environment twin applies", func(t *testing.T) {
 		c, err := parseConfig(nil, env(all), io.Discard)
@@ -124,7 +128,7 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		assert.Equal(t, Config{
 			Addr: "127.0.0.1:9000", Redis: "redis://127.0.0.1:6379/2", NodeID: "env-node", Prefix: "envprefix",
 			Secret: secret, AdminToken: adminToken, AdminReadToken: "env-read-token", AllowedOrigins: []string{"https://a.example", "http://b.example:8080"},
-			LogLevel: slog.LevelDebug, LogFormat: "text", ShutdownGrace: 3 * time.Second, Auth: "guest",
+			LogLevel: slog.LevelDebug, LogFormat: "text", ShutdownGrace: 3 * time.Second, SendWindow: 5 * time.Millisecond, Auth: "guest",
 			MaxRequestsPerAddr: 256, MaxRequestsPerUser: 64, MaxPollsPerAddr: 64, MaxPollsPerUser: 8, MaxHistoryBuilds: 4,
 		}, c)
 	})
@@ -132,13 +136,13 @@ func TestParseConfigEnvTwins(t *testing.T) {
 		c, err := parseConfig([]string{
 			"--addr", ":7000", "--redis", "127.0.0.1:7001,127.0.0.1:7002", "--node-id", "flag-node", "--prefix", "flagprefix",
 			"--secret", "flag-secret-0123456789", "--admin-token", "flag-admin", "--admin-read-token", "flag-read", "--allowed-origins", "https://c.example",
-			"--log-level", "warn", "--shutdown-grace", "1m",
+			"--log-level", "warn", "--shutdown-grace", "1m", "--send-window", "1ms",
 		}, env(all), io.Discard)
 		require.NoError(t, err)
 		assert.Equal(t, Config{
 			Addr: ":7000", Redis: "127.0.0.1:7001,127.0.0.1:7002", NodeID: "flag-node", Prefix: "flagprefix",
 			Secret: "flag-secret-0123456789", AdminToken: "flag-admin", AdminReadToken: "flag-read", AllowedOrigins: []string{"https://c.example"},
-			LogLevel: slog.LevelWarn, LogFormat: "text", ShutdownGrace: time.Minute, Auth: "guest",
+			LogLevel: slog.LevelWarn, LogFormat: "text", ShutdownGrace: time.Minute, SendWindow: time.Millisecond, Auth: "guest",
 			MaxRequestsPerAddr: 256, MaxRequestsPerUser: 64, MaxPollsPerAddr: 64, MaxPollsPerUser: 8, MaxHistoryBuilds: 4,
 		}, c)
 	})

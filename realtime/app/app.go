@@ -151,6 +151,7 @@ func New(cfg realtime.Config) (*App, error) {
 		Lease:         func() time.Duration { return time.Duration(st.Int(settings.SeatLeaseSeconds)) * time.Second },
 		ShardedPubSub: cfg.ShardedPubSub(),
 		Durability:    func() string { return st.String(settings.MessageDurability) },
+		SendWindow:    cfg.SendWindow,
 		// limit.seats_per_user, counted by rooms from the seat data on
 		// every join, REST join and resume (not from presence, which lags)
 		MaxLobbiesPerUser: func() int { return st.Int(settings.SeatsPerUser) },
