@@ -310,6 +310,17 @@
 // script may have stored the first ones). chatd_rooms_send_commit_says
 // shows says per commit, chatd_rooms_send_waiting_calls the calls waiting.
 //
+// A group commit shares a script call only among the says that came
+// during the last round trip: on a node whose round trips are short next
+// to the gaps between says (a few says a millisecond), most commits still
+// carry one or two, and each pays a script call's cost — Redis's read and
+// write of it, the script's setup, the call's [INCRBY] — for them alone.
+// Config.SendWindow trades a little latency for that: a commit that would
+// start within the window of the last one waits out the rest of it, and
+// carries what came meanwhile. A quiet node (its last commit a window
+// ago) and a full script call's says (64) wait for nothing, so the window
+// adds at most its length to a say, and only on a busy node.
+//
 // # Messages: idempotent says
 //
 // A read timeout does not mean a say was not stored. go-redis retries a
