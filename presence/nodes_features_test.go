@@ -17,53 +17,43 @@ import (
 // listed twice by one node counts once, and a dead node no longer counts
 // (the beat drops it from the registry, as Nodes does).
 func TestHeartbeatShared(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		r    func(testing.TB) *redistest.Redis
-	}{
-		{"redis-server", redistest.Real},
-		{"embedded", redistest.InProcess},
-		{"cluster", redistest.Cluster},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := tc.r(t)
-			ctx := context.Background()
-			clk := newClock()
-			p := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now})
-			shared := func(n Node) []string {
-				t.Helper()
-				b, err := p.Heartbeat(ctx, n)
-				require.NoError(t, err)
-				return b.Shared
-			}
-
-			assert.Equal(t, []string{"x", "y"}, shared(Node{ID: "a", Features: []string{"x", "y"}}), "alone, a node shares all it has")
-			assert.Equal(t, []string{"x"}, shared(Node{ID: "b", Features: []string{"x", "x"}}))
-			assert.Equal(t, []string{"x"}, shared(Node{ID: "a", Features: []string{"x", "y"}}), "b lacks y")
-			assert.Empty(t, shared(Node{ID: "b"}), "b lists nothing now")
-			assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}))
-			assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}))
-
-			// A registry entry that is not a node's JSON counts as a node
-			// without features.
-			require.NoError(t, r.Client.HSet(ctx, p.k.nodeInfo(), "b", "{not json").Err())
-			assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}))
-
-			// b stops beating: once its beat has expired, a's next beat drops
-			// it and shares everything again.
-			clk.Add(20 * time.Second)
-			assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}), "b is live for 10 s more")
-			clk.Add(20 * time.Second)
-			assert.Equal(t, []string{"x", "y"}, shared(Node{ID: "a", Features: []string{"x", "y"}}))
-			ok, err := r.Client.HExists(ctx, p.k.nodeInfo(), "b").Result()
+	t.Parallel()
+	redistest.Each(t, []redistest.Backend{{Name: "redis-server", Start: redistest.Real}, {Name: "embedded", Start: redistest.InProcess}, {Name: "cluster", Start: redistest.Cluster}}, func(t *testing.T, r *redistest.Redis) {
+		ctx := context.Background()
+		clk := newClock()
+		p := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now})
+		shared := func(n Node) []string {
+			t.Helper()
+			b, err := p.Heartbeat(ctx, n)
 			require.NoError(t, err)
-			assert.False(t, ok, "the beat dropped the dead node's entry")
-			n, err := r.Client.ZCard(ctx, p.k.nodeBeats()).Result()
-			require.NoError(t, err)
-			assert.Equal(t, int64(1), n)
+			return b.Shared
+		}
 
-			assert.Empty(t, shared(Node{ID: "a"}), "a node without features is told of none")
-		})
-	}
+		assert.Equal(t, []string{"x", "y"}, shared(Node{ID: "a", Features: []string{"x", "y"}}), "alone, a node shares all it has")
+		assert.Equal(t, []string{"x"}, shared(Node{ID: "b", Features: []string{"x", "x"}}))
+		assert.Equal(t, []string{"x"}, shared(Node{ID: "a", Features: []string{"x", "y"}}), "b lacks y")
+		assert.Empty(t, shared(Node{ID: "b"}), "b lists nothing now")
+		assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}))
+		assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}))
+
+		// A registry entry that is not a node's JSON counts as a node
+		// without features.
+		require.NoError(t, r.Client.HSet(ctx, p.k.nodeInfo(), "b", "{not json").Err())
+		assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}))
+
+		// b stops beating: once its beat has expired, a's next beat drops
+		// it and shares everything again.
+		clk.Add(20 * time.Second)
+		assert.Empty(t, shared(Node{ID: "a", Features: []string{"x", "y"}}), "b is live for 10 s more")
+		clk.Add(20 * time.Second)
+		assert.Equal(t, []string{"x", "y"}, shared(Node{ID: "a", Features: []string{"x", "y"}}))
+		ok, err := r.Client.HExists(ctx, p.k.nodeInfo(), "b").Result()
+		require.NoError(t, err)
+		assert.False(t, ok, "the beat dropped the dead node's entry")
+		n, err := r.Client.ZCard(ctx, p.k.nodeBeats()).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
+
+		assert.Empty(t, shared(Node{ID: "a"}), "a node without features is told of none")
+	})
 }

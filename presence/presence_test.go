@@ -37,20 +37,12 @@ func cluster3(t *testing.T, r *redistest.Redis, cfg Config) [3]*Presence {
 	return ps
 }
 
+// serverAndCluster are the Redis backends most tests here hold on.
+var serverAndCluster = []redistest.Backend{{Name: "single server", Start: redistest.New}, {Name: "cluster", Start: redistest.Cluster}}
+
 func TestPresenceAcrossNodes(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		r    func(testing.TB) *redistest.Redis
-	}{
-		{"single server", redistest.New},
-		{"cluster", redistest.Cluster},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			testPresenceFlows(t, tc.r(t))
-		})
-	}
+	redistest.Each(t, serverAndCluster, testPresenceFlows)
 }
 
 func testPresenceFlows(t *testing.T, r *redistest.Redis) {
@@ -362,100 +354,90 @@ func TestSearchAndConns(t *testing.T) {
 // with the run (beats stop, or another run of the same node id beats).
 func TestClaimsLiveWithTheirRun(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		r    func(testing.TB) *redistest.Redis
-	}{
-		{"single server", redistest.New},
-		{"cluster", redistest.Cluster},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := tc.r(t)
-			ctx := context.Background()
-			clk := newClock()
-			cfg := Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now}
-			a1 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-1"})
-			reader := New(r.NewClient(t), cfg)
+	redistest.Each(t, serverAndCluster, func(t *testing.T, r *redistest.Redis) {
+		ctx := context.Background()
+		clk := newClock()
+		cfg := Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now}
+		a1 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-1"})
+		reader := New(r.NewClient(t), cfg)
 
-			b, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
-			require.NoError(t, err)
-			assert.True(t, b.Fresh, "a first beat is fresh")
-			assert.Equal(t, []string{"run-1"}, b.Runs)
-			b, err = a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
-			require.NoError(t, err)
-			assert.False(t, b.Fresh, "the next beat is not")
+		b, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
+		require.NoError(t, err)
+		assert.True(t, b.Fresh, "a first beat is fresh")
+		assert.Equal(t, []string{"run-1"}, b.Runs)
+		b, err = a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
+		require.NoError(t, err)
+		assert.False(t, b.Fresh, "the next beat is not")
 
-			require.NoError(t, a1.Touch(ctx, "node-a", []UserState{{User: "erin", Rooms: []string{"general-1"}}}))
-			exp, err := r.Client.HGet(ctx, reader.k.user("erin"), "node:node-a").Int64()
+		require.NoError(t, a1.Touch(ctx, "node-a", []UserState{{User: "erin", Rooms: []string{"general-1"}}}))
+		exp, err := r.Client.HGet(ctx, reader.k.user("erin"), "node:node-a").Int64()
+		require.NoError(t, err)
+		assert.Equal(t, clk.Now().Add(ClaimHorizon).UnixMilli(), exp, "a node of an older chatd judges the claim by this expiry during a rolling upgrade")
+		for range 5 { // 100 s: three TTLs, beating and keeping online, no Touch
+			clk.Add(20 * time.Second)
+			_, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
 			require.NoError(t, err)
-			assert.Equal(t, clk.Now().Add(ClaimHorizon).UnixMilli(), exp, "a node of an older chatd judges the claim by this expiry during a rolling upgrade")
-			for range 5 { // 100 s: three TTLs, beating and keeping online, no Touch
-				clk.Add(20 * time.Second)
-				_, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-1"})
-				require.NoError(t, err)
-				require.NoError(t, a1.KeepOnline(ctx, []string{"erin"}))
-			}
+			require.NoError(t, a1.KeepOnline(ctx, []string{"erin"}))
+		}
+		st, err := reader.Get(ctx, "erin")
+		require.NoError(t, err)
+		assert.True(t, st.Online, "the claim lives with its run's beats")
+		assert.Equal(t, "node-a", st.Node)
+		assert.Equal(t, []string{"general-1"}, st.Rooms)
+		n, err := reader.Online(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
+
+		t.Run("another run of the same node id does not keep the old run's claims", func(t *testing.T) {
+			a2 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-2"})
+			b, err := a2.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
+			require.NoError(t, err)
+			assert.True(t, b.Fresh, "a new run is fresh")
 			st, err := reader.Get(ctx, "erin")
 			require.NoError(t, err)
-			assert.True(t, st.Online, "the claim lives with its run's beats")
-			assert.Equal(t, "node-a", st.Node)
-			assert.Equal(t, []string{"general-1"}, st.Rooms)
-			n, err := reader.Online(ctx)
+			assert.False(t, st.Online, "run-1's claim is dead")
+			fields, err := r.Client.HKeys(ctx, reader.k.user("erin")).Result()
 			require.NoError(t, err)
-			assert.Equal(t, int64(1), n)
+			assert.ElementsMatch(t, []string{"last_seen"}, fields, "the dead claim is dropped by the read")
 
-			t.Run("another run of the same node id does not keep the old run's claims", func(t *testing.T) {
-				a2 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-2"})
-				b, err := a2.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
-				require.NoError(t, err)
-				assert.True(t, b.Fresh, "a new run is fresh")
-				st, err := reader.Get(ctx, "erin")
-				require.NoError(t, err)
-				assert.False(t, st.Online, "run-1's claim is dead")
-				fields, err := r.Client.HKeys(ctx, reader.k.user("erin")).Result()
-				require.NoError(t, err)
-				assert.ElementsMatch(t, []string{"last_seen"}, fields, "the dead claim is dropped by the read")
-
-				require.NoError(t, a2.Touch(ctx, "node-a", []UserState{{User: "erin"}}))
-				clk.Add(40 * time.Second)
-				_, err = a2.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
-				require.NoError(t, err)
-				st, err = reader.Get(ctx, "erin")
-				require.NoError(t, err)
-				assert.True(t, st.Online)
-			})
-
-			t.Run("a claim goes offline when its node stops beating", func(t *testing.T) {
-				clk.Add(31 * time.Second)
-				st, err := reader.Get(ctx, "erin")
-				require.NoError(t, err)
-				assert.False(t, st.Online)
-				b, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
-				require.NoError(t, err)
-				assert.True(t, b.Fresh, "a beat after a lapse is fresh: touch everyone again")
-			})
-
-			t.Run("Offline by the run drops its claim, past the claim's expiry", func(t *testing.T) {
-				a3 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-3"})
-				_, err := a3.Heartbeat(ctx, Node{ID: "node-c", Run: "run-3"})
-				require.NoError(t, err)
-				require.NoError(t, a3.Touch(ctx, "node-c", []UserState{{User: "fay"}}))
-				clk.Add(time.Minute)
-				_, err = a3.Heartbeat(ctx, Node{ID: "node-c", Run: "run-3"})
-				require.NoError(t, err)
-				st, err := reader.Get(ctx, "fay")
-				require.NoError(t, err)
-				require.True(t, st.Online)
-				require.NoError(t, a3.Offline(ctx, "fay", "node-c"))
-				st, err = reader.Get(ctx, "fay")
-				require.NoError(t, err)
-				assert.Equal(t, Status{User: "fay", Rooms: []string{}, LastSeen: clk.Now()}, st)
-			})
-
-			t.Run("KeepOnline refuses a bad name before writing", func(t *testing.T) {
-				assert.ErrorIs(t, a1.KeepOnline(ctx, []string{"ok", "bad name"}), names.ErrBadName)
-			})
+			require.NoError(t, a2.Touch(ctx, "node-a", []UserState{{User: "erin"}}))
+			clk.Add(40 * time.Second)
+			_, err = a2.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
+			require.NoError(t, err)
+			st, err = reader.Get(ctx, "erin")
+			require.NoError(t, err)
+			assert.True(t, st.Online)
 		})
-	}
+
+		t.Run("a claim goes offline when its node stops beating", func(t *testing.T) {
+			clk.Add(31 * time.Second)
+			st, err := reader.Get(ctx, "erin")
+			require.NoError(t, err)
+			assert.False(t, st.Online)
+			b, err := a1.Heartbeat(ctx, Node{ID: "node-a", Run: "run-2"})
+			require.NoError(t, err)
+			assert.True(t, b.Fresh, "a beat after a lapse is fresh: touch everyone again")
+		})
+
+		t.Run("Offline by the run drops its claim, past the claim's expiry", func(t *testing.T) {
+			a3 := New(r.NewClient(t), Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now, Run: "run-3"})
+			_, err := a3.Heartbeat(ctx, Node{ID: "node-c", Run: "run-3"})
+			require.NoError(t, err)
+			require.NoError(t, a3.Touch(ctx, "node-c", []UserState{{User: "fay"}}))
+			clk.Add(time.Minute)
+			_, err = a3.Heartbeat(ctx, Node{ID: "node-c", Run: "run-3"})
+			require.NoError(t, err)
+			st, err := reader.Get(ctx, "fay")
+			require.NoError(t, err)
+			require.True(t, st.Online)
+			require.NoError(t, a3.Offline(ctx, "fay", "node-c"))
+			st, err = reader.Get(ctx, "fay")
+			require.NoError(t, err)
+			assert.Equal(t, Status{User: "fay", Rooms: []string{}, LastSeen: clk.Now()}, st)
+		})
+
+		t.Run("KeepOnline refuses a bad name before writing", func(t *testing.T) {
+			assert.ErrorIs(t, a1.KeepOnline(ctx, []string{"ok", "bad name"}), names.ErrBadName)
+		})
+	})
 }

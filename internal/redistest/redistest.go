@@ -238,3 +238,23 @@ func startCluster() ([]string, error) {
 	}
 	return addrs, nil
 }
+
+// Backend is one way of getting a test's Redis (New, Real, InProcess,
+// Cluster), with the name its subtest runs under.
+type Backend struct {
+	Name  string
+	Start func(testing.TB) *Redis
+}
+
+// Each runs fn as a parallel subtest on a Redis of each backend, so a test
+// that must hold on a single server, embedded and a Cluster says so in one
+// line instead of a table of its own.
+func Each(t *testing.T, backends []Backend, fn func(t *testing.T, r *Redis)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b.Start(t))
+		})
+	}
+}
