@@ -269,6 +269,67 @@ func TestCancelBetweenChoosingAndForming(t *testing.T) {
 	assert.Equal(t, int64(2), m.Seq, "number 1 was reserved by the skipped match")
 }
 
+// TestRetryOfAnEndedSubmission: go-redis sends a script call again when its
+// answer does not come in time (a stalled Redis, a node paused while it
+// waited for the answer), and the first try may have been applied. When
+// the ticket it made has ended meanwhile (matched, cancelled), freeing its
+// user, the retry must find that ticket and queue nothing: seen in
+// deploy's kill-and-pause run, where such a retry queued a matched ticket
+// again and it was matched a second time.
+func TestRetryOfAnEndedSubmission(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, r *redistest.Redis) {
+		ctx := context.Background()
+		n, clock, rec, rs := one(t, r, duelDefs)
+		s := n.svc
+		q, err := s.Queue("duel")
+		require.NoError(t, err)
+		try := func(user, id string, skill float64) (fresh bool) {
+			t.Helper()
+			tk, err := Ticket{User: user, Skill: skill}.check(q)
+			require.NoError(t, err)
+			got, fresh, err := s.enqueue(ctx, q, tk, id)
+			require.NoError(t, err)
+			require.Equal(t, id, got)
+			return fresh
+		}
+		const erin, frank, gina = "ERINERINERINERINERINERIN22", "FRANKFRANKFRANKFRANKFRANK2", "GINAGINAGINAGINAGINAGINA22"
+		require.True(t, try("erin", erin, 10))
+		clock.Add(time.Millisecond)
+		require.True(t, try("frank", frank, 11))
+		waitFor(t, 5*time.Second, "erin and frank match", func() bool { return matchOfTicket(t, s, "duel", erin) != nil })
+		first := matchOfTicket(t, s, "duel", erin)
+
+		clock.Add(time.Second)
+		assert.False(t, try("erin", erin, 10), "the retry found the matched ticket")
+		require.True(t, try("gina", gina, 12)) // a partner the requeued ticket would match
+		rs.after(t, 3)
+		st, err := s.Status(ctx, "duel", erin)
+		require.NoError(t, err)
+		assert.Equal(t, Matched, st.State)
+		assert.Equal(t, first, st.Match, "still in its one match")
+		st, err = s.Status(ctx, "duel", gina)
+		require.NoError(t, err)
+		assert.Equal(t, Waiting, st.State, "gina had nobody to match")
+		ms, _, _ := rec.snapshot()
+		assert.Len(t, ms, 1, "one match formed")
+
+		_, err = s.Cancel(ctx, "duel", gina)
+		require.NoError(t, err)
+		assert.False(t, try("gina", gina, 12), "the retry found the cancelled ticket")
+		st, err = s.Status(ctx, "duel", gina)
+		require.NoError(t, err)
+		assert.Equal(t, Cancelled, st.State)
+		d, err := s.Depth(ctx, "duel")
+		require.NoError(t, err)
+		assert.Zero(t, d.Tickets, "nothing queued again")
+		k := s.keys("duel")
+		assert.Zero(t, r.Client.HLen(ctx, k.users()).Val(), "no user held")
+		_, err = s.Submit(ctx, "duel", Ticket{User: "erin", Skill: 10})
+		assert.NoError(t, err, "erin is free to queue anew")
+	})
+}
+
 // TestEveryKeyExpiresButTheCounters: after tickets were submitted, matched,
 // expired and cancelled, every key of the queue carries a TTL except the
 // match counter and the lock's fence (keyspace.Permanent's "counters").

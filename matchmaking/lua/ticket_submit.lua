@@ -17,15 +17,23 @@
 -- ARGV[9..] the members' canonical names: user, then party
 --
 -- Returns {1, id} when enqueued; {2, id} when this very ticket was enqueued
--- already (a retried call: the members map to ARGV[1]); {0, open id, user}
--- when user already has another open ticket (nothing is written).
+-- already (a retried call: its hash exists, whatever became of it since);
+-- {0, open id, user} when user already has another open ticket (nothing is
+-- written).
+--
+-- A retry is found by the ticket's own hash, not by the user map: go-redis
+-- sends a call again when its answer does not come in time (a stalled
+-- Redis, or a node paused while it waited), and by then the first try's
+-- ticket may have been matched, expired or cancelled, which frees its
+-- members in the map. Found by the map alone, that retry queued the ended
+-- ticket again, and a matched ticket was matched a second time.
 local id = ARGV[1]
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {2, id}
+end
 for i = 9, #ARGV do
   local open = redis.call('HGET', KEYS[3], ARGV[i])
   if open then
-    if open == id then
-      return {2, id}
-    end
     return {0, open, ARGV[i]}
   end
 end
