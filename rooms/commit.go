@@ -300,7 +300,8 @@ func (q *sendQueue) run(s *Messages) {
 // other closely (says come faster than Redis answers a commit) each
 // commit then carries the says of a window, not of one round trip: the
 // cost of a script call — its read and its write, the script's setup, the
-// call's INCRBY and its rooms' ZCOUNTs — is shared by more says. A node
+// call's INCRBY and its EXISTS of the lobby's REST users (and, in a lobby
+// that has some, each room's ZCOUNT once) — is shared by more says. A node
 // whose last commit started a window ago or more waits for nothing.
 func (q *sendQueue) linger() {
 	if q.window <= 0 {

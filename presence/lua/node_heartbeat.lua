@@ -16,15 +16,10 @@
 -- written again; runs are the run ids of the live nodes, this one included;
 -- shared are the features of ARGV[7..] that every live node's JSON lists (a
 -- node of v0.1.0 lists none, an entry that does not decode counts as none).
--- Dead nodes are dropped first, as nodes_list does, so the registry stays
--- clean without a second script a beat.
+-- Dead nodes are dropped first, as nodes_list does (drop_dead, of nodes_lib
+-- prepended), so the registry stays clean without a second script a beat.
 local now = tonumber(ARGV[5])
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[5])
-if #dead > 0 then
-  redis.call('HDEL', KEYS[2], unpack(dead))
-  redis.call('HDEL', KEYS[3], unpack(dead))
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[5])
-end
+drop_dead(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
 local prev = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local run = redis.call('HGET', KEYS[3], ARGV[1])
 local fresh = 0

@@ -5,15 +5,9 @@
 -- KEYS[3] node runs   HASH  node id -> run id
 -- ARGV[1] now (unix ms)
 -- returns the JSON of every live node, in node id order
+-- Run with nodes_lib prepended (drop_dead).
 local now = ARGV[1]
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-for _, id in ipairs(dead) do
-  redis.call('HDEL', KEYS[2], id)
-  redis.call('HDEL', KEYS[3], id)
-end
-if #dead > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-end
+drop_dead(KEYS[1], KEYS[2], KEYS[3], now)
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 if #live == 0 then
   return {}
