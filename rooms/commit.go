@@ -87,11 +87,20 @@ const countedTTL = time.Minute
 
 // callKeyTTL is how long the record of a say sent without a key is kept
 // (under the key "~<call>/<index>"): longer than the gap between the
-// first copy of a pipeline and go-redis's retry of it, which Redis runs
-// within a read timeout or two of each other (the retry is sent a read
-// timeout after the first copy; a stalled server runs both when it
-// wakes). About 150 bytes of Redis memory per say for that long.
-const callKeyTTL = 10 * time.Second
+// first copy of a pipeline and go-redis's retry of it. A stalled server
+// runs both copies when it wakes; but a node paused while it waited for
+// the answer (SIGSTOP, a VM frozen) sends the retry when it wakes, however
+// long that was, unless the call's context has ended by then. So every
+// commit ends within commitBound (commitContext), and the record outlives
+// that bound by 20 s, for copies that wait in a slow server's queue.
+// About 150 bytes of Redis memory per say for that long.
+const callKeyTTL = 30 * time.Second
+
+// commitBound is the longest a send commit may take, the Redis client's
+// retries included: no copy of its calls is sent later, so none outlives
+// the records of callKeyTTL (or countedTTL) that tell a retry from a new
+// call. A WebSocket say's own deadline is as long.
+const commitBound = 10 * time.Second
 
 // maxCommitSays bounds the says of one send commit (calls that come in
 // meanwhile wait for the next), and maxScriptSays those of one script
@@ -321,20 +330,25 @@ func (q *sendQueue) linger() {
 	q.started = time.Now()
 }
 
-// commitContext is the context of a commit of jobs: no job's cancellation
-// stops the others' says, and it ends at the latest of their deadlines
-// (none when one has none).
-func commitContext(jobs []*sendJob) (context.Context, context.CancelFunc) {
+// commitContext is the context of a commit of jobs that starts at start:
+// no job's cancellation stops the others' says, and it ends at the latest
+// of their deadlines, and commitBound after start at the latest (a REST
+// request's context has no deadline).
+func commitContext(jobs []*sendJob, start time.Time) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(jobs[0].ctx)
 	var last time.Time
 	for _, j := range jobs {
 		d, ok := j.ctx.Deadline()
 		if !ok {
-			return ctx, func() {}
+			last = time.Time{}
+			break
 		}
 		if d.After(last) {
 			last = d
 		}
+	}
+	if bound := start.Add(commitBound); last.IsZero() || last.After(bound) {
+		last = bound
 	}
 	return context.WithDeadline(ctx, last)
 }
@@ -342,7 +356,7 @@ func commitContext(jobs []*sendJob) (context.Context, context.CancelFunc) {
 // commit sends the says of jobs in one send commit and fills in each
 // say's reply or error.
 func (s *Messages) commit(jobs []*sendJob) {
-	ctx, cancel := commitContext(jobs)
+	ctx, cancel := commitContext(jobs, time.Now())
 	defer cancel()
 	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
 	call := newCall()

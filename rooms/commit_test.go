@@ -402,3 +402,58 @@ func TestSendWindow(t *testing.T) {
 		assert.Len(t, sleeps(), 1, "no second wait")
 	})
 }
+
+// TestCommitContextIsBounded: a send commit ends within commitBound of its
+// start whatever its callers' contexts (a REST request's has no deadline),
+// so that go-redis sends no copy of its calls after a pause longer than
+// the records that tell a retry from a new say live (callKeyTTL for a say
+// without a key, countedTTL for the commit's counter token). A node paused
+// while it waited for Redis's answer would otherwise send the retry when
+// it wakes, and a say without a key whose record had expired meanwhile
+// was stored and published twice.
+func TestCommitContextIsBounded(t *testing.T) {
+	start := time.Now()
+	none := context.Background()
+	soon, cancel1 := context.WithTimeout(none, time.Second)
+	defer cancel1()
+	later, cancel2 := context.WithTimeout(none, commitBound/2)
+	defer cancel2()
+	late, cancel3 := context.WithTimeout(none, time.Hour)
+	defer cancel3()
+	deadline := func(ctx context.Context) time.Time {
+		d, ok := ctx.Deadline()
+		require.True(t, ok)
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		ctxs []context.Context
+		want time.Time
+	}{
+		{"a caller without a deadline", []context.Context{none}, start.Add(commitBound)},
+		{"one of them without a deadline", []context.Context{soon, none}, start.Add(commitBound)},
+		{"the latest of the callers' deadlines", []context.Context{soon, later}, deadline(later)},
+		{"a deadline past the bound", []context.Context{soon, late}, start.Add(commitBound)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var jobs []*sendJob
+			for _, ctx := range tc.ctxs {
+				jobs = append(jobs, &sendJob{ctx: ctx})
+			}
+			ctx, cancel := commitContext(jobs, start)
+			defer cancel()
+			assert.Equal(t, tc.want, deadline(ctx))
+		})
+	}
+	t.Run("no caller's cancellation ends it", func(t *testing.T) {
+		gone, cancel := context.WithCancel(none)
+		cancel()
+		ctx, stop := commitContext([]*sendJob{{ctx: gone}}, start)
+		defer stop()
+		assert.NoError(t, ctx.Err())
+	})
+	// Copies sent up to commitBound after the first may wait in a slow
+	// server's queue; the records outlive the bound by 20 s for them.
+	assert.GreaterOrEqual(t, callKeyTTL-commitBound, 20*time.Second)
+	assert.GreaterOrEqual(t, countedTTL-commitBound, 20*time.Second)
+}

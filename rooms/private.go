@@ -98,7 +98,11 @@ func (s *Private) CreateRoom(ctx context.Context, roomID string, users []string,
 	}
 	flags, _ := v[2].([]any)
 	if len(flags) >= 2 {
-		if flags[0] == int64(1) {
+		// A room that existed (2) may be the Redis client's retry of a
+		// call whose first copy woke the lobby and whose answer was lost:
+		// it is registered too (ZADD NX), or the sweeper would never visit
+		// a lobby nobody attaches to.
+		if flags[0] == int64(1) || v[0] == int64(2) {
 			s.seats.register(ctx, lobby)
 		}
 		if v[0] == int64(1) {

@@ -33,6 +33,19 @@ func TestPrivateRoom(t *testing.T) {
 		assert.ErrorIs(t, err, ErrLobbyTaken)
 	})
 
+	t.Run("a retry puts the lobby in the sweeper's index", func(t *testing.T) {
+		// The first call woke the lobby, but its answer was lost (go-redis
+		// sends the script again after a read timeout): nobody put the
+		// lobby in the index, and a reservation nobody attaches to would
+		// never be reaped, nor the lobby's keys given their idle TTL.
+		require.NoError(t, r.Client.ZRem(ctx, lobbiesKey(s.Seats.ks), "mm.duel.1").Err())
+		again, err := s.Private.Create(ctx, "mm.duel.1", []string{"ann", "bob", "cy"}, 30*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, room.ID, again.ID)
+		_, err = r.Client.ZScore(ctx, lobbiesKey(s.Seats.ks), "mm.duel.1").Result()
+		assert.NoError(t, err, "indexed again by the retry")
+	})
+
 	t.Run("a lobby join is refused and creates nothing", func(t *testing.T) {
 		_, err := s.Seats.Join(ctx, "mm.duel.1", "eve", ws1)
 		assert.ErrorIs(t, err, ErrPrivateRoom)
