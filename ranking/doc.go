@@ -121,7 +121,8 @@
 // the post script first [GET]s the key's record in the board's slot; if
 // the key was used for this very post (same board name, canonical player,
 // mode and score) it writes nothing and answers the first post's entry
-// (PostResult.Duplicate, and no OnChange), if for another one it refuses
+// (PostResult.Duplicate; OnChange again if it changed the board, as the
+// answer of the first may have been lost), if for another one it refuses
 // (ErrIdempotencyMismatch); otherwise it posts and [SET]s the record with
 // the answer, PX IdempotencyTTL (10 min), in the same script. Checking
 // outside the script would let the two copies both see "new". A refused

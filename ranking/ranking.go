@@ -42,9 +42,16 @@ const (
 	// idempotency key is kept.
 	IdempotencyTTL = 10 * time.Minute
 	// callKeyTTL is how long the key of a post made without one is kept:
-	// longer than the Redis client's retry of the call may come (its read
-	// timeout and backoff), shorter than a person waits to post again.
-	callKeyTTL = 10 * time.Second
+	// longer than the Redis client's retry of the call may come, shorter
+	// than a person waits to post again. A retry comes a read timeout
+	// after the first copy, or, from a node paused while it waited (SIGSTOP,
+	// a frozen VM), when the node wakes: no later than postBound after the
+	// call began, as the post's context ends then. The key outlives that by
+	// 20 s, for copies that wait in a slow server's queue.
+	callKeyTTL = 30 * time.Second
+	// postBound is the longest a post may take, the Redis client's retry
+	// included (a REST request's context has no deadline of its own).
+	postBound = 10 * time.Second
 	// MaxIdempotencyKey is the longest idempotency key, in bytes.
 	MaxIdempotencyKey = 128
 )
@@ -176,7 +183,9 @@ type PostResult struct {
 	Changed bool
 	// Duplicate is true when the idempotency key had been used for this
 	// very post: nothing was written, Entry is the first post's answer,
-	// and Config.OnChange was not called (the caller skips its marks too).
+	// and Changed is the first post's. Config.OnChange is called again when
+	// Changed: the duplicate may be the Redis client's retry of a call
+	// whose first copy was applied and whose answer was lost.
 	Duplicate bool
 }
 
@@ -197,7 +206,8 @@ func (s *Service) Post(ctx context.Context, board, player string, score Score, m
 // Permanent expire Config.IdleTTL after its last post, all together, and a
 // periodic board's at the end of its period plus Config.Grace. With
 // opts.Key the post is idempotent (see PostOptions). Config.OnChange is
-// called when the post changed the board and is not a Duplicate.
+// called when the post changed the board, a Duplicate's first post
+// included (see PostResult.Duplicate).
 //
 // Errors: names.ErrBadName for a bad board or player name, ErrBadMode,
 // ErrBadScore for a score outside the domain or an incr whose sum would leave
@@ -237,7 +247,11 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 	// A post without a key is keyed by this call, for callKeyTTL: the Redis
 	// client's own retry after a read timeout (the first copy may have run)
 	// is then answered by the first copy's record, not applied twice. A new
-	// call is a new post; a caller that retries must send its own key.
+	// call is a new post; a caller that retries must send its own key. The
+	// call ends within postBound, so that no retry is sent after the key
+	// may have gone.
+	ctx, cancel := boundedContext(ctx, postBound)
+	defer cancel()
 	key, scope, ttl := opts.Key, opts.Scope, IdempotencyTTL
 	if key == "" {
 		key, scope, ttl = callKey(), "", callKeyTTL
@@ -275,11 +289,22 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 		s.m.post(mode, "unchanged")
 	default:
 		s.m.post(mode, "changed")
-		if s.onChange != nil {
-			s.onChange(ctx, board, out.Entry)
-		}
+	}
+	// A duplicate that changed the board is marked again: it may be the
+	// Redis client's retry of this very call, whose first copy changed the
+	// board and whose answer was lost, and then nobody marked it.
+	if out.Changed && s.onChange != nil {
+		s.onChange(ctx, board, out.Entry)
 	}
 	return out, nil
+}
+
+// boundedContext is ctx ending d from now at the latest.
+func boundedContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 func checkPost(board, player string, score Score, mode Mode, opts PostOptions) error {
