@@ -62,7 +62,9 @@ func (s *Service) Invite(ctx context.Context, queue string, t Ticket) (Status, e
 // Accept records user's acceptance of the pending party id and returns
 // its status after: still pending, or waiting in the queue when user was
 // the last invitee to accept (the one-open-ticket rule applies then, to
-// every member). A party whose invitations lapsed is expired by the call.
+// every member), or matched since. An acceptance asked again once the party
+// has queued (a retry) is answered so too, not refused. A party whose
+// invitations lapsed is expired by the call.
 // It returns ErrUnknownTicket when there is no such ticket or user is not
 // one of its invitees (the leader accepted by inviting), ErrNotPending
 // (with the status) when the ticket is no longer pending, a
@@ -102,8 +104,14 @@ func (s *Service) Accept(ctx context.Context, queue, id, user string) (Status, e
 	if err != nil {
 		return Status{}, fmt.Errorf("matchmaking: accept %s in %s: %w", id, queue, err)
 	}
-	if v[0] == int64(0) {
+	switch v[0] {
+	case int64(0):
 		return st, fmt.Errorf("matchmaking: accept %s in %s: %w: it is %s", id, queue, ErrNotPending, st.State)
+	case int64(3):
+		// user's acceptance, recorded before: its retry (the Redis
+		// client's, whose first answer was lost, or the user's own) is
+		// answered as the acceptance was, and counts nothing again
+		return st, nil
 	}
 	if st.State == Waiting {
 		s.m.tickets.WithLabelValues(queue, "submitted").Inc()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/testkit"
 )
 
 // trioDefs: "trio" matches any two or three tickets; in "quad" a party of
@@ -65,8 +66,19 @@ func TestPartyConsent(t *testing.T) {
 			assert.Equal(t, Waiting, st.State)
 			_, err = s.Submit(ctx, "quad", Ticket{User: "Bo", Skill: 1})
 			assert.ErrorIs(t, err, ErrTicketOpen, "queued now, bo holds this ticket")
-			_, err = s.Accept(ctx, "quad", p.Ticket.ID, "bo")
-			assert.ErrorIs(t, err, ErrNotPending)
+			// bo's acceptance asked again: go-redis's retry of the call
+			// that queued the party, whose answer was lost. It worked, so
+			// it is answered as it was (a 409 told bo it had failed, and
+			// nobody heard of the queued party), and nothing is redone.
+			submitted := testkit.Value(t, s.m.tickets, "quad", "submitted")
+			st, err = s.Accept(ctx, "quad", p.Ticket.ID, "bo")
+			require.NoError(t, err, "a retry of the acceptance that queued the party")
+			assert.Equal(t, Waiting, st.State)
+			assert.Equal(t, []string{"ann", "bo"}, st.Ticket.Accepted)
+			assert.Equal(t, submitted, testkit.Value(t, s.m.tickets, "quad", "submitted"), "queued once")
+			d, err := s.Depth(ctx, "quad")
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, d.Tickets)
 			_, err = s.Cancel(ctx, "quad", p.Ticket.ID)
 			require.NoError(t, err)
 		})

@@ -19,7 +19,10 @@
 -- {0, fields} when the ticket is not pending (queued, ended, or its
 -- invitations' deadline passed: it is expired now, and "x:ID" joins the
 -- outbox); {1, fields} when the acceptance is recorded (the ticket is
--- waiting in the queue if it was the last one); {2, open id, user} when
+-- waiting in the queue if it was the last one); {3, fields} when this
+-- user's acceptance was recorded before and the party has queued (waiting
+-- or matched): a retry, answered as the acceptance it repeats;
+-- {2, open id, user} when
 -- it was the last and a member has an open ticket in the queue (nothing
 -- is written). fields is the ticket's HGETALL after the call.
 --
@@ -44,6 +47,16 @@ if not member then
   return {}
 end
 if t[1] ~= 'pending' then
+  -- The acceptance of this user that queued the party (or one before it),
+  -- asked again: the Redis client's retry of a call whose answer was lost,
+  -- or the user's own repeat. It stands, as it was recorded.
+  if t[1] == 'waiting' or t[1] == 'matched' then
+    for m in string.gmatch(t[5] or '', '%S+') do
+      if m == who then
+        return {3, redis.call('HGETALL', KEYS[4])}
+      end
+    end
+  end
   return {0, redis.call('HGETALL', KEYS[4])}
 end
 if (tonumber(t[6]) or 0) <= now then
