@@ -3,6 +3,7 @@ package direct
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -308,11 +309,41 @@ type SendOptions struct {
 // Sent is what Send did.
 type Sent struct {
 	Message Message
-	// Repeated reports a send answered from its idempotency key: nothing
-	// was written or published this time.
+	// Repeated reports a send answered from its idempotency key as
+	// recorded by an earlier Send call (the client sent it again): nothing
+	// was written or published this time. The Redis client's retry of this
+	// call's own script, whose first run was applied, is not Repeated: it
+	// is this call's send (see Send).
 	Repeated bool
 	// Unread is the recipient's unread count after it (0 when Repeated).
 	Unread int64
+}
+
+// callKeyTTL is how long the record of a send without an idempotency key
+// is kept (under the key "~<call>", Send's own random id), and callBound
+// the longest Send's script call may take, the Redis client's retries
+// included. go-redis sends a command again when its reply does not come
+// within the read timeout (MaxRetries; on a Cluster, after redirections
+// too), and the first copy may have been applied: a stalled server runs
+// both copies when it wakes, and a chatd process paused while it waited
+// for the reply (SIGSTOP, a frozen VM) sends the copy when it wakes,
+// however long that was, unless the call's context has ended by then. So
+// the script call's context ends callBound after its start at the latest
+// (no copy is sent later), and the record, which makes every copy after
+// the first answer the first one's result, outlives that bound by 20 s,
+// for copies that wait in a slow server's queue. About 150 bytes of Redis
+// memory per send for that long. The same bounds as rooms' callKeyTTL and
+// commitBound.
+const (
+	callKeyTTL = 30 * time.Second
+	callBound  = 10 * time.Second
+)
+
+// newCall returns a random id for one Send call.
+func newCall() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b[:])
 }
 
 // envelope is what the channel carries: the canonical names of the users
@@ -337,6 +368,13 @@ func DecodeEnvelope(p []byte) (users []string, frame []byte, ok bool) {
 // "dm" event, eventJSON's fields). It returns ErrNoConversation,
 // ErrTooLong, a *RateLimitError, ErrRefReused and Redis errors; the caller
 // checks blocks and moderation first.
+//
+// The send is applied once however often the Redis client sends its
+// script (a retry after a read timeout): it is recorded under o.Ref, or,
+// without one, under a key of this call's own (kept callKeyTTL), together
+// with this call's id, and a second run answers the first one's message
+// and unread count as this call's send (not Repeated). The script call
+// ends callBound after it starts at the latest, whatever ctx allows.
 func (s *Service) Send(ctx context.Context, conv Conversation, from, text string, o SendOptions) (Sent, error) {
 	if text == "" || len(text) > MaxText || !utf8.ValidString(text) {
 		return Sent{}, ErrTooLong
@@ -348,17 +386,28 @@ func (s *Service) Send(ctx context.Context, conv Conversation, from, text string
 	now := s.cfg.Now()
 	m := Message{Conversation: conv.ID, From: from, To: to, Text: text, TS: now.UnixMilli()}
 	pre, post := eventParts(EventMessage, m)
-	keys := []string{logKey(s.ks, conv.ID), metaKey(s.ks, conv.ID), rateKey(s.ks, conv.ID, names.Canonical(from))}
-	if o.Ref != "" {
-		keys = append(keys, saidKey(s.ks, conv.ID, names.Canonical(from), o.Ref))
+	// The call's id is recorded with the message: it tells the Redis
+	// client's retry of this call's script (the same id) from a client's
+	// repeat. A send without a key is keyed by its call, for callKeyTTL:
+	// the retry is then answered by the first run's record, not stored
+	// twice. Another call is another message.
+	call := newCall()
+	ref, ttl := o.Ref, s.cfg.SaidTTL
+	if ref == "" {
+		ref, ttl = "~"+call, callKeyTTL
 	}
+	keys := []string{logKey(s.ks, conv.ID), metaKey(s.ks, conv.ID), rateKey(s.ks, conv.ID, names.Canonical(from)),
+		saidKey(s.ks, conv.ID, names.Canonical(from), ref)}
 	sum := sha256.Sum256([]byte(text))
 	burst := max(o.Burst, 1)
 	users := []string{names.Canonical(to), names.Canonical(from)}
-	res, err := redisx.Run(ctx, s.rdb, messageSendScript, keys,
+	// no copy of the script call is sent once its record may be gone
+	rctx, cancel := context.WithDeadline(ctx, time.Now().Add(callBound))
+	res, err := redisx.Run(rctx, s.rdb, messageSendScript, keys,
 		names.Canonical(from), names.Canonical(to), m.TS, s.cfg.HistoryMax, from, text, s.ch,
 		envelope(users, pre), post, o.Rate, burst, s.cfg.TTL.Milliseconds(), s.cfg.GuestTTL.Milliseconds(),
-		s.cfg.SaidTTL.Milliseconds(), hex.EncodeToString(sum[:8])).Slice()
+		ttl.Milliseconds(), hex.EncodeToString(sum[:8]), call).Slice()
+	cancel()
 	if err != nil {
 		return Sent{}, fmt.Errorf("direct: send in %s: %w", conv.ID, err)
 	}
@@ -373,14 +422,23 @@ func (s *Service) Send(ctx context.Context, conv Conversation, from, text string
 		case -3:
 			return Sent{}, ErrRefReused
 		case -4:
+			if len(res) < 5 {
+				break
+			}
 			raw, _ := res[1].(string)
 			ts, _ := res[2].(string)
+			by, _ := res[3].(string)
 			m.ID, err = NormalizeID(raw)
 			if err != nil {
 				return Sent{}, err
 			}
 			m.TS, _ = strconv.ParseInt(ts, 10, 64)
-			return Sent{Message: m, Repeated: true}, nil
+			if by != call {
+				return Sent{Message: m, Repeated: true}, nil
+			}
+			// this call's own first run, whose answer was lost: its answer
+			unread, _ := res[4].(int64)
+			return s.sent(ctx, conv, m, unread, now, o.Guest)
 		}
 		return Sent{}, fmt.Errorf("direct: send in %s: unexpected answer %v", conv.ID, res)
 	case string:
@@ -389,12 +447,18 @@ func (s *Service) Send(ctx context.Context, conv Conversation, from, text string
 			return Sent{}, err
 		}
 		unread, _ := res[1].(int64)
-		if err := s.touch(ctx, conv, now, o.Guest); err != nil {
-			return Sent{Message: m, Unread: unread}, err
-		}
-		return Sent{Message: m, Unread: unread}, nil
+		return s.sent(ctx, conv, m, unread, now, o.Guest)
 	}
 	return Sent{}, fmt.Errorf("direct: send in %s: unexpected answer %v", conv.ID, res)
+}
+
+// sent is Send's answer for m, stored by this call: conv is moved to the
+// top of both lists (at now).
+func (s *Service) sent(ctx context.Context, conv Conversation, m Message, unread int64, now time.Time, guest bool) (Sent, error) {
+	if err := s.touch(ctx, conv, now, guest); err != nil {
+		return Sent{Message: m, Unread: unread}, err
+	}
+	return Sent{Message: m, Unread: unread}, nil
 }
 
 // eventParts returns the JSON of a typ event of m, cut where its id goes.

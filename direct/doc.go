@@ -28,8 +28,9 @@
 // no lease, and it does not count against room.capacity. What it takes
 // from rooms is the message machinery: the history is a stream whose ids
 // order it, padded "%013d-%06d" so they compare as strings; the send
-// script checks the sender's idempotency key before anything and records
-// it with the write, takes a token from the sender's bucket, appends, and
+// script checks the sender's idempotency key (or, for a send without
+// one, a key of the Send call's own) before anything and records it with
+// the write, takes a token from the sender's bucket, appends, and
 // publishes inside the script, so the ids on the channel come in history
 // order; a resume reads the stream after an id, and a page whose oldest
 // kept message is newer than that id says so (Page.Gap): gaps are told,
@@ -54,10 +55,22 @@
 // append, unread count, publish) and then both users' lists (ZADD GT,
 // idempotent). A crash between the two leaves the lists a message behind
 // until the next send or open; a retried send (same idempotency key)
-// finds the first write and does not append again. The naive version
-// keeps unread counts in each user's own key, which a retry after a
-// timeout counts twice; here the count lives with the history it counts,
-// in the same script, and a read mark recounts it from the history.
+// finds the first write and does not append again. The Redis client
+// retries too: go-redis sends the script again when its reply does not
+// come within the read timeout, and the first copy may have been applied
+// (a stalled server, or a node paused while it waited). So every send is
+// recorded — under the client's key, or under "~<call>", a random id of
+// the Send call kept 30 s, when it has none — with the call's id and the
+// answer it got, and the script call's context ends 10 s after its start
+// at the latest: every copy finds the record and answers the first run's
+// message and unread count, and the call that sent it tells its own retry
+// (not Repeated: the caller's follow-up runs) from a client's repeat. The
+// naive version — a check only when the client sent a key — stores a
+// keyless message twice, counts it unread twice, publishes it twice and
+// takes two tokens. Likewise, unread counts kept in each user's own key
+// would be counted twice by such a retry; here the count lives with the
+// history it counts, in the same script, and a read mark recounts it from
+// the history.
 //
 // # Blocks
 //

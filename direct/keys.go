@@ -19,7 +19,10 @@ func logKey(ks keyspace.Space, conv string) string { return ks.Key("dm", conv, "
 // "unread:u" (messages of the other one after it).
 func metaKey(ks keyspace.Space, conv string) string { return ks.Key("dm", conv, "meta") } // HASH
 
-// saidKey records a send under the sender's idempotency key: "<stream id> <ts> <text hash>".
+// saidKey records a send under the sender's idempotency key ref, or
+// "~<call>" for a send without one (kept callKeyTTL): "<stream id> <ts>
+// <text hash> <call> <unread>", call being the id of the Send call that
+// stored it and unread the recipient's unread count it answered.
 func saidKey(ks keyspace.Space, conv, user, ref string) string {
 	return ks.Key("dm", conv, "said", user, ref)
 } // STRING

@@ -198,10 +198,13 @@ func (d *Direct) Open(ctx context.Context, p realtime.Principal, with string) (d
 // Send sends text from p's user in the conversation with with (a user
 // name, which opens the conversation if need be, or a conversation id).
 // ref is the client's idempotency key ("" = none): a repeat within the
-// store's SaidTTL answers the first message and changes nothing. It
-// returns Open's errors, realtime's muted refusal, realtime.ErrEmptyText,
-// *realtime.TooLongError, dm.ErrRefReused, a *dm.RateLimitError, and
-// Redis errors.
+// store's SaidTTL answers the first message (Repeated) and changes
+// nothing. The Redis client's retry of the store's script after a lost
+// reply, keyed or not, is this send, not a repeat (dm.Service.Send): the
+// answer is the first run's message, not Repeated, and the pair is marked
+// as for any new message. It returns Open's errors, realtime's muted
+// refusal, realtime.ErrEmptyText, *realtime.TooLongError,
+// dm.ErrRefReused, a *dm.RateLimitError, and Redis errors.
 func (d *Direct) Send(ctx context.Context, p realtime.Principal, with, text, ref string) (dm.Sent, error) {
 	if text == "" {
 		return dm.Sent{}, realtime.ErrEmptyText
@@ -225,7 +228,7 @@ func (d *Direct) Send(ctx context.Context, p realtime.Principal, with, text, ref
 	if err != nil {
 		return dm.Sent{}, err
 	}
-	if !sent.Repeated {
+	if !sent.Repeated { // a client's repeat: the first send marked them
 		d.markBoth(conv)
 	}
 	return sent, nil
