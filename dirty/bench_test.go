@@ -134,11 +134,11 @@ func spent(before, after map[string]float64, cmds ...string) float64 {
 }
 
 // The commands of a clean poll (Open's throttled renewal: the open script
-// and its pipeline; Take: GETDEL) and of the naive poll: no command is in
-// both, so INFO commandstats tells their server time apart when they run
-// side by side.
+// and its pipeline; Take: the wait script) and of the naive poll: no
+// command is in both, so INFO commandstats tells their server time apart
+// when they run side by side.
 var (
-	cleanPollCmds = []string{"getdel", "evalsha", "zremrangebyscore", "zadd", "pexpire"}
+	cleanPollCmds = []string{"evalsha", "zremrangebyscore", "zadd", "pexpire"}
 	naivePollCmds = []string{"hgetall", "zrange", "hget", "xrange", "zrangebyscore", "zscore"}
 )
 

@@ -418,9 +418,10 @@ func (h *recorder) take() (cmds []string, rtts int) {
 }
 
 // TestCleanPollIsOneCommand: a clean poll (Open, its renewal throttled, then
-// Take) sends one command, GETDEL, counting everything the client sends; a
-// renewal once due is one round trip. The client's connection is opened
-// before the hook, so no handshake is counted — and any would fail the test.
+// Take) sends one command, the wait script's EVALSHA, counting everything
+// the client sends; a renewal once due is one round trip. The client's
+// connection is opened before the hook, so no handshake is counted — and
+// any would fail the test.
 func TestCleanPollIsOneCommand(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
@@ -445,7 +446,7 @@ func TestCleanPollIsOneCommand(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, m)
 		cmds, rtts := rec.take()
-		assert.Equal(t, []string{"getdel"}, cmds, "poll %d", i)
+		assert.Equal(t, []string{"evalsha"}, cmds, "poll %d", i)
 		assert.Equal(t, 1, rtts, "poll %d", i)
 	}
 

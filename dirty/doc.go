@@ -1,19 +1,30 @@
 // Package dirty owns the per-session dirty bitmasks that make a REST game
-// client's poll cost one Redis command when nothing changed.
+// client's poll cost one Redis round trip when nothing changed.
 //
 // # Pattern: dirty flags in a Redis bitmap, read-and-clear with GETDEL
 //
 // Each session (one token) has a bitmap, one bit per Section (the table is in
 // Section's doc). Producers set bits with [SETBIT] when something the session
-// cares about changes; a poll reads and clears the whole mask with one
-// [GETDEL], then fetches only the dirty sections. GETDEL is atomic: a mark
-// lands before it (and is returned) or after it (and stays for the next
-// poll); none is lost between a read and a clear, as it would be with GET
-// then DEL.
+// cares about changes; a poll reads and clears the whole mask with a
+// [GETDEL] in one script call (lua/session_wait.lua), then fetches only the
+// dirty sections. GETDEL is atomic: a mark lands before it (and is returned)
+// or after it (and stays for the next poll); none is lost between a read and
+// a clear, as it would be with GET then DEL.
+//
+// A bare GETDEL still loses marks when go-redis sends it again (it retries a
+// call whose reply is late: a stalled Redis, a paused chatd) after the first
+// copy ran: the first took the mask, its reply was lost, and the retry finds
+// none, so the client never reads those sections until they are marked
+// again. So the script also writes what it took to a key of its own call
+// ({session:S}:taken:<nonce>, [SET] PX 30 s) and a second run of the same
+// call answers that record ([GET]) and takes nothing; the call's context
+// ends 10 s after it started at the latest, so go-redis sends no retry after
+// the record may have lapsed.
 //
 //	chatd:{session:S}:user      STRING  the session's user; its TTL is the session's
 //	chatd:{session:S}:mask      STRING  the dirty bitmap
 //	chatd:{session:S}:waiters   SET     wake channels of nodes where a long poll waits
+//	chatd:{session:S}:taken:N   STRING  the mask take call N (a nonce) took, for its retry; 30 s
 //	chatd:{session:S}:cursor    HASH    room -> last delivered message id
 //	chatd:{user:U}:dirty:sessions  ZSET session -> expiry, for MarkUsers (capped)
 //	chatd:dirty:sessions        ZSET    session -> expiry, for MarkAll (swept)
@@ -26,12 +37,12 @@
 // sessions ([ZRANGEBYSCORE]) in one round trip and marks them in one more;
 // MarkAll walks the live set with [ZSCAN] and marks it in pipelines of 500.
 //
-// Long poll: Wait runs lua/session_wait.lua, which GETDELs the mask and, when
-// clean, adds this node's wake channel to the session's waiters ([SADD]) in
-// the same atomic step, then sleeps on an in-process waiter. The mark script
-// publishes the session id to every registered channel (and forgets them:
-// one wake per registration), so the poll wakes within a pub/sub hop of the
-// mark on any node and takes again. Wake-ups lost while the Bus was
+// Long poll: Wait runs lua/session_wait.lua, which takes the mask as Take
+// does and, when clean, adds this node's wake channel to the session's
+// waiters ([SADD]) in the same atomic step, then sleeps on an in-process
+// waiter. The mark script publishes the session id to every registered
+// channel (and forgets them: one wake per registration), so the poll wakes
+// within a pub/sub hop of the mark on any node and takes again. Wake-ups lost while the Bus was
 // reconnecting are covered by waking every local waiter on Resubscribed.
 //
 // # What is bounded, and how
@@ -71,6 +82,10 @@
 //     (followers_add.lua only lengthens it then), so a guest's follow never
 //     cuts short a registered user's, and a board only guests follow
 //     leaves no followers SET after a day.
+//   - A take's record ({session:S}:taken:N) lives 30 s, and only a take
+//     that found the session dirty writes one, so a session holds at most
+//     one per take that returned marks in the last 30 s; a clean poll
+//     writes nothing.
 //
 // What remains proportional to use rather than capped: a followers SET keeps
 // a user whose follow lapsed without being dropped by the cap for as long as
@@ -84,9 +99,10 @@
 // settings, wallet, notices, boards — on every poll of every client, changed
 // or not: 7+ commands per poll, most of them returning what the client
 // already has, so the cost grows with the number of sections and with the
-// data behind them. With dirty flags a clean poll is one GETDEL of a few
-// bytes, whatever the sections and however much changed for other sessions;
-// a dirty poll fetches exactly the dirty sections. The trade: writes pay.
+// data behind them. With dirty flags a clean poll is one script call (a GET
+// of a missing record and a GETDEL of a few bytes), whatever the sections
+// and however much changed for other sessions; a dirty poll fetches exactly
+// the dirty sections. The trade: writes pay.
 // A message marks every member of the room (one script per member session,
 // pipelined), a setting or notice marks every live session (N scripts in
 // batches), and a mark of a session nobody polls is work for nothing. That
@@ -110,6 +126,8 @@
 // [SADD]: https://redis.io/commands/sadd/
 // [PUBLISH]: https://redis.io/commands/publish/
 // [DEL]: https://redis.io/commands/del/
+// [SET]: https://redis.io/commands/set/
+// [GET]: https://redis.io/commands/get/
 // [ZRANGEBYSCORE]: https://redis.io/commands/zrangebyscore/
 // [ZSCAN]: https://redis.io/commands/zscan/
 // [ZREMRANGEBYSCORE]: https://redis.io/commands/zremrangebyscore/

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/chatd/chatd/internal/bus"
 )
 
@@ -78,8 +76,10 @@ func (t *Tracker) Stop(ctx context.Context) error {
 // session waits on this node" in Redis, in the same script that found it
 // clean, and sleeps on an in-process waiter; the mark script publishes the
 // session id to this node's wake channel. It never polls Redis in a loop: it
-// runs one script per wake-up. It returns ctx's error if ctx ends first,
-// ErrNotStarted before Start, and an error wrapping ErrBadID for a bad id.
+// runs one script per wake-up, each call keyed and bounded as Take's, so
+// that go-redis' retry of it answers the mask the first copy took. It
+// returns ctx's error if ctx ends first, ErrNotStarted before Start, an
+// error wrapping ErrBadID for a bad id, or the Redis error.
 func (t *Tracker) Wait(ctx context.Context, session string, max time.Duration) (Mask, error) {
 	if max <= 0 {
 		return t.Take(ctx, session)
@@ -101,12 +101,11 @@ func (t *Tracker) Wait(ctx context.Context, session string, max time.Duration) (
 	defer timer.Stop()
 	for {
 		reg := time.Until(deadline) + waitMargin
-		b, err := waitScript.Run(ctx, t.rdb, []string{t.k.mask(session), t.k.waiters(session)},
-			t.channel, reg.Milliseconds()).Text()
-		if err != nil && err != redis.Nil {
+		m, err := t.take(ctx, session, t.channel, reg)
+		if err != nil {
 			return 0, fmt.Errorf("dirty: wait %s: %w", session, err)
 		}
-		if m := parseBitmap(b); m != 0 {
+		if m != 0 {
 			t.metrics.take(m)
 			return m, nil
 		}

@@ -214,12 +214,30 @@ PATCH
 mutant dirty-take-extra-exists dirty '^TestCleanPollIsOneCommand$' <<'PATCH'
 --- a/dirty/tracker.go
 +++ b/dirty/tracker.go
-@@ -154,4 +154,5 @@
+@@ -218,4 +218,5 @@
  		return 0, fmt.Errorf("dirty: take: %w", err)
  	}
 +	t.rdb.Exists(ctx, t.k.owner(session))
- 	b, err := t.rdb.GetDel(ctx, t.k.mask(session)).Result()
- 	if err != nil && !errors.Is(err, redis.Nil) {
+ 	m, err := t.take(ctx, session, "", 0)
+ 	if err != nil {
+PATCH
+
+# ---- dirty: a take's retry (go-redis, after a late reply) answers what the first copy took
+
+mutant dirty-take-no-record dirty '^TestRetriedTakeLosesNoMark$' <<'PATCH'
+--- a/dirty/lua/session_wait.lua
++++ b/dirty/lua/session_wait.lua
+@@ -20,10 +20,6 @@
+ -- ARGV[3] record TTL (ms)
+ -- returns the bitmap (now deleted) when dirty, or the one this call took
+ -- before; false when clean (registered when ARGV[1] is not "")
+-local taken = redis.call('GET', KEYS[3])
+-if taken then
+-  return taken
+-end
+ local m = redis.call('GETDEL', KEYS[1])
+ if m then
+   redis.call('SET', KEYS[3], m, 'PX', ARGV[3])
 PATCH
 
 # ---- web: a poll's cost is every command the node's client sends for it

@@ -762,7 +762,9 @@ func (c *cluster) park(n *testNode, tok, query string) <-chan pollAnswer {
 // sends (cmdLog: nothing filtered), split into the request's and the
 // background's. With the longest seat lease, a session's seats and its
 // dirty-tracking session are renewed by its first polls on each node only
-// (a warm-up, logged); after that a clean poll is exactly one GETDEL, a
+// (a warm-up, logged); after that a clean poll is exactly one EVALSHA
+// (dirty's take script: its GETDEL, after the GET of the call's record that
+// answers go-redis's retry of it), a
 // clean long poll that times out exactly one EVALSHA (the wait script),
 // and a long poll woken by a mark made on another node exactly the wait
 // script twice (parking, then the wake-up's take) plus the wallet read
@@ -791,7 +793,7 @@ func TestCleanPollIsOneRedisCommand(t *testing.T) {
 			req, other := h.take()
 			background += len(other)
 			require.Empty(t, a.Dirty)
-			assert.Equal(t, []string{"getdel"}, req, "clean poll %d on %s is one GETDEL", k, n.srv.Node())
+			assert.Equal(t, []string{"evalsha"}, req, "clean poll %d on %s is one script call", k, n.srv.Node())
 		}
 
 		a := c.poll(n, tok, "?wait=1")

@@ -1,6 +1,6 @@
 // Package polls is the REST poll use case of a chatd node (GET
-// /api/v1/poll): a clean poll costs one Redis command (GETDEL of the
-// session's dirty mask, package dirty); a dirty one reads each dirty
+// /api/v1/poll): a clean poll costs one Redis round trip (dirty's take
+// script, whose GETDEL reads and clears the session's dirty mask); a dirty one reads each dirty
 // section's fresh state (rooms, messages, settings, wallet, leaderboards,
 // match, notices); a long poll parks until a mark wakes it, at most
 // MaxPollsPerSession of them per session on a node.

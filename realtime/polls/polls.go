@@ -61,8 +61,9 @@ var (
 	_ pollBoards   = (*ranking.Service)(nil)
 )
 
-// Polls is the REST poll use case: a clean poll costs one Redis command
-// (GETDEL of the session's mask); a dirty one reads each dirty section's
+// Polls is the REST poll use case: a clean poll costs one Redis round
+// trip (dirty's take script, whose GETDEL clears the session's mask); a
+// dirty one reads each dirty section's
 // fresh state; a long poll parks until a mark wakes it. A poll renews the
 // session's seats and presence (at most once per third of the lease).
 type Polls struct {
