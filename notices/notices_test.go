@@ -17,6 +17,7 @@ func TestKeys(t *testing.T) {
 	ks := keyspace.New("p")
 	assert.Equal(t, "p:{notices:global}:stream", streamKey(ks))
 	assert.Equal(t, "p:{notices:global}:events", eventsChannel(ks))
+	assert.Equal(t, "p:{notices:global}:posted:0f1e", postedKey(ks, "0f1e"))
 }
 
 func TestPostPublishesAndKeepsHistory(t *testing.T) {
