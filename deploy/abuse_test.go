@@ -634,7 +634,9 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{user:*}:said:*:*":           {10 * time.Minute, "rooms' claim of a say's idempotency key in every lobby (Config.IdempotencyTTL)", false},
 		"{user:*}:lobbies":            {24 * time.Hour, "rooms' seat-cap index of a user's lobbies", false},
 		"stats:messages:counted:*":    {time.Minute, "rooms' counter token of a send call (countedTTL)", false},
-		"{lb:*}:idem::*":              {10 * time.Second, "ranking's key of a post made without one (callKeyTTL)", false},
+		"{lb:*}:idem::*":              {30 * time.Second, "ranking's key of a post made without one (callKeyTTL)", false},
+		"{session:*}:taken:*":         {30 * time.Second, "dirty's record of a take, for go-redis's retry of it (takenTTL)", false},
+		"{notices:*}:posted:*":        {30 * time.Second, "notices' record of a post, for go-redis's retry of it (postedTTL)", false},
 	}
 	type kindRow struct {
 		count, noTTL int
