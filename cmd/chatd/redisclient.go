@@ -134,22 +134,36 @@ func sentinelOptions(s string) (redisSpec, error) {
 // fails as if Redis were down (measured with cmd/chatbench: 14% of says at
 // 2,000 clients on one 2-core node).
 //
-// go-redis sends a command again (retries = 1) after a network error or a
-// read timeout. A read timeout does not mean the command did not run: a
-// Redis that stalls (SIGSTOP, a long fork, a saturated link) runs both
-// copies when it wakes. The retry stays, on purpose: every write a client
-// may retry is checked against its idempotency key in the script that
-// writes (a say's session+ref, the Idempotency-Key of message, score and
-// purchase posts), so its second copy answers the first one's result; a
-// say or message post without a key is keyed by its send call (rooms), and
-// a score post without one by its call (ranking), so the retry of that
-// call finds it too; a MULTI/EXEC (purchases, grants) is never re-sent, as
-// go-redis refuses a transaction's connection once it failed; the rest is
-// idempotent by nature (seats, marks, settings) or a counter. A client's
-// own repeat of a request without a key is a new request:
+// go-redis sends a command again (retries = 1; on a Cluster also after a
+// redirection, so a few times) after a network error or a read timeout,
+// and a plain pipeline whole. A read timeout does not mean the command did
+// not run: a Redis that stalls (SIGSTOP, a long fork, a saturated link)
+// runs both copies when it wakes, and a chatd paused while it waited (a
+// frozen VM, SIGSTOP) sends the copy when it wakes, however long that was,
+// unless the call's context has ended. The retry stays, on purpose, and
+// every write is made safe to run twice:
+//   - a write with a client's idempotency key (a say's session+ref, the
+//     Idempotency-Key of message, score and purchase posts, a direct
+//     message's ref) is checked against it in the script that writes, so
+//     its second copy answers the first one's result;
+//   - a write without one is keyed by its call: a say or message post
+//     (rooms), a score post (ranking), a direct message (direct), a dirty
+//     take (dirty: the mask it took), an admin notice (notices). That
+//     record lives 30 s, and each such call's context ends 10 s after it
+//     starts (whatever the request's), so no copy is sent once the record
+//     may be gone;
+//   - a ticket submission finds its own ticket, and a party acceptance its
+//     own acceptance, whatever became of them since;
+//   - a MULTI/EXEC (purchases, grants) is never re-sent: go-redis does not
+//     retry a transaction whose read failed;
+//   - the rest converges when run twice (seats, read marks, the registry)
+//     or is a counter, whose double count is cosmetic.
+//
+// A client's own repeat of a request without a key is a new request:
 // docs/PROTOCOL.md ("What a client may retry, and how") tells clients to
-// send keys, and deploy/exact_test.go pauses Redis under keyed says and
-// increments to check each applies once.
+// send keys. deploy/exact_test.go pauses Redis under keyed says and
+// increments to check each applies once, and each package's tests send a
+// call twice with other writes in between (redistest.Resend).
 // Without the retry a stall of a second would answer 503 to requests that
 // succeed a moment later, and the outcome would be just as unknown.
 func (spec redisSpec) client() redis.UniversalClient {
