@@ -165,6 +165,28 @@ func TestAllow(t *testing.T) {
 		assert.Equal(t, int64(5), n, "the log holds at most N events")
 	})
 
+	t.Run("the window's last event, its call sent twice, is admitted", func(t *testing.T) {
+		// go-redis sends a call again when its answer comes late, and the
+		// first copy may have logged the event: the retry must not count
+		// it against itself and refuse it (a spurious 429).
+		clk := newClock()
+		h := redistest.ResendScript("ratelimit.window")
+		rdb := r.NewClient(t)
+		rdb.AddHook(h)
+		l := New(rdb, Config{Prefix: r.Prefix, Burst: rateOf(2), Window: time.Minute, Now: clk.Now})
+		ok, _, err := l.Allow(ctx, "lastslot")
+		require.NoError(t, err)
+		require.True(t, ok)
+		h.Arm(nil)
+		ok, _, err = l.Allow(ctx, "lastslot")
+		require.NoError(t, err)
+		h.Resent(t)
+		assert.True(t, ok, "the retry of the admitted event answers admitted")
+		n, err := r.Client.ZCard(ctx, l.keys.window("lastslot")).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), n, "logged once")
+	})
+
 	t.Run("a per-minute cap is rate N/60 with burst N", func(t *testing.T) {
 		clk := newClock()
 		l := New(r.Client, Config{Prefix: r.Prefix, Rate: rateOf(5.0 / 60), Burst: rateOf(5), Now: clk.Now})

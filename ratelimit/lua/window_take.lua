@@ -15,6 +15,12 @@ local window = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+-- This very event logged already: the Redis client's retry of a call whose
+-- answer was lost (the first copy ran). It was admitted; a second look
+-- would count it against itself, and refuse the window's last event.
+if redis.call('ZSCORE', KEYS[1], ARGV[4]) then
+  return {1, 0}
+end
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now, ARGV[4])
   redis.call('PEXPIRE', KEYS[1], window)
