@@ -28,5 +28,6 @@ func (k keys) nodeBeats() string { return k.ks.Key("nodes", "registry", "beats")
 // nodeInfo: node id → JSON Node of every registered node.
 func (k keys) nodeInfo() string { return k.ks.Key("nodes", "registry", "info") } // HASH
 
-// nodeRuns: node id → run id of the process beating for it.
+// nodeRuns: node id → run id of the process beating for it; "<id> fresh" →
+// the id of its last fresh beat (node_heartbeat.lua).
 func (k keys) nodeRuns() string { return k.ks.Key("nodes", "registry", "runs") } // HASH

@@ -2,6 +2,8 @@ package presence
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -76,7 +78,9 @@ func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 	if err != nil {
 		return Beat{}, fmt.Errorf("presence: heartbeat %s: %w", n.ID, err)
 	}
-	args := []any{n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run}
+	// The beat's id tells the script a retry of this very call (go-redis
+	// sends it again when its answer is late) from the next beat.
+	args := []any{n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run, beatID()}
 	for _, f := range n.Features {
 		args = append(args, f)
 	}
@@ -91,6 +95,13 @@ func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 		beat.Shared = replyStrings(res[2])
 	}
 	return beat, nil
+}
+
+// beatID returns a random id of one Heartbeat call.
+func beatID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b[:])
 }
 
 // replyStrings are the strings of a script's array reply v.
@@ -132,7 +143,7 @@ func (p *Presence) Leave(ctx context.Context, id string) error {
 	_, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.ZRem(ctx, p.k.nodeBeats(), id)
 		pipe.HDel(ctx, p.k.nodeInfo(), id)
-		pipe.HDel(ctx, p.k.nodeRuns(), id)
+		pipe.HDel(ctx, p.k.nodeRuns(), id, id+" fresh")
 		return nil
 	})
 	if err != nil {

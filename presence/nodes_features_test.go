@@ -57,3 +57,52 @@ func TestHeartbeatShared(t *testing.T) {
 		assert.Empty(t, shared(Node{ID: "a"}), "a node without features is told of none")
 	})
 }
+
+// TestHeartbeatRetriedIsStillFresh: go-redis sends a beat again when its
+// answer comes late, and the first copy may have registered the run. A
+// first beat (or one after a lapse, or after a Redis lost its data) must
+// answer fresh however often it runs, or the node would not rewrite its
+// presence claims; the next beat is not fresh, and a dead node's note of
+// its fresh beat goes with it.
+func TestHeartbeatRetriedIsStillFresh(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, []redistest.Backend{{Name: "redis-server", Start: redistest.Real}, {Name: "embedded", Start: redistest.InProcess}, {Name: "cluster", Start: redistest.Cluster}}, func(t *testing.T, r *redistest.Redis) {
+		ctx := context.Background()
+		clk := newClock()
+		h := redistest.ResendScript("presence.node_heartbeat")
+		rdb := r.NewClient(t)
+		rdb.AddHook(h)
+		p := New(rdb, Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now})
+		beat := func(n Node) Beat {
+			t.Helper()
+			b, err := p.Heartbeat(ctx, n)
+			require.NoError(t, err)
+			return b
+		}
+		a := Node{ID: "a", Run: "run1"}
+
+		h.Arm(nil)
+		assert.True(t, beat(a).Fresh, "a first beat, sent twice, answers fresh")
+		h.Resent(t)
+		clk.Add(time.Second)
+		assert.False(t, beat(a).Fresh, "the next beat is not fresh")
+
+		clk.Add(time.Second)
+		h.Arm(nil)
+		assert.True(t, beat(Node{ID: "a", Run: "run2"}).Fresh, "a new run's first beat, sent twice, answers fresh")
+		h.Resent(t)
+		clk.Add(time.Second)
+		assert.False(t, beat(Node{ID: "a", Run: "run2"}).Fresh)
+		ok, err := r.Client.HExists(ctx, p.k.nodeRuns(), "a fresh").Result()
+		require.NoError(t, err)
+		assert.False(t, ok, "the note of the fresh beat is gone once a beat is not")
+
+		// b beats once, freshly, and dies: a's beat drops it, note and all.
+		beat(Node{ID: "b", Run: "r"})
+		clk.Add(time.Minute)
+		beat(Node{ID: "a", Run: "run2"})
+		fields, err := r.Client.HKeys(ctx, p.k.nodeRuns()).Result()
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"a", "a fresh"}, fields, "b's entry and note dropped; a's lapse noted")
+	})
+}
