@@ -364,3 +364,31 @@ func TestEveryKeyExpiresButTheCounters(t *testing.T) {
 	assert.ElementsMatch(t, []string{r.Prefix + ":{mm:duel}:seq", r.Prefix + ":{mm:duel}:fence"}, permanent)
 	assert.Greater(t, len(keys), 6, "tickets, the match, the pool and the lock were looked at: %v", keys)
 }
+
+// TestSubmissionCallIsBounded: a submission sent twice by the Redis client
+// is one ticket, and its call ends callBound after it starts whatever the
+// caller's context (a REST request's has no deadline), so that no copy is
+// sent after the ticket's hash, which tells the script its own retry, may
+// have expired.
+func TestSubmissionCallIsBounded(t *testing.T) {
+	t.Parallel()
+	r := redistest.Real(t)
+	ctx := context.Background()
+	h := redistest.ResendCommands("evalsha", "eval")
+	rdb := r.NewClient(t)
+	rdb.AddHook(h)
+	s := New(rdb, Config{Prefix: r.Prefix, Queues: newDefs(duelDefs).get})
+	h.Arm(nil)
+	start := time.Now()
+	id, err := s.Submit(ctx, "duel", Ticket{User: "hal", Skill: 1})
+	require.NoError(t, err)
+	end := time.Now()
+	_, deadline := h.Resent(t)
+	assert.WithinRange(t, deadline, start.Add(callBound), end.Add(callBound), "the call ends callBound after its start")
+	st, err := s.Status(ctx, "duel", id)
+	require.NoError(t, err)
+	assert.Equal(t, Waiting, st.State)
+	d, err := s.Depth(ctx, "duel")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, d.Tickets, "one ticket for the two copies")
+}

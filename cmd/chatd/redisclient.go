@@ -153,7 +153,8 @@ func sentinelOptions(s string) (redisSpec, error) {
 //     starts (whatever the request's), so no copy is sent once the record
 //     may be gone;
 //   - a ticket submission finds its own ticket, and a party acceptance its
-//     own acceptance, whatever became of them since;
+//     own acceptance, whatever became of them since (an ended ticket is
+//     kept 10 minutes; these calls too end within 10 s);
 //   - a MULTI/EXEC (purchases, grants) is never re-sent: go-redis does not
 //     retry a transaction whose read failed;
 //   - the rest converges when run twice (seats, read marks, the registry)
