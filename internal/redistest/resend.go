@@ -106,6 +106,15 @@ func (h *Resend) Copies() int {
 	return h.copies
 }
 
+// Client returns a new client of r that sends through h, closed when tb
+// ends: the client of the code under test, whose calls h sends twice.
+func (h *Resend) Client(tb testing.TB, r *Redis) redis.UniversalClient {
+	tb.Helper()
+	c := r.NewClient(tb)
+	c.AddHook(h)
+	return c
+}
+
 // DialHook passes dials through.
 func (h *Resend) DialHook(next redis.DialHook) redis.DialHook { return next }
 

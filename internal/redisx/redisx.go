@@ -3,6 +3,8 @@
 // that pipelines scripts goes through Pipelined; a single script call goes
 // through Run (go-redis's Script.Run, which already falls back to EVAL).
 // Scripts are made with NewScript, which names them for the Redis metrics.
+// It also holds the bounds of a call made safe to send twice by a record
+// of it (CallID, CallBound, CallRecordTTL: call.go says why).
 //
 // Why it exists: EVALSHA is answered NOSCRIPT by a server that does not
 // hold the script — restarted, freshly promoted from a replica that never
