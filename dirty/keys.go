@@ -18,10 +18,11 @@ func (k keys) owner(session string) string { return k.ks.Key("session", session,
 // mask is the session's dirty bitmap, one SETBIT offset per Section.
 func (k keys) mask(session string) string { return k.ks.Key("session", session, "mask") } // STRING (bitmap)
 
-// taken is one take's record: the mask it took (GETDEL), kept takenTTL so
-// that go-redis' retry of the same call answers it instead of taking again.
+// taken is one take's record: the mask it took (GETDEL), kept
+// redisx.CallRecordTTL so that go-redis' retry of the same call answers it
+// instead of taking again.
 // call is a random nonce, one per Take or per script call of a Wait.
-func (k keys) taken(session, call string) string { return k.ks.Key("session", session, "taken", call) } // STRING (bitmap), PX takenTTL
+func (k keys) taken(session, call string) string { return k.ks.Key("session", session, "taken", call) } // STRING (bitmap), PX redisx.CallRecordTTL
 
 // waiters are the wake channels of the nodes where a long poll of the session waits.
 func (k keys) waiters(session string) string { return k.ks.Key("session", session, "waiters") } // SET

@@ -40,7 +40,8 @@ var retryBackends = []redistest.Backend{
 	{Name: "cluster", Start: redistest.Cluster},
 }
 
-// The bounds a take's script call keeps (callBound, takenTTL), pinned.
+// The bounds a take's script call keeps (redisx.CallBound,
+// redisx.CallRecordTTL), pinned.
 const (
 	wantCallBound = 10 * time.Second
 	wantTakenTTL  = 30 * time.Second
@@ -72,6 +73,24 @@ func checkRecord(t *testing.T, r *redistest.Redis, h *redistest.Resend, end time
 	}
 }
 
+// checkRetriedDirtyCall arms h so that call (a take or a wait of session,
+// whose mask holds first) is sent twice with a mark of between made by
+// mark between the copies, then checks that the call answered first (the
+// first copy's take), that the call was recorded, and that the next take
+// finds between.
+func checkRetriedDirtyCall(t *testing.T, r *redistest.Redis, h *redistest.Resend, tr *Tracker, session string,
+	mark func(Mask), call func() (Mask, error), first, between Mask) {
+	t.Helper()
+	h.Arm(func() { mark(between) })
+	m, err := call()
+	require.NoError(t, err)
+	assert.Equal(t, first, m, "the retry answers what the first copy took")
+	checkRecord(t, r, h, time.Now(), session, true)
+	m, err = tr.Take(context.Background(), session)
+	require.NoError(t, err)
+	assert.Equal(t, between, m, "the mark made between the copies stays for the next take")
+}
+
 // TestRetriedTakeLosesNoMark: go-redis sends a call again when its reply
 // does not come in time, and the first copy may have run. A bare GETDEL
 // retried that way lost the mask the first copy took: the client never read
@@ -83,22 +102,15 @@ func TestRetriedTakeLosesNoMark(t *testing.T) {
 	redistest.Each(t, retryBackends, func(t *testing.T, r *redistest.Redis) {
 		ctx := context.Background()
 		h := redistest.ResendCommands(callCommands...)
-		rdb := r.NewClient(t)
-		rdb.AddHook(h)
+		rdb := h.Client(t, r)
 		tr := New(rdb, Config{Prefix: r.Prefix, Node: "n0", Logger: quiet})
 		other := New(r.Client, Config{Prefix: r.Prefix, Node: "n1", Logger: quiet})
 
 		t.Run("a retried dirty take answers the first copy's mask", func(t *testing.T) {
 			_, err := tr.Open(ctx, "s-take", "ann")
 			require.NoError(t, err)
-			h.Arm(func() { require.NoError(t, other.MarkSessions(ctx, []string{"s-take"}, Of(Wallet))) })
-			m, err := tr.Take(ctx, "s-take")
-			require.NoError(t, err)
-			assert.Equal(t, AllSections, m, "the retry answers what the first copy took")
-			checkRecord(t, r, h, time.Now(), "s-take", true)
-			m, err = tr.Take(ctx, "s-take")
-			require.NoError(t, err)
-			assert.Equal(t, Of(Wallet), m, "the mark made between the copies stays for the next take")
+			mark := func(bits Mask) { require.NoError(t, other.MarkSessions(ctx, []string{"s-take"}, bits)) }
+			checkRetriedDirtyCall(t, r, h, tr, "s-take", mark, func() (Mask, error) { return tr.Take(ctx, "s-take") }, AllSections, Of(Wallet))
 		})
 
 		t.Run("a retried clean take marks nothing and records nothing", func(t *testing.T) {
@@ -131,8 +143,7 @@ func TestRetriedWaitLosesNoMark(t *testing.T) {
 	redistest.Each(t, retryBackends, func(t *testing.T, r *redistest.Redis) {
 		ctx := context.Background()
 		h := redistest.ResendCommands(callCommands...)
-		rdb := r.NewClient(t)
-		rdb.AddHook(h)
+		rdb := h.Client(t, r)
 		b := bus.New(r.NewClient(t), bus.Config{Node: "n0", Prefix: r.Prefix, Logger: quiet})
 		t.Cleanup(b.Start(context.Background()))
 		tr := New(rdb, Config{Prefix: r.Prefix, Node: "n0", Logger: quiet})
@@ -151,14 +162,7 @@ func TestRetriedWaitLosesNoMark(t *testing.T) {
 
 		t.Run("a retried dirty wait answers the first copy's mask", func(t *testing.T) {
 			mark(Of(Wallet))
-			h.Arm(func() { mark(Of(Match)) })
-			m, err := tr.Wait(ctx, "s-wait", 5*time.Second)
-			require.NoError(t, err)
-			assert.Equal(t, Of(Wallet), m, "the retry answers what the first copy took")
-			checkRecord(t, r, h, time.Now(), "s-wait", true)
-			m, err = tr.Take(ctx, "s-wait")
-			require.NoError(t, err)
-			assert.Equal(t, Of(Match), m, "the mark made between the copies stays for the next take")
+			checkRetriedDirtyCall(t, r, h, tr, "s-wait", mark, func() (Mask, error) { return tr.Wait(ctx, "s-wait", 5*time.Second) }, Of(Wallet), Of(Match))
 		})
 
 		t.Run("a retried clean wait registers the poll once", func(t *testing.T) {

@@ -130,11 +130,12 @@ func New(rdb redis.UniversalClient, cfg Config) *Tracker {
 }
 
 // Open starts session for user, or renews it. A session id belongs to one
-// user for its life: derive it from the signed token. A new session (never seen, or
-// expired) starts with every section dirty, so its first poll returns the
-// full state, and created is true. Call it on every poll, before Take or
-// Wait: a renewal costs one pipelined round trip, and this node sends it at
-// most once per SessionTTL/4 per session, so most polls pay nothing for it.
+// user for its life: derive it from the signed token. A new session (never
+// seen, or expired) starts with every section dirty, so its first poll
+// returns the full state, and created is true. Call it on every poll, before
+// Take or Wait: a renewal costs one pipelined round trip, and this node sends
+// it at most once per SessionTTL/4 per session, so most polls pay nothing for
+// it.
 //
 // The user's session index keeps Config.MaxSessionsPerUser sessions: when
 // this one is one too many, the sessions renewed longest ago are dropped
@@ -201,14 +202,14 @@ func stringsOf(v any) []string {
 	return out
 }
 
-// Take reads and clears the session's dirty mask in one atomic step (the
-// wait script, lua/session_wait.lua, whose [GETDEL] takes the mask): a mark
-// that lands after it stays for the next Take, never lost. The script
-// records the mask it took for takenTTL under a key of this call, so that
+// Take reads and clears the session's dirty mask in one atomic step (the wait
+// script, lua/session_wait.lua, whose [GETDEL] takes the mask): a mark that
+// lands after it stays for the next Take, never lost. The script records the
+// mask it took for redisx.CallRecordTTL under a key of this call, so that
 // go-redis' retry of the call (sent when the reply is late; the first copy
 // may have run) answers the same mask instead of finding none: the call's
-// context ends callBound after it started at the latest, so no retry is
-// sent after the record may have lapsed. An unknown or expired session is
+// context ends redisx.CallBound after it started at the latest, so no retry
+// is sent after the record may have lapsed. An unknown or expired session is
 // clean. It returns an error wrapping ErrBadID for a bad id, or the Redis
 // error.
 //
@@ -225,38 +226,23 @@ func (t *Tracker) Take(ctx context.Context, session string) (Mask, error) {
 	return m, nil
 }
 
-// takenTTL is how long a take's record (keys.taken) is kept: longer than
-// callBound, the latest go-redis sends a retry of the call, with a margin
-// for a stalled Redis that runs both copies when it wakes. About 100 bytes
-// of Redis memory per dirty take for that long; a clean take records
+// A take's record (keys.taken) is kept redisx.CallRecordTTL: about 100
+// bytes of Redis memory per dirty take for that long; a clean take records
 // nothing.
-const takenTTL = 30 * time.Second
-
-// callBound is the longest a take's script call may run, retries included:
-// go-redis checks the call's context before each retry, so none is sent
-// later than this after the call started, while its record is still kept.
-const callBound = 10 * time.Second
 
 // take runs the wait script once: it takes session's mask, or, when it is
 // clean and channel is not "", registers a long poll on channel for reg. The
-// call is keyed by a new nonce (keys.taken) and its context ends callBound
-// from now at the latest.
+// call is keyed by a new nonce (keys.taken) and its context ends
+// redisx.CallBound from now at the latest.
 func (t *Tracker) take(ctx context.Context, session, channel string, reg time.Duration) (Mask, error) {
-	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(callBound))
+	ctx, cancel := redisx.BoundCall(ctx)
 	defer cancel()
-	keys := []string{t.k.mask(session), t.k.waiters(session), t.k.taken(session, callNonce())}
-	b, err := waitScript.Run(ctx, t.rdb, keys, channel, reg.Milliseconds(), takenTTL.Milliseconds()).Text()
+	keys := []string{t.k.mask(session), t.k.waiters(session), t.k.taken(session, redisx.CallID())}
+	b, err := waitScript.Run(ctx, t.rdb, keys, channel, reg.Milliseconds(), redisx.CallRecordTTL.Milliseconds()).Text()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
 	}
 	return parseBitmap(b), nil
-}
-
-// callNonce returns a new random id of one script call.
-func callNonce() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // MarkSessions makes bits dirty in each live session and wakes their long

@@ -1,12 +1,8 @@
 package notices
 
 import (
-	"github.com/chatd/chatd/errcode"
-
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatd/chatd/internal/redisx"
-
+	"github.com/chatd/chatd/errcode"
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 // Limits of a notice.
@@ -26,17 +22,6 @@ const (
 	MaxText = 1000 // characters
 	MaxKept = 100  // notices kept in history
 )
-
-// postedTTL is how long a Post's record (postedKey: the id of the notice
-// it stored) is kept: longer than callBound, the latest go-redis sends a
-// retry of the call, with a margin for a stalled Redis that runs both
-// copies when it wakes.
-const postedTTL = 30 * time.Second
-
-// callBound is the longest a Post's script call may run, retries included:
-// go-redis checks the call's context before each retry, so none is sent
-// later than this after the call started, while its record is still kept.
-const callBound = 10 * time.Second
 
 // ErrBadText is returned for an empty, too long or non-UTF-8 notice.
 var ErrBadText = errcode.New(errcode.BadValue, "notices: bad text")
@@ -92,33 +77,26 @@ func New(rdb redis.UniversalClient, cfg Config) *Board {
 func (b *Board) Channel() string { return b.events }
 
 // Post stores a notice and publishes it to every node, once: the script
-// records the notice's id for postedTTL under a key of this call, so that
-// go-redis' retry of the call (sent when the reply is late; the first copy
-// may have run) answers that id instead of storing and broadcasting the
-// notice again. The call's context ends callBound after it started at the
-// latest, so no retry is sent after the record may have lapsed. A new call
-// is a new notice. It returns ErrBadText for an empty, too long (over
+// records the notice's id for redisx.CallRecordTTL under a key of this call,
+// so that go-redis' retry of the call (sent when the reply is late; the first
+// copy may have run) answers that id instead of storing and broadcasting the
+// notice again. The call's context ends redisx.CallBound after it started at
+// the latest, so no retry is sent after the record may have lapsed. A new
+// call is a new notice. It returns ErrBadText for an empty, too long (over
 // MaxText characters) or invalid text, and Redis errors.
 func (b *Board) Post(ctx context.Context, text string) (Notice, error) {
 	if text == "" || !utf8.ValidString(text) || utf8.RuneCountInString(text) > MaxText {
 		return Notice{}, fmt.Errorf("%w: a notice is 1 to %d characters of UTF-8 text", ErrBadText, MaxText)
 	}
 	now := b.now()
-	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(callBound))
+	ctx, cancel := redisx.BoundCall(ctx)
 	defer cancel()
-	keys := []string{b.stream, postedKey(b.ks, callNonce())}
-	id, err := postScript.Run(ctx, b.rdb, keys, b.events, text, now.UnixMilli(), MaxKept, postedTTL.Milliseconds()).Text()
+	keys := []string{b.stream, postedKey(b.ks, redisx.CallID())}
+	id, err := postScript.Run(ctx, b.rdb, keys, b.events, text, now.UnixMilli(), MaxKept, redisx.CallRecordTTL.Milliseconds()).Text()
 	if err != nil {
 		return Notice{}, fmt.Errorf("notices: post: %w", err)
 	}
 	return Notice{ID: id, Text: text, TS: time.UnixMilli(now.UnixMilli()).UTC()}, nil
-}
-
-// callNonce returns a new random id of one script call.
-func callNonce() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // Recent returns up to n of the latest notices, oldest first.

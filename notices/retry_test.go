@@ -21,16 +21,15 @@ var callCommands = []string{"evalsha", "eval"}
 // the notice twice and broadcast it twice to everyone. The retry must
 // answer the first copy's id and store and publish nothing, even after
 // another post made between the copies; the call's context must end 10 s
-// (callBound) after it started at the latest, and its record must carry
-// the prefix and a TTL of at most 30 s (postedTTL).
+// (redisx.CallBound) after it started at the latest, and its record must carry
+// the prefix and a TTL of at most 30 s (redisx.CallRecordTTL).
 func TestRetriedPostPostsOnce(t *testing.T) {
 	t.Parallel()
 	backends := []redistest.Backend{{Name: "single server", Start: redistest.New}, {Name: "cluster", Start: redistest.Cluster}}
 	redistest.Each(t, backends, func(t *testing.T, r *redistest.Redis) {
 		ctx := context.Background()
 		h := redistest.ResendCommands(callCommands...)
-		rdb := r.NewClient(t)
-		rdb.AddHook(h)
+		rdb := h.Client(t, r)
 		b := New(rdb, Config{Prefix: r.Prefix})
 		other := New(r.Client, Config{Prefix: r.Prefix})
 		sub := r.NewClient(t).Subscribe(ctx, b.Channel())

@@ -2,13 +2,13 @@ package presence
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 // Node is one chatd node in the registry, as its last heartbeat described
@@ -80,7 +80,7 @@ func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 	}
 	// The beat's id tells the script a retry of this very call (go-redis
 	// sends it again when its answer is late) from the next beat.
-	args := []any{n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run, beatID()}
+	args := []any{n.ID, ms(now.Add(p.ttl)), p.ttl.Milliseconds(), string(b), ms(now), n.Run, redisx.CallID()}
 	for _, f := range n.Features {
 		args = append(args, f)
 	}
@@ -95,13 +95,6 @@ func (p *Presence) Heartbeat(ctx context.Context, n Node) (Beat, error) {
 		beat.Shared = replyStrings(res[2])
 	}
 	return beat, nil
-}
-
-// beatID returns a random id of one Heartbeat call.
-func beatID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
-	return hex.EncodeToString(b[:])
 }
 
 // replyStrings are the strings of a script's array reply v.

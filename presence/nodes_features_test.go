@@ -70,8 +70,7 @@ func TestHeartbeatRetriedIsStillFresh(t *testing.T) {
 		ctx := context.Background()
 		clk := newClock()
 		h := redistest.ResendScript("presence.node_heartbeat")
-		rdb := r.NewClient(t)
-		rdb.AddHook(h)
+		rdb := h.Client(t, r)
 		p := New(rdb, Config{Prefix: r.Prefix, TTL: 30 * time.Second, Now: clk.Now})
 		beat := func(n Node) Beat {
 			t.Helper()

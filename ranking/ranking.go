@@ -2,8 +2,6 @@ package ranking
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatd/chatd/internal/keyspace"
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/names"
 )
 
@@ -41,17 +40,6 @@ const (
 	// IdempotencyTTL is how long the first answer to a post with an
 	// idempotency key is kept.
 	IdempotencyTTL = 10 * time.Minute
-	// callKeyTTL is how long the key of a post made without one is kept:
-	// longer than the Redis client's retry of the call may come, shorter
-	// than a person waits to post again. A retry comes a read timeout
-	// after the first copy, or, from a node paused while it waited (SIGSTOP,
-	// a frozen VM), when the node wakes: no later than postBound after the
-	// call began, as the post's context ends then. The key outlives that by
-	// 20 s, for copies that wait in a slow server's queue.
-	callKeyTTL = 30 * time.Second
-	// postBound is the longest a post may take, the Redis client's retry
-	// included (a REST request's context has no deadline of its own).
-	postBound = 10 * time.Second
 	// MaxIdempotencyKey is the longest idempotency key, in bytes.
 	MaxIdempotencyKey = 128
 )
@@ -244,17 +232,20 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 	}
 	keys := []string{boardKey(s.sp, p.id), playersKey(s.sp, p.id), seqKey(s.sp, p.id)}
 	args := []any{canon, player, string(mode), hi, lo, expire, idle, maxPlayers}
-	// A post without a key is keyed by this call, for callKeyTTL: the Redis
+	// A post without a key is keyed by this call, for
+	// redisx.CallRecordTTL: the Redis
 	// client's own retry after a read timeout (the first copy may have run)
 	// is then answered by the first copy's record, not applied twice. A new
 	// call is a new post; a caller that retries must send its own key. The
-	// call ends within postBound, so that no retry is sent after the key
-	// may have gone.
-	ctx, cancel := boundedContext(ctx, postBound)
+	// call ends within redisx.CallBound, so that no retry is sent after
+	// the key may have gone.
+	ctx, cancel := redisx.BoundCall(ctx)
 	defer cancel()
 	key, scope, ttl := opts.Key, opts.Scope, IdempotencyTTL
 	if key == "" {
-		key, scope, ttl = callKey(), "", callKeyTTL
+		// "~" and a random id: a client's key never starts with "~" in the
+		// board-wide scope it goes to
+		key, scope, ttl = "~"+redisx.CallID(), "", redisx.CallRecordTTL
 	}
 	keys = append(keys, idemKey(s.sp, p.id, scope, key))
 	args = append(args, fmt.Sprintf("%s\n%s\n%s\n%d\n%d", board, canon, mode, hi, lo), ttl.Milliseconds(), lengthenOnly)
@@ -297,14 +288,6 @@ func (s *Service) PostWith(ctx context.Context, board, player string, score Scor
 		s.onChange(ctx, board, out.Entry)
 	}
 	return out, nil
-}
-
-// boundedContext is ctx ending d from now at the latest.
-func boundedContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
 }
 
 func checkPost(board, player string, score Score, mode Mode, opts PostOptions) error {
@@ -603,13 +586,4 @@ func IsBadInput(err error) bool {
 		}
 	}
 	return false
-}
-
-// callKey returns a fresh key for one post made without a key: "~" and
-// 16 random hex digits (a client's key never starts with "~" in the
-// board-wide scope it goes to).
-func callKey() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "~" + hex.EncodeToString(b[:])
 }
