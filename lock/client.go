@@ -94,9 +94,11 @@ const (
 //
 // Each try is one round trip: a script that does SET NX PX and, when that
 // succeeds, INCRs the name's fence, so every acquisition gets a fence greater
-// than all before it. Acquire returns ErrNotObtained when opts.Wait passed,
-// the context's error when ctx ended, ErrNoAnswer (with the context's error)
-// when Redis did not answer in time, names.ErrBadName for a malformed name,
+// than all before it. Acquire returns ErrNotObtained when opts.Wait passed
+// (wrapped together with ErrNoAnswer when a try was still out then: Redis had
+// answered that another owner holds the lock, but not the last try), the
+// context's error when ctx ended, ErrNoAnswer (with the context's error) when
+// Redis did not answer in time, names.ErrBadName for a malformed name,
 // and other Redis errors as they come, all wrapped with the name. Waiters are
 // not served in order.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts *Options) (*Lock, error) {
@@ -155,6 +157,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, op
 		}
 	}
 	var timer *time.Timer
+	held := false // Redis has answered that another owner holds the lock
 	for try := 0; ; try++ {
 		sent := time.Now()
 		v, err := c.call(wctx, acquireScript, late, keys, l.token, ttlMS)
@@ -167,9 +170,18 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, op
 			}
 			return l, nil
 		case errors.Is(err, redis.Nil):
+			held = true
 			if try == 0 {
 				c.m.contended.Inc()
 			}
+		case errors.Is(err, errAbandoned) && held && ctx.Err() == nil:
+			// The wait passed while a try was out, after Redis had answered
+			// that another owner holds the lock: not obtained within the
+			// wait, which a caller must be able to tell from a Redis that
+			// never answered. (On a loaded machine the last try is often
+			// out when the wait ends; a lock it may yet take is released
+			// when its answer arrives.)
+			return nil, fmt.Errorf("%w, its last try unanswered (%w)", c.stopped(ctx, name, o.Wait, start), ErrNoAnswer)
 		case errors.Is(err, errAbandoned):
 			c.m.failed.Observe(time.Since(start).Seconds())
 			return nil, fmt.Errorf("lock: acquire %s: %w %s: %w", name, ErrNoAnswer, c.bound(ctx, o.Wait), wctx.Err())

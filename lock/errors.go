@@ -11,7 +11,9 @@ import (
 // errors.Is. A malformed lock name wraps names.ErrBadName.
 var (
 	// ErrNotObtained is returned by TryAcquire when another owner holds the
-	// lock, and by Acquire when Options.Wait passed without obtaining it.
+	// lock, and by Acquire when Options.Wait passed without obtaining it
+	// (together with ErrNoAnswer when the wait passed with a try still out
+	// after Redis had answered that the lock is held).
 	ErrNotObtained = errcode.New(errcode.Busy, "lock: not obtained")
 
 	// ErrNotHeld is returned by Refresh and Release when the lock expired or
@@ -26,8 +28,9 @@ var (
 	// ErrNoAnswer is returned when Redis did not answer before the context
 	// ended or Options.Wait passed (a hung or paused server). It is wrapped
 	// together with the context's error (context.DeadlineExceeded or
-	// context.Canceled). Whether the unanswered command ran is unknown: a lock
-	// it may have taken expires after its ttl.
+	// context.Canceled), except in Acquire's ErrNotObtained above. Whether the
+	// unanswered command ran is unknown: a lock it may have taken expires
+	// after its ttl.
 	ErrNoAnswer = errors.New("lock: no answer from redis")
 
 	// ErrKeyNotInUnit is returned by FencedHSet when the key's hash tag is not

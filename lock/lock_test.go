@@ -377,6 +377,7 @@ func TestPausedRedis(t *testing.T) {
 				})
 				assert.ErrorIs(t, err, ErrNoAnswer)
 				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.NotErrorIs(t, err, ErrNotObtained, "Redis never said the lock is held")
 				assert.ErrorContains(t, err, a)
 				assert.ErrorContains(t, err, "wait")
 			})
@@ -573,4 +574,44 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name, result string)
 		}
 	}
 	return 0
+}
+
+// TestWaitEndsWithATryOut: once Redis has answered that another owner holds
+// the lock, a wait that passes while a try is out is ErrNotObtained (with
+// ErrNoAnswer for the unanswered try), not a Redis that never answered. On a
+// loaded machine the last try is often out when the wait ends; CI read
+// "no answer" there once. The pause makes the try out for certain.
+func TestWaitEndsWithATryOut(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	c := newTestClient(r, nil)
+	held, err := c.Acquire(ctx, "lobby:busy", time.Minute, nil)
+	require.NoError(t, err)
+
+	other := newTestClient(r, r.NewClient(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.Acquire(ctx, "lobby:busy", time.Minute, &Options{Wait: time.Second, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // a few tries answered "held"
+	r.Server.Pause(t)
+	var got error
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Acquire hung on a paused Redis")
+	}
+	r.Server.Resume(t)
+	assert.ErrorIs(t, got, ErrNotObtained)
+	assert.ErrorIs(t, got, ErrNoAnswer, "the last try went unanswered")
+	assert.NotErrorIs(t, got, context.DeadlineExceeded, "the caller's context did not end")
+	assert.ErrorContains(t, got, "lobby:busy")
+
+	// The unanswered try ran after the resume or not at all: either way the
+	// lock is still the first owner's.
+	lockKey, _ := c.Keys("lobby:busy")
+	assert.Eventually(t, func() bool { return r.Client.Get(ctx, lockKey).Val() == held.Token() }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, held.Release(ctx))
 }
