@@ -3,7 +3,6 @@ package direct
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -204,8 +203,12 @@ func (s *Service) Open(ctx context.Context, from, to string, o OpenOptions) (Con
 	if names.Canonical(from) != a {
 		an, bn = to, from
 	}
-	res, err := redisx.Run(ctx, s.rdb, conversationOpenScript, []string{metaKey(s.ks, id)},
-		a, b, an, bn, flag(o.Guest), s.cfg.TTL.Milliseconds(), s.cfg.GuestTTL.Milliseconds()).Int64Slice()
+	// the call's id tells its own retry (a late call sent again) that it
+	// made the record: created, and marked
+	octx, cancel := redisx.BoundCall(ctx)
+	res, err := redisx.Run(octx, s.rdb, conversationOpenScript, []string{metaKey(s.ks, id)},
+		a, b, an, bn, flag(o.Guest), s.cfg.TTL.Milliseconds(), s.cfg.GuestTTL.Milliseconds(), redisx.CallID()).Int64Slice()
+	cancel()
 	if err != nil {
 		return Conversation{}, false, fmt.Errorf("direct: open %s: %w", id, err)
 	}
@@ -319,33 +322,6 @@ type Sent struct {
 	Unread int64
 }
 
-// callKeyTTL is how long the record of a send without an idempotency key
-// is kept (under the key "~<call>", Send's own random id), and callBound
-// the longest Send's script call may take, the Redis client's retries
-// included. go-redis sends a command again when its reply does not come
-// within the read timeout (MaxRetries; on a Cluster, after redirections
-// too), and the first copy may have been applied: a stalled server runs
-// both copies when it wakes, and a chatd process paused while it waited
-// for the reply (SIGSTOP, a frozen VM) sends the copy when it wakes,
-// however long that was, unless the call's context has ended by then. So
-// the script call's context ends callBound after its start at the latest
-// (no copy is sent later), and the record, which makes every copy after
-// the first answer the first one's result, outlives that bound by 20 s,
-// for copies that wait in a slow server's queue. About 150 bytes of Redis
-// memory per send for that long. The same bounds as rooms' callKeyTTL and
-// commitBound.
-const (
-	callKeyTTL = 30 * time.Second
-	callBound  = 10 * time.Second
-)
-
-// newCall returns a random id for one Send call.
-func newCall() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
-	return hex.EncodeToString(b[:])
-}
-
 // envelope is what the channel carries: the canonical names of the users
 // to deliver to, a newline, then the event frame.
 func envelope(users []string, frame string) string {
@@ -371,10 +347,11 @@ func DecodeEnvelope(p []byte) (users []string, frame []byte, ok bool) {
 //
 // The send is applied once however often the Redis client sends its
 // script (a retry after a read timeout): it is recorded under o.Ref, or,
-// without one, under a key of this call's own (kept callKeyTTL), together
-// with this call's id, and a second run answers the first one's message
-// and unread count as this call's send (not Repeated). The script call
-// ends callBound after it starts at the latest, whatever ctx allows.
+// without one, under a key of this call's own (kept
+// redisx.CallRecordTTL), together with this call's id, and a second run
+// answers the first one's message and unread count as this call's send
+// (not Repeated). The script call ends redisx.CallBound after it starts
+// at the latest, whatever ctx allows.
 func (s *Service) Send(ctx context.Context, conv Conversation, from, text string, o SendOptions) (Sent, error) {
 	if text == "" || len(text) > MaxText || !utf8.ValidString(text) {
 		return Sent{}, ErrTooLong
@@ -388,13 +365,13 @@ func (s *Service) Send(ctx context.Context, conv Conversation, from, text string
 	pre, post := eventParts(EventMessage, m)
 	// The call's id is recorded with the message: it tells the Redis
 	// client's retry of this call's script (the same id) from a client's
-	// repeat. A send without a key is keyed by its call, for callKeyTTL:
-	// the retry is then answered by the first run's record, not stored
-	// twice. Another call is another message.
-	call := newCall()
+	// repeat. A send without a key is keyed by its call, for
+	// redisx.CallRecordTTL: the retry is then answered by the first run's
+	// record, not stored twice. Another call is another message.
+	call := redisx.CallID()
 	ref, ttl := o.Ref, s.cfg.SaidTTL
 	if ref == "" {
-		ref, ttl = "~"+call, callKeyTTL
+		ref, ttl = "~"+call, redisx.CallRecordTTL
 	}
 	keys := []string{logKey(s.ks, conv.ID), metaKey(s.ks, conv.ID), rateKey(s.ks, conv.ID, names.Canonical(from)),
 		saidKey(s.ks, conv.ID, names.Canonical(from), ref)}
@@ -402,7 +379,7 @@ func (s *Service) Send(ctx context.Context, conv Conversation, from, text string
 	burst := max(o.Burst, 1)
 	users := []string{names.Canonical(to), names.Canonical(from)}
 	// no copy of the script call is sent once its record may be gone
-	rctx, cancel := context.WithDeadline(ctx, time.Now().Add(callBound))
+	rctx, cancel := redisx.BoundCall(ctx)
 	res, err := redisx.Run(rctx, s.rdb, messageSendScript, keys,
 		names.Canonical(from), names.Canonical(to), m.TS, s.cfg.HistoryMax, from, text, s.ch,
 		envelope(users, pre), post, o.Rate, burst, s.cfg.TTL.Milliseconds(), s.cfg.GuestTTL.Milliseconds(),

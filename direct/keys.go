@@ -14,15 +14,23 @@ import "github.com/chatd/chatd/internal/keyspace"
 func logKey(ks keyspace.Space, conv string) string { return ks.Key("dm", conv, "log") } // STREAM
 
 // metaKey is a conversation's record: a and b (the canonical names, a < b),
-// guest ("1" when either was a guest when it was opened: its keys live
-// GuestTTL), and per participant u: "read:u" (the id u read up to) and
-// "unread:u" (messages of the other one after it).
+// an and bn (the names as first written), call (the random id of the Open
+// call that made it), guest ("1" when either was a guest when it was
+// opened: its keys live GuestTTL), and per participant u: "read:u" (the id
+// u read up to) and "unread:u" (messages of the other one after it).
 func metaKey(ks keyspace.Space, conv string) string { return ks.Key("dm", conv, "meta") } // HASH
 
-// saidKey records a send under the sender's idempotency key ref, or
-// "~<call>" for a send without one (kept callKeyTTL): "<stream id> <ts>
-// <text hash> <call> <unread>", call being the id of the Send call that
-// stored it and unread the recipient's unread count it answered.
+// removedKey records what one Remove call's script answered ("1" removed,
+// "0" no such message), for redisx.CallRecordTTL: go-redis's retry of a
+// late call is answered that instead of "no such message".
+func removedKey(ks keyspace.Space, conv, call string) string {
+	return ks.Key("dm", conv, "removed", call) // STRING, PX redisx.CallRecordTTL
+}
+
+// saidKey records a send under the sender's idempotency key ref, or "~<call>"
+// for a send without one (kept redisx.CallRecordTTL): "<stream id> <ts> <text
+// hash> <call> <unread>", call being the id of the Send call that stored it
+// and unread the recipient's unread count it answered.
 func saidKey(ks keyspace.Space, conv, user, ref string) string {
 	return ks.Key("dm", conv, "said", user, ref)
 } // STRING

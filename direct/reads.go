@@ -185,8 +185,13 @@ func (s *Service) Remove(ctx context.Context, conv Conversation, id string) (boo
 		return false, err
 	}
 	frame := fmt.Sprintf(`{"type":%q,"conversation":"%s","id":"%s"}`, EventRemoved, conv.ID, id) // all [0-9a-z_-]
-	n, err := redisx.Run(ctx, s.rdb, messageRemoveScript, []string{logKey(s.ks, conv.ID)}, rawID(id), s.ch,
-		envelope([]string{names.Canonical(conv.A), names.Canonical(conv.B)}, frame)).Int64()
+	// recorded under the call, which ends while the record is kept: the
+	// Redis client's retry of a late call answers the first copy's result
+	ctx, cancel := redisx.BoundCall(ctx)
+	defer cancel()
+	keys := []string{logKey(s.ks, conv.ID), removedKey(s.ks, conv.ID, redisx.CallID())}
+	n, err := redisx.Run(ctx, s.rdb, messageRemoveScript, keys, rawID(id), s.ch,
+		envelope([]string{names.Canonical(conv.A), names.Canonical(conv.B)}, frame), redisx.CallRecordTTL.Milliseconds()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("direct: remove %s in %s: %w", id, conv.ID, err)
 	}

@@ -95,8 +95,7 @@ func TestDirectSendRetriedByTheRedisClientIsAppliedOnce(t *testing.T) {
 		cfg := direct.Config{Prefix: r.Prefix, Key: []byte("k")}
 		other := direct.New(r.NewClient(t), cfg) // another node: no retries
 		h := redistest.ResendScript("direct.message_send")
-		rdb := r.NewClient(t)
-		rdb.AddHook(h)
+		rdb := h.Client(t, r)
 		s := direct.New(rdb, cfg)
 		conv, _, err := other.Open(ctx, "Alice", "bob", direct.OpenOptions{})
 		require.NoError(t, err)
@@ -156,12 +155,62 @@ func TestDirectSendRetriedByTheRedisClientIsAppliedOnce(t *testing.T) {
 			assert.EqualValues(t, 4, unread())
 		})
 
-		t.Run("a call's key lives callKeyTTL", func(t *testing.T) {
+		t.Run("a call's key lives redisx.CallRecordTTL", func(t *testing.T) {
 			keys := keysOf(t, r.Client, r.Prefix+":*:said:*:~*")
 			require.Len(t, keys, 3, "one per send without a key")
 			for _, k := range keys {
 				ttl, err := r.Client.PTTL(ctx, k).Result()
 				require.NoError(t, err)
+				assert.True(t, ttl > 0 && ttl <= 30*time.Second, "%s lives %v", k, ttl)
+			}
+		})
+	})
+}
+
+// TestDirectOpenAndRemoveRetriedAnswerTheFirstCopy: the Redis client's
+// retry of a late Open that made the conversation answered "existed", so
+// its caller skipped the marks of a new conversation; that of a late
+// Remove answered "no such message" for a message it had removed. Each
+// now answers what its first copy did.
+func TestDirectOpenAndRemoveRetriedAnswerTheFirstCopy(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, serverAndCluster, func(t *testing.T, r *redistest.Redis) {
+		ctx := context.Background()
+		cfg := direct.Config{Prefix: r.Prefix, Key: []byte("k")}
+		other := direct.New(r.NewClient(t), cfg)
+		opens, removes := redistest.ResendScript("direct.conversation_open"), redistest.ResendScript("direct.message_remove")
+		rdb := opens.Client(t, r)
+		rdb.AddHook(removes)
+		s := direct.New(rdb, cfg)
+
+		t.Run("an open that made the conversation is answered created", func(t *testing.T) {
+			opens.Arm(nil)
+			_, created, err := s.Open(ctx, "Carol", "dave", direct.OpenOptions{})
+			require.NoError(t, err)
+			opens.Resent(t)
+			assert.True(t, created)
+			_, created, err = other.Open(ctx, "dave", "carol", direct.OpenOptions{})
+			require.NoError(t, err)
+			assert.False(t, created, "another call finds it existing")
+		})
+
+		t.Run("a removal is answered removed, once", func(t *testing.T) {
+			conv, _, err := other.Open(ctx, "Erin", "frank", direct.OpenOptions{})
+			require.NoError(t, err)
+			sent, err := other.Send(ctx, conv, "Erin", "oops", direct.SendOptions{})
+			require.NoError(t, err)
+			removes.Arm(nil)
+			removed, err := s.Remove(ctx, conv, sent.Message.ID)
+			require.NoError(t, err)
+			removes.Resent(t)
+			assert.True(t, removed, "the retry answers the first copy's removal")
+			removed, err = other.Remove(ctx, conv, sent.Message.ID)
+			require.NoError(t, err)
+			assert.False(t, removed, "another call finds it gone")
+			rec := keysOf(t, r.Client, r.Prefix+":*:removed:*")
+			require.Len(t, rec, 2, "one record per call")
+			for _, k := range rec {
+				ttl := r.Client.PTTL(ctx, k).Val()
 				assert.True(t, ttl > 0 && ttl <= 30*time.Second, "%s lives %v", k, ttl)
 			}
 		})

@@ -24,6 +24,6 @@ var (
 	conversationOpenScript = redisx.NewScript("direct.conversation_open", conversationOpenSrc)
 	messageSendScript      = redisx.NewScript("direct.message_send", ratelimit.BucketLua+messageSendSrc) // the sender's token bucket
 	readMarkScript         = redisx.NewScript("direct.read_mark", readMarkSrc)
-	messageRemoveScript    = redisx.NewScript("direct.message_remove", messageRemoveSrc)
+	messageRemoveScript    = redisx.NewScript("direct.message_remove", redisx.CallRecordLua+messageRemoveSrc)
 	blocksChangeScript     = redisx.NewScript("direct.blocks_change", blocksChangeSrc)
 )

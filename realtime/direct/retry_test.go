@@ -67,8 +67,7 @@ func TestDirectSendRetriedByTheRedisClientIsTheClientsFirstSend(t *testing.T) {
 			ctx := context.Background()
 			h := redistest.ResendScript("direct.message_send")
 			h.Always(nil)
-			rdb := r.NewClient(t)
-			rdb.AddHook(h)
+			rdb := h.Client(t, r)
 			store := dm.New(rdb, dm.Config{Prefix: r.Prefix, Key: []byte("k")})
 			marks := &markLog{}
 			d, err := direct.New(direct.Config{Store: store, Clients: noClients{}, Marks: marks, Muted: notMuted{},
