@@ -171,8 +171,7 @@ func TestAllow(t *testing.T) {
 		// it against itself and refuse it (a spurious 429).
 		clk := newClock()
 		h := redistest.ResendScript("ratelimit.window")
-		rdb := r.NewClient(t)
-		rdb.AddHook(h)
+		rdb := h.Client(t, r)
 		l := New(rdb, Config{Prefix: r.Prefix, Burst: rateOf(2), Window: time.Minute, Now: clk.Now})
 		ok, _, err := l.Allow(ctx, "lastslot")
 		require.NoError(t, err)

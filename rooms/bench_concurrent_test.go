@@ -27,18 +27,33 @@ import (
 //
 // The "serial-" pair is one goroutine: a quiet node, where every commit
 // carries one say, so what a say costs is not shared with others.
+//
+// "say" keeps a keyed say's record in the lobby (claim records off: a
+// rolling upgrade from v0.1.0); "say-records" in its claim, as a node does
+// in its first 2 × IdempotencyTTL with claim records on; "say-settled"
+// after that, a node's steady state (Messages.SetClaimRecords).
 func BenchmarkSendConcurrent(b *testing.B) {
-	for _, mode := range []string{"say", "publish", "serial-say", "serial-publish"} {
+	for _, mode := range []string{"say", "say-records", "say-settled", "publish", "serial-say", "serial-say-settled", "serial-publish"} {
 		b.Run(mode, func(b *testing.B) {
-			benchSendConcurrent(b, strings.HasSuffix(mode, "publish"), strings.HasPrefix(mode, "serial"))
+			records := ""
+			if strings.Contains(mode, "say-") {
+				records = strings.TrimPrefix(mode, "serial-")
+			}
+			benchSendConcurrent(b, strings.HasSuffix(mode, "publish"), strings.HasPrefix(mode, "serial"), records)
 		})
 	}
 }
 
-func benchSendConcurrent(b *testing.B, publish, serial bool) {
+func benchSendConcurrent(b *testing.B, publish, serial bool, records string) {
 	r := redistest.Own(b, redistest.Options{})
 	ctx := context.Background()
 	s := nodes(b, r, 1, Config{})[0]
+	if records != "" {
+		s.Messages.SetClaimRecords(true)
+	}
+	if records == "say-settled" {
+		s.Messages.claimSince.Store(1) // on since 1970
+	}
 	var rooms []string
 	for i := range 200 {
 		got, err := s.Seats.Join(ctx, "bench", fmt.Sprintf("u%d", i), ws1)

@@ -2,7 +2,6 @@ package rooms
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -85,22 +84,12 @@ func (s *Messages) SendMany(ctx context.Context, reqs []SendRequest, opt SendOpt
 // than a client's retries of one pipeline take.
 const countedTTL = time.Minute
 
-// callKeyTTL is how long the record of a say sent without a key is kept
-// (under the key "~<call>/<index>"): longer than the gap between the
-// first copy of a pipeline and go-redis's retry of it. A stalled server
-// runs both copies when it wakes; but a node paused while it waited for
-// the answer (SIGSTOP, a VM frozen) sends the retry when it wakes, however
-// long that was, unless the call's context has ended by then. So every
-// commit ends within commitBound (commitContext), and the record outlives
-// that bound by 20 s, for copies that wait in a slow server's queue.
-// About 150 bytes of Redis memory per say for that long.
-const callKeyTTL = 30 * time.Second
-
-// commitBound is the longest a send commit may take, the Redis client's
-// retries included: no copy of its calls is sent later, so none outlives
-// the records of callKeyTTL (or countedTTL) that tell a retry from a new
-// call. A WebSocket say's own deadline is as long.
-const commitBound = 10 * time.Second
+// A say sent without a key is recorded under the key "~<call>/<index>"
+// for redisx.CallRecordTTL (about 150 bytes of Redis memory per say for
+// that long), and every send commit ends within redisx.CallBound of its
+// start (commitContext), so that go-redis's retry of a commit's pipeline
+// finds the first copy's records (or countedTTL's token) and is not
+// applied twice. A WebSocket say's own deadline is as long.
 
 // maxCommitSays bounds the says of one send commit (calls that come in
 // meanwhile wait for the next), and maxScriptSays those of one script
@@ -184,13 +173,6 @@ func (s *Messages) historyDue(now time.Time, k string) bool {
 // seq") when the say that was to refresh it was not stored (or may not
 // have been): the next say there refreshes it.
 func (s *Messages) historyNotRefreshed(k string) { s.hist.forget(k) }
-
-// newCall returns a random id for one send commit.
-func newCall() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
-	return hex.EncodeToString(b[:])
-}
 
 // sendQueue is the group commit of says: the SendMany calls waiting for
 // the commit in flight to end. No goroutine of its own: the caller that
@@ -332,7 +314,7 @@ func (q *sendQueue) linger() {
 
 // commitContext is the context of a commit of jobs that starts at start:
 // no job's cancellation stops the others' says, and it ends at the latest
-// of their deadlines, and commitBound after start at the latest (a REST
+// of their deadlines, and redisx.CallBound after start at the latest (a REST
 // request's context has no deadline).
 func commitContext(jobs []*sendJob, start time.Time) (context.Context, context.CancelFunc) {
 	ctx := context.WithoutCancel(jobs[0].ctx)
@@ -347,7 +329,7 @@ func commitContext(jobs []*sendJob, start time.Time) (context.Context, context.C
 			last = d
 		}
 	}
-	if bound := start.Add(commitBound); last.IsZero() || last.After(bound) {
+	if bound := start.Add(redisx.CallBound); last.IsZero() || last.After(bound) {
 		last = bound
 	}
 	return context.WithDeadline(ctx, last)
@@ -359,7 +341,7 @@ func (s *Messages) commit(jobs []*sendJob) {
 	ctx, cancel := commitContext(jobs, time.Now())
 	defer cancel()
 	now := time.UnixMilli(s.now().UnixMilli()).UTC() // as History reads it back
-	call := newCall()
+	call := redisx.CallID()
 	var ps []*prepared
 	for _, j := range jobs {
 		for i := range j.ps {
@@ -402,7 +384,7 @@ func (s *Messages) commit(jobs []*sendJob) {
 			g = &group{
 				keys: []string{roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)},
 				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
-					inScript(!s.cluster && s.claimRecords.Load())},
+					s.claimMode(now)},
 			}
 			open[p.lobby] = g
 			groups = append(groups, g)
@@ -523,12 +505,12 @@ func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, 
 		return fmt.Errorf("rooms: event starts %q, not %q", pre, (*args)[4])
 	}
 	// A say without a key is keyed by its place in this commit, for
-	// callKeyTTL: go-redis's retry of the pipeline after a read timeout
+	// redisx.CallRecordTTL: go-redis's retry of the pipeline after a read timeout
 	// (the first copy may have run) is then answered by the first copy's
 	// record, not stored twice. Another commit is another say.
 	key, ttl := p.key, s.idemTTL
 	if key == "" {
-		key, ttl = "~"+p.tag, callKeyTTL
+		key, ttl = "~"+p.tag, redisx.CallRecordTTL
 	}
 	refresh := ""
 	if k := p.lobby + "/" + strconv.Itoa(p.seq); s.historyDue(now, k) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 // commitNode is a simulated chatd node for the send commit tests: a
@@ -403,11 +404,12 @@ func TestSendWindow(t *testing.T) {
 	})
 }
 
-// TestCommitContextIsBounded: a send commit ends within commitBound of its
-// start whatever its callers' contexts (a REST request's has no deadline),
-// so that go-redis sends no copy of its calls after a pause longer than
-// the records that tell a retry from a new say live (callKeyTTL for a say
-// without a key, countedTTL for the commit's counter token). A node paused
+// TestCommitContextIsBounded: a send commit ends within redisx.CallBound
+// of its start whatever its callers' contexts (a REST request's has no
+// deadline), so that go-redis sends no copy of its calls after a pause
+// longer than the records that tell a retry from a new say live
+// (redisx.CallRecordTTL for a say without a key, countedTTL for the
+// commit's counter token). A node paused
 // while it waited for Redis's answer would otherwise send the retry when
 // it wakes, and a say without a key whose record had expired meanwhile
 // was stored and published twice.
@@ -416,7 +418,7 @@ func TestCommitContextIsBounded(t *testing.T) {
 	none := context.Background()
 	soon, cancel1 := context.WithTimeout(none, time.Second)
 	defer cancel1()
-	later, cancel2 := context.WithTimeout(none, commitBound/2)
+	later, cancel2 := context.WithTimeout(none, redisx.CallBound/2)
 	defer cancel2()
 	late, cancel3 := context.WithTimeout(none, time.Hour)
 	defer cancel3()
@@ -430,10 +432,10 @@ func TestCommitContextIsBounded(t *testing.T) {
 		ctxs []context.Context
 		want time.Time
 	}{
-		{"a caller without a deadline", []context.Context{none}, start.Add(commitBound)},
-		{"one of them without a deadline", []context.Context{soon, none}, start.Add(commitBound)},
+		{"a caller without a deadline", []context.Context{none}, start.Add(redisx.CallBound)},
+		{"one of them without a deadline", []context.Context{soon, none}, start.Add(redisx.CallBound)},
 		{"the latest of the callers' deadlines", []context.Context{soon, later}, deadline(later)},
-		{"a deadline past the bound", []context.Context{soon, late}, start.Add(commitBound)},
+		{"a deadline past the bound", []context.Context{soon, late}, start.Add(redisx.CallBound)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var jobs []*sendJob
@@ -452,8 +454,8 @@ func TestCommitContextIsBounded(t *testing.T) {
 		defer stop()
 		assert.NoError(t, ctx.Err())
 	})
-	// Copies sent up to commitBound after the first may wait in a slow
+	// Copies sent up to redisx.CallBound after the first may wait in a slow
 	// server's queue; the records outlive the bound by 20 s for them.
-	assert.GreaterOrEqual(t, callKeyTTL-commitBound, 20*time.Second)
-	assert.GreaterOrEqual(t, countedTTL-commitBound, 20*time.Second)
+	assert.GreaterOrEqual(t, redisx.CallRecordTTL-redisx.CallBound, 20*time.Second)
+	assert.GreaterOrEqual(t, countedTTL-redisx.CallBound, 20*time.Second)
 }

@@ -28,10 +28,11 @@
 // HASH room number → JSON), the set of rooms that may have a free seat, the
 // room counter, the stamp of the lobby's last count change and — kept there
 // by the lock package — the lobby lock's fence. Per room: its message
-// history (a Stream). Per user: their say bucket and last-read ids. Outside
-// it: a global index of the lobbies that have seats, for the sweeper; the
-// lobby listing's index ({rooms:index}); and the global message and room
-// counters.
+// history (a Stream). Per user: their say bucket and last-read ids. Per
+// call, for 30 s: the record of a leave's or a removal's answer, for the
+// Redis client's retry of it. Outside it: a global index of the lobbies
+// that have seats, for the sweeper; the lobby listing's index
+// ({rooms:index}); and the global message and room counters.
 //
 // # Seats: atomic seat claims, a lock only for creation, leases
 //
@@ -80,9 +81,12 @@
 // holds it; a seat not renewed expires and is reaped by the next seat script
 // of its lobby ([ZRANGEBYSCORE] of the leases up to now) or by the sweeper
 // (Sweep, RunSweeper), which publishes "left" for it. A clean Leave frees
-// the seat at once. Lowering the capacity evicts nobody; later joins
-// respect it. Holes left by leavers are filled first: a freed room goes back
-// into the open set, which is walked lowest number first.
+// the seat at once, once: its script records its answer under the call
+// (leftKey), so that the Redis client's retry of a late call does not free
+// a seat the user took again meanwhile. Lowering the capacity evicts
+// nobody; later joins respect it. Holes left by leavers are filled first: a
+// freed room goes back into the open set, which is walked lowest number
+// first.
 //
 // # Seats: held by attachments
 //
@@ -339,24 +343,28 @@
 // second run of one commit's pipeline is that say's answer, not a
 // Duplicate. Keys are per lobby: the record must be in the lobby's slot.
 // A key's first message is also claimed in the user's slot
-// ({user:U}:said:<key>, one [SET] NX GET before the send — in the send
-// script itself on a Redis that is not a Cluster: it binds a free key and
-// returns the message a bound one names), so that the same key used for
-// another room or text in another lobby is refused too.
+// ({user:U}:said:<key>, one [SET] NX GET before the send on a Cluster; in
+// the send script itself on a Redis that is not a Cluster, where the
+// script runs alone: a [GET] first, and a [SET] PX once the say is stored
+// or refused), so that the same key used for another room or text in
+// another lobby is refused too.
 //
 // Claim records. On a Redis that is not a Cluster the claim can hold the
 // record too (Messages.SetClaimRecords): the script writes the stored
-// say's call, id and ts into the claim ([SET] KEEPTTL) instead of a second
-// key in the lobby, and the claim's [SET] NX GET answers a retry. A new key
+// say's call, id and ts into the claim instead of a second key in the
+// lobby, and the claim's [GET] answers a retry. A new key
 // with a TTL is the dearest write of a say (the keyspace's and the
 // expiries' tables each grow by an entry, and rehash): one a say instead
 // of two. A node of an older version reads records in the lobby only, so
 // a say recorded in its claim and retried there would be stored twice:
 // the realtime node turns claim records on only while every live node in
 // the registry lists FeatureClaimRecords, and off within a heartbeat of
-// one that does not. The script reads records in both places whatever the
-// setting, and a free claim is no proof that the lobby holds no record
-// (v0.1.0 claimed nothing).
+// one that does not. The script reads records in both places while a free
+// claim is no proof that the lobby holds no record (v0.1.0 claimed
+// nothing, and this version claims without a record while the setting is
+// off): until claim records have been on for twice IdempotencyTTL, when no
+// record kept in the lobby can be left. Then a keyed say reads its claim
+// only: 8 commands a say in the script.
 //
 // On a Redis that is not a Cluster the send script counts the says it
 // stores (one INCRBY per call, with the XADDs): a script run twice finds

@@ -89,6 +89,18 @@ func testIdempotentSays(t *testing.T, r *redistest.Redis, records bool) {
 		assert.Len(t, h, 1)
 	})
 
+	t.Run("a refused say binds its key all the same", func(t *testing.T) {
+		// bob has no seat in room 2: refused. The key is his first say's,
+		// so the same key for room 1 is a mismatch, not a new say.
+		out := send(SendRequest{Room: "i-2", User: "bob", Text: "wrong room", Key: "sess2:r"})
+		require.ErrorIs(t, out.Err, ErrNotSeated)
+		out = send(SendRequest{Room: "i-1", User: "bob", Text: "right room", Key: "sess2:r"})
+		require.ErrorIs(t, out.Err, ErrIdempotencyMismatch)
+		// Sent again as it was, it is checked again (and refused again).
+		out = send(SendRequest{Room: "i-2", User: "bob", Text: "wrong room", Key: "sess2:r"})
+		require.ErrorIs(t, out.Err, ErrNotSeated)
+	})
+
 	t.Run("a key reused in another lobby is refused and sends nothing", func(t *testing.T) {
 		// The send record lives in the lobby's slot; the claim in the
 		// user's catches the key in any lobby.
@@ -240,7 +252,7 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 	stalled := func(reqs []SendRequest) []SendReply {
 		runs := func() int { return scriptCalls(t, r.Server.Addr) }
 		if reqs[0].Key != "" {
-			runs = func() int { return cmdCalls(t, r.Server.Addr, "set") }
+			runs = func() int { return cmdCalls(t, r.Server.Addr, "get") }
 		}
 		before := runs()
 		r.Server.Pause(t)
@@ -253,8 +265,9 @@ func TestKeyedSaysSurviveAClientRetry(t *testing.T) {
 		// count the says too: no counter script).
 		once := (len(reqs) + maxScriptSays - 1) / maxScriptSays
 		if reqs[0].Key != "" {
-			// The claims (a SET NX GET each) and the records (a SET each;
-			// no bucket here), both in the send script.
+			// The claims and the records in the lobby, a GET each in the
+			// send script (no bucket here): a second run reads them again
+			// (and writes nothing).
 			once = 2 * len(reqs)
 		}
 		require.Greater(t, runs()-before, once, "Redis ran the pipeline again")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/redisx"
 )
 
 // lobbyKeys lists the keys under the test's prefix that belong to a lobby
@@ -77,8 +78,10 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 		for _, k := range keys {
 			at := r.Client.PExpireTime(ctx, k).Val()
 			assert.True(t, at > 0 || at == -2, "%s has an expiry (or just expired): %v", k, at)
-			// a say bucket and a say's record expire on their own clocks
-			if !strings.Contains(k, "{lobby:back}") || strings.Contains(k, ":sayrate:") || strings.Contains(k, ":said:") || at == -2 {
+			// a say bucket, a say's record and a leave's record expire on
+			// their own clocks
+			if !strings.Contains(k, "{lobby:back}") || strings.Contains(k, ":sayrate:") || strings.Contains(k, ":said:") ||
+				strings.Contains(k, ":left:") || at == -2 {
 				continue
 			}
 			if strings.Contains(k, ":history:") {
@@ -109,11 +112,11 @@ func TestIdleLobbiesAreForgotten(t *testing.T) {
 	})
 
 	t.Run("after the TTL no key of the lobbies is left", func(t *testing.T) {
-		// The records of the says sent without a key live callKeyTTL,
+		// The records of the says sent without a key live redisx.CallRecordTTL,
 		// longer than this test's idle TTL.
 		require.Eventually(t, func() bool {
 			return len(scanLobbyKeys(t, r)) == 0
-		}, max(10*idle, callKeyTTL+10*time.Second), 100*time.Millisecond, "left: %v", scanLobbyKeys(t, r))
+		}, max(10*idle, redisx.CallRecordTTL+10*time.Second), 100*time.Millisecond, "left: %v", scanLobbyKeys(t, r))
 	})
 
 	t.Run("a forgotten lobby starts over and works", func(t *testing.T) {
@@ -142,7 +145,8 @@ func TestALobbyWithSeatsHasNoExpiry(t *testing.T) {
 	}
 	require.NoError(t, s.Seats.Leave(ctx, "busy-1", "a"))
 	for _, k := range scanLobbyKeys(t, r) {
-		if !strings.Contains(k, ":lock") {
+		// the lock, and the leave's record of its call (redisx.CallRecordTTL)
+		if !strings.Contains(k, ":lock") && !strings.Contains(k, ":left:") {
 			assert.Equal(t, time.Duration(-1), r.Client.PTTL(ctx, k).Val(), "%s of a lobby with a seat", k)
 		}
 	}

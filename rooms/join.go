@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/keyspace"
 	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/lock"
 	"github.com/chatd/chatd/names"
@@ -441,9 +443,20 @@ func (s *Seats) create(ctx context.Context, lobby string, batch []*joinReq) (bat
 		}
 	}
 	if created > 0 {
-		if err := s.rdb.IncrBy(ctx, roomsTotalKey(s.ks), created).Err(); err != nil {
+		if err := countRooms(ctx, s.rdb, s.ks, created); err != nil {
 			s.m.counterErrors.Inc()
 		}
 	}
 	return r, nil
+}
+
+// countRooms adds n rooms created to the global counter (roomsTotalKey),
+// once: the call carries a token of its own (counter_add.lua), so
+// go-redis's retry of a late call does not count them twice, and it ends
+// within redisx.CallBound, while the token is kept.
+func countRooms(ctx context.Context, rdb redis.Scripter, ks keyspace.Space, n int64) error {
+	ctx, cancel := redisx.BoundCall(ctx)
+	defer cancel()
+	keys := []string{roomsTotalKey(ks), roomsCountedKey(ks, redisx.CallID())}
+	return redisx.Run(ctx, rdb, counterAddScript, keys, n, countedTTL.Milliseconds()).Err()
 }

@@ -133,6 +133,21 @@ func saidKey(ks keyspace.Space, lobby, user, key string) string {
 	return ks.Key("lobby", lobby, "said", names.Canonical(user), key) // STRING
 }
 
+// leftKey records what one Leave call's script answered ("1" freed, "0"
+// not seated, "-1" no such room), for redisx.CallRecordTTL: go-redis's
+// retry of the call (a late reply; the first copy may have run) is
+// answered that, instead of freeing a seat the user took again between
+// the copies. call is the Leave's random id (redisx.CallID).
+func leftKey(ks keyspace.Space, lobby, call string) string {
+	return ks.Key("lobby", lobby, "left", call) // STRING, PX redisx.CallRecordTTL
+}
+
+// removedKey records what one Remove call's script answered, for
+// redisx.CallRecordTTL, as leftKey does for a Leave.
+func removedKey(ks keyspace.Space, lobby, call string) string {
+	return ks.Key("lobby", lobby, "removed", call) // STRING, PX redisx.CallRecordTTL
+}
+
 // claimKey binds user's idempotency key key to one message across every
 // lobby: "<room> <text hash>", followed by the say's record ("<call>/<i>
 // <stream id> <ts ms>") once it is stored, with claim records
@@ -163,7 +178,18 @@ func messagesTotalKey(ks keyspace.Space) string { return ks.Global("stats", "mes
 // tag, so Cluster hashes all of it, and a tag holding the whole name hashes
 // the same (with a tag in the prefix, both hash that one).
 func countedKey(ks keyspace.Space, call string) string {
-	total := messagesTotalKey(ks)
+	return tokenKey(messagesTotalKey(ks), call)
+}
+
+// roomsCountedKey marks that the room creation call call has added its
+// rooms to roomsTotalKey, as countedKey does for messages.
+func roomsCountedKey(ks keyspace.Space, call string) string {
+	return tokenKey(roomsTotalKey(ks), call)
+}
+
+// tokenKey is counter_add.lua's token of call for the counter total, in
+// total's slot.
+func tokenKey(total, call string) string {
 	return total + ":counted:{" + total + "}:" + call // STRING, PX countedTTL
 }
 

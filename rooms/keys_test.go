@@ -28,6 +28,7 @@ func TestKeys(t *testing.T) {
 		{"said", saidKey(ks, "general", "alice", "s1:c-1"), "p:{lobby:general}:said:alice:s1:c-1"},
 		{"claim", claimKey(ks, "alice", "s1:c-1"), "p:{user:alice}:said:s1:c-1"},
 		{"counted", countedKey(ks, "ab12"), "p:stats:messages:counted:{p:stats:messages}:ab12"},
+		{"rooms counted", roomsCountedKey(ks, "ab12"), "p:stats:rooms:counted:{p:stats:rooms}:ab12"},
 		{"user lobbies", userLobbiesKey(ks, "alice"), "p:{user:alice}:lobbies"},
 		{"rate", rateKey(ks, "general", "alice"), "p:{lobby:general}:sayrate:alice"},
 		{"channel prefix", channelPrefix(ks, "general"), "p:{lobby:general}:events:"},
@@ -71,6 +72,7 @@ func TestTheCounterTokenSharesTheCounterSlot(t *testing.T) {
 	for _, prefix := range []string{"chatd", "p", "a{b}c", "{x}"} {
 		ks := keyspace.New(prefix)
 		assert.Equal(t, keyspace.Slot(messagesTotalKey(ks)), keyspace.Slot(countedKey(ks, "c0ffee")), prefix)
+		assert.Equal(t, keyspace.Slot(roomsTotalKey(ks)), keyspace.Slot(roomsCountedKey(ks, "c0ffee")), prefix)
 	}
 	ks := keyspace.New("p")
 	assert.Equal(t, keyspace.Slot(roomsKey(ks, "g")), keyspace.Slot(saidKey(ks, "g", "alice", "k{x}")))

@@ -35,7 +35,8 @@ type Messages struct {
 	hist refreshes // "lobby/seq" → when a send last refreshed its history's TTL
 	q    sendQueue // SendMany calls waiting for the send commit in flight
 
-	claimRecords atomic.Bool // SetClaimRecords
+	claimRecords atomic.Bool  // SetClaimRecords
+	claimSince   atomic.Int64 // when claim records last went on, unix ms of Config.Now; 0 while off
 
 	// beforeCommit, when set (tests), runs in the leader's call before it
 	// takes the waiting calls into its commit.
@@ -54,15 +55,41 @@ func Features() []string { return []string{FeatureClaimRecords} }
 
 // SetClaimRecords turns on (or off) keeping a keyed say's send record in
 // its key's claim, on a Redis that is not a Cluster: one key a say instead
-// of two, a new key with a TTL being the dearest write of a say. Whether on
-// or off, the send script reads records in both places. Turn it on only
+// of two, a new key with a TTL being the dearest write of a say. The send
+// script reads records in both places (but see below). Turn it on only
 // once every node that may answer a retried say reads records in claims
 // (FeatureClaimRecords): an older chatd looks in the lobby only, so a say
 // recorded in its claim and retried there would be stored twice. The
 // realtime node does it from the registry at each heartbeat. A no-op on a
 // Cluster, where the claim is taken in a round trip of its own and holds
 // no record.
-func (s *Messages) SetClaimRecords(on bool) { s.claimRecords.Store(on) }
+//
+// Once claim records have been on for twice Config.IdempotencyTTL (on
+// this node's clock, from the call that turned them on), the send script
+// no longer reads a keyed say's record in the lobby when its claim is
+// free: no node can have written one there that is still kept. The margin
+// over one TTL covers the nodes that turned them on a heartbeat later.
+func (s *Messages) SetClaimRecords(on bool) {
+	if !on {
+		s.claimSince.Store(0)
+	} else {
+		s.claimSince.CompareAndSwap(0, s.now().UnixMilli())
+	}
+	s.claimRecords.Store(on)
+}
+
+// claimMode is message_send.lua's ARGV[9] for a commit at now: "" for
+// records in the lobby, "1" for records in claims, "2" once they have
+// been for long enough that the lobby holds no keyed say's record.
+func (s *Messages) claimMode(now time.Time) string {
+	if s.cluster || !s.claimRecords.Load() {
+		return ""
+	}
+	if since := s.claimSince.Load(); since != 0 && now.UnixMilli()-since > 2*s.idemTTL.Milliseconds() {
+		return "2"
+	}
+	return "1"
+}
 
 // ClaimRecords reports whether SetClaimRecords turned claim records on.
 func (s *Messages) ClaimRecords() bool { return s.claimRecords.Load() }

@@ -106,7 +106,7 @@ func (s *Private) CreateRoom(ctx context.Context, roomID string, users []string,
 			s.seats.register(ctx, lobby)
 		}
 		if v[0] == int64(1) {
-			if err := s.rdb.Incr(ctx, roomsTotalKey(s.ks)).Err(); err != nil {
+			if err := countRooms(ctx, s.rdb, s.ks, 1); err != nil {
 				s.m.counterErrors.Inc()
 			}
 		}

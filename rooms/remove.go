@@ -14,7 +14,7 @@ import (
 //go:embed lua/message_remove.lua
 var messageRemoveSrc string
 
-var messageRemoveScript = redisx.NewScript("rooms.message_remove", messageRemoveSrc)
+var messageRemoveScript = redisx.NewScript("rooms.message_remove", redisx.CallRecordLua+messageRemoveSrc)
 
 // EventRemoved is the type of the event Remove publishes.
 const EventRemoved = "message_removed"
@@ -52,8 +52,13 @@ func (s *Messages) remove(ctx context.Context, roomID, id string) error {
 		return err
 	}
 	raw := strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(sq, 10)
-	n, err := redisx.Run(ctx, s.rdb, messageRemoveScript, []string{roomsKey(s.ks, lobby), historyKey(s.ks, lobby, seq)},
-		seq, raw, channel(s.ks, lobby, seq), ev, s.publish).Int64()
+	// recorded under the call, which ends while the record is kept: the
+	// Redis client's retry of a late call answers the first copy's result
+	ctx, cancel := redisx.BoundCall(ctx)
+	defer cancel()
+	keys := []string{roomsKey(s.ks, lobby), historyKey(s.ks, lobby, seq), removedKey(s.ks, lobby, redisx.CallID())}
+	n, err := redisx.Run(ctx, s.rdb, messageRemoveScript, keys,
+		seq, raw, channel(s.ks, lobby, seq), ev, s.publish, redisx.CallRecordTTL.Milliseconds()).Int64()
 	switch {
 	case err != nil:
 		return err

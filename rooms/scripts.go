@@ -57,7 +57,7 @@ var (
 var (
 	seatClaimScript   = redisx.NewScript("rooms.seat_claim", lobbyLib+seatClaimSrc)
 	roomCreateScript  = redisx.NewScript("rooms.room_create", lock.FenceCheckLua+lobbyLib+roomCreateSrc)
-	seatReleaseScript = redisx.NewScript("rooms.seat_release", lobbyLib+seatReleaseSrc)
+	seatReleaseScript = redisx.NewScript("rooms.seat_release", redisx.CallRecordLua+lobbyLib+seatReleaseSrc)
 	seatDetachScript  = redisx.NewScript("rooms.seat_detach", lobbyLib+seatDetachSrc)
 	seatRenewScript   = redisx.NewScript("rooms.seat_renew", lobbyLib+seatRenewSrc)
 	runKeepScript     = redisx.NewScript("rooms.run_keep", lobbyLib+runKeepSrc)

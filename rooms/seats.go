@@ -93,8 +93,15 @@ func (s *Seats) Leave(ctx context.Context, roomID, user string) error {
 		err = names.User(user)
 	}
 	if err == nil {
+		// The call is recorded (leftKey) and ends within redisx.CallBound,
+		// so that go-redis's copy of it is answered by the first one's
+		// record instead of freeing a seat taken again meanwhile.
+		ctx, cancel := redisx.BoundCall(ctx)
+		defer cancel()
+		keys := append(s.lobbyKeys(lobby), leftKey(s.ks, lobby, redisx.CallID()))
+		args := append(s.lobbyArgs(lobby), user, seq, redisx.CallRecordTTL.Milliseconds())
 		var v []int64
-		v, err = s.runLobby(ctx, seatReleaseScript, lobby, user, seq).Int64Slice()
+		v, err = redisx.Run(ctx, s.rdb, seatReleaseScript, keys, args...).Int64Slice()
 		switch {
 		case err != nil:
 		case len(v) != 2 && len(v) != 6:

@@ -2,6 +2,8 @@ package rooms
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -195,6 +197,19 @@ func TestSendCommands(t *testing.T) {
 	opt := SendOptions{Rate: 100, Burst: 100}
 	_, err = s.Messages.Send(ctx, room.ID, "alice", "warm-up", opt) // the scripts are loaded, the TTL set
 	require.NoError(t, err)
+	// sendCounted sends reqs in one call, each answered without error and
+	// as a duplicate or not (dup), and returns the answers and the
+	// commands Redis ran for them.
+	sendCounted := func(t *testing.T, reqs []SendRequest, dup bool) ([]SendReply, map[string]int64) {
+		t.Helper()
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		outs := s.Messages.SendMany(ctx, reqs, opt)
+		for _, out := range outs {
+			require.NoError(t, out.Err)
+			assert.Equal(t, dup, out.Duplicate)
+		}
+		return outs, commandStats(t, r.Client)
+	}
 	hist := historyKey(s.Seats.ks, "cmds", 1)
 	ttl0 := r.Client.PTTL(ctx, hist).Val()
 	require.Greater(t, ttl0, 47*time.Hour)
@@ -224,15 +239,11 @@ func TestSendCommands(t *testing.T) {
 			reqs[i] = SendRequest{Room: room.ID, User: "alice", Text: "keyed " + strconv.Itoa(i), Key: "sess1:k" + strconv.Itoa(i)}
 		}
 		clock.Add(time.Second)
-		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
-		for _, out := range s.Messages.SendMany(ctx, reqs, opt) {
-			require.NoError(t, out.Err)
-			assert.False(t, out.Duplicate)
-		}
-		calls := commandStats(t, r.Client)
+		_, calls := sendCounted(t, reqs, false)
 		t.Logf("commands for a call of %d keyed says: %v", len(reqs), calls)
 		assert.Equal(t, int64(1), calls["evalsha"], "one call")
-		assert.Equal(t, int64(2*len(reqs)), calls["get"], "each send record and the say bucket")
+		assert.Equal(t, int64(3*len(reqs)), calls["get"], "each claim, send record and say bucket")
+		assert.Equal(t, int64(3*len(reqs)), calls["set"], "the bucket, the claim bound, the record in the lobby")
 		assert.Equal(t, int64(1), calls["incrby"])
 		assert.Equal(t, int64(1), calls["exists"], "whether the lobby has a REST user, once")
 		assert.Zero(t, calls["zcount"], "it has none: no room's are counted")
@@ -242,14 +253,9 @@ func TestSendCommands(t *testing.T) {
 
 		// The same call again: every say is a duplicate, answered from its
 		// record, and nothing is counted.
-		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
-		for _, out := range s.Messages.SendMany(ctx, reqs, opt) {
-			require.NoError(t, out.Err)
-			assert.True(t, out.Duplicate)
-		}
-		calls = commandStats(t, r.Client)
-		assert.Equal(t, int64(len(reqs)), calls["get"], "each send record read")
-		assert.Equal(t, int64(len(reqs)), calls["set"], "each claim, nothing written")
+		_, calls = sendCounted(t, reqs, true)
+		assert.Equal(t, int64(2*len(reqs)), calls["get"], "each claim and send record read")
+		assert.Zero(t, calls["set"], "nothing written")
 		assert.Zero(t, calls["incrby"]+calls["xadd"]+calls["publish"])
 		again, _, err := s.Messages.Counters(ctx)
 		require.NoError(t, err)
@@ -305,15 +311,10 @@ func TestSendCommands(t *testing.T) {
 			return out
 		}
 		before := keysNow()
-		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
-		first := s.Messages.SendMany(ctx, reqs, opt)
-		for _, out := range first {
-			require.NoError(t, out.Err)
-			assert.False(t, out.Duplicate)
-		}
-		calls := commandStats(t, r.Client)
+		first, calls := sendCounted(t, reqs, false)
 		t.Logf("commands for a call of %d keyed says, records in claims: %v", len(reqs), calls)
-		assert.Equal(t, int64(3*len(reqs)), calls["set"], "the claim, the bucket, the record into the claim")
+		assert.Equal(t, int64(2*len(reqs)), calls["set"], "the bucket, the claim with its record")
+		assert.Equal(t, int64(3*len(reqs)), calls["get"], "the claim, the lobby's record (v0.1.0 kept it there), the bucket")
 		var made []string
 		for k := range keysNow() {
 			if !before[k] {
@@ -329,15 +330,46 @@ func TestSendCommands(t *testing.T) {
 			assert.Zero(t, r.Client.Exists(ctx, saidKey(s.Seats.ks, "cmds", "alice", req.Key)).Val())
 		}
 
-		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
-		for i, out := range s.Messages.SendMany(ctx, reqs, opt) {
-			require.NoError(t, out.Err)
-			assert.True(t, out.Duplicate)
+		again, calls := sendCounted(t, reqs, true)
+		for i, out := range again {
 			assert.Equal(t, first[i].Message, out.Message)
 		}
-		calls = commandStats(t, r.Client)
-		assert.Equal(t, int64(len(reqs)), calls["set"], "each claim's SET NX GET answers")
-		assert.Zero(t, calls["get"]+calls["xadd"]+calls["publish"]+calls["incrby"])
+		assert.Equal(t, int64(len(reqs)), calls["get"], "each claim answers")
+		assert.Zero(t, calls["set"]+calls["xadd"]+calls["publish"]+calls["incrby"])
+
+		t.Run("and after twice the TTL a free claim is proof enough", func(t *testing.T) {
+			// No node can have kept a keyed say's record in the lobby
+			// that is still there: the lobby is not read.
+			clock.Add(2*DefaultIdempotencyTTL + time.Second)
+			for i := range reqs {
+				reqs[i].Key = "sess4:k" + strconv.Itoa(i)
+			}
+			_, calls := sendCounted(t, reqs, false)
+			t.Logf("commands for a call of %d keyed says, claim records settled: %v", len(reqs), calls)
+			assert.Equal(t, int64(2*len(reqs)), calls["get"], "the claim, the bucket")
+			assert.Equal(t, int64(2*len(reqs)), calls["set"], "the bucket, the claim with its record")
+
+			_, calls = sendCounted(t, reqs, true) // answered from the claim
+			assert.Equal(t, int64(len(reqs)), calls["get"])
+			assert.Zero(t, calls["set"]+calls["xadd"]+calls["publish"])
+
+			// A claim bound without its record (a node with claim records
+			// off kept it in the lobby) still sends the script there.
+			sum := sha256.Sum256([]byte("bound, recorded in the lobby"))
+			hash := hex.EncodeToString(sum[:8])
+			const id, ts = "1796114764962-3", int64(1796114764962)
+			require.NoError(t, r.Client.Set(ctx, claimKey(s.Seats.ks, "alice", "sess5:x"), room.ID+" "+hash, time.Minute).Err())
+			require.NoError(t, r.Client.Set(ctx, saidKey(s.Seats.ks, "cmds", "alice", "sess5:x"),
+				"c0/1 1 "+hash+" "+id+" "+strconv.FormatInt(ts, 10), time.Minute).Err())
+			out := s.Messages.SendMany(ctx, []SendRequest{{Room: room.ID, User: "alice", Text: "bound, recorded in the lobby", Key: "sess5:x"}}, opt)[0]
+			require.NoError(t, out.Err)
+			assert.True(t, out.Duplicate)
+			assert.Equal(t, "1796114764962-000003", out.Message.ID)
+
+			s.Messages.SetClaimRecords(false)
+			s.Messages.SetClaimRecords(true)
+			assert.Equal(t, "1", s.Messages.claimMode(clock.Now()), "turned on again: the lobby is read again")
+		})
 	})
 
 	t.Run("a script stopped by an error counts the says it stored before it", func(t *testing.T) {

@@ -1,7 +1,7 @@
 -- message_send.lua: for each of n says in one lobby, in order: take a token
 -- from the sender's say bucket, append the message to its room's history
 -- and publish it, so the ids on each channel come in history order; a
--- refused say writes nothing. One call carries the says of a lobby that one
+-- refused say writes nothing but its key's claim. One call carries the says of a lobby that one
 -- send commit (SendMany, and the says of concurrent callers queued behind
 -- it) has for the lobby: the per-call cost of EVALSHA (the script lookup,
 -- its keys and arguments parsed, the Lua call) is paid once for them all,
@@ -18,11 +18,12 @@
 -- +3       said     STRING  the say recorded under the sender's idempotency
 --                           key, or under "~<call>/<i>" for a say without
 --                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
--- +4       claim    STRING  the key's claim in the user's slot, "<room> <text
---                           hash>" (see +12), and with ARGV[9] the say's
---                           record too once it is stored: "<room> <text
---                           hash> <call>/<i> <stream id> <ts>" (said is then
---                           not written); said again when +12 is ""
+-- +4       claim    STRING  the key's claim in the user's slot (see +12),
+--                           written when the say is stored: with ARGV[9]
+--                           the say's record, "<room> <text hash>
+--                           <call>/<i> <stream id> <ts>" (said is then not
+--                           written); without, "<room> <text hash>" and the
+--                           record in said. said again when +12 is ""
 -- and last, when ARGV[8] is "1":
 -- KEYS[#KEYS] counter STRING the global message counter (one INCRBY of the
 --                           says this call stored)
@@ -39,7 +40,11 @@
 --          counts in a script of its own)
 -- ARGV[9]  "1" when a keyed say's record is kept in its claim (+4) instead
 --          of said: every live node reads it there (rooms.SetClaimRecords);
---          records are read in both places either way
+--          records are then read in both places. "2" when, besides, that
+--          has been so for long enough that no keyed say's record can be
+--          left in said (twice its TTL, on this node's clock): a free
+--          claim proves the say new, and said is not read. "" when
+--          records go to said
 -- and for say i, at 9 + 12(i-1):
 -- +1       room number
 -- +2       user
@@ -58,9 +63,11 @@
 --          otherwise: the TTL is then set only on a history this send
 --          creates
 -- +12      the claim "<room> <text hash>" to bind the idempotency key to
---          in the user's slot (+4, SET NX GET, kept as long as said): on
---          a Redis that is not a Cluster; "" for a say without a key, and
---          on a Cluster, where SendMany claims in a round trip before
+--          in the user's slot (+4, kept as long as said): on a Redis that
+--          is not a Cluster, where the script runs alone, so a GET first
+--          and a SET PX when the say is stored bind it as a SET NX would;
+--          "" for a say without a key, and on a Cluster, where SendMany
+--          claims in a round trip before (SET NX GET)
 --
 -- Returns one reply per say, in order, each as follows: {id, rest}: the
 -- stream id "ms-seq" of the new message, published as ARGV[5] .. id
@@ -70,24 +77,33 @@
 -- empty: a token is there again in ms. {-4, id, ts, call/i, rest} when
 -- the claim or said already recorded this say (same room, same text), which is not sent
 -- again: nothing is written, published or taken; {-3} when it recorded
--- another room's or text's say. said is checked before the seat and the
--- bucket (the say was applied: its answer stands even if the seat has gone
--- since) and recorded with the XADD. A say refused does not stop the next.
+-- another room's or text's say. The records are checked before the seat
+-- and the bucket (the say was applied: its answer stands even if the seat
+-- has gone since) and written with the XADD. A say refused binds its
+-- key ("<room> <text hash>" in its claim, as a SET NX before the checks
+-- would have), writes nothing else, and does not stop the next.
 --
--- The commands of an accepted user's say, each with its reason: 9 on a
--- Cluster, where the claim and the counter cost a round trip and a script
--- call of their own; on a Redis that is not a Cluster, 10 and a share of
--- the call's one INCRBY. One EVALSHA per lobby per send commit rather than
--- one per say:
---   SET claim NX GET the key used for another room or text in another
---                    lobby is refused (+12; a claim Redis applied twice
---                    finds itself and passes); a claim that holds its
---                    say's record (ARGV[9]) answers a retry itself
+-- The commands of an accepted user's say inside the script, each with its
+-- reason: 8 (and a share of the call's EVALSHA, EXISTS and, on a Redis that
+-- is not a Cluster, one INCRBY). On a Cluster a keyed say's claim is a
+-- round trip of its own, and the counter a script call. On a Redis that
+-- is not a Cluster a keyed say reads its claim instead of said once claim
+-- records are settled (ARGV[9] "2"); one more GET before. One EVALSHA per
+-- lobby per send commit rather than one per say:
+--   GET claim        a keyed say (+12): the key used for another room or
+--                    text in another lobby is refused; a claim that holds
+--                    its say's record (ARGV[9]) answers a retry itself.
+--                    A GET, and the SET below once the say is stored,
+--                    rather than a SET NX GET now and a SET KEEPTTL then:
+--                    one write a say (a refused say's is its claim)
 --   GET said         exactly once: a retried say (client, go-redis after a
 --                    timeout, reconnect) is answered with its first result.
---                    Read even when the claim was free: v0.1.0 recorded
---                    says here without a claim, and a say it stored may be
---                    retried on this version during a rolling upgrade
+--                    The one record of a say without a key, and of every
+--                    say on a Cluster; for a keyed say read even when its
+--                    claim was free until ARGV[9] is "2": v0.1.0 recorded
+--                    says here without a claim, and this version with
+--                    claim records off, and such a say may be retried on
+--                    a node with them on during a rolling upgrade
 --   ZSCORE members   the seat check: the sender's seat is in this room ...
 --   ZSCORE leases    ... and its lease is live. A live seat in the room
 --                    proves the room (rooms are never removed from KEYS[1]
@@ -101,8 +117,9 @@
 --                    a history never lives without a TTL
 --   SET said PX      records the say for the retries above; with ARGV[9]
 --                    a keyed say's record goes into its claim instead (SET
---                    KEEPTTL on a key that exists, rather than a second
---                    new key with a TTL: the dearest write of a say)
+--                    claim PX): one new key with a TTL, the dearest write
+--                    of a say, rather than two. Without ARGV[9] a keyed
+--                    say's claim is bound ("<room> <hash>") beside it
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
 --                    marked for polling; O(log N), no node knows it; once
@@ -132,12 +149,23 @@ local function rest(room)
   end
   return n
 end
+-- refused binds the key of say k, a (when it has one and it is free) to
+-- the say all the same, as a claim taken before the checks would have (a
+-- key is bound to its first say, stored or not), and returns reply.
+local function refused(k, a, prev, reply)
+  local bound = ARGV[a + 12]
+  if bound ~= '' and not prev then
+    redis.call('SET', KEYS[k + 4], bound, 'PX', ARGV[a + 7])
+  end
+  return reply
+end
 local function say(k, a)
   local room, user, text = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local said, hash = KEYS[k + 3], ARGV[a + 8]
   local bound = ARGV[a + 12]
+  local prev
   if bound ~= '' then
-    local prev = redis.call('SET', KEYS[k + 4], bound, 'NX', 'GET', 'PX', ARGV[a + 7])
+    prev = redis.call('GET', KEYS[k + 4])
     if prev and prev ~= bound then
       -- another message's claim, or this say's record
       if string.sub(prev, 1, #bound + 1) ~= bound .. ' ' then
@@ -147,33 +175,36 @@ local function say(k, a)
       return {-4, id, ts, call, rest(room)}
     end
   end
-  local rec = redis.call('GET', said)
-  if rec then
-    local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
-    if r ~= room or h ~= hash then
-      return {-3}
+  if bound == '' or prev or ARGV[9] ~= '2' then
+    local rec = redis.call('GET', said)
+    if rec then
+      local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+      if r ~= room or h ~= hash then
+        return {-3}
+      end
+      return {-4, id, ts, call, rest(room)}
     end
-    return {-4, id, ts, call, rest(room)}
   end
   if ARGV[a + 10] == 'system' then
     if not redis.call('ZSCORE', KEYS[1], room) then
-      return {-1}
+      return refused(k, a, prev, {-1})
     end
   else
     local at = redis.call('ZSCORE', KEYS[2], user)
     local exp = at and redis.call('ZSCORE', KEYS[3], user)
-    if not at or string.format('%d', tonumber(at)) ~= room or not exp or tonumber(exp) <= now then
+    -- numbers compared, not formatted: no sprintf on a say's path
+    if not at or tonumber(at) ~= tonumber(room) or not exp or tonumber(exp) <= now then
       if not redis.call('ZSCORE', KEYS[1], room) then
-        return {-1}
+        return refused(k, a, prev, {-1})
       end
-      return {0}
+      return refused(k, a, prev, {0})
     end
   end
   local rate = tonumber(ARGV[a + 5])
   if rate > 0 then
     local wait = take_token(KEYS[k + 2], now, rate, tonumber(ARGV[a + 6]))
     if wait > 0 then
-      return {-2, wait}
+      return refused(k, a, prev, {-2, wait})
     end
   end
   local hist = KEYS[k + 1]
@@ -192,9 +223,12 @@ local function say(k, a)
     redis.call('PEXPIRE', hist, ARGV[4])
   end
   local tag = ARGV[7] .. '/' .. ARGV[a + 9]
-  if bound ~= '' and ARGV[9] == '1' then
-    redis.call('SET', KEYS[k + 4], bound .. ' ' .. tag .. ' ' .. id .. ' ' .. ARGV[1], 'KEEPTTL')
+  if bound ~= '' and ARGV[9] ~= '' then
+    redis.call('SET', KEYS[k + 4], bound .. ' ' .. tag .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
   else
+    if bound ~= '' and not prev then
+      redis.call('SET', KEYS[k + 4], bound, 'PX', ARGV[a + 7])
+    end
     redis.call('SET', said, tag .. ' ' .. room .. ' ' .. hash .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
   end
   local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
