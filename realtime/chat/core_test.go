@@ -235,7 +235,7 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 	a, fa := n.Connect(t, "alice")
 	room := n.JoinRoom(t, a, fa, "flood")
 	n.Say(t, a, fa, room, "the one token", "ok")
-	before := evalshaCalls(t, r)
+	before := commandCalls(t, r, "evalsha")
 	require.NoError(t, n.Chat.Say(a, room, "refused by Redis", "first"))
 	fa.First(t, "error", func(m map[string]any) bool { return m["ref"] == "first" })
 	for i := range 3 * realtime.AbuseLimit {
@@ -256,21 +256,7 @@ func TestRefusalsInTheWindowCloseTheClientAndMostCostNoRedisCall(t *testing.T) {
 	assert.Equal(t, realtime.AbuseLimit, refused, "closed at the %d-th refusal in the window", realtime.AbuseLimit)
 	// the first refusal cost a send script; the rest none (a few background
 	// scripts — presence, heartbeat — may run meanwhile)
-	assert.LessOrEqual(t, evalshaCalls(t, r)-before, int64(5), "the refusals after the first were made without Redis")
-}
-
-// evalshaCalls is the server's count of EVALSHA calls.
-func evalshaCalls(t testing.TB, r *redistest.Redis) int64 {
-	t.Helper()
-	info, err := r.Client.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			return n
-		}
-	}
-	return 0
+	assert.LessOrEqual(t, commandCalls(t, r, "evalsha")-before, int64(5), "the refusals after the first were made without Redis")
 }
 
 func TestARESTPostTakesTheSameSendPath(t *testing.T) {
@@ -462,17 +448,7 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return online("idle00") && online("idle39") }, 15*time.Second, 50*time.Millisecond)
 
-	hsets := func() int64 {
-		stats, err := r.Client.Info(ctx, "commandstats").Result()
-		require.NoError(t, err)
-		for _, line := range strings.Split(stats, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "cmdstat_hset:calls="); ok {
-				n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
-				return n
-			}
-		}
-		return 0
-	}
+	hsets := func() int64 { return commandCalls(t, r, "hset") }
 	// A tick after a fresh heartbeat writes everyone (the first, when
 	// nothing was written by this run yet; on a loaded machine the first
 	// heartbeat may answer after the first tick): measure a tick that did
@@ -501,6 +477,44 @@ func TestIdleUsersCostRedisNoWritePerUser(t *testing.T) {
 		"the heartbeat after the loss is fresh, and the next tick writes every user again")
 }
 
+// TestADepartedUserIsWrittenOfflineOnce: a WebSocket's Disconnect writes
+// its user offline at once (presence_offline: one HGETALL each); the next
+// presence tick, which finds the user gone since the last, does not write
+// it again. It did: twice the script calls for every user that left, and
+// in a benchmark the second came tens of seconds later, in the next run.
+func TestADepartedUserIsWrittenOfflineOnce(t *testing.T) {
+	t.Parallel()
+	const users = 20
+	r := redistest.Own(t, redistest.Options{})
+	n := startNode(t, r, "n1")
+	ctx := context.Background()
+	var clients []*realtime.Client
+	for i := range users {
+		c, f := n.Connect(t, fmt.Sprintf("gone%02d", i))
+		n.JoinRoom(t, c, f, "gone")
+		clients = append(clients, c)
+	}
+	// A tick sees them all here.
+	t0, _ := n.Chat.PresenceTicks()
+	require.Eventually(t, func() bool { tick, _ := n.Chat.PresenceTicks(); return tick > t0 }, 15*time.Second, 20*time.Millisecond)
+	hgetalls := func() int64 { return commandCalls(t, r, "hgetall") }
+	before := hgetalls()
+	for _, c := range clients {
+		n.Chat.Disconnect(ctx, c)
+	}
+	t1, _ := n.Chat.PresenceTicks()
+	require.Eventually(t, func() bool { tick, _ := n.Chat.PresenceTicks(); return tick > t1+1 }, 30*time.Second, 20*time.Millisecond)
+	// Each once, by its Disconnect. A tick that runs while a Disconnect is
+	// between leaving the hub and its write writes that user too: on a
+	// loaded machine a few may be written twice, never all.
+	written := hgetalls() - before
+	assert.GreaterOrEqual(t, written, int64(users))
+	assert.LessOrEqual(t, written, int64(users+users/4), "written offline again by the ticks after (%d for %d users)", written, users)
+	st, err := n.Services.Presence.Get(ctx, "gone00")
+	require.NoError(t, err)
+	assert.False(t, st.Online)
+}
+
 // TestAFailedOfflineIsWrittenAgain: a user whose offline write failed is
 // written offline at the next presence tick, even when it was in no
 // tick's snapshot (it came and went within one tick): its claim lives with
@@ -521,4 +535,19 @@ func TestAFailedOfflineIsWrittenAgain(t *testing.T) {
 		st, err := n.Services.Presence.Get(ctx, "ghost")
 		return err == nil && !st.Online
 	}, n.Services.Presence.TTL()/3+10*time.Second, 100*time.Millisecond, "the next tick writes it offline")
+}
+
+// commandCalls is how many times Redis ran the command name (lower case)
+// since its start, inside scripts too (INFO commandstats).
+func commandCalls(t testing.TB, r *redistest.Redis, name string) int64 {
+	t.Helper()
+	stats, err := r.Client.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(stats, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
+			n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
 }

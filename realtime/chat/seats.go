@@ -162,6 +162,10 @@ const onlineSlices = 3
 type presenceState struct {
 	mu    sync.Mutex
 	retry map[string]struct{} // users whose touch failed: rewritten next tick
+	// offline holds the users whose offline this node wrote since the
+	// last tick, and has not written online since: the tick does not
+	// write them offline again (a departed WebSocket's Disconnect did).
+	offline map[string]struct{}
 
 	seen  map[string]struct{} // only the presence loop touches it
 	tick  atomic.Uint64       // ticks done
@@ -183,6 +187,20 @@ func (ps *presenceState) failed(user string) {
 		ps.retry = map[string]struct{}{}
 	}
 	ps.retry[user] = struct{}{}
+	ps.mu.Unlock()
+}
+
+// wrote records what touchUser last wrote for user: offline, or online.
+func (ps *presenceState) wrote(user string, offline bool) {
+	ps.mu.Lock()
+	if offline {
+		if ps.offline == nil {
+			ps.offline = map[string]struct{}{}
+		}
+		ps.offline[user] = struct{}{}
+	} else {
+		delete(ps.offline, user)
+	}
 	ps.mu.Unlock()
 }
 
@@ -225,6 +243,13 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 		ps.stripes[i].Lock()
 	}
 	byUser, conns, guests := kp.localPresence()
+	// Taken under the stripes with byUser: an offline recorded here was
+	// written before this snapshot, and an online write since is not
+	// (touchUser records under the user's stripe).
+	ps.mu.Lock()
+	offline := ps.offline
+	ps.offline = nil
+	ps.mu.Unlock()
 	var write []presence.UserState
 	keep := make([]string, 0, len(byUser)/onlineSlices+1)
 	for u, rs := range byUser {
@@ -256,15 +281,22 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 		ps.stripes[i].Unlock()
 	}
 	// Offline, unless they came back meanwhile: the users here at the last
-	// tick and gone now, and the users whose write failed and who are not
-	// here (a client that came and went within one tick, whose offline
-	// write failed, was in no tick's snapshot).
+	// tick and gone now, but those written offline since (a WebSocket's
+	// Disconnect does it at once: writing them again cost a script call
+	// each, for every user that left), and the users whose write failed
+	// and who are not here (a client that came and went within one tick,
+	// whose offline write failed, was in no tick's snapshot).
 	gone := map[string]struct{}{}
-	for _, was := range []map[string]struct{}{ps.seen, retry} {
-		for u := range was {
-			if _, here := byUser[u]; !here {
-				gone[u] = struct{}{}
-			}
+	for u := range ps.seen {
+		_, here := byUser[u]
+		_, done := offline[u]
+		if !here && !done {
+			gone[u] = struct{}{}
+		}
+	}
+	for u := range retry {
+		if _, here := byUser[u]; !here {
+			gone[u] = struct{}{}
 		}
 	}
 	for u := range gone {
@@ -333,9 +365,12 @@ func (ch *Chat) touchUser(ctx context.Context, user string) {
 		if err := ch.presence.Offline(ctx, user, ch.node); err != nil {
 			ch.log.Debug("presence offline", "user", user, "err", err)
 			ch.pstate.failed(user)
+			return
 		}
+		ch.pstate.wrote(user, true)
 		return
 	}
+	ch.pstate.wrote(user, false)
 	// Whether the user is a guest comes from the same look as its clients
 	// and sessions: asked again now, a guest whose connection just ended
 	// would be written unmarked, its record kept 30 days, not GuestTTL.
