@@ -101,13 +101,22 @@ func (c *Client) StockItem(ctx context.Context, it Item) error {
 	return c.do(ctx, call{method: http.MethodPost, path: path("shop", "items"), body: it, safe: true})
 }
 
-// Grant adds amount to user's balance and returns the new balance. It is
-// not retried: a retry would grant twice.
-func (c *Client) Grant(ctx context.Context, user string, amount int64) (int64, error) {
+// Grant adds amount to user's balance and returns the new balance.
+//
+// Without an option it is not retried: a retry would grant twice. With
+// WithIdempotencyKey (an id the application keeps, such as the order the
+// coins pay for) it sends the key and is retried like Buy: the server
+// grants once per key and user and answers a repeat the first grant's
+// balance, so the same key may be sent again after an unknown outcome,
+// even by another process. A server older than the key's support ignores
+// it.
+func (c *Client) Grant(ctx context.Context, user string, amount int64, opts ...CallOption) (int64, error) {
 	var out struct {
 		Balance int64 `json:"balance"`
 	}
-	err := c.do(ctx, call{method: http.MethodPost, path: path("wallet", "grant"), body: map[string]any{"user": user, "amount": amount}, out: &out})
+	key := optsOf(opts).key
+	err := c.do(ctx, call{method: http.MethodPost, path: path("wallet", "grant"), body: map[string]any{"user": user, "amount": amount},
+		out: &out, safe: key != "", key: key})
 	return out.Balance, err
 }
 

@@ -32,9 +32,9 @@
 // by key, and message and score posts on servers that deduplicate them
 // too). A purchase answered 409 conflict is retried with its key as well.
 // A request that never reached a node (the dial failed) is always retried.
-// Sign-in, grants, notices and polls are not repeated after an unknown
-// outcome: a repeat would claim, grant or post twice, or a poll's answer
-// would be lost.
+// Sign-in, grants without WithIdempotencyKey, notices and polls are not
+// repeated after an unknown outcome: a repeat would claim, grant or post
+// twice, or a poll's answer would be lost.
 //
 // # Polling
 //

@@ -46,17 +46,23 @@ type callOpts struct{ key string }
 // WithIdempotencyKey sends key as the Idempotency-Key of a message post,
 // score post or purchase instead of a fresh random one: for an
 // application that persists the key to repeat the call after a restart
-// of its own. A key is 1–128 bytes of printable ASCII without spaces.
+// of its own. A key is 1–128 bytes of printable ASCII without spaces. A
+// grant (Grant) sends a key only when given one, and is retried then.
 func WithIdempotencyKey(key string) CallOption { return func(o *callOpts) { o.key = key } }
 
-// idemKey returns the key of opts, or a new random one: 128 bits in hex.
-func idemKey(opts []CallOption) string {
+// optsOf applies opts.
+func optsOf(opts []CallOption) callOpts {
 	var o callOpts
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.key != "" {
-		return o.key
+	return o
+}
+
+// idemKey returns the key of opts, or a new random one: 128 bits in hex.
+func idemKey(opts []CallOption) string {
+	if k := optsOf(opts).key; k != "" {
+		return k
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])

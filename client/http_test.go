@@ -107,6 +107,18 @@ func TestNoRetryWhereARepeatWouldDoubleIt(t *testing.T) {
 	assert.Equal(t, errcode.Internal, e.Code, "no chatd shape: coded by status")
 	assert.Contains(t, e.Message, "bad gateway")
 	assert.Len(t, a.requests(), 1, "a grant is not repeated")
+	assert.Empty(t, a.requests()[0].Header.Get("Idempotency-Key"), "no key unless given")
+
+	a = &answers{seq: []func(http.ResponseWriter){answer(502, "", `<html>bad gateway</html>`), answer(200, "", `{"balance":5}`)}}
+	c, _ = client.New(client.Config{BaseURL: a.serve(t).URL, Token: "t", Backoff: fast})
+	bal, err := c.Grant(ctx, "bob", 5, client.WithIdempotencyKey("order-9"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, bal)
+	reqs := a.requests()
+	require.Len(t, reqs, 2, "a keyed grant is repeated")
+	for _, r := range reqs {
+		assert.Equal(t, "order-9", r.Header.Get("Idempotency-Key"), "with its key each time")
+	}
 
 	a = &answers{seq: []func(http.ResponseWriter){answer(409, "", `{"error":{"code":"sold_out","message":"none"}}`)}}
 	c, _ = client.New(client.Config{BaseURL: a.serve(t).URL, Backoff: fast})

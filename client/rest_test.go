@@ -166,6 +166,14 @@ func TestRESTFlows(t *testing.T) {
 		bal, err := adm.Grant(ctx, "bob", 250)
 		require.NoError(t, err)
 		assert.Equal(t, int64(250), bal)
+		// a keyed grant twice grants once and answers the first balance
+		for range 2 {
+			bal, err = adm.Grant(ctx, "dan", 30, client.WithIdempotencyKey("grant-7"))
+			require.NoError(t, err)
+			assert.Equal(t, int64(30), bal)
+		}
+		_, err = adm.Grant(ctx, "dan", 31, client.WithIdempotencyKey("grant-7"))
+		assert.ErrorIs(t, err, client.ErrBadRequest, "the key of another amount")
 		items, err := bob.Items(ctx)
 		require.NoError(t, err)
 		assert.Contains(t, items, client.Item{Item: "sword", Stock: 2, Price: 100})

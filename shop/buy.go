@@ -182,12 +182,21 @@ func checkBuy(user, item string, qty int64, idemKey string) error {
 	if qty <= 0 || qty > MaxQty {
 		return fmt.Errorf("shop: buy %s: %w: qty must be an integer from 1 to %d; got %d", item, ErrBadValue, MaxQty, qty)
 	}
-	if len(idemKey) > MaxIdempotencyKey {
-		return fmt.Errorf("shop: buy %s: idempotency key longer than %d bytes: %w", item, MaxIdempotencyKey, ErrBadIdempotencyKey)
+	if err := checkKey(idemKey); err != nil {
+		return fmt.Errorf("shop: buy %s: %w", item, err)
 	}
-	for i := 0; i < len(idemKey); i++ {
-		if c := idemKey[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("shop: buy %s: idempotency key holds byte %#x: %w", item, c, ErrBadIdempotencyKey)
+	return nil
+}
+
+// checkKey checks an idempotency key: "" (none), or 1 to MaxIdempotencyKey
+// printable ASCII bytes without spaces.
+func checkKey(key string) error {
+	if len(key) > MaxIdempotencyKey {
+		return fmt.Errorf("idempotency key longer than %d bytes: %w", MaxIdempotencyKey, ErrBadIdempotencyKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("idempotency key holds byte %#x: %w", c, ErrBadIdempotencyKey)
 		}
 	}
 	return nil

@@ -36,5 +36,11 @@ func (k keys) idem(user, key string) string {
 	return k.ks.Key("shop", k.shop, "idem", names.Canonical(user), key)
 } // STRING JSON record, TTL
 
+// granted is the first answer to a grant to user with one idempotency key,
+// "<amount> <balance after>".
+func (k keys) granted(user, key string) string {
+	return k.ks.Key("shop", k.shop, "granted", names.Canonical(user), key)
+} // STRING, TTL
+
 // purchases counts successful purchases.
 func (k keys) purchases() string { return k.ks.Key("shop", k.shop, "purchases") } // STRING int64 (INCR)

@@ -144,32 +144,82 @@ func (s *Shop) Stock(ctx context.Context, item string, stock, price int64) error
 // ErrBalanceOverflow (the balance would exceed MaxBalance; nothing is
 // granted), ErrConflict.
 func (s *Shop) Grant(ctx context.Context, user string, amount int64) (int64, error) {
+	return s.GrantWith(ctx, user, amount, "")
+}
+
+// GrantWith is Grant with an idempotency key (none when ""): the first
+// grant of amount to user under key is recorded in the same EXEC, for
+// Config.IdempotencyTTL, and a later GrantWith with that key answers the
+// balance the first one left and grants nothing, even when both run at
+// once. A grant whose answer was lost (a timeout: Redis may have applied
+// it) is therefore retried safely with its key; without one a retry may
+// grant twice. The key is scoped to user, apart from purchases' keys.
+// Errors: Grant's, ErrBadIdempotencyKey, ErrIdempotencyMismatch (key was
+// used for another amount).
+func (s *Shop) GrantWith(ctx context.Context, user string, amount int64, key string) (int64, error) {
 	if err := names.User(user); err != nil {
 		return 0, fmt.Errorf("shop: grant: %w", err)
 	}
 	if amount <= 0 || amount > MaxBalance {
 		return 0, fmt.Errorf("shop: grant %s: %w: amount must be an integer from 1 to %d; got %d", user, ErrBadValue, int64(MaxBalance), amount)
 	}
-	key := s.keys.balance(user)
+	if err := checkKey(key); err != nil {
+		return 0, fmt.Errorf("shop: grant %s: %w", user, err)
+	}
+	bkey := s.keys.balance(user)
+	watched := []string{bkey}
+	gkey := ""
+	if key != "" {
+		gkey = s.keys.granted(user, key)
+		watched = append(watched, gkey)
+	}
 	var balance int64
 	err := s.transact(ctx, func(tx *redis.Tx) error {
-		cur, err := tx.Get(ctx, key).Int64()
+		var bal, prior *redis.StringCmd
+		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+			bal = p.Get(ctx, bkey)
+			if gkey != "" {
+				prior = p.Get(ctx, gkey)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if prior != nil && prior.Err() == nil {
+			// "<amount> <balance after>": the first answer
+			var was, after int64
+			if _, err := fmt.Sscanf(prior.Val(), "%d %d", &was, &after); err != nil {
+				return fmt.Errorf("grant record %q: %w", prior.Val(), err)
+			}
+			if was != amount {
+				return fmt.Errorf("%w: key %q granted %d, not %d", ErrIdempotencyMismatch, key, was, amount)
+			}
+			balance = after
+			return nil
+		}
+		cur, err := bal.Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
 		if cur > MaxBalance-amount {
 			return ErrBalanceOverflow
 		}
+		balance = cur + amount
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.IncrBy(ctx, key, amount)
+			p.IncrBy(ctx, bkey, amount)
+			if gkey != "" {
+				p.Set(ctx, gkey, fmt.Sprintf("%d %d", amount, balance), s.cfg.IdempotencyTTL)
+			}
 			return nil
 		})
-		balance = cur + amount
 		return err
-	}, key)
+	}, watched...)
 	if err != nil {
 		return 0, fmt.Errorf("shop: grant %s: %w", user, err)
 	}
+	// A repeat marks the wallet again: it may be the retry of a grant whose
+	// answer was lost, whose caller never marked it.
 	s.changed(ctx, user)
 	return balance, nil
 }

@@ -197,7 +197,11 @@ func (h *gameAPI) grant(c *fiber.Ctx) error {
 	if req.Amount == nil {
 		return errf(errcode.BadRequest, `send {"user": "alice", "amount": 500}`)
 	}
-	bal, err := h.game.Grant(c.UserContext(), req.User, *req.Amount)
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	bal, err := h.game.Grant(c.UserContext(), req.User, *req.Amount, key)
 	if err != nil {
 		return err
 	}

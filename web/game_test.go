@@ -329,6 +329,31 @@ func TestShopIdempotencyAndBadInput(t *testing.T) {
 		assert.Equal(t, 400, st, "a key reused for another purchase: %s", p)
 	})
 
+	t.Run("a grant with an Idempotency-Key is granted once", func(t *testing.T) {
+		grant := func(n *testNode, key string, amount int) (int, string) {
+			t.Helper()
+			status, p, _, err := c.call(n, "POST", "/api/v1/wallet/grant", testAdmin, map[string]any{"user": "gus", "amount": amount},
+				map[string]string{"Idempotency-Key": key})
+			require.NoError(t, err)
+			return status, string(p)
+		}
+		s1, b1 := grant(n0, "order-77", 40)
+		s2, b2 := grant(n2, "order-77", 40)
+		require.Equal(t, 200, s1, b1)
+		assert.Equal(t, 200, s2, b2)
+		assert.JSONEq(t, `{"balance": 40}`, b1)
+		assert.JSONEq(t, b1, b2, "the first answer")
+		st, p := grant(n1, "order-77", 41)
+		assert.Equal(t, 400, st, "a key reused for another amount: %s", p)
+		assert.Contains(t, p, `"bad_request"`)
+		st, p = grant(n1, "bad key", 1)
+		assert.Equal(t, 400, st, p)
+		gus := c.session(n1, "gus")
+		var w walletJSON
+		require.Equal(t, 200, c.do(n1, "GET", "/api/v1/wallet", gus, nil, &w))
+		assert.EqualValues(t, 40, w.Balance, "granted once")
+	})
+
 	t.Run("bad purchases", func(t *testing.T) {
 		for _, body := range []string{`{"item": "gem", "qty": 0}`, `{"item": "gem", "qty": -1}`, `{"item": "gem", "qty": 1000001}`} {
 			st, p := buy(n0, "", body)

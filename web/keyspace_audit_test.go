@@ -24,7 +24,7 @@ import (
 // on two nodes — guest sessions, REST and WebSocket joins, says, typing,
 // read marks, resume, leave, long and short polls, daily, all-time and
 // declared-permanent boards, seen marks, shop stock, grant and idempotent
-// buy, notices, mute, ban, kick, unban, message removal, settings, sign-out
+// grant and buy, notices, mute, ban, kick, unban, message removal, settings, sign-out
 // and the per-user and per-address refusals — then SCANs the whole prefix
 // twice: while users are still seated (a lobby's keys may lack a TTL while
 // it has a seat), and after everyone left and signed out (no seated lobby
@@ -172,6 +172,9 @@ func TestKeyspaceAudit(t *testing.T) {
 	c1.do(call{method: "POST", path: "/api/v1/shop/items", token: testAdmin, body: map[string]any{"item": "sword", "stock": 5, "price": 10}, status: 200})
 	c2.do(call{method: "GET", path: "/api/v1/shop/items", token: alice, status: 200})
 	c2.do(call{method: "POST", path: "/api/v1/wallet/grant", token: testAdmin, body: map[string]any{"user": "alice", "amount": 15}, status: 200})
+	for _, c := range []*specClient{c1, c2} { // a keyed grant twice: once
+		c.do(call{method: "POST", path: "/api/v1/wallet/grant", token: testAdmin, header: map[string]string{"Idempotency-Key": "grant-1"}, body: map[string]any{"user": "bob", "amount": 3}, status: 200})
+	}
 	c1.do(call{method: "GET", path: "/api/v1/wallet", token: alice, status: 200})
 	for _, c := range []*specClient{c1, c2} {
 		c.do(call{method: "POST", path: "/api/v1/shop/buy", token: alice, header: map[string]string{"Idempotency-Key": "buy-1"}, body: map[string]any{"item": "sword", "qty": 1}, status: 200})

@@ -37,7 +37,7 @@ type boardStore interface {
 type shopStore interface {
 	Items(ctx context.Context) ([]shop.Item, error)
 	Stock(ctx context.Context, item string, stock, price int64) error
-	Grant(ctx context.Context, user string, amount int64) (int64, error)
+	GrantWith(ctx context.Context, user string, amount int64, key string) (int64, error)
 	Wallet(ctx context.Context, user string) (shop.Wallet, error)
 	Buy(ctx context.Context, user, item string, qty int64, idemKey string) (shop.Wallet, error)
 }
@@ -196,12 +196,13 @@ func (g *Game) Stock(ctx context.Context, item string, stock, price int64) error
 	return g.shop.Stock(ctx, item, stock, price)
 }
 
-// Grant adds coins to a user's wallet (admin).
-func (g *Game) Grant(ctx context.Context, user string, amount int64) (int64, error) {
+// Grant adds coins to a user's wallet (admin), once per idempotency key
+// (none when ""): see shop.Shop.GrantWith.
+func (g *Game) Grant(ctx context.Context, user string, amount int64, key string) (int64, error) {
 	if err := names.User(user); err != nil {
 		return 0, err
 	}
-	return g.shop.Grant(ctx, user, amount)
+	return g.shop.GrantWith(ctx, user, amount, key)
 }
 
 // Wallet returns p's user's wallet.
