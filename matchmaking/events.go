@@ -124,7 +124,10 @@ func PartyUpdateEvent(st Status, user, reason string, at time.Time) Notice {
 // Notify records each notice's event for its users (Events) and publishes
 // the notices on Channel for every node, in one pipeline. It is
 // idempotent: an event recorded already (the hooks may run twice) is not
-// recorded twice. It returns Redis errors.
+// recorded twice. The same payload may be published twice (a hook run
+// again, or the Redis client's retry of the pipeline after a late answer):
+// the same bytes are the same notices, and a subscriber delivers them once.
+// It returns Redis errors.
 func (s *Service) Notify(ctx context.Context, notes []Notice) error {
 	if len(notes) == 0 {
 		return nil

@@ -102,6 +102,18 @@ func (r *recorder) poke() {
 	}
 }
 
+// waitMatches waits until n distinct matches have been announced. A
+// ticket's status reads matched once the formation script has run, a
+// moment before the matcher counts the match and calls OnMatched.
+func (r *recorder) waitMatches(t testing.TB, n int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d matches announced", n), func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.matches) >= n
+	})
+}
+
 func (r *recorder) snapshot() (map[string]Match, map[string]Ticket, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatd/chatd/internal/redistest"
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/internal/testkit"
 	"github.com/chatd/chatd/lock"
 )
@@ -86,6 +87,9 @@ func TestWindowAndWidening(t *testing.T) {
 			assert.Equal(t, clock.Now(), m.Created)
 			assert.Equal(t, 300.5, m.Tickets[1].Skill, "skills are kept exactly")
 		})
+		// A match's status reads matched as soon as its script ran; its
+		// counters and its announcement follow on the matcher's goroutine.
+		rec.waitMatches(t, 2)
 		ms, _, calls := rec.snapshot()
 		assert.Len(t, ms, 2)
 		assert.Equal(t, 2, calls, "each match announced once")
@@ -264,6 +268,7 @@ func TestCancelBetweenChoosingAndForming(t *testing.T) {
 	st, err := n.svc.Status(ctx, "duel", b)
 	require.NoError(t, err)
 	assert.Equal(t, Cancelled, st.State, "the cancel won: b is in no match")
+	rec.waitMatches(t, 1)
 	ms, _, _ := rec.snapshot()
 	assert.Len(t, ms, 1)
 	assert.Equal(t, int64(2), m.Seq, "number 1 was reserved by the skipped match")
@@ -365,8 +370,8 @@ func TestEveryKeyExpiresButTheCounters(t *testing.T) {
 	assert.Greater(t, len(keys), 6, "tickets, the match, the pool and the lock were looked at: %v", keys)
 }
 
-// TestSubmissionCallIsBounded: a submission sent twice by the Redis client
-// is one ticket, and its call ends callBound after it starts whatever the
+// TestSubmissionCallIsBounded: a submission sent twice by the Redis client is
+// one ticket, and its call ends redisx.CallBound after it starts whatever the
 // caller's context (a REST request's has no deadline), so that no copy is
 // sent after the ticket's hash, which tells the script its own retry, may
 // have expired.
@@ -375,8 +380,7 @@ func TestSubmissionCallIsBounded(t *testing.T) {
 	r := redistest.Real(t)
 	ctx := context.Background()
 	h := redistest.ResendCommands("evalsha", "eval")
-	rdb := r.NewClient(t)
-	rdb.AddHook(h)
+	rdb := h.Client(t, r)
 	s := New(rdb, Config{Prefix: r.Prefix, Queues: newDefs(duelDefs).get})
 	h.Arm(nil)
 	start := time.Now()
@@ -384,7 +388,7 @@ func TestSubmissionCallIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	end := time.Now()
 	_, deadline := h.Resent(t)
-	assert.WithinRange(t, deadline, start.Add(callBound), end.Add(callBound), "the call ends callBound after its start")
+	assert.WithinRange(t, deadline, start.Add(redisx.CallBound), end.Add(redisx.CallBound), "the call ends redisx.CallBound after its start")
 	st, err := s.Status(ctx, "duel", id)
 	require.NoError(t, err)
 	assert.Equal(t, Waiting, st.State)

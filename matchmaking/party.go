@@ -82,7 +82,7 @@ func (s *Service) Accept(ctx context.Context, queue, id, user string) (Status, e
 		keep = s.keep(q)
 	}
 	k := s.keys(queue)
-	ctx, cancel := context.WithTimeout(ctx, callBound)
+	ctx, cancel := redisx.BoundCall(ctx)
 	defer cancel()
 	v, err := redisx.Run(ctx, s.rdb, partyAcceptScript,
 		[]string{k.pool(), k.age(), k.users(), k.ticket(id), k.fresh(), k.pending(), k.outbox()},

@@ -206,7 +206,10 @@ func (s *Service) enqueue(ctx context.Context, q Queue, t Ticket, id string) (_ 
 		typed[c] = p
 		args = append(args, c)
 	}
-	ctx, cancel := context.WithTimeout(ctx, callBound)
+	// The script finds its own retry by the ticket's hash, which an ended
+	// ticket keeps for the status TTL (10 minutes by default): go-redis's
+	// copy of the call (see redisx.CallBound) must come before that.
+	ctx, cancel := redisx.BoundCall(ctx)
 	defer cancel()
 	v, err := redisx.Run(ctx, s.rdb, ticketSubmitScript, []string{k.pool(), k.age(), k.users(), k.ticket(id), k.fresh()}, args...).Slice()
 	if err != nil {
@@ -227,15 +230,6 @@ func (s *Service) enqueue(ctx context.Context, q Queue, t Ticket, id string) (_ 
 }
 
 var errUnexpectedReply = errors.New("matchmaking: unexpected script reply")
-
-// callBound is the longest a submission's or an acceptance's script call
-// may take, the Redis client's retries included. go-redis sends a call
-// again when its answer is late, and a node paused while it waited sends
-// that copy when it wakes, however late, unless the call's context has
-// ended (a REST request's has no deadline). The scripts find their own
-// retry by the ticket's hash, which an ended ticket keeps for the status
-// TTL (10 minutes by default): no copy may come later than that.
-const callBound = 10 * time.Second
 
 // Cancel takes the waiting ticket id out of queue, or dissolves the
 // pending party id, and returns its status after: cancelled, or how it had ended before (matched, expired,

@@ -95,6 +95,7 @@ type Matchmaking struct {
 	node     node
 	hooks    *hooks.Hooks
 	reach    reacher // nil = every invitation may reach
+	recent   *recent // the payloads delivered lately
 }
 
 // liveSettings read the queues' definitions (package settings).
@@ -172,7 +173,8 @@ func New(cfg Config) (*Matchmaking, error) {
 	mms := matchmaking.New(cfg.Redis, matchmaking.Config{Prefix: cfg.Prefix, Clock: cfg.Now, Registerer: cfg.Registerer, Logger: cfg.Logger,
 		Queues: func() string { return st.String(settings.MatchmakingQueues) }})
 	mm := &Matchmaking{svc: mms, rooms: cfg.Rooms, online: cfg.Presence, hub: cfg.Node.Hub(), marks: cfg.Marks,
-		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, hooks: cfg.Hooks, reach: cfg.Reach}
+		now: cfg.Now, log: cfg.Logger, roomKey: cfg.RoomKey, node: cfg.Node, hooks: cfg.Hooks, reach: cfg.Reach,
+		recent: newRecent()}
 	var err error
 	mm.matchers, err = matchmaking.NewMatchers(mms, matchmaking.MatchersConfig{Locks: cfg.Locks,
 		OnMatched: mm.matched, OnExpired: mm.expired, OnPending: mm.checkPending})
@@ -506,8 +508,11 @@ func (mm *Matchmaking) tell(ctx context.Context, notes []matchmaking.Notice) err
 }
 
 // receive hands the notices another node (or this one) published to this
-// node's connections of the users they name.
+// node's connections of the users they name, once (recent).
 func (mm *Matchmaking) receive(_ string, p []byte) {
+	if !mm.recent.first(p, time.Now()) {
+		return
+	}
 	notes, err := matchmaking.DecodeNotices(p)
 	if err != nil {
 		mm.log.Debug("matchmaking notice", "err", err)
