@@ -74,8 +74,13 @@ type fanResult struct {
 	RedisInfoCPUUs float64          `json:"redis_info_cpu_us"`
 	RedisCalls     float64          `json:"redis_calls"`
 	RedisByCmd     map[string]int64 `json:"redis_calls_by_command,omitempty"`
-	Elapsed        float64          `json:"elapsed_s"`
-	FirstError     string           `json:"first_error,omitempty"`
+	// The Redis process's system calls and event-loop wakeups over the
+	// measured span (sysCounts; -1 unknown).
+	RedisReads   float64 `json:"redis_read_syscalls"`
+	RedisWrites  float64 `json:"redis_write_syscalls"`
+	RedisWakeups float64 `json:"redis_wakeups"`
+	Elapsed      float64 `json:"elapsed_s"`
+	FirstError   string  `json:"first_error,omitempty"`
 }
 
 // Lossless reports delivered = acked × members, every say acked, no client
@@ -400,6 +405,12 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 		u0, infoErr = s.rinfo(ctx)
 	}
 	cpu := startCPU(append([]int{0, s.redisPid}, s.pids...)...)
+	var sys0 sysCounts
+	sysKnown := false
+	if s.redisPid != 0 {
+		c, err := readSysCounts(s.redisPid)
+		sys0, sysKnown = c, err == nil
+	}
 	t0 := time.Now()
 	end := t0.Add(s.dur)
 	for _, c := range senders {
@@ -464,6 +475,14 @@ func (b *Bench) fanout(ctx context.Context, s fanSpec) (fanResult, error) {
 	elapsed := time.Since(t0)
 	close(stop)
 	cores := cpu.cores()
+	res.RedisReads, res.RedisWrites, res.RedisWakeups = -1, -1, -1
+	if sysKnown {
+		if sys1, err := readSysCounts(s.redisPid); err == nil {
+			res.RedisReads = float64(sys1.reads - sys0.reads)
+			res.RedisWrites = float64(sys1.writes - sys0.writes)
+			res.RedisWakeups = float64(sys1.wakeups - sys0.wakeups)
+		}
+	}
 	res.RedisInfoCPUUs, res.RedisCalls, res.Elapsed = -1, -1, elapsed.Seconds()
 	if s.rinfo != nil && infoErr == nil {
 		if u1, err := s.rinfo(ctx); err == nil {

@@ -107,6 +107,12 @@ func (b *Bench) rooms50(ctx context.Context, nn int) error {
 		}
 		return perUnit(r.RedisCalls, float64(r.Sent))
 	}
+	// what a say costs Redis in system calls and event-loop wakeups: where
+	// CPU per say goes when each call's work is small (perUnit: NaN when
+	// unknown)
+	readsPerSay := func(r fanResult) float64 { return perUnit(r.RedisReads, float64(r.Sent)) }
+	writesPerSay := func(r fanResult) float64 { return perUnit(r.RedisWrites, float64(r.Sent)) }
+	wakeupsPerSay := func(r fanResult) float64 { return perUnit(r.RedisWakeups, float64(r.Sent)) }
 	p50 := func(r fanResult) float64 { return r.Lat.P50 }
 	p99 := func(r fanResult) float64 { return r.Lat.P99 }
 	p999 := func(r fanResult) float64 { return r.Lat.P999 }
@@ -123,6 +129,12 @@ func (b *Bench) rooms50(ctx context.Context, nn int) error {
 		vs(hub.name, get(hub, infoPerSay)))
 	b.rep.add(newRow(scen, chatd.name+": Redis commands per say (INFO commandstats)", "cmds", get(chatd, callsPerSay)).
 		vs(hub.name, get(hub, callsPerSay)).note("chatd: %s; hub: %s", r50Cmds(vals[chatd.name]), r50Cmds(vals[hub.name])))
+	b.rep.add(newRow(scen, chatd.name+": Redis read syscalls per say (/proc io)", "calls", get(chatd, readsPerSay)).
+		vs(hub.name, get(hub, readsPerSay)))
+	b.rep.add(newRow(scen, chatd.name+": Redis write syscalls per say (/proc io)", "calls", get(chatd, writesPerSay)).
+		vs(hub.name, get(hub, writesPerSay)))
+	b.rep.add(newRow(scen, chatd.name+": Redis event-loop wakeups per say (/proc status)", "wakeups", get(chatd, wakeupsPerSay)).
+		vs(hub.name, get(hub, wakeupsPerSay)).note("voluntary context switches of redis-server's main thread: a sleep in epoll_wait each"))
 	b.rep.add(newRow(scen, chatd.name+": send→receive p50", "ms", get(chatd, p50)).vs(hub.name, get(hub, p50)).note("%s", from))
 	b.rep.add(newRow(scen, chatd.name+": send→receive p99", "ms", get(chatd, p99)).vs(hub.name, get(hub, p99)).goalRatio(false, r50GoalP99).note("%s", from))
 	b.rep.add(newRow(scen, chatd.name+": send→receive p99.9", "ms", get(chatd, p999)).vs(hub.name, get(hub, p999)).note("%s", from))

@@ -118,8 +118,8 @@ type fanVariant struct {
 	ingress string  // bare hubs: how says are taken (?ingress=: sync, pipe); "" for chatd
 	rateMul float64 // fixed rate: this variant's rate is the run's × rateMul (0: × 1)
 	tune    func(*fanSpec)
-	// quietRedis: before each run, wait (at most 20 s) until Redis runs
-	// fewer than this many commands a second, so the work the previous
+	// quietRedis: before each run, wait (at most 60 s) until Redis runs
+	// fewer than this many commands a second for a second on end, so the work the previous
 	// run left (chatd's cleanup of its users) is not counted in this
 	// one's Redis figures; 0: no wait
 	quietRedis int64
@@ -470,7 +470,7 @@ func (b *Bench) fanRuns(ctx context.Context, scen string, vs []fanVariant, n, si
 				v.tune(&spec)
 			}
 			if v.quietRedis > 0 {
-				b.quiesceBelow(ctx, v.quietRedis, 20*time.Second)
+				b.quiesceBelow(ctx, v.quietRedis, 60*time.Second)
 			}
 			r, err := b.fanout(ctx, spec)
 			if err != nil {

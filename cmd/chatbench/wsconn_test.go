@@ -9,6 +9,7 @@ import (
 	"flag"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -269,6 +270,22 @@ func TestParseStatTicks(t *testing.T) {
 	assert.GreaterOrEqual(t, self, int64(0))
 	_, err = cpuTicks(1 << 30)
 	assert.Error(t, err, "no such process")
+}
+
+func TestParseSysCounts(t *testing.T) {
+	t.Parallel()
+	ioText := []byte("rchar: 100\nwchar: 200\nsyscr: 31\nsyscw: 47\nread_bytes: 0\n")
+	st := []byte("Name:\tredis-server\nThreads:\t5\nvoluntary_ctxt_switches:\t1234\nnonvoluntary_ctxt_switches:\t99\n")
+	c, err := parseSysCounts(ioText, st)
+	require.NoError(t, err)
+	assert.Equal(t, sysCounts{reads: 31, writes: 47, wakeups: 1234}, c)
+	_, err = parseSysCounts(ioText, []byte("Name:\tx\n"))
+	assert.Error(t, err, "no voluntary_ctxt_switches")
+	_, err = parseSysCounts([]byte("syscr: x\n"), st)
+	assert.Error(t, err)
+	self, err := readSysCounts(os.Getpid())
+	require.NoError(t, err)
+	assert.Positive(t, self.reads+self.writes, "this test read files")
 }
 
 func TestUsageAndGoals(t *testing.T) {
