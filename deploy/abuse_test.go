@@ -634,9 +634,13 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"{user:*}:said:*:*":           {10 * time.Minute, "rooms' claim of a say's idempotency key in every lobby (Config.IdempotencyTTL)", false},
 		"{user:*}:lobbies":            {24 * time.Hour, "rooms' seat-cap index of a user's lobbies", false},
 		"stats:messages:counted:*":    {time.Minute, "rooms' counter token of a send call (countedTTL)", false},
-		"{lb:*}:idem::*":              {30 * time.Second, "ranking's key of a post made without one (callKeyTTL)", false},
-		"{session:*}:taken:*":         {30 * time.Second, "dirty's record of a take, for go-redis's retry of it (takenTTL)", false},
-		"{notices:*}:posted:*":        {30 * time.Second, "notices' record of a post, for go-redis's retry of it (postedTTL)", false},
+		"stats:rooms:counted:*":       {time.Minute, "rooms' counter token of a room creation call (countedTTL)", false},
+		"{lb:*}:idem::*":              {30 * time.Second, "ranking's key of a post made without one (redisx.CallRecordTTL)", false},
+		"{session:*}:taken:*":         {30 * time.Second, "dirty's record of a take, for go-redis's retry of it (redisx.CallRecordTTL)", false},
+		"{notices:*}:posted:*":        {30 * time.Second, "notices' record of a post, for go-redis's retry of it (redisx.CallRecordTTL)", false},
+		"{lobby:*}:left:*":            {30 * time.Second, "rooms' record of a Leave, for go-redis's retry of it (redisx.CallRecordTTL)", false},
+		"{lobby:*}:removed:*":         {30 * time.Second, "rooms' record of a message removal, for go-redis's retry of it (redisx.CallRecordTTL)", false},
+		"{dm:*}:removed:*":            {30 * time.Second, "direct's record of a message removal, for go-redis's retry of it (redisx.CallRecordTTL)", false},
 	}
 	type kindRow struct {
 		count, noTTL int
@@ -665,8 +669,10 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		}
 		name, _ := ks.Strip(k)
 		kind := abuseKind(name)
-		if strings.HasPrefix(kind, "stats:messages:counted:") {
-			kind = "stats:messages:counted:*" // its tag holds the whole counter name, prefix and all
+		for _, c := range []string{"stats:messages:counted:", "stats:rooms:counted:"} {
+			if strings.HasPrefix(kind, c) {
+				kind = c + "*" // its tag holds the whole counter name, prefix and all
+			}
 		}
 		r := rows[kind]
 		if r == nil {

@@ -134,17 +134,24 @@ balancer_answers() {
 # nginx_answers: the balancer port is answered by nginx itself: a request
 # whose Host holds a '/' gets nginx's own 400 (never passed upstream, so
 # this holds while the nodes are down or stopped; it logs no error).
+# On failure why_not says what the last try got.
 nginx_answers() {
   local resp try
   # on a busy machine a connect or a read may fail (seen: a refused connect
   # while nginx runs, three times in a row in CI): ask for up to 3 seconds
   for try in 1 2 3 4 5 6 7 8 9 10; do
-    resp=$(fetch "$lb_port" "GET / HTTP/1.0\r\nHost: a/b\r\nConnection: close\r\n\r\n") || resp=
-    if [[ $resp == "HTTP/1."?" 400 "* ]] && grep -qi '^server: nginx' <<<"${resp//$'\r'/}"; then
+    if ! resp=$(fetch "$lb_port" "GET / HTTP/1.0\r\nHost: a/b\r\nConnection: close\r\n\r\n"); then
+      why_not="connect refused"
+    elif [[ $resp == "HTTP/1."?" 400 "* ]] && grep -qi '^server: nginx' <<<"${resp//$'\r'/}"; then
       return 0
+    elif [ -z "$resp" ]; then
+      why_not="no answer within 2 s"
+    else
+      why_not="answered '$(head -n 1 <<<"${resp//$'\r'/}")'"
     fi
     sleep 0.3
   done
+  why_not="$why_not, 10 tries"
   return 1
 }
 
@@ -311,16 +318,16 @@ down() {
 # answering …" when it runs but does not, "NAME stopped" otherwise. It
 # exits 0 only if all five are running.
 status() {
-  local ok=0 name port
+  local ok=0 name port why_not
   for name in redis chatd1 chatd2 chatd3 nginx; do
-    port=$(port_of "$name")
+    port=$(port_of "$name") why_not=
     if ! alive "$run/$name.pid"; then
       echo "$name stopped"
       ok=1
     elif answers "$name"; then
       echo "$name running (pid $(cat "$run/$name.pid")) on 127.0.0.1:$port"
     else
-      echo "$name not answering on 127.0.0.1:$port as itself (pid $(cat "$run/$name.pid") runs; see $run/$name.log)"
+      echo "$name not answering on 127.0.0.1:$port as itself (pid $(cat "$run/$name.pid") runs${why_not:+; last try: $why_not}; see $run/$name.log)"
       ok=1
     fi
   done
