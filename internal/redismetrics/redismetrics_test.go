@@ -202,7 +202,11 @@ func TestAPausedServerCountsTimeoutsAndADeadOneNetworkErrors(t *testing.T) {
 func TestPoolStatsMove(t *testing.T) {
 	t.Parallel()
 	r := redistest.Real(t)
-	rdb, reg := instrumented(t, &redis.Options{Addr: r.Addrs[0], PoolSize: 4, PoolTimeout: 50 * time.Millisecond})
+	// No retries: go-redis retries a command after a pool timeout (with
+	// backoff), and on a loaded machine a waiter's retry found a connection
+	// freed by then, so no command failed though the pool had timed out
+	// (CI, once).
+	rdb, reg := instrumented(t, &redis.Options{Addr: r.Addrs[0], PoolSize: 4, PoolTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	ctx := context.Background()
 	before := gather(t, reg)
 	for i := 0; i < 20; i++ {
@@ -215,14 +219,19 @@ func TestPoolStatsMove(t *testing.T) {
 	assert.GreaterOrEqual(t, m[`chatd_redis_pool_idle_conns{pool="commands"}`], 1.0)
 
 	// More concurrent blocking commands than connections: pool timeouts.
+	// They start together, so four hold the connections for half a second
+	// while the other four wait 50 ms for one.
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = rdb.Do(ctx, "BLPOP", r.Prefix+":empty", "0.3").Err() // go-redis's BLPop rounds up to 1 s
+			<-start
+			_ = rdb.Do(ctx, "BLPOP", r.Prefix+":empty", "0.5").Err() // go-redis's BLPop rounds up to 1 s
 		}()
 	}
+	close(start)
 	wg.Wait()
 	m = gather(t, reg)
 	assert.Equal(t, 4.0, m[`chatd_redis_pool_conns{pool="commands"}`], "the pool filled up")
