@@ -32,6 +32,7 @@ const (
 	SeatsPerUser            = "limit.seats_per_user"
 	ConnectionsPerNode      = "limit.connections_per_node"
 	MessageDurability       = "message.durability"
+	ShopDurability          = "shop.durability"
 	ScorePostsPerUserPerMin = "limit.score_posts_per_user_per_minute"
 	NewBoardsPerIPPerMin    = "limit.new_boards_per_ip_per_minute"
 	MatchmakingQueues       = "matchmaking.queues"
@@ -124,6 +125,8 @@ var defs = []Def{
 		Description: "comma-separated all-time boards that never expire; every other all-time board expires 30 days after its last post"},
 	{Key: MessageDurability, Type: TypeString, Default: "none", Min: 4, Max: 7, Enum: []string{"none", "replica"},
 		Description: "none: a message is acked once its master stored it; replica: only once a replica holds it too (WAIT), else the say is refused with not_durable"},
+	{Key: ShopDurability, Type: TypeString, Default: "none", Min: 4, Max: 7, Enum: []string{"none", "replica"},
+		Description: "none: a purchase, grant or restock is acked once its master applied it; replica: only once a replica holds it too (WAIT), else it answers not_durable (applied all the same: retry a purchase or grant with its Idempotency-Key)"},
 	{Key: MatchmakingQueues, Type: TypeString, Default: DefaultMatchmakingQueues, Min: 0, Max: 16000, Check: matchmaking.CheckQueues,
 		Description: `matchmaking queues as JSON: {"name":{"min","max","window","widen_per_second","max_wait_seconds","max_party","reserve_seconds"}}; "" = none`},
 	{Key: PlayersPerBoard, Type: TypeInt, Default: 10000, Min: 1, Max: 10000000,

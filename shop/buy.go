@@ -44,7 +44,9 @@ type record struct {
 // It returns the wallet after the purchase. Errors: names.ErrBadName,
 // ErrBadValue (qty outside 1..MaxQty), ErrBadIdempotencyKey,
 // ErrUnknownItem, ErrSoldOut, ErrInsufficientFunds, ErrIdempotencyMismatch
-// (idemKey was used for another item or qty), ErrConflict.
+// (idemKey was used for another item or qty), ErrConflict, and
+// ErrNotReplicated (see Config.Durability) with the wallet after the
+// purchase, which was made.
 func (s *Shop) Buy(ctx context.Context, user, item string, qty int64, idemKey string) (Wallet, error) {
 	if err := checkBuy(user, item, qty, idemKey); err != nil {
 		return Wallet{}, err
@@ -79,7 +81,13 @@ func (s *Shop) Buy(ctx context.Context, user, item string, qty int64, idemKey st
 		}
 		if prior != nil && prior.Err() == nil {
 			fresh, rec = false, record{} // no field left from an aborted attempt
-			return json.Unmarshal([]byte(prior.Val()), &rec)
+			if err := json.Unmarshal([]byte(prior.Val()), &rec); err != nil {
+				return err
+			}
+			if rec.Error == "" && rec.Item == item && rec.Qty == qty && s.durable() {
+				return s.replayed(ctx, tx, idemKey2, prior.Val())
+			}
+			return nil
 		}
 		wallet, err := walletOf(bal, inv)
 		if err != nil {
@@ -109,6 +117,11 @@ func (s *Shop) Buy(ctx context.Context, user, item string, qty int64, idemKey st
 			}
 			return nil
 		})
+		// A refusal's record needs no replica: lost, the retry decides
+		// again and buys nothing the buyer was told of.
+		if err == nil && rec.Error == "" && s.durable() {
+			return s.replicated(ctx, tx)
+		}
 		return err
 	}, watched...)
 	return s.finish(ctx, "watch", user, item, qty, rec, fresh, err)
@@ -159,16 +172,29 @@ func (s *Shop) finish(ctx context.Context, path, user, item string, qty int64, r
 		err = errors.New("stored purchase has neither wallet nor error")
 	}
 	s.metrics.count(path, fresh, err)
+	if errors.Is(err, ErrNotReplicated) && rec.Wallet != nil && rec.Item == item && rec.Qty == qty {
+		// bought all the same: the wallet is told, and returned with the error
+		if fresh {
+			s.changed(ctx, user)
+		}
+		return walletOfRecord(rec), fmt.Errorf("shop: buy %d %s for %s: %w", qty, item, user, err)
+	}
 	if err != nil {
 		return Wallet{}, fmt.Errorf("shop: buy %d %s for %s: %w", qty, item, user, err)
 	}
 	if fresh {
 		s.changed(ctx, user)
 	}
+	return walletOfRecord(rec), nil
+}
+
+// walletOfRecord is the wallet a purchase's record holds, its items never
+// nil.
+func walletOfRecord(rec record) Wallet {
 	if rec.Wallet.Items == nil {
 		rec.Wallet.Items = map[string]int64{}
 	}
-	return *rec.Wallet, nil
+	return *rec.Wallet
 }
 
 // checkBuy validates a purchase's client-sent values.

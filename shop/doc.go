@@ -64,6 +64,19 @@
 // ErrIdempotencyMismatch. ErrConflict and Redis errors are not recorded: the
 // client retries with the same key and nothing was bought.
 //
+// # Durability: WAIT for a replica
+//
+// Redis acks a write before any replica has it; a failover right after
+// loses it, and a purchase the buyer was told of is gone. Under
+// Config.Durability DurabilityReplica every purchase, grant and restock is
+// followed by [WAIT] 1 on the connection that wrote it (a transaction's
+// own, so on a Cluster the shop's master), and answered ErrNotReplicated
+// (503 not_durable) when no replica acknowledged it in time: the write
+// stays applied, and its retry with the same idempotency key answers the
+// first result once a replica holds it. A replayed answer is made as
+// durable as a fresh one: its record is rewritten unchanged before its
+// WAIT, since WAIT covers only its own connection's writes (durability.go).
+//
 // # The purchase counter: INCR needs no lock
 //
 // [INCR] is executed by Redis' single command thread as one read-modify-write,
@@ -158,4 +171,5 @@
 // [SADD]: https://redis.io/commands/sadd/
 // [SMEMBERS]: https://redis.io/commands/smembers/
 // [GET]: https://redis.io/commands/get/
+// [WAIT]: https://redis.io/commands/wait/
 package shop

@@ -30,6 +30,12 @@ var (
 	// ErrIdempotencyMismatch: the key was already used by this user for a
 	// different purchase (another item or quantity) (400 bad_request).
 	ErrIdempotencyMismatch = errcode.New(errcode.BadRequest, "shop: idempotency key was used for a different purchase")
+	// ErrNotReplicated: under Config.Durability DurabilityReplica, no
+	// replica acknowledged the write within Config.DurabilityTimeout (503
+	// not_durable). The write WAS applied on the master, and a failover
+	// now may lose it: a purchase or grant is retried with its idempotency
+	// key, which answers the first write's result once a replica holds it.
+	ErrNotReplicated = errcode.New(errcode.NotDurable, "shop: written but not yet replicated")
 )
 
 // outcome codes stored in idempotency records, as docs/PROTOCOL.md spells them.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/chatd/chatd/internal/redisx"
 )
 
@@ -31,10 +33,32 @@ func (s *Shop) BuyLua(ctx context.Context, user, item string, qty int64, idemKey
 	}
 	var rec record
 	fresh := false
-	res, err := itemBuyScript.Run(ctx, s.rdb, keys, item, strconv.FormatInt(qty, 10), s.cfg.IdempotencyTTL.Milliseconds()).Slice()
-	if err == nil {
-		err = decodeScriptReply(res, &rec, &fresh)
+	buy := func(rdb redis.Scripter) ([]any, error) {
+		return itemBuyScript.Run(ctx, rdb, keys, item, strconv.FormatInt(qty, 10), s.cfg.IdempotencyTTL.Milliseconds()).Slice()
 	}
+	var err error
+	if !s.durable() {
+		var res []any
+		if res, err = buy(s.rdb); err == nil {
+			err = decodeScriptReply(res, &rec, &fresh)
+		}
+		return s.finish(ctx, "lua", user, item, qty, rec, fresh, err)
+	}
+	// Under DurabilityReplica the script and its WAIT share a connection
+	// (durability.go), as Buy's transaction and its WAIT do.
+	err = s.pinned(ctx, keys[0], func(tx *redis.Tx) error {
+		res, err := buy(tx)
+		if err == nil {
+			err = decodeScriptReply(res, &rec, &fresh)
+		}
+		switch {
+		case err != nil || rec.Error != "" || rec.Item != item || rec.Qty != qty:
+			return err
+		case fresh || len(keys) < 5:
+			return s.replicated(ctx, tx)
+		}
+		return s.replayed(ctx, tx, keys[4], res[1].(string))
+	})
 	return s.finish(ctx, "lua", user, item, qty, rec, fresh, err)
 }
 

@@ -53,6 +53,16 @@ type Config struct {
 	// user's wallet (not after a replayed answer or a refusal), on the
 	// caller's goroutine: wire the dirty/ wallet bit here. nil = no call.
 	OnWalletChange func(ctx context.Context, user string)
+	// Durability, when set, is read at each purchase, grant and restock:
+	// DurabilityReplica acks one only once a replica holds it too (WAIT 1
+	// on the write's connection, for DurabilityTimeout), else it returns
+	// an error wrapping ErrNotReplicated, the write applied all the same;
+	// any other value (DurabilityNone), or nil, acks once the master
+	// applied it. chatd reads the live setting shop.durability.
+	Durability func() string
+	// DurabilityTimeout is how long a write waits for a replica under
+	// DurabilityReplica; 0 = DefaultDurabilityTimeout.
+	DurabilityTimeout time.Duration
 	// Registerer receives the shop's metrics; nil = not registered.
 	Registerer prometheus.Registerer
 }
@@ -91,6 +101,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Shop {
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = 24 * time.Hour
 	}
+	if cfg.DurabilityTimeout <= 0 {
+		cfg.DurabilityTimeout = DefaultDurabilityTimeout
+	}
 	return &Shop{
 		rdb:     rdb,
 		keys:    keys{ks: keyspace.New(cfg.Prefix), shop: cfg.Shop},
@@ -117,7 +130,7 @@ type Wallet struct {
 // how many are for sale now. A purchase racing with it is retried against
 // the new values (the item is watched), so none is lost or doubled.
 // Errors: names.ErrBadName, ErrBadValue (stock outside 0..MaxStock, price
-// outside 0..MaxPrice).
+// outside 0..MaxPrice), ErrNotReplicated (see Config.Durability).
 func (s *Shop) Stock(ctx context.Context, item string, stock, price int64) error {
 	if err := names.Item(item); err != nil {
 		return fmt.Errorf("shop: stock: %w", err)
@@ -128,11 +141,22 @@ func (s *Shop) Stock(ctx context.Context, item string, stock, price int64) error
 	if price < 0 || price > MaxPrice {
 		return fmt.Errorf("shop: stock %s: %w: price must be an integer from 0 to %d; got %d", item, ErrBadValue, int64(MaxPrice), price)
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	write := func(p redis.Pipeliner) error {
 		p.HSet(ctx, s.keys.item(item), "stock", stock, "price", price)
 		p.SAdd(ctx, s.keys.items(), item)
 		return nil
-	})
+	}
+	var err error
+	if s.durable() {
+		err = s.pinned(ctx, s.keys.item(item), func(tx *redis.Tx) error {
+			if _, err := tx.TxPipelined(ctx, write); err != nil {
+				return err
+			}
+			return s.replicated(ctx, tx)
+		})
+	} else {
+		_, err = s.rdb.TxPipelined(ctx, write)
+	}
 	if err != nil {
 		return fmt.Errorf("shop: stock %s: %w", item, err)
 	}
@@ -142,7 +166,8 @@ func (s *Shop) Stock(ctx context.Context, item string, stock, price int64) error
 // Grant adds amount coins to user's balance and returns the new balance.
 // Errors: names.ErrBadName, ErrBadValue (amount outside 1..MaxBalance),
 // ErrBalanceOverflow (the balance would exceed MaxBalance; nothing is
-// granted), ErrConflict.
+// granted), ErrConflict, ErrNotReplicated (see Config.Durability) with
+// the balance after the grant, which was made.
 func (s *Shop) Grant(ctx context.Context, user string, amount int64) (int64, error) {
 	return s.GrantWith(ctx, user, amount, "")
 }
@@ -196,6 +221,9 @@ func (s *Shop) GrantWith(ctx context.Context, user string, amount int64, key str
 				return fmt.Errorf("%w: key %q granted %d, not %d", ErrIdempotencyMismatch, key, was, amount)
 			}
 			balance = after
+			if s.durable() {
+				return s.replayed(ctx, tx, gkey, prior.Val())
+			}
 			return nil
 		}
 		cur, err := bal.Int64()
@@ -213,8 +241,15 @@ func (s *Shop) GrantWith(ctx context.Context, user string, amount int64, key str
 			}
 			return nil
 		})
+		if err == nil && s.durable() {
+			return s.replicated(ctx, tx)
+		}
 		return err
 	}, watched...)
+	if errors.Is(err, ErrNotReplicated) {
+		s.changed(ctx, user) // granted all the same
+		return balance, fmt.Errorf("shop: grant %s: %w", user, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("shop: grant %s: %w", user, err)
 	}

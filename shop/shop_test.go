@@ -222,5 +222,6 @@ func TestWalletHookAndMetrics(t *testing.T) {
 		"chatd_shop_purchases_total,watch,replayed": 1,
 		"chatd_shop_purchases_total,lua,sold_out":   1,
 		"chatd_shop_tx_retries_total":               0,
+		"chatd_shop_not_replicated_total":           0,
 	}, got)
 }

@@ -204,6 +204,7 @@ func New(cfg realtime.Config) (*App, error) {
 	svc.Guard = moderation.NewGuard(svc.Moderation, moderation.GuardConfig{Now: now, OnEvent: hub.Moderated})
 	svc.Moderated = realtime.NewModerated(svc.Guard, now)
 	svc.Shop = shop.New(rdb, shop.Config{Prefix: prefix, Registerer: reg,
+		Durability:     func() string { return st.String(settings.ShopDurability) },
 		OnWalletChange: func(_ context.Context, user string) { marks.User(user, dirty.Of(dirty.Wallet)) },
 	})
 	svc.Caps = realtime.NewCaps(rdb, prefix, now, reg, st)
