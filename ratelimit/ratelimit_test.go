@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -349,20 +347,7 @@ func TestConcurrentNeverExceedsBurst(t *testing.T) {
 // last CONFIG RESETSTAT (INFO commandstats).
 func scriptCalls(t *testing.T, r *redistest.Redis) int {
 	t.Helper()
-	info, err := r.Client.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	n := 0
-	for _, line := range strings.Split(info, "\r\n") {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		c, err := strconv.Atoi(calls)
-		require.NoError(t, err, line)
-		n += c
-	}
-	return n
+	return int(redistest.Calls(t, r.Client, "evalsha", "eval"))
 }
 
 // TestFloodOnAnEmptyBucketIsRefusedLocally is issue #28 (5)'s cost: each

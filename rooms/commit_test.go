@@ -59,14 +59,7 @@ func (n commitNode) waiting(t *testing.T) int {
 // evalshas returns the EVALSHA calls of INFO commandstats.
 func evalshas(t *testing.T, r *redistest.Redis) int {
 	t.Helper()
-	calls := 0
-	for _, line := range strings.Split(r.Client.Info(context.Background(), "commandstats").Val(), "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
-			_, err := fmt.Sscanf(rest, "%d", &calls)
-			require.NoError(t, err)
-		}
-	}
-	return calls
+	return int(redistest.Calls(t, r.Client, "evalsha"))
 }
 
 // caller is one sender of the commit tests: a user seated in a room of
@@ -317,16 +310,7 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 // commandstats of the server at addr, those inside scripts included.
 func cmdCalls(t *testing.T, addr, name string) int {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	n := 0
-	for _, line := range strings.Split(c.Info(context.Background(), "commandstats").Val(), "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls="); ok {
-			_, err := fmt.Sscanf(rest, "%d", &n)
-			require.NoError(t, err)
-		}
-	}
-	return n
+	return int(redistest.CallsAt(t, addr, name))
 }
 
 // TestSendWindow: with Config.SendWindow a commit that would start within

@@ -2,13 +2,11 @@ package rooms
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,53 +18,13 @@ import (
 // (INFO commandstats).
 func waitCalls(t *testing.T, addr string) int {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_wait:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
+	return int(redistest.CallsAt(t, addr, "wait"))
 }
 
 // scriptCalls returns how many EVALSHA and EVAL the server at addr has run.
 func scriptCalls(t *testing.T, addr string) int {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(line, cmd); ok {
-				k, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-				require.NoError(t, err)
-				n += k
-			}
-		}
-	}
-	return n
-}
-
-// replicaOf starts a redis-server replicating master and waits until it is
-// in sync.
-func replicaOf(t *testing.T, master string) *redistest.Server {
-	t.Helper()
-	host, port, err := net.SplitHostPort(master)
-	require.NoError(t, err)
-	rep := redistest.StartServer(t, redistest.Options{Args: []string{"--replicaof", host, port}})
-	c := rep.Client(t)
-	require.Eventually(t, func() bool {
-		info, err := c.Info(context.Background(), "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	}, 20*time.Second, 50*time.Millisecond, "replica in sync")
-	return rep
+	return int(redistest.CallsAt(t, addr, "evalsha", "eval"))
 }
 
 // replicaOfNode returns the process of the cluster that replicates master.
@@ -101,7 +59,7 @@ func replicaOfNode(t *testing.T, r *redistest.Redis, master *redistest.Server) *
 func TestDurabilityReplica(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
-	rep := replicaOf(t, r.Server.Addr)
+	rep := redistest.StartReplica(t, r.Server)
 	ctx := context.Background()
 	mode := DurabilityReplica
 	s := nodes(t, r, 1, Config{Durability: func() string { return mode }, DurabilityTimeout: 300 * time.Millisecond})[0]

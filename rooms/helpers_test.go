@@ -170,16 +170,5 @@ func measuredCalls(stats map[string]int64) (calls float64) {
 // own commands included.
 func commandStats(tb testing.TB, rdb redis.UniversalClient) map[string]int64 {
 	tb.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	require.NoError(tb, err)
-	calls := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		c, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(c, 10, 64)
-	}
-	return calls
+	return redistest.CallsByCommand(tb, rdb)
 }

@@ -33,24 +33,46 @@ func StartReplica(tb testing.TB, master *Server) *Server {
 
 // CommandCalls returns how many times the server has run the commands
 // named (lower case, as INFO commandstats spells them: "wait",
-// "evalsha"), summed, since it started or its stats were reset.
+// "evalsha"), summed, since it started or its stats were reset; the
+// commands of scripts count.
 func (s *Server) CommandCalls(tb testing.TB, names ...string) int64 {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	return CallsAt(tb, s.Addr, names...)
+}
+
+// CallsAt is CommandCalls of the server at addr.
+func CallsAt(tb testing.TB, addr string, names ...string) int64 {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatalf("redistest: INFO commandstats of %s: %v", s.Addr, err)
-	}
-	calls, err := ParseCommandCalls(info)
-	if err != nil {
-		tb.Fatalf("redistest: INFO commandstats of %s: %v", s.Addr, err)
-	}
+	return Calls(tb, c, names...)
+}
+
+// Calls is CommandCalls of the server c's INFO reaches (on a Cluster
+// client, whichever node go-redis picks: give it a node's client).
+func Calls(tb testing.TB, c redis.Cmdable, names ...string) int64 {
+	tb.Helper()
+	calls := CallsByCommand(tb, c)
 	var n int64
 	for _, name := range names {
 		n += calls[name]
 	}
 	return n
+}
+
+// CallsByCommand reads INFO commandstats through c into calls by command
+// (ParseCommandCalls).
+func CallsByCommand(tb testing.TB, c redis.Cmdable) map[string]int64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("redistest: INFO commandstats: %v", err)
+	}
+	calls, err := ParseCommandCalls(info)
+	if err != nil {
+		tb.Fatalf("redistest: INFO commandstats: %v", err)
+	}
+	return calls
 }
 
 // ParseCommandCalls reads INFO commandstats' text into calls by command

@@ -541,13 +541,5 @@ func TestAFailedOfflineIsWrittenAgain(t *testing.T) {
 // since its start, inside scripts too (INFO commandstats).
 func commandCalls(t testing.TB, r *redistest.Redis, name string) int64 {
 	t.Helper()
-	stats, err := r.Client.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(stats, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
-			n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
-			return n
-		}
-	}
-	return 0
+	return redistest.Calls(t, r.Client, name)
 }
