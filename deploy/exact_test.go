@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/chatdtest"
+	"github.com/chatd/chatd/internal/redistest"
 	"github.com/chatd/chatd/internal/wsclient"
 	"github.com/chatd/chatd/protocol"
 )
@@ -80,7 +80,7 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 	require.NoError(t, err)
 	bob.waitTexts(t, room.ID, []string{"warm-up"}, 30*time.Second)
 	carol.waitTexts(t, room.ID, []string{"warm-up"}, 30*time.Second)
-	sendsBefore := commandCalls(ctx, t, c, "evalsha")
+	sendsBefore := commandCalls(t, c, "evalsha")
 
 	const says, incrs = 50, 20
 	texts := make([]string, says)
@@ -142,7 +142,7 @@ func TestPausedRedisAppliesEveryAckedWriteOnce(t *testing.T) {
 		}
 		t.Logf("%d of %d increments failed during the pause and were retried with their key", failed, incrs)
 	}
-	t.Logf("Redis ran %d scripts for 50 says, 20 incrs and their retries", commandCalls(ctx, t, c, "evalsha")-sendsBefore)
+	t.Logf("Redis ran %d scripts for 50 says, 20 incrs and their retries", commandCalls(t, c, "evalsha")-sendsBefore)
 
 	t.Log("the history holds each say once, under its acked id")
 	{
@@ -244,18 +244,7 @@ func compareStrings(a, b string) int {
 }
 
 // commandCalls is the server's count of calls of cmd (INFO commandstats).
-func commandCalls(ctx context.Context, t testing.TB, c *chatdtest.Cluster, cmd string) int64 {
+func commandCalls(t testing.TB, c *chatdtest.Cluster, cmd string) int64 {
 	t.Helper()
-	res, err := c.Redis.Client.InfoMap(ctx, "commandstats").Result()
-	require.NoError(t, err)
-	for _, sec := range res {
-		if v, ok := sec["cmdstat_"+cmd]; ok {
-			var calls int64
-			if _, err := fmt.Sscanf(v, "calls=%d", &calls); err != nil {
-				require.NoError(t, errors.New("commandstats: "+v))
-			}
-			return calls
-		}
-	}
-	return 0
+	return redistest.Calls(t, c.Redis.Client, cmd)
 }

@@ -145,18 +145,9 @@ func TestHistoryAndPollStayWithinTheirByteBudget(t *testing.T) {
 // commandstats.
 func redisCalls(t testing.TB, r *redistest.Redis) int64 {
 	t.Helper()
-	info, err := r.Client.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
 	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		_, rest, ok := strings.Cut(line, ":calls=")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		if i := strings.IndexByte(rest, ','); i > 0 {
-			n, _ := strconv.ParseInt(rest[:i], 10, 64)
-			total += n
-		}
+	for _, n := range redistest.CallsByCommand(t, r.Client) {
+		total += n
 	}
 	return total
 }
