@@ -411,12 +411,13 @@ func (s *opStats) record(status int, code string, err error) {
 }
 
 // TestFailoverRedisCluster: three masters with a replica each; the master
-// of the chat lobby's slot is killed with SIGKILL mid-chat. The replica is
-// promoted, the chatd nodes follow, the killed process comes back as its
-// replica, and WebSocket says, REST joins, polls, purchases and
-// leaderboard posts, which ran all along, succeed again. Durability is
-// replica: every acked message is in history afterwards and was delivered
-// to every member once.
+// of the shop's slot and of the chat lobby's is killed with SIGKILL
+// mid-chat. The replica is promoted, the chatd nodes follow, the killed
+// process comes back as its replica, and WebSocket says, REST joins,
+// polls, purchases and leaderboard posts, which ran all along, succeed
+// again. Durability is replica for messages and the shop: every acked
+// message is in history afterwards and was delivered to every member
+// once, and every acked purchase is in its buyer's inventory.
 func TestFailoverRedisCluster(t *testing.T) {
 	skipShort(t)
 	nginx := nginxPath(t)
@@ -427,9 +428,19 @@ func TestFailoverRedisCluster(t *testing.T) {
 	defer cancel()
 	c.setSetting(ctx, "rate.messages_per_second", 1000)
 	c.setSetting(ctx, "message.durability", "replica")
+	c.setSetting(ctx, "shop.durability", "replica")
 
-	lobby := lobbiesOnEveryMaster(ctx, t, r)[0]
-	victim := r.NodeOf(t, keyspace.New(r.Prefix).Key("lobby", lobby, "rooms"))
+	// The victim is the master of the shop's slot, and the chat lobby is
+	// one of its lobbies: the kill takes acked purchases' master too.
+	ks := keyspace.New(r.Prefix)
+	victim := r.NodeOf(t, ks.Key("shop", "main", "items"))
+	var lobby string
+	for _, l := range lobbiesOnEveryMaster(ctx, t, r) {
+		if r.NodeOf(t, ks.Key("lobby", l, "rooms")) == victim {
+			lobby = l
+		}
+	}
+	require.NotEmpty(t, lobby, "a lobby on the shop's master")
 	ms, room := joinAll(ctx, t, c, "cf", lobby, members)
 	_, err := c.do(ctx, c.lb, http.MethodPost, "/api/v1/shop/items", adminToken, map[string]any{"item": "potion", "stock": 1000000, "price": 1}, nil)
 	require.NoError(t, err)
@@ -457,6 +468,7 @@ func TestFailoverRedisCluster(t *testing.T) {
 	for i := range 5 {
 		tokens = append(tokens, c.session(ctx, fmt.Sprintf("rest%d", i)))
 	}
+	boughtAcked := map[string]int64{} // user -> purchases answered 200 (the loop's goroutine only, read after wg.Wait)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -478,7 +490,9 @@ func TestFailoverRedisCluster(t *testing.T) {
 			// a user's first buy would rightly answer insufficient_funds (a
 			// CI run saw it, when the failover refused rest3's first grant).
 			if call("grant", http.MethodPost, "/api/v1/wallet/grant", adminToken, map[string]any{"user": user, "amount": 5}) {
-				call("buy", http.MethodPost, "/api/v1/shop/buy", tok, map[string]any{"item": "potion", "qty": 1})
+				if call("buy", http.MethodPost, "/api/v1/shop/buy", tok, map[string]any{"item": "potion", "qty": 1}) {
+					boughtAcked[user]++
+				}
 			}
 			call("score", http.MethodPost, "/api/v1/leaderboards/failover/scores", tok, map[string]any{"player": user, "score": i, "mode": "set"})
 			time.Sleep(50 * time.Millisecond)
@@ -537,6 +551,16 @@ func TestFailoverRedisCluster(t *testing.T) {
 	}
 	acked, lost := checkAcked(ctx, t, c, ms, room.ID)
 	assert.Empty(t, lost, "durability replica: an acked message was lost")
+	// shop.durability replica: every purchase answered 200 is in its
+	// buyer's inventory on the promoted master (a purchase answered
+	// not_durable or redis_unavailable may be there too).
+	for user, n := range boughtAcked {
+		have, err := r.Client.HGet(ctx, ks.Key("shop", "main", "inv", user), "potion").Int64()
+		require.NoError(t, err, user)
+		assert.GreaterOrEqual(t, have, n, "%s: an acked purchase was lost in the failover", user)
+		t.Logf("%s: %d purchases acked, %d potions held", user, n, have)
+	}
+	assert.NotEmpty(t, boughtAcked, "purchases were acked")
 	t.Logf("cluster: %d acked, %d lost; /readyz dipped on %v; promoted after %v, killed master a replica after %v, 10 more acks each after %v; test took %v",
 		len(acked), len(lost), dipped, promoted.Round(time.Millisecond), replicated.Round(time.Millisecond),
 		resumed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
