@@ -37,14 +37,16 @@ const DefaultDurabilityTimeout = time.Second
 // An answer replayed from an idempotency record must not be acked on
 // weaker grounds than the first: the usual retry of a purchase answered
 // ErrNotReplicated is that very replay. WAIT is documented to cover the
-// writes of its own connection, and a replay writes nothing: a WAIT on a
-// connection that has not written since the purchase may answer at once
-// (redis-cli's, measured on Redis 7.0: 1 at once with the only replica
-// stopped and a write on another connection unacknowledged; go-redis's
-// connections happened to wait there). A replay under DurabilityReplica
-// therefore rewrites its record unchanged (SET KEEPTTL XX: same value,
-// same expiry) before its WAIT: replication is in order, so a replica
-// that holds the rewrite holds the first write too.
+// writes of its own connection, and a replay writes nothing. Redis 7.0.15
+// happens to do more: after any command a connection's WAIT covers every
+// write made so far, by anyone (measured with redis-cli, the only replica
+// stopped, another connection's write unacknowledged: a WAIT sent first
+// on a fresh connection answered 1 at once; one sent after a PING
+// waited and answered 0). go-redis opens each connection with HELLO, so
+// its WAITs wait there. A replay under DurabilityReplica does not rely on
+// that: it rewrites its record unchanged (SET KEEPTTL XX: same value,
+// same expiry) before its WAIT, and since replication is in order, a
+// replica that holds the rewrite holds the first write too.
 
 // durable reports whether writes wait for a replica now.
 func (s *Shop) durable() bool {
