@@ -37,6 +37,22 @@ func BenchmarkBuy(b *testing.B) {
 	}
 }
 
+// BenchmarkDurability is what shop.durability=replica costs a purchase
+// (Buy, one item per buyer, so nothing conflicts): a redis-server and one
+// replica on this machine, each mode by turns, 1 and 32 buyers.
+func BenchmarkDurability(b *testing.B) {
+	r := redistest.Own(b, redistest.Options{})
+	redistest.StartReplica(b, r.Server)
+	for _, buyers := range []int{1, 32} {
+		for _, mode := range []string{DurabilityNone, DurabilityReplica} {
+			b.Run(fmt.Sprintf("%s/buyers=%d", mode, buyers), func(b *testing.B) {
+				cfg := Config{Durability: func() string { return mode }}
+				runBuyersWith(b, r, cfg, (*Shop).Buy, buyers, buyers)
+			})
+		}
+	}
+}
+
 // BenchmarkLuaVsWatch is the ratio quoted for the two purchase paths: 32
 // buyers (one user each) hammer one item, in rounds of 1,000 purchases per
 // path (long enough that the last backoff of a round weighs little),
