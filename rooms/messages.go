@@ -35,8 +35,9 @@ type Messages struct {
 	hist refreshes // "lobby/seq" → when a send last refreshed its history's TTL
 	q    sendQueue // SendMany calls waiting for the send commit in flight
 
-	claimRecords atomic.Bool  // SetClaimRecords
-	claimSince   atomic.Int64 // when claim records last went on, unix ms of Config.Now; 0 while off
+	// claimSince is when SetClaimRecords last turned claim records on,
+	// unix ms of Config.Now (at least 1); 0 while they are off.
+	claimSince atomic.Int64
 
 	// beforeCommit, when set (tests), runs in the leader's call before it
 	// takes the waiting calls into its commit.
@@ -72,27 +73,27 @@ func Features() []string { return []string{FeatureClaimRecords} }
 func (s *Messages) SetClaimRecords(on bool) {
 	if !on {
 		s.claimSince.Store(0)
-	} else {
-		s.claimSince.CompareAndSwap(0, s.now().UnixMilli())
+		return
 	}
-	s.claimRecords.Store(on)
+	s.claimSince.CompareAndSwap(0, max(1, s.now().UnixMilli()))
 }
 
 // claimMode is message_send.lua's ARGV[9] for a commit at now: "" for
 // records in the lobby, "1" for records in claims, "2" once they have
 // been for long enough that the lobby holds no keyed say's record.
 func (s *Messages) claimMode(now time.Time) string {
-	if s.cluster || !s.claimRecords.Load() {
+	since := s.claimSince.Load()
+	if s.cluster || since == 0 {
 		return ""
 	}
-	if since := s.claimSince.Load(); since != 0 && now.UnixMilli()-since > 2*s.idemTTL.Milliseconds() {
+	if now.UnixMilli()-since > 2*s.idemTTL.Milliseconds() {
 		return "2"
 	}
 	return "1"
 }
 
 // ClaimRecords reports whether SetClaimRecords turned claim records on.
-func (s *Messages) ClaimRecords() bool { return s.claimRecords.Load() }
+func (s *Messages) ClaimRecords() bool { return s.claimSince.Load() != 0 }
 
 // Channel returns the room's pub/sub channel, on which the seat and message
 // scripts publish Events; "" for a malformed room id.
