@@ -172,29 +172,21 @@ func (s *Shop) finish(ctx context.Context, path, user, item string, qty int64, r
 		err = errors.New("stored purchase has neither wallet nor error")
 	}
 	s.metrics.count(path, fresh, err)
-	if errors.Is(err, ErrNotReplicated) && rec.Wallet != nil && rec.Item == item && rec.Qty == qty {
-		// bought all the same: the wallet is told, and returned with the error
-		if fresh {
-			s.changed(ctx, user)
-		}
-		return walletOfRecord(rec), fmt.Errorf("shop: buy %d %s for %s: %w", qty, item, user, err)
-	}
-	if err != nil {
+	// Not replicated is bought all the same (a replica's WAIT follows only
+	// a purchase made): the wallet is told, and returned with the error.
+	if err != nil && !(errors.Is(err, ErrNotReplicated) && rec.Wallet != nil) {
 		return Wallet{}, fmt.Errorf("shop: buy %d %s for %s: %w", qty, item, user, err)
 	}
 	if fresh {
 		s.changed(ctx, user)
 	}
-	return walletOfRecord(rec), nil
-}
-
-// walletOfRecord is the wallet a purchase's record holds, its items never
-// nil.
-func walletOfRecord(rec record) Wallet {
 	if rec.Wallet.Items == nil {
 		rec.Wallet.Items = map[string]int64{}
 	}
-	return *rec.Wallet
+	if err != nil {
+		err = fmt.Errorf("shop: buy %d %s for %s: %w", qty, item, user, err)
+	}
+	return *rec.Wallet, err
 }
 
 // checkBuy validates a purchase's client-sent values.
