@@ -10,12 +10,17 @@
 //
 // # The Redis pattern
 //
-// A token bucket checked and updated by one Lua script ([EVALSHA]): [GET]
+// A token bucket checked and updated by one Lua script ([EVALSHA]): read
 // the bucket, refill it for the time elapsed at the current rate, take a
 // token if there is one and [SET] it back with PX for as long as it takes
 // to fill up again (a full bucket and no bucket mean the same, so idle
-// users cost no memory). The arithmetic is lua/bucket_lib.lua, which the
-// send scripts of rooms and direct prepend too (BucketLua): one bucket.
+// users cost no memory). The read is itself a write: SET NX GET writes a
+// missing bucket less the token, which is right whatever the rate, and
+// answers a bucket that is there, which is then refilled and written
+// again (or, empty, left alone). Most users' buckets have filled up and
+// expired by their next message, so most takes are one command, not a
+// [GET] and a SET. The arithmetic is lua/bucket_lib.lua, which the send
+// scripts of rooms and direct prepend too (BucketLua): one bucket.
 // The rate is read from a live function on every check, so a change of the
 // rate.messages_per_second setting applies to the next message; the burst
 // is max(1, rate), as docs/PROTOCOL.md says, so a rate below one still lets

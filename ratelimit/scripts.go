@@ -21,8 +21,9 @@ var windowTakeSrc string
 var windowScript = redisx.NewScript("ratelimit.window", windowTakeSrc)
 
 // BucketLua defines the Lua function take_token(key, now, rate, burst[,
-// slack]): a token bucket in one string key, "<tokens> <at ms>" (GET, then
-// SET PX until it would be full again). The Limiter's script and every
+// slack]): a token bucket in one string key, "<tokens> <at ms>", expiring
+// when it would be full again (SET NX GET, which writes a missing bucket
+// less the token, and a SET PX when the bucket was there). The Limiter's script and every
 // script that takes a token together with its own writes — a say, a direct
 // message — prepend it; take_token returns 0 when it took one, else the ms
 // until one is there. See lua/bucket_lib.lua.

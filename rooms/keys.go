@@ -117,9 +117,10 @@ func historyKey(ks keyspace.Space, lobby string, seq int) string {
 
 // rateKey is user's say bucket in the lobby: "<tokens> <at unix ms>"; it
 // expires when it would be full again. In the lobby's slot so that the send
-// script can take a token atomically with the append. A STRING (one GET,
-// one SET PX) since it was a HASH under "rate" (HMGET, HSET, PEXPIRE): the
-// new name keeps a node of either version from reading the other's type.
+// script can take a token atomically with the append. A STRING (one SET NX
+// GET, and a SET PX when it was there) since it was a HASH under "rate"
+// (HMGET, HSET, PEXPIRE): the new name keeps a node of either version from
+// reading the other's type.
 func rateKey(ks keyspace.Space, lobby, user string) string {
 	return ks.Key("lobby", lobby, "sayrate", names.Canonical(user)) // STRING "<tokens> <at ms>"
 }

@@ -183,8 +183,8 @@ func TestSystemSend(t *testing.T) {
 // TestSendCommands pins what a say costs Redis (INFO commandstats on a
 // private server): no PEXPIRE of the history on every send (refreshed per
 // room per node at most once per IdleTTL/48), no room lookup when the
-// seat proves the room, the bucket in one GET and one SET; and a history
-// that a send creates gets its TTL all the same.
+// seat proves the room, the bucket in one SET NX GET (and a SET when it
+// was there); and a history that a send creates gets its TTL all the same.
 func TestSendCommands(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
@@ -194,7 +194,10 @@ func TestSendCommands(t *testing.T) {
 		Lease: func() time.Duration { return 24 * time.Hour }})[0]
 	room, err := s.Seats.Join(ctx, "cmds", "alice", ws1)
 	require.NoError(t, err)
-	opt := SendOptions{Rate: 100, Burst: 100}
+	// A bucket this slow to refill lives 1,000 s (in real time) after a
+	// say: every say after the warm-up finds alice's, whatever the
+	// machine's speed.
+	opt := SendOptions{Rate: 0.001, Burst: 1000}
 	_, err = s.Messages.Send(ctx, room.ID, "alice", "warm-up", opt) // the scripts are loaded, the TTL set
 	require.NoError(t, err)
 	// sendCounted sends reqs in one call, each answered without error and
@@ -229,6 +232,29 @@ func TestSendCommands(t *testing.T) {
 	assert.Equal(t, int64(n), calls["xadd"])
 	assert.Equal(t, int64(n), calls["publish"])
 
+	t.Run("a sender without a bucket takes a token in one command", func(t *testing.T) {
+		// A full bucket is no bucket: zoe's first say writes his, less the
+		// token, in one SET NX GET; his second finds it, and writes it
+		// refilled and less a token (SET NX GET, then SET), as a GET and a
+		// SET did before.
+		_, err := s.Seats.Join(ctx, "cmds", "zoe", ws1)
+		require.NoError(t, err)
+		bucket := rateKey(s.Seats.ks, "cmds", "zoe")
+		require.Zero(t, r.Client.Exists(ctx, bucket).Val())
+		for i, want := range []int64{1, 2} {
+			clock.Add(time.Second)
+			require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+			_, err := s.Messages.Send(ctx, room.ID, "zoe", "bucket "+strconv.Itoa(i), opt)
+			require.NoError(t, err)
+			calls := commandStats(t, r.Client)
+			assert.Equal(t, int64(1), calls["get"], "the say's record (a say without a key)")
+			assert.Equal(t, want+1, calls["set"], "say %d: the bucket's %d, the record", i+1, want)
+		}
+		v, err := r.Client.Get(ctx, bucket).Result()
+		require.NoError(t, err)
+		assert.Equal(t, "998.001 "+strconv.FormatInt(clock.Now().UnixMilli(), 10), v, "two tokens taken, a second's refill between them")
+	})
+
 	t.Run("a call of keyed says counts them in one INCRBY and asks once for REST users", func(t *testing.T) {
 		// The counter takes the call's says in one INCRBY, and the room's
 		// REST users are counted once for them all.
@@ -242,8 +268,8 @@ func TestSendCommands(t *testing.T) {
 		_, calls := sendCounted(t, reqs, false)
 		t.Logf("commands for a call of %d keyed says: %v", len(reqs), calls)
 		assert.Equal(t, int64(1), calls["evalsha"], "one call")
-		assert.Equal(t, int64(3*len(reqs)), calls["get"], "each claim, send record and say bucket")
-		assert.Equal(t, int64(3*len(reqs)), calls["set"], "the bucket, the claim bound, the record in the lobby")
+		assert.Equal(t, int64(2*len(reqs)), calls["get"], "each claim and send record")
+		assert.Equal(t, int64(4*len(reqs)), calls["set"], "the bucket's SET NX GET, which finds it, and SET; the claim bound, the record in the lobby")
 		assert.Equal(t, int64(1), calls["incrby"])
 		assert.Equal(t, int64(1), calls["exists"], "whether the lobby has a REST user, once")
 		assert.Zero(t, calls["zcount"], "it has none: no room's are counted")
@@ -313,8 +339,8 @@ func TestSendCommands(t *testing.T) {
 		before := keysNow()
 		first, calls := sendCounted(t, reqs, false)
 		t.Logf("commands for a call of %d keyed says, records in claims: %v", len(reqs), calls)
-		assert.Equal(t, int64(2*len(reqs)), calls["set"], "the bucket, the claim with its record")
-		assert.Equal(t, int64(3*len(reqs)), calls["get"], "the claim, the lobby's record (v0.1.0 kept it there), the bucket")
+		assert.Equal(t, int64(3*len(reqs)), calls["set"], "the bucket (SET NX GET, SET), the claim with its record")
+		assert.Equal(t, int64(2*len(reqs)), calls["get"], "the claim, the lobby's record (v0.1.0 kept it there)")
 		var made []string
 		for k := range keysNow() {
 			if !before[k] {
@@ -346,8 +372,8 @@ func TestSendCommands(t *testing.T) {
 			}
 			_, calls := sendCounted(t, reqs, false)
 			t.Logf("commands for a call of %d keyed says, claim records settled: %v", len(reqs), calls)
-			assert.Equal(t, int64(2*len(reqs)), calls["get"], "the claim, the bucket")
-			assert.Equal(t, int64(2*len(reqs)), calls["set"], "the bucket, the claim with its record")
+			assert.Equal(t, int64(len(reqs)), calls["get"], "the claim")
+			assert.Equal(t, int64(3*len(reqs)), calls["set"], "the bucket (SET NX GET, SET), the claim with its record")
 
 			_, calls = sendCounted(t, reqs, true) // answered from the claim
 			assert.Equal(t, int64(len(reqs)), calls["get"])
