@@ -2,6 +2,7 @@ package realtime_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,11 +57,24 @@ func TestSendRecordsFollowTheRegistry(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ns, 1)
 	assert.Contains(t, ns[0].Features, rooms.FeatureClaimRecords)
+	// marks lists this test's mark of since when claim records have been
+	// kept (rooms.Messages.FollowClaimRecords), shared with other nodes.
+	marks := func() []string {
+		var out []string
+		for _, k := range r.Client.Keys(ctx, "*claims-since*").Val() {
+			if strings.Contains(k, r.Prefix) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	assert.Len(t, marks(), 1, "the node shares since when")
 
 	_, err = n1.Services.Presence.Heartbeat(ctx, presence.Node{ID: "old", Addr: "127.0.0.1:1", Run: "r-old"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !msgs.ClaimRecords() }, 20*time.Second, 50*time.Millisecond,
 		"off once a node without the feature beats")
+	assert.Eventually(t, func() bool { return len(marks()) == 0 }, 5*time.Second, 20*time.Millisecond, "and deletes the mark")
 	require.NoError(t, n1.Services.Presence.Leave(ctx, "old"))
 	require.Eventually(t, msgs.ClaimRecords, 20*time.Second, 50*time.Millisecond, "on again once it is gone")
 }

@@ -410,7 +410,7 @@ func (n *Node) heartbeat(ctx context.Context) bool {
 		// that lost its data): the users' claims are written again.
 		n.fresh.Store(true)
 	}
-	n.followFeatures(beat.Shared, len(beat.Runs))
+	n.followFeatures(ctx, beat.Shared, len(beat.Runs))
 	return true
 }
 
@@ -421,12 +421,20 @@ func (n *Node) heartbeat(ctx context.Context) bool {
 // node reads it there, and goes back to the lobby when a node that does
 // not (a rolling upgrade from v0.1.0, a rollback) beats. Without a beat's
 // answer the node keeps what it had.
-func (n *Node) followFeatures(shared []string, runs int) {
+//
+// It shares what it found through Redis (rooms.Messages.FollowClaimRecords):
+// a deployment that has kept records in claims for long enough, or that
+// has never stored a message, is settled at once, and the send script
+// reads a keyed say's claim only.
+func (n *Node) followFeatures(ctx context.Context, shared []string, runs int) {
 	on := slices.Contains(shared, rooms.FeatureClaimRecords)
 	if n.claimRecords.Swap(on) != on {
 		n.log.Info("send records in the keys' claims", "on", on, "live_runs", runs)
 	}
-	n.cfg.Messages.SetClaimRecords(on)
+	if err := n.cfg.Messages.FollowClaimRecords(ctx, on); err != nil {
+		// Locally it is followed all the same; the mark waits for the next beat.
+		n.log.Debug("claim records", "on", on, "err", err)
+	}
 }
 
 // sweepSessions trims the global index of REST sessions of the idle ones.

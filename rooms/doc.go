@@ -363,8 +363,12 @@
 // claim is no proof that the lobby holds no record (v0.1.0 claimed
 // nothing, and this version claims without a record while the setting is
 // off): until claim records have been on for twice IdempotencyTTL, when no
-// record kept in the lobby can be left. Then a keyed say reads its claim
-// only: 8 commands a say in the script.
+// record kept in the lobby can be left, or at once in a deployment whose
+// Redis never stored a message (Messages.FollowClaimRecords: the nodes
+// share the time in a mark, and a Redis without the global message
+// counter holds no record of any version). Then a keyed say reads its
+// claim only: 7 commands a say in the script (8 when the sender's say
+// bucket is still there from the last say).
 //
 // On a Redis that is not a Cluster the send script counts the says it
 // stores (one INCRBY per call, with the XADDs): a script run twice finds

@@ -182,6 +182,14 @@ func countedKey(ks keyspace.Space, call string) string {
 	return tokenKey(messagesTotalKey(ks), call)
 }
 
+// claimsSinceKey is claims_since.lua's mark: since when (unix ms) no node
+// has written a keyed say's record without its claim (Messages.
+// FollowClaimRecords). In messagesTotalKey's slot, which the script reads.
+func claimsSinceKey(ks keyspace.Space) string {
+	total := messagesTotalKey(ks)
+	return total + ":claims-since:{" + total + "}" // STRING, no TTL
+}
+
 // roomsCountedKey marks that the room creation call call has added its
 // rooms to roomsTotalKey, as countedKey does for messages.
 func roomsCountedKey(ks keyspace.Space, call string) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatd/chatd/internal/redisx"
 	"github.com/chatd/chatd/protocol"
 )
 
@@ -76,6 +77,50 @@ func (s *Messages) SetClaimRecords(on bool) {
 		return
 	}
 	s.claimSince.CompareAndSwap(0, max(1, s.now().UnixMilli()))
+}
+
+// FollowClaimRecords is SetClaimRecords for a node that learns at each
+// heartbeat whether every live node keeps records in claims (on), and
+// shares with the other nodes, through a mark in Redis (claims_since.lua),
+// since when that has been so: then a node that turns claim records on
+// need not wait twice Config.IdempotencyTTL on its own clock when the
+// deployment has been settled for longer, or has never stored a message
+// (the global message counter does not exist: a new deployment, or a
+// Redis that lost its data, records with it). Off deletes the mark, so
+// that the next node to turn them on sets it afresh. Each call is at most
+// one round trip, and none once claim records are settled here. A no-op
+// on a Cluster, where claim records are never on.
+func (s *Messages) FollowClaimRecords(ctx context.Context, on bool) error {
+	if s.cluster {
+		return nil
+	}
+	if !on {
+		s.SetClaimRecords(false)
+		if err := s.rdb.Del(ctx, claimsSinceKey(s.ks)).Err(); err != nil {
+			return fmt.Errorf("rooms: claim records off: %w", err)
+		}
+		return nil
+	}
+	s.SetClaimRecords(true)
+	if s.claimMode(s.now()) == "2" {
+		return nil
+	}
+	keys := []string{claimsSinceKey(s.ks), messagesTotalKey(s.ks)}
+	v, err := redisx.Run(ctx, s.rdb, claimsSinceScript, keys, s.now().UnixMilli()).Text()
+	if err != nil {
+		return fmt.Errorf("rooms: claim records since: %w", err)
+	}
+	since, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || since < 1 {
+		return fmt.Errorf("rooms: claim records since: bad mark %q", v)
+	}
+	// Only ever earlier, and not if they were turned off meanwhile.
+	for {
+		cur := s.claimSince.Load()
+		if cur == 0 || since >= cur || s.claimSince.CompareAndSwap(cur, since) {
+			return nil
+		}
+	}
 }
 
 // claimMode is message_send.lua's ARGV[9] for a commit at now: "" for

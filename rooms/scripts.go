@@ -40,6 +40,8 @@ var (
 	messageSendSrc string
 	//go:embed lua/counter_add.lua
 	counterAddSrc string
+	//go:embed lua/claims_since.lua
+	claimsSinceSrc string
 	//go:embed lua/lobbies_reserve.lua
 	lobbiesReserveSrc string
 	//go:embed lua/lobbies_count.lua
@@ -78,6 +80,7 @@ var roomGrantScript = redisx.NewScript("rooms.room_grant", roomGrantSrc)
 // Messages (message_remove.lua is in remove.go).
 var (
 	messageSendScript = redisx.NewScript("rooms.message_send", ratelimit.BucketLua+messageSendSrc) // the say bucket
+	claimsSinceScript = redisx.NewScript("rooms.claims_since", claimsSinceSrc)
 	counterAddScript  = redisx.NewScript("rooms.counter_add", counterAddSrc)
 )
 
