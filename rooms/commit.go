@@ -370,23 +370,34 @@ func (s *Messages) commit(jobs []*sendJob) {
 		return
 	}
 	// Each lobby's says, in order, in script calls of at most
-	// maxScriptSays; lobbies in the order their first say came.
+	// maxScriptSays; lobbies in the order their first say came. A call's
+	// says share their say rate and bucket size (its arguments, not each
+	// say's): the says of a lobby with another rate (the system's and the
+	// backend's have none) go in a call of their own.
 	type group struct {
 		keys []string
 		args []any
 		ps   []*prepared
 	}
 	var groups []*group
-	open := map[string]*group{}
+	type callOf struct {
+		lobby       string
+		rate, burst float64
+	}
+	open := map[callOf]*group{}
 	for _, p := range live {
-		g := open[p.lobby]
+		c := callOf{p.lobby, p.rate, p.burst}
+		if p.rate == 0 {
+			c.burst = 0 // no bucket: its size is not read
+		}
+		g := open[c]
 		if g == nil || len(g.ps) == maxScriptSays {
 			g = &group{
 				keys: []string{roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)},
 				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
-					s.claimMode(now)},
+					s.claimMode(now), p.rate, p.burst, p.lobby + "-"},
 			}
-			open[p.lobby] = g
+			open[c] = g
 			groups = append(groups, g)
 		}
 		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !s.cluster); err != nil {
@@ -512,20 +523,38 @@ func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, 
 	if key == "" {
 		key, ttl = "~"+p.tag, redisx.CallRecordTTL
 	}
-	refresh := ""
-	if k := p.lobby + "/" + strconv.Itoa(p.seq); s.historyDue(now, k) {
-		refresh, p.refresh = "1", k
+	var flags int
+	if p.role == "system" {
+		flags |= sayFlagSystem
 	}
 	_, i, _ := cutLast(p.tag, '/')
 	said := saidKey(s.ks, p.lobby, p.m.From, key)
-	claimKey, bound := said, ""
+	claimKey := said
 	if claim && p.claim != "" {
-		claimKey, bound = p.claim, p.bound
+		claimKey = p.claim
+		flags |= sayFlagKey
+	}
+	if k := p.lobby + "/" + strconv.Itoa(p.seq); s.historyDue(now, k) {
+		flags |= sayFlagRefresh
+		p.refresh = k
 	}
 	*keys = append(*keys, historyKey(s.ks, p.lobby, p.seq), rateKey(s.ks, p.lobby, p.m.From), said, claimKey)
-	*args = append(*args, p.seq, p.m.From, p.m.Text, post, p.rate, p.burst, ttl.Milliseconds(), p.hash, i, p.role, refresh, bound)
+	*args = append(*args, p.seq, p.m.From, p.m.Text, post, ttl.Milliseconds(), p.hash, i, sayFlags[flags])
 	return nil
 }
+
+// message_send.lua's flags of a say (its +8): s, no seat checked (the
+// system's or the backend's say); k, its key is bound in the script; r,
+// the history's TTL is refreshed. One argument rather than three: each
+// is a string Redis parses and Lua interns.
+const (
+	sayFlagSystem = 1 << iota
+	sayFlagKey
+	sayFlagRefresh
+)
+
+// sayFlags spells each set of flags, without an allocation a say.
+var sayFlags = [8]string{"", "s", "k", "sk", "r", "sr", "kr", "skr"}
 
 // cutLast slices s around the last sep.
 func cutLast(s string, sep byte) (before, after string, found bool) {

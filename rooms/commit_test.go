@@ -443,3 +443,63 @@ func TestCommitContextIsBounded(t *testing.T) {
 	assert.GreaterOrEqual(t, redisx.CallRecordTTL-redisx.CallBound, 20*time.Second)
 	assert.GreaterOrEqual(t, countedTTL-redisx.CallBound, 20*time.Second)
 }
+
+// TestOneCommitOfSaysWithOtherRates: a script call's says share their say
+// rate and bucket size (its arguments), so a commit that carries says of
+// one lobby with other rates (a user's and the system's, which has no
+// bucket) sends them in a call each, and each say is checked against its
+// own: the user's third say is refused by her bucket of 2, the system's
+// say is stored.
+func TestOneCommitOfSaysWithOtherRates(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	s := nodes(t, r, 1, Config{})[0]
+	room, err := s.Seats.Join(ctx, "rates", "alice", ws1)
+	require.NoError(t, err)
+	_, err = s.Messages.Send(ctx, room.ID, "alice", "warm-up", SendOptions{System: true})
+	require.NoError(t, err)
+	require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+
+	// The leader (alice's call) is held before it takes the waiting calls,
+	// until the system's call waits: one commit carries both.
+	gate := make(chan struct{})
+	var once sync.Once
+	s.Messages.beforeCommit = func() { once.Do(func() { <-gate }) }
+	var wg sync.WaitGroup
+	var user, system []SendReply
+	wg.Go(func() {
+		user = s.Messages.SendMany(ctx, []SendRequest{
+			{Room: room.ID, User: "alice", Text: "one"}, {Room: room.ID, User: "alice", Text: "two"}, {Room: room.ID, User: "alice", Text: "three"},
+		}, SendOptions{Rate: 0.001, Burst: 2})
+	})
+	require.Eventually(t, func() bool {
+		s.Messages.q.mu.Lock()
+		defer s.Messages.q.mu.Unlock()
+		return s.Messages.q.busy
+	}, 5*time.Second, time.Millisecond, "alice's call leads")
+	wg.Go(func() {
+		system = s.Messages.SendMany(ctx, []SendRequest{{Room: room.ID, Text: "the system"}}, SendOptions{System: true})
+	})
+	require.Eventually(t, func() bool {
+		s.Messages.q.mu.Lock()
+		defer s.Messages.q.mu.Unlock()
+		return len(s.Messages.q.waiting) == 1
+	}, 5*time.Second, time.Millisecond, "the system's call waits")
+	close(gate)
+	wg.Wait()
+
+	require.NoError(t, user[0].Err)
+	require.NoError(t, user[1].Err)
+	assert.ErrorIs(t, user[2].Err, ErrRateLimited, "alice's bucket of 2")
+	require.NoError(t, system[0].Err)
+	calls := commandStats(t, r.Client)
+	assert.Equal(t, int64(2), calls["evalsha"], "one commit, a script call for each rate")
+	h, err := s.Messages.History(ctx, room.ID, "", MaxHistoryLimit)
+	require.NoError(t, err)
+	var texts []string
+	for _, m := range h {
+		texts = append(texts, m.Text)
+	}
+	assert.Equal(t, []string{"warm-up", "one", "two", "the system"}, texts)
+}

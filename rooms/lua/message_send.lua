@@ -18,12 +18,12 @@
 -- +3       said     STRING  the say recorded under the sender's idempotency
 --                           key, or under "~<call>/<i>" for a say without
 --                           one: "<call>/<i> <room> <text hash> <stream id> <ts>"
--- +4       claim    STRING  the key's claim in the user's slot (see +12),
+-- +4       claim    STRING  the key's claim in the user's slot (see the flag k),
 --                           written when the say is stored: with ARGV[9]
---                           the say's record, "<room> <text hash>
+--                           the say's record, "<room id> <text hash>
 --                           <call>/<i> <stream id> <ts>" (said is then not
---                           written); without, "<room> <text hash>" and the
---                           record in said. said again when +12 is ""
+--                           written); without, "<room id> <text hash>" and the
+--                           record in said. said again for a say without k
 -- and last, when ARGV[8] is "1":
 -- KEYS[#KEYS] counter STRING the global message counter (one INCRBY of the
 --                           says this call stored)
@@ -33,7 +33,7 @@
 -- ARGV[4]  the history's TTL, ms (the lobby's idle TTL), from this send
 -- ARGV[5]  the event JSON up to the message id (the same for every say)
 -- ARGV[6]  the lobby's channel prefix: a room's channel is it .. room number
--- ARGV[7]  the send call ("<call>"): say i is "<call>/<i>" (+9)
+-- ARGV[7]  the send call ("<call>"): say i is "<call>/<i>" (+7)
 -- ARGV[8]  "1" when this script counts what it stores on KEYS[#KEYS]: a
 --          Redis that is not a Cluster, where any key may be in a script;
 --          "" on a Cluster, where the counter is another slot's (SendMany
@@ -45,29 +45,33 @@
 --          left in said (twice its TTL, on this node's clock): a free
 --          claim proves the say new, and said is not read. "" when
 --          records go to said
--- and for say i, at 9 + 12(i-1):
+-- ARGV[10] say rate, tokens per second (<= 0: no limit), and
+-- ARGV[11] bucket size (>= 1), the same for every say of the call (the
+--          node calls apart for says with other ones)
+-- ARGV[12] the lobby's room ids' start, "<lobby>-": room n's id is it .. n
+-- and for say i, at 12 + 8(i-1) (each argument is a string Redis makes
+-- and Lua interns, then collects: a say passes what it cannot do without):
 -- +1       room number
 -- +2       user
 -- +3       text
 -- +4       the event JSON after the message id
--- +5       say rate, tokens per second (<= 0: no limit)
--- +6       bucket size (>= 1)
--- +7       how long said (and the claim) is kept, ms
--- +8       the text's hash (hex)
--- +9       the say's place in the call ("<i>")
--- +10      "system" for a message of the system (SendOptions.System) or
---          of the application's backend (SendOptions.Server, from +2): no
---          seat is checked (rate 0); "" otherwise
--- +11      "1" when the node refreshes the history's TTL with this send
---          (at most once per room per IdleTTL/48, as Renew does); ""
---          otherwise: the TTL is then set only on a history this send
---          creates
--- +12      the claim "<room> <text hash>" to bind the idempotency key to
---          in the user's slot (+4, kept as long as said): on a Redis that
---          is not a Cluster, where the script runs alone, so a GET first
---          and a SET PX when the say is stored bind it as a SET NX would;
---          "" for a say without a key, and on a Cluster, where SendMany
---          claims in a round trip before (SET NX GET)
+-- +5       how long said (and the claim) is kept, ms
+-- +6       the text's hash (hex)
+-- +7       the say's place in the call ("<i>")
+-- +8       flags, any of, in this order:
+--          s  a message of the system (SendOptions.System) or of the
+--             application's backend (SendOptions.Server, from +2): no
+--             seat is checked, and no bucket (its call's rate is 0)
+--          k  bind the idempotency key to "<room id> <text hash>" in its
+--             claim in the user's slot (+4, kept as long as said): on a
+--             Redis that is not a Cluster, where the script runs alone,
+--             so a GET first and a SET PX when the say is stored bind it
+--             as a SET NX would. Not for a say without a key, nor on a
+--             Cluster, where SendMany claims in a round trip before (SET
+--             NX GET)
+--          r  the node refreshes the history's TTL with this send (at
+--             most once per room per IdleTTL/48, as Renew does); without
+--             it the TTL is set only on a history this send creates
 --
 -- Returns one reply per say, in order, each as follows: {id, rest}: the
 -- stream id "ms-seq" of the new message, published as ARGV[5] .. id
@@ -80,17 +84,20 @@
 -- another room's or text's say. The records are checked before the seat
 -- and the bucket (the say was applied: its answer stands even if the seat
 -- has gone since) and written with the XADD. A say refused binds its
--- key ("<room> <text hash>" in its claim, as a SET NX before the checks
+-- key ("<room id> <text hash>" in its claim, as a SET NX before the checks
 -- would have), writes nothing else, and does not stop the next.
 --
 -- The commands of an accepted user's say inside the script, each with its
--- reason: 8 (and a share of the call's EVALSHA, EXISTS and, on a Redis that
--- is not a Cluster, one INCRBY). On a Cluster a keyed say's claim is a
--- round trip of its own, and the counter a script call. On a Redis that
--- is not a Cluster a keyed say reads its claim instead of said once claim
--- records are settled (ARGV[9] "2"); one more GET before. One EVALSHA per
+-- reason: 7 when the sender's bucket had filled up and expired since the
+-- last say, as it has for most says, 8 otherwise (and a share of the
+-- call's EVALSHA, EXISTS and, on a Redis that is not a Cluster, one
+-- INCRBY). On a Cluster a keyed say's claim is a round trip of its own,
+-- and the counter a script call. On a Redis that is not a Cluster a keyed
+-- say reads its claim instead of said once claim records are settled
+-- (ARGV[9] "2", at once in a deployment that never stored a message:
+-- Messages.FollowClaimRecords); one more GET before. One EVALSHA per
 -- lobby per send commit rather than one per say:
---   GET claim        a keyed say (+12): the key used for another room or
+--   GET claim        a keyed say (k): the key used for another room or
 --                    text in another lobby is refused; a claim that holds
 --                    its say's record (ARGV[9]) answers a retry itself.
 --                    A GET, and the SET below once the say is stored,
@@ -104,22 +111,27 @@
 --                    says here without a claim, and this version with
 --                    claim records off, and such a say may be retried on
 --                    a node with them on during a rolling upgrade
---   ZSCORE members   the seat check: the sender's seat is in this room ...
+--   ZSCORE members   the seat check: the sender's seat is in this room
+--                    (the score's text is the room number's) ...
 --   ZSCORE leases    ... and its lease is live. A live seat in the room
 --                    proves the room (rooms are never removed from KEYS[1]
 --                    while a seat is in them), so KEYS[1] is read only for
 --                    the system's say and to tell a refusal's reason
---   GET rate, SET rate PX   the token bucket (ratelimit.BucketLua), one string with its expiry
---                    (was HMGET, HSET, PEXPIRE on a hash)
+--   SET rate NX GET  the token bucket (ratelimit.BucketLua), one string
+--                    with its expiry: a missing bucket is a full one, so
+--                    one command writes it less the token; a bucket
+--                    still there is answered, and written again (SET
+--                    rate PX). Was GET and SET (one command more for
+--                    most says), and before that HMGET, HSET, PEXPIRE
 --   XADD NOMKSTREAM  the append; the stream id orders the room
---   PEXPIRE history  only when (+11) asks or the XADD had to create the
+--   PEXPIRE history  only when (r) asks or the XADD had to create the
 --                    stream (a first message, or a history expired or lost):
 --                    a history never lives without a TTL
 --   SET said PX      records the say for the retries above; with ARGV[9]
 --                    a keyed say's record goes into its claim instead (SET
 --                    claim PX): one new key with a TTL, the dearest write
 --                    of a say, rather than two. Without ARGV[9] a keyed
---                    say's claim is bound ("<room> <hash>") beside it
+--                    say's claim is bound ("<room id> <hash>") beside it
 --   PUBLISH          the delivery, inside the script so ids come in order
 --   ZCOUNT rest      HasREST: whether the room's REST users are to be
 --                    marked for polling; O(log N), no node knows it; once
@@ -129,6 +141,7 @@
 --                    INCRBY per call, so a script run twice (a retried
 --                    pipeline) counts them once
 local now = tonumber(ARGV[1])
+local rate, burst = tonumber(ARGV[10]), tonumber(ARGV[11])
 local stored = 0
 -- rest counts a room's REST users once per call: nothing here changes them.
 -- A lobby with no REST user at all (no KEYS[4]: an empty ZSET does not
@@ -149,23 +162,23 @@ local function rest(room)
   end
   return n
 end
--- refused binds the key of say k, a (when it has one and it is free) to
--- the say all the same, as a claim taken before the checks would have (a
--- key is bound to its first say, stored or not), and returns reply.
-local function refused(k, a, prev, reply)
-  local bound = ARGV[a + 12]
-  if bound ~= '' and not prev then
-    redis.call('SET', KEYS[k + 4], bound, 'PX', ARGV[a + 7])
+-- refused binds the key of say k, a (when it binds one, keyed, and it is
+-- free) to the say all the same, as a claim taken before the checks would
+-- have (a key is bound to its first say, stored or not), and returns reply.
+local function refused(k, a, keyed, prev, reply)
+  if keyed and not prev then
+    redis.call('SET', KEYS[k + 4], ARGV[12] .. ARGV[a + 1] .. ' ' .. ARGV[a + 6], 'PX', ARGV[a + 5])
   end
   return reply
 end
 local function say(k, a)
   local room, user, text = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local said, hash = KEYS[k + 3], ARGV[a + 8]
-  local bound = ARGV[a + 12]
+  local said, hash, flags = KEYS[k + 3], ARGV[a + 6], ARGV[a + 8]
+  local keyed = flags ~= '' and string.find(flags, 'k', 1, true) ~= nil
   local prev
-  if bound ~= '' then
+  if keyed then
     prev = redis.call('GET', KEYS[k + 4])
+    local bound = prev and ARGV[12] .. room .. ' ' .. hash
     if prev and prev ~= bound then
       -- another message's claim, or this say's record
       if string.sub(prev, 1, #bound + 1) ~= bound .. ' ' then
@@ -175,7 +188,7 @@ local function say(k, a)
       return {-4, id, ts, call, rest(room)}
     end
   end
-  if bound == '' or prev or ARGV[9] ~= '2' then
+  if not keyed or prev or ARGV[9] ~= '2' then
     local rec = redis.call('GET', said)
     if rec then
       local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
@@ -185,32 +198,34 @@ local function say(k, a)
       return {-4, id, ts, call, rest(room)}
     end
   end
-  if ARGV[a + 10] == 'system' then
+  if flags ~= '' and string.find(flags, 's', 1, true) then
     if not redis.call('ZSCORE', KEYS[1], room) then
-      return refused(k, a, prev, {-1})
+      return refused(k, a, keyed, prev, {-1})
     end
   else
     local at = redis.call('ZSCORE', KEYS[2], user)
     local exp = at and redis.call('ZSCORE', KEYS[3], user)
-    -- numbers compared, not formatted: no sprintf on a say's path
-    if not at or tonumber(at) ~= tonumber(room) or not exp or tonumber(exp) <= now then
+    -- The seat's room is compared as text: ZSCORE answers a whole score
+    -- as its digits ("%.17g" of 37 is "37"), as the node writes the room
+    -- number (+1), so the text is the same exactly when the number is,
+    -- without a number made of either
+    if at ~= room or not exp or tonumber(exp) <= now then
       if not redis.call('ZSCORE', KEYS[1], room) then
-        return refused(k, a, prev, {-1})
+        return refused(k, a, keyed, prev, {-1})
       end
-      return refused(k, a, prev, {0})
+      return refused(k, a, keyed, prev, {0})
     end
   end
-  local rate = tonumber(ARGV[a + 5])
   if rate > 0 then
-    local wait = take_token(KEYS[k + 2], now, rate, tonumber(ARGV[a + 6]))
+    local wait = take_token(KEYS[k + 2], now, rate, burst)
     if wait > 0 then
-      return refused(k, a, prev, {-2, wait})
+      return refused(k, a, keyed, prev, {-2, wait})
     end
   end
   local hist = KEYS[k + 1]
   local id = redis.call('XADD', hist, 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*',
     'from', user, 'text', text, 'ts', ARGV[1])
-  local fresh = ARGV[a + 11] == '1'
+  local fresh = flags ~= '' and string.find(flags, 'r', 1, true) ~= nil
   if not id then
     id = redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], '*',
       'from', user, 'text', text, 'ts', ARGV[1])
@@ -218,22 +233,26 @@ local function say(k, a)
   end
   -- The sender is seated (or the system spoke): the lobby is not idle, and
   -- its keys (the room counter among them) expire no sooner than this, but
-  -- for the throttle (+11): at most IdleTTL/48 sooner.
+  -- for the throttle (r): at most IdleTTL/48 sooner.
   if fresh then
     redis.call('PEXPIRE', hist, ARGV[4])
   end
-  local tag = ARGV[7] .. '/' .. ARGV[a + 9]
-  if bound ~= '' and ARGV[9] ~= '' then
-    redis.call('SET', KEYS[k + 4], bound .. ' ' .. tag .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
+  -- Each record is one concatenation: Lua joins a chain of .. at once,
+  -- into one new string (the say's tag, "<call>/<i>", is not made apart)
+  if keyed and ARGV[9] ~= '' then
+    redis.call('SET', KEYS[k + 4], ARGV[12] .. room .. ' ' .. hash .. ' ' .. ARGV[7] .. '/' .. ARGV[a + 7] .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 5])
   else
-    if bound ~= '' and not prev then
-      redis.call('SET', KEYS[k + 4], bound, 'PX', ARGV[a + 7])
+    if keyed and not prev then
+      redis.call('SET', KEYS[k + 4], ARGV[12] .. room .. ' ' .. hash, 'PX', ARGV[a + 5])
     end
-    redis.call('SET', said, tag .. ' ' .. room .. ' ' .. hash .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 7])
+    redis.call('SET', said, ARGV[7] .. '/' .. ARGV[a + 7] .. ' ' .. room .. ' ' .. hash .. ' ' .. id .. ' ' .. ARGV[1], 'PX', ARGV[a + 5])
   end
-  local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
-  local padded = string.rep('0', 13 - #ms) .. ms .. '-' .. string.rep('0', 6 - #seq) .. seq
-  local event = ARGV[5] .. padded .. ARGV[a + 4]
+  -- The event carries the id zero-padded ("%013d-%06d"): its two halves
+  -- are cut at the dash, and the event joined in one concatenation (the
+  -- padding's zeros are short strings Lua already holds)
+  local dash = string.find(id, '-', 1, true)
+  local event = ARGV[5] .. string.rep('0', 14 - dash) .. string.sub(id, 1, dash) ..
+    string.rep('0', 6 - (#id - dash)) .. string.sub(id, dash + 1) .. ARGV[a + 4]
   if ARGV[3] == 'SPUBLISH' then
     redis.call('SPUBLISH', ARGV[6] .. room, event)
   else
@@ -247,8 +266,8 @@ local out = {}
 -- counted before the error goes back, as the command's own error reply
 -- ("OOM …", "WRONGTYPE …"; error() would prefix the script's position).
 local ok, err = pcall(function()
-  for i = 1, (#ARGV - 9) / 12 do
-    out[i] = say(4 + 4 * (i - 1), 9 + 12 * (i - 1))
+  for i = 1, (#ARGV - 12) / 8 do
+    out[i] = say(4 + 4 * (i - 1), 12 + 8 * (i - 1))
   end
 end)
 if stored > 0 and ARGV[8] == '1' then
