@@ -32,6 +32,7 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	wrap []string // Options.Wrap
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -48,6 +49,13 @@ type Options struct {
 	Cluster bool
 	// Args are appended to the redis-server command line.
 	Args []string
+	// Wrap, when set, runs redis-server under another program: its first
+	// word is the program, the rest its arguments, and redis-server's
+	// path and arguments follow (a profiler such as valgrind, whose
+	// process is then the server's: Server.Pid). "{dir}" in a word is
+	// replaced by the server's directory (Server.Dir), for the program's
+	// files.
+	Wrap []string
 }
 
 // Available reports whether redis-server and redis-cli are on PATH.
@@ -85,6 +93,9 @@ func startServer(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, dir: dir}
+		for _, w := range opts.Wrap {
+			s.wrap = append(s.wrap, strings.ReplaceAll(w, "{dir}", dir))
+		}
 		s.args = []string{
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--daemonize", "no", "--loglevel", "warning",
@@ -134,6 +145,13 @@ func portFree(port int) bool {
 // answers PING.
 func (s *Server) start(extra ...string) error {
 	cmd := exec.Command("redis-server", append(slices.Clip(s.args), extra...)...)
+	if len(s.wrap) > 0 {
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			return err
+		}
+		cmd = exec.Command(s.wrap[0], slices.Concat(s.wrap[1:], []string{bin}, s.args, extra)...)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
@@ -188,6 +206,25 @@ func pingOnce(addr string) error {
 	defer cancel()
 	return c.Ping(ctx).Err() // also fails while the server is LOADING its AOF
 }
+
+// Pid is the server's process id (of the program of Options.Wrap, when
+// set); 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-s.done:
+		return 0
+	default:
+		return s.cmd.Process.Pid
+	}
+}
+
+// Dir is the server's directory (its log, and a Wrap program's files).
+func (s *Server) Dir() string { return s.dir }
 
 // kill sends SIGKILL (a crash: no shutdown, no final save) and waits for exit.
 func (s *Server) kill() {
