@@ -59,6 +59,9 @@ func TestFollowClaimRecords(t *testing.T) {
 		require.NoError(t, b.FollowClaimRecords(ctx, true))
 		assert.Equal(t, "1", b.claimMode(clock.Now()), "the lobby is read: a v0.1.0 node may have recorded says there")
 		assert.Equal(t, strconv.FormatInt(clock.Now().UnixMilli(), 10), r.Client.Get(ctx, mark).Val())
+		require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
+		require.NoError(t, b.FollowClaimRecords(ctx, true))
+		assert.Zero(t, measuredCalls(commandStats(t, r.Client)), "the mark, once read, is not read again at each beat")
 
 		clock.Add(DefaultIdempotencyTTL)
 		require.NoError(t, c.FollowClaimRecords(ctx, true))

@@ -39,6 +39,10 @@ type Messages struct {
 	// claimSince is when SetClaimRecords last turned claim records on,
 	// unix ms of Config.Now (at least 1); 0 while they are off.
 	claimSince atomic.Int64
+	// claimMarkRead is whether FollowClaimRecords has read the shared mark
+	// since claim records last went on: the mark is set once and only
+	// ever deleted, so once read it has nothing more to tell.
+	claimMarkRead atomic.Bool
 
 	// beforeCommit, when set (tests), runs in the leader's call before it
 	// takes the waiting calls into its commit.
@@ -74,6 +78,7 @@ func Features() []string { return []string{FeatureClaimRecords} }
 func (s *Messages) SetClaimRecords(on bool) {
 	if !on {
 		s.claimSince.Store(0)
+		s.claimMarkRead.Store(false)
 		return
 	}
 	s.claimSince.CompareAndSwap(0, max(1, s.now().UnixMilli()))
@@ -88,8 +93,9 @@ func (s *Messages) SetClaimRecords(on bool) {
 // (the global message counter does not exist: a new deployment, or a
 // Redis that lost its data, records with it). Off deletes the mark, so
 // that the next node to turn them on sets it afresh. Each call is at most
-// one round trip, and none once claim records are settled here. A no-op
-// on a Cluster, where claim records are never on.
+// one round trip: the mark is read once each time claim records go on
+// (again at the next call when that failed), and not once they are
+// settled here. A no-op on a Cluster, where claim records are never on.
 func (s *Messages) FollowClaimRecords(ctx context.Context, on bool) error {
 	if s.cluster {
 		return nil
@@ -102,7 +108,7 @@ func (s *Messages) FollowClaimRecords(ctx context.Context, on bool) error {
 		return nil
 	}
 	s.SetClaimRecords(true)
-	if s.claimMode(s.now()) == "2" {
+	if s.claimMarkRead.Load() || s.claimMode(s.now()) == "2" {
 		return nil
 	}
 	keys := []string{claimsSinceKey(s.ks), messagesTotalKey(s.ks)}
@@ -117,7 +123,11 @@ func (s *Messages) FollowClaimRecords(ctx context.Context, on bool) error {
 	// Only ever earlier, and not if they were turned off meanwhile.
 	for {
 		cur := s.claimSince.Load()
-		if cur == 0 || since >= cur || s.claimSince.CompareAndSwap(cur, since) {
+		if cur == 0 {
+			return nil
+		}
+		if since >= cur || s.claimSince.CompareAndSwap(cur, since) {
+			s.claimMarkRead.Store(true)
 			return nil
 		}
 	}
