@@ -139,6 +139,28 @@ func stallAndSend(t *testing.T, r *redistest.Redis, ns []commitNode, cs []caller
 
 func allButOne(perNode int) int { return perNode - 1 }
 
+// allHeld is stallAndSend's queued for nodes whose leader is held
+// (holdFirstCommits): every call waits.
+func allHeld(perNode int) int { return perNode }
+
+// holdFirstCommits holds each node's next leader before it takes the
+// waiting calls, until release: its commit then carries every call that
+// came meanwhile.
+func holdFirstCommits(ns []commitNode) (release func()) {
+	gates := make([]chan struct{}, len(ns))
+	for n := range ns {
+		gate := make(chan struct{})
+		gates[n] = gate
+		var once sync.Once
+		ns[n].s.Messages.beforeCommit = func() { once.Do(func() { <-gate }) }
+	}
+	return func() {
+		for _, g := range gates {
+			close(g)
+		}
+	}
+}
+
 // TestSendCommitsTheSaysOfConcurrentCalls: the says of a node's concurrent
 // SendMany calls (one per connection's say worker) share round trips and
 // script calls. 3 nodes, 6 senders each in two lobbies, each sending one
@@ -216,24 +238,12 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 	// Each node's first leader is held before it takes the waiting calls,
 	// so that one commit carries all eight; the server is paused past the
 	// read timeout while that commit is in flight.
-	gates := make([]chan struct{}, len(ns))
-	for n := range ns {
-		gate := make(chan struct{})
-		gates[n] = gate
-		var once sync.Once
-		ns[n].s.Messages.beforeCommit = func() { once.Do(func() { <-gate }) }
-	}
-	held := func(perNode int) int { return perNode }
-	release := func() {
-		for _, g := range gates {
-			close(g)
-		}
-	}
+	release := holdFirstCommits(ns)
 	// One run of a node's commit is a script call per lobby (on a Redis
 	// that is not a Cluster the scripts claim the keys and count the says
 	// too): every node's scripts are held up and sent again.
 	runs := scriptCalls(t, r.Server.Addr)
-	out := stallAndSend(t, r, ns, cs, batches, held, release, 1500*time.Millisecond)
+	out := stallAndSend(t, r, ns, cs, batches, allHeld, release, 1500*time.Millisecond)
 	assert.Greater(t, scriptCalls(t, r.Server.Addr)-runs, 3*len(ns), "Redis ran node 1's scripts twice")
 
 	history := func(room string) []Message {
@@ -274,7 +284,10 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 		check(t, "first", out, 1)
 	})
 	t.Run("the same batches again: keyed ones answered as duplicates, unkeyed ones new says", func(t *testing.T) {
-		again := stallAndSend(t, r, ns, cs, batches, allButOne, func() {}, 0)
+		// Held again: a leader not held may take more than its own call
+		// into its commit when two come at once (a loaded CI machine did),
+		// and then fewer than all but one wait.
+		again := stallAndSend(t, r, ns, cs, batches, allHeld, holdFirstCommits(ns), 0)
 		for i, c := range cs {
 			for _, rep := range again[i] {
 				assert.Equal(t, c.keyed, rep.Duplicate, c.user)
