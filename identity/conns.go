@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -164,18 +165,20 @@ func (c *Conns) Lease() time.Duration {
 // Admit gives connection connID of client address addr (an IPv4 or IPv6
 // address as Fiber's c.IP() gives it; an IPv6 /64 counts as one address, as
 // in RateKey) a lease of Lease(), unless the address already holds max
-// live leases of other connections: ok is false then, nothing is written,
+// live leases of other connections: ok is false then, no lease is written,
 // and the upgrade should be refused (429 too_many_connections). max <= 0
 // means no cap, but the lease is still recorded so that a cap set later
 // counts the connections already open. Admit is idempotent: a connection
 // that holds a lease gets it renewed, even at the cap. Leases that have
 // ended are dropped by the same script (with ConnsConfig.Live: the leases
-// that ended and whose run is not live). It returns names.ErrBadName
-// (wrapped) for an address that does not parse or a bad connection id
-// (1-MaxConnIDLen of [A-Za-z0-9_-]), or the Redis error with ok false. One
-// round trip.
+// that ended and whose run is not live: a full read of the address's
+// leases, done once per change of the live runs or of the leases that
+// count by their end, and marked, so that other admissions are O(log n);
+// see conns_admit.lua). It returns names.ErrBadName (wrapped) for an
+// address that does not parse or a bad connection id (1-MaxConnIDLen of
+// [A-Za-z0-9_-]), or the Redis error with ok false. One round trip.
 func (c *Conns) Admit(ctx context.Context, addr, connID string, max int) (ok bool, err error) {
-	k, err := c.key(addr, connID)
+	k, mk, err := c.keys(addr, connID)
 	if err != nil {
 		c.calls.WithLabelValues("admit", "error").Inc()
 		return false, fmt.Errorf("identity: admit connection: %w", err)
@@ -188,12 +191,14 @@ func (c *Conns) Admit(ctx context.Context, addr, connID string, max int) (ok boo
 	if c.live != nil {
 		if runs := c.live(); len(runs) > 0 {
 			args[4] = c.keyTTL(lease).Milliseconds()
+			// sorted: the script compares them with its mark's as one text
+			runs = slices.Sorted(slices.Values(runs))
 			for _, r := range runs {
 				args = append(args, r)
 			}
 		}
 	}
-	res, err := admitScript.Run(ctx, c.rdb, []string{k}, args...).Int64()
+	res, err := admitScript.Run(ctx, c.rdb, []string{k, mk}, args...).Int64()
 	if err != nil {
 		c.calls.WithLabelValues("admit", "error").Inc()
 		return false, fmt.Errorf("identity: admit connection %s: %w", connID, err)
@@ -208,19 +213,28 @@ func (c *Conns) Admit(ctx context.Context, addr, connID string, max int) (ok boo
 
 // key returns the lease key of addr, validating addr and connID.
 func (c *Conns) key(addr, connID string) (string, error) {
+	k, _, err := c.keys(addr, connID)
+	return k, err
+}
+
+// keys returns the lease key of addr and its mark's (connsMarkKey),
+// validating addr and connID.
+func (c *Conns) keys(addr, connID string) (conns, mark string, err error) {
 	if err := checkConnID(connID); err != nil {
-		return "", err
+		return "", "", err
 	}
 	k, err := RateKey(addr)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return connsKey(c.space, k), nil
+	return connsKey(c.space, k), connsMarkKey(c.space, k), nil
 }
 
 // Renew extends the lease of every connection in conns by Lease() from now,
-// in one pipeline (per address a ZADD XX of its connections and a PEXPIRE
-// of its key; on Redis Cluster go-redis sends one pipeline per shard).
+// in one pipeline (per address a ZADD XX of its connections, a PEXPIRE of
+// its key, and a DEL of its mark: a renewed lease may end sooner than the
+// mark says, when the lease was shortened; on Redis Cluster go-redis sends
+// one pipeline per shard).
 // Call it every Lease()/3 with the node's open connections. A lease that
 // has already ended (the node stalled for a whole lease, or Redis lost it)
 // is not created again: that connection goes uncounted until it closes,
@@ -232,17 +246,19 @@ func (c *Conns) Renew(ctx context.Context, conns []Conn) error {
 		return nil
 	}
 	byKey := map[string][]redis.Z{}
+	marks := map[string]string{}
 	var order []string
 	lease := c.Lease()
 	end := float64(c.now().Add(lease).UnixMilli())
 	for _, cn := range conns {
-		k, err := c.key(cn.Addr, cn.ID)
+		k, mk, err := c.keys(cn.Addr, cn.ID)
 		if err != nil {
 			c.calls.WithLabelValues("renew", "error").Inc()
 			return fmt.Errorf("identity: renew: %w", err)
 		}
 		if _, seen := byKey[k]; !seen {
 			order = append(order, k)
+			marks[k] = mk
 		}
 		byKey[k] = append(byKey[k], redis.Z{Score: end, Member: cn.ID})
 	}
@@ -250,6 +266,8 @@ func (c *Conns) Renew(ctx context.Context, conns []Conn) error {
 		for _, k := range order {
 			p.ZAddXX(ctx, k, byKey[k]...)
 			p.PExpire(ctx, k, lease)
+			// a renewed lease may now end before what the mark says
+			p.Del(ctx, marks[k])
 		}
 		return nil
 	})

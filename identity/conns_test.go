@@ -293,3 +293,74 @@ func mustRateKey(t *testing.T, addr string) string {
 	require.NoError(t, err)
 	return k
 }
+
+// TestConnsMarkSparesTheFullCount: with the live runs known, an admission
+// reads every lease of its address (ZRANGE) only when the mark no longer
+// holds: the first, after the live runs changed, after a lease of a run
+// not live ended; and still counts exactly then. A private server: the
+// test counts its ZRANGEs.
+func TestConnsMarkSparesTheFullCount(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	const addr = "203.0.113.9"
+	clk := newTestClock()
+	var mu sync.Mutex
+	runs := []string{"c-runb", "c-runa"} // not sorted: Admit sorts
+	setRuns := func(rs ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = rs
+	}
+	live := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), runs...)
+	}
+	cfg := ConnsConfig{Prefix: r.Prefix, Lease: fixed(time.Minute), Now: clk.Now, Live: live, Keep: time.Hour}
+	a := NewConns(r.Client, cfg)
+	b := NewConns(r.Client, cfg)
+	reads := func() int64 { return r.Server.CommandCalls(t, "zrange") }
+	unit := mustRateKey(t, addr)
+	mark := connsMarkKey(keyspace.New(r.Prefix), unit)
+
+	start := reads()
+	for i := range 200 {
+		require.True(t, admitted(t, a, addr, fmt.Sprintf("c-runa-%d", i), 0))
+	}
+	assert.Equal(t, int64(1), reads()-start, "200 admissions, one full count: the first")
+	require.True(t, admitted(t, b, addr, "c-runb-0", 201))
+	assert.False(t, admitted(t, b, addr, "c-runb-1", 201), "201 live leases: at the cap by ZCARD alone")
+	assert.True(t, admitted(t, a, addr, "c-runa-7", 201), "a holder is admitted again at the cap")
+	assert.Equal(t, int64(1), reads()-start, "no full count while the mark holds")
+
+	clk.Add(2 * time.Minute)
+	setRuns("c-runb") // node a died: its 200 leases, ended, count no more
+	assert.True(t, admitted(t, b, addr, "c-runb-1", 3), "the runs changed: counted again, 1 live lease")
+	assert.Equal(t, int64(2), reads()-start)
+	n, err := r.Client.ZCard(ctx, connsKey(keyspace.New(r.Prefix), unit)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the dead run's leases are dropped")
+	require.True(t, admitted(t, a, addr, "c-runc-0", 0), "a run not yet live: its lease counts till it ends")
+	assert.False(t, admitted(t, b, addr, "c-runb-2", 3), "3 leases count")
+	assert.Equal(t, int64(2), reads()-start, "a lease that counts by its end moves the mark, with no full count")
+	clk.Add(time.Minute)
+	assert.True(t, admitted(t, b, addr, "c-runb-2", 3), "c-runc-0's lease ended: counted again")
+	assert.False(t, admitted(t, b, addr, "c-runb-3", 3))
+	assert.Equal(t, int64(3), reads()-start)
+
+	// Admit without the runs, and Renew, leave no mark: their leases count
+	// by their ends, which the mark does not know.
+	require.NoError(t, r.Client.Exists(ctx, mark).Err())
+	plain := NewConns(r.Client, ConnsConfig{Prefix: r.Prefix, Lease: fixed(time.Minute), Now: clk.Now})
+	require.True(t, admitted(t, plain, addr, "c-runb-2", 0))
+	assert.Zero(t, r.Client.Exists(ctx, mark).Val(), "Admit without runs deletes the mark")
+	require.True(t, admitted(t, b, addr, "c-runb-2", 0))
+	assert.Equal(t, int64(1), r.Client.Exists(ctx, mark).Val())
+	require.NoError(t, plain.Renew(ctx, []Conn{{addr, "c-runb-2"}}))
+	assert.Zero(t, r.Client.Exists(ctx, mark).Val(), "Renew deletes the mark")
+	require.True(t, admitted(t, b, addr, "c-runb-2", 0))
+	mttl, err := r.Client.PTTL(ctx, mark).Result()
+	require.NoError(t, err)
+	assert.Greater(t, mttl, 59*time.Minute, "the mark lasts keep, as its key")
+}

@@ -30,3 +30,11 @@ func eventsChannel(s keyspace.Space) string {
 func connsKey(s keyspace.Space, addr string) string {
 	return s.Key("ip", addr, "conns") // ZSET conn id -> lease end ms, PX lease
 }
+
+// connsMarkKey holds what the last full count of addr's leases found
+// (conns_admit.lua): "<until ms> <live runs>", in the same unit as
+// connsKey. While the live runs are the same and until has not come,
+// every lease in connsKey counts, and an admission needs no full count.
+func connsMarkKey(s keyspace.Space, addr string) string {
+	return s.Key("ip", addr, "connsmark") // STRING, PX keep
+}
