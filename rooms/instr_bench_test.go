@@ -37,6 +37,11 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkSayInstructions -benchtime 1x ./rooms/
 //
+// With CHATD_CALLGRIND_KEEP=<dir> each variant's dump is kept there
+// (callgrind.say1.out, callgrind.say4.out, callgrind.say0.out for the
+// PUBLISHes), for callgrind_annotate; a redis-server built with symbols
+// first on PATH names Redis's own functions in it.
+//
 // The work is the same whatever b.N (valgrind runs Redis about 50 times
 // slower); CI runs it once, as every benchmark.
 func BenchmarkSayInstructions(b *testing.B) {
@@ -127,6 +132,13 @@ func sayInstructions(b *testing.B, n, perCall int) float64 {
 	callgrind("-i", "off")
 	callgrind("-d")
 	b.StopTimer()
+	if keep := os.Getenv("CHATD_CALLGRIND_KEEP"); keep != "" {
+		data, err := os.ReadFile(filepath.Join(r.Server.Dir(), "callgrind.out.1"))
+		require.NoError(b, err)
+		name := filepath.Join(keep, fmt.Sprintf("callgrind.say%d.out", perCall))
+		require.NoError(b, os.WriteFile(name, data, 0o644))
+		b.Logf("callgrind's dump: %s (callgrind_annotate --inclusive=yes %s)", name, name)
+	}
 	return float64(callgrindTotal(b, r.Server.Dir())) / float64(n)
 }
 
