@@ -608,6 +608,7 @@ func TestAbuseFromOneAddress(t *testing.T) {
 		"newboardsip:{user:*}:bucket": {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
 		"scoreposts:{user:*}:bucket":  {2 * time.Minute, "ratelimit bucket: until full again (60 s at the default cap)", false},
 		"{ip:*}:conns":                {time.Hour + time.Minute, "identity connection key: Keep (1 h) after the address's last admission or its node's refresh", false},
+		"{ip:*}:connsmark":            {time.Hour + time.Minute, "identity connection key's mark: Keep (1 h) after it was last written", false},
 		"{session:*}:user":            {10 * time.Minute, "dirty session TTL", false},
 		"{session:*}:mask":            {10 * time.Minute, "dirty session TTL", false},
 		"{session:*}:cursor":          {10 * time.Minute, "dirty session TTL", false},
