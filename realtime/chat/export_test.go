@@ -22,3 +22,7 @@ func (ch *Chat) RenewSeats(ctx context.Context) { (&keeper{ch: ch}).renewSeats(c
 func (ch *Chat) PresenceTicks() (ticks, fulls uint64) {
 	return ch.pstate.tick.Load(), ch.pstate.fulls.Load()
 }
+
+// TouchPresence runs one tick of the presence loop, the guests' names
+// renewed first.
+func (ch *Chat) TouchPresence(ctx context.Context) { (&keeper{ch: ch}).touchPresence(ctx, ch.names) }

@@ -22,11 +22,12 @@ import (
 // a seat lost by lease back while the connection still shows the room.
 
 // nameKeeper renews a guest's claim of its name while a connection is
-// open (package identity): Admit renews it, or takes it back if it is free
-// (a Redis that lost its data), or refuses a holder that signed out or
-// whose name another guest took.
+// open (package identity): AdmitMany renews each, or takes it back if it
+// is free (a Redis that lost its data), or refuses a holder that signed
+// out or whose name another guest took, the ones Redis must answer
+// pipelined.
 type nameKeeper interface {
-	Admit(ctx context.Context, name, holder string, expires time.Time) error
+	AdmitMany(ctx context.Context, as []identity.Admission) []error
 }
 
 var _ nameKeeper = (*identity.Registry)(nil)
@@ -218,11 +219,19 @@ func (ps *presenceState) wrote(user string, offline bool) {
 func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 	ch := kp.ch
 	ps := &ch.pstate
-	for _, c := range ch.hub.Clients() {
-		if p := c.Principal(); p.Holder != "" && keeper != nil {
-			err := keeper.Admit(ctx, p.User, p.Holder, p.Expires)
+	if keeper != nil {
+		var guests []*realtime.Client
+		var as []identity.Admission
+		for _, c := range ch.hub.Clients() {
+			if p := c.Principal(); p.Holder != "" {
+				guests = append(guests, c)
+				as = append(as, identity.Admission{Name: p.User, Holder: p.Holder, Expires: p.Expires})
+			}
+		}
+		// pipelined: one round trip for hundreds of guests, not one each
+		for i, err := range keeper.AdmitMany(ctx, as) {
 			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
-				c.Close(realtime.CloseSessionEnded, realtime.ClipRunes(errcode.Message(err), 120))
+				guests[i].Close(realtime.CloseSessionEnded, realtime.ClipRunes(errcode.Message(err), 120))
 			}
 		}
 	}
