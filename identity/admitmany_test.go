@@ -77,8 +77,8 @@ func TestAdmitMany(t *testing.T) {
 	assert.NoError(t, errs[n+2], "a free name is taken back")
 	assert.ErrorIs(t, errs[n+3], names.ErrBadName)
 	assert.ErrorIs(t, errs[n+4], ErrSignedOut)
-	// 603 asked (not the bad name, nor the holder signed out here): 3 pipelines of at most 256
-	assert.Equal(t, int64(3), pipes.n.Load()-before, "pipelines")
+	// 603 asked (not the bad name, nor the holder signed out here): 10 pipelines of at most 64
+	assert.Equal(t, int64(10), pipes.n.Load()-before, "pipelines")
 	assert.Equal(t, float64(n+1), count(t, reg, "admit", "renewed"))
 	assert.Equal(t, 1.0, count(t, reg, "admit", "taken_back"))
 	assert.Equal(t, 1.0, count(t, reg, "admit", "not_holder"))

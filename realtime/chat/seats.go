@@ -228,7 +228,7 @@ func (kp *keeper) touchPresence(ctx context.Context, keeper nameKeeper) {
 				as = append(as, identity.Admission{Name: p.User, Holder: p.Holder, Expires: p.Expires})
 			}
 		}
-		// pipelined: one round trip for hundreds of guests, not one each
+		// pipelined: one round trip for 64 guests, not one each
 		for i, err := range keeper.AdmitMany(ctx, as) {
 			if errors.Is(err, identity.ErrNotHolder) || errors.Is(err, identity.ErrSignedOut) {
 				guests[i].Close(realtime.CloseSessionEnded, realtime.ClipRunes(errcode.Message(err), 120))
