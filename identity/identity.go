@@ -224,9 +224,9 @@ func (r *Registry) Admit(ctx context.Context, name, holder string, expires time.
 }
 
 // admitArgs are claim_admit.lua's arguments for c.
-func (r *Registry) admitArgs(c claimant, holder string, now time.Time, ttl time.Duration) []any {
-	return []any{holder, ttl.Milliseconds(), now.UnixMilli(), r.Channel(),
-		encodeEvent(Event{Type: EventClaimed, User: c.user, Holder: holder})}
+func (r *Registry) admitArgs(c claimant, now time.Time, ttl time.Duration) []any {
+	return []any{c.holder, ttl.Milliseconds(), now.UnixMilli(), r.Channel(),
+		encodeEvent(Event{Type: EventClaimed, User: c.user, Holder: c.holder})}
 }
 
 // admitReply is Admit's answer to claim_admit.lua's reply (res, err) for
@@ -318,7 +318,7 @@ func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 		_ = redisx.Pipelined(ctx, r.rdb, func(p *redisx.Pipe) {
 			for k := range batch {
 				b := &batch[k]
-				b.cmd = p.Script(claimAdmitScript, r.keys(b.c.user), r.admitArgs(b.c, b.c.holder, now, ttl)...)
+				b.cmd = p.Script(claimAdmitScript, r.keys(b.c.user), r.admitArgs(b.c, now, ttl)...)
 			}
 		})
 		for _, b := range batch {

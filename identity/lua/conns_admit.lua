@@ -102,10 +102,14 @@ else
     redis.call('ZREM', KEYS[1], unpack(dead, i, math.min(i + 999, #dead)))
   end
 end
-if not mine and max > 0 and count >= max then
+-- save_mark writes what the count found, when it is not what the mark says
+local function save_mark()
   if not marked then
     redis.call('SET', KEYS[2], string.format('%d', till) .. ' ' .. runs, 'PX', ARGV[5])
   end
+end
+if not mine and max > 0 and count >= max then
+  save_mark()
   return 0
 end
 redis.call('ZADD', KEYS[1], now + lease, conn)
@@ -115,7 +119,5 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 if not live[run(conn)] and now + lease < till then
   till, marked = now + lease, false -- a run not live yet: its lease counts till it ends
 end
-if not marked then
-  redis.call('SET', KEYS[2], string.format('%d', till) .. ' ' .. runs, 'PX', ARGV[5])
-end
+save_mark()
 return 1
