@@ -37,14 +37,7 @@ func TestPresenceTickRenewsEveryGuestsName(t *testing.T) {
 	for i := range guests {
 		user := fmt.Sprintf("guest%d", i)
 		require.NoError(t, other.Claim(ctx, user, "h"+user))
-		f := testkit.NewTransport()
-		c, err := n.Chat.Connect(realtime.Principal{User: user, Session: "s-" + user, Holder: "h" + user, Expires: time.Now().Add(time.Hour)}, "", f)
-		require.NoError(t, err)
-		f.First(t, "hello", nil)
-		t.Cleanup(func() {
-			c.Close(realtime.CloseNormal, "")
-			n.Chat.Disconnect(ctx, c) // as a transport's reader does
-		})
+		c, f := n.ConnectAs(t, realtime.Principal{User: user, Session: "s-" + user, Holder: "h" + user, Expires: time.Now().Add(time.Hour)})
 		cs = append(cs, conn{c, f})
 	}
 	claim := func(user string) string { return keyspace.New(r.Prefix).Key("user", user, "claim") }

@@ -62,8 +62,15 @@ func StartNode(t testing.TB, r *redistest.Redis, id string, opts ...func(*realti
 // disconnected, as a transport's reader does.
 func (n *Node) Connect(t testing.TB, user string) (*realtime.Client, *testkit.Transport) {
 	t.Helper()
+	return n.ConnectAs(t, realtime.Principal{User: user, Session: "s-" + user + "-" + n.ID})
+}
+
+// ConnectAs is Connect for the principal p (a guest's: its Holder and
+// Expires set).
+func (n *Node) ConnectAs(t testing.TB, p realtime.Principal) (*realtime.Client, *testkit.Transport) {
+	t.Helper()
 	f := testkit.NewTransport()
-	c, err := n.Chat.Connect(realtime.Principal{User: user, Session: "s-" + user + "-" + n.ID}, "", f)
+	c, err := n.Chat.Connect(p, "", f)
 	require.NoError(t, err)
 	return n.opened(t, c, f)
 }
