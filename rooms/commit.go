@@ -60,7 +60,7 @@ import (
 // the calls it carries) and the call answers what Redis did.
 func (s *Messages) SendMany(ctx context.Context, reqs []SendRequest, opt SendOptions) []SendReply {
 	out := make([]SendReply, len(reqs))
-	job := &sendJob{ctx: ctx, ps: make([]prepared, len(reqs)), done: make(chan struct{}), lead: make(chan struct{})}
+	job := &sendJob{ctx: ctx, ps: make([]prepared, len(reqs)), done: make(chan struct{})}
 	live := 0
 	for i, r := range reqs {
 		job.ps[i] = s.prepare(r, opt)
@@ -69,7 +69,9 @@ func (s *Messages) SendMany(ctx context.Context, reqs []SendRequest, opt SendOpt
 		}
 	}
 	if live > 0 {
+		start := time.Now()
 		s.q.send(s, job)
+		s.m.sendSeconds.Observe(time.Since(start).Seconds())
 	}
 	for i := range out {
 		out[i] = job.ps[i].reply
@@ -175,19 +177,28 @@ func (s *Messages) historyDue(now time.Time, k string) bool {
 func (s *Messages) historyNotRefreshed(k string) { s.hist.forget(k) }
 
 // sendQueue is the group commit of says: the SendMany calls waiting for
-// the commit in flight to end. No goroutine of its own: the caller that
-// finds no commit in flight runs one (the leader) with the says of every
-// call waiting then, and hands the next to the first call that came in
-// meanwhile. So nothing waits on a timer, and an idle node sends a say at
-// once.
+// the commit in flight to end, and the committer that sends them. The
+// committer is a goroutine that runs while there are says to send: the
+// first call to a quiet node starts it (it runs at once, on the caller's
+// core, while the caller waits), and it takes the says of every call
+// waiting then, commits them, answers them, and takes the next ones at
+// once, until none wait. So nothing waits on a timer, an idle node sends
+// a say at once, and on a busy node the next commit goes out as soon as
+// the last one is answered.
+//
+// It was a leader once: the caller that found no commit in flight ran it,
+// and handed the next to the first call that came in meanwhile. The
+// hand-over cost a goroutine switch per commit, and on a busy node the
+// next leader waited for a CPU before it could send: 345 ms of the 888 ms
+// that goroutines waited for one in a 4-s scheduler trace of a rooms50
+// node (BENCHMARKS.md).
 type sendQueue struct {
 	mu      sync.Mutex
-	busy    bool       // a commit is in flight, or handed to waiting[0]
+	busy    bool       // the committer runs
 	waiting []*sendJob // in arrival order
 
 	// window is Config.SendWindow; started is when the last commit
-	// started, read and written by the leader only (one at a time: the
-	// next is handed the lead under mu).
+	// started, read and written by the committer only.
 	window  time.Duration
 	started time.Time
 	sleep   func(time.Duration) // time.Sleep; tests watch it
@@ -195,11 +206,10 @@ type sendQueue struct {
 
 // sendJob is one SendMany call's says on their way.
 type sendJob struct {
-	ctx     context.Context
-	ps      []prepared
-	done    chan struct{} // closed when every say of ps is answered
-	lead    chan struct{} // closed when the call is to run the next commit
-	leading bool          // lead is closed (under sendQueue.mu)
+	ctx   context.Context
+	ps    []prepared
+	done  chan struct{} // closed when every say of ps is answered
+	taken bool          // in a commit (under sendQueue.mu)
 }
 
 // send queues job and returns when its says are answered, or when its ctx
@@ -208,81 +218,79 @@ type sendJob struct {
 func (q *sendQueue) send(s *Messages, job *sendJob) {
 	q.mu.Lock()
 	q.waiting = append(q.waiting, job)
+	s.m.sendWaiting.Set(float64(len(q.waiting)))
 	if !q.busy {
 		q.busy = true
-		job.leading = true
-		q.mu.Unlock()
-		q.run(s)
-		return
+		go q.commits(s)
 	}
-	s.m.sendWaiting.Set(float64(len(q.waiting)))
 	q.mu.Unlock()
 	select {
 	case <-job.done:
 		return
-	case <-job.lead:
-		q.run(s)
-		return
 	case <-job.ctx.Done():
 	}
 	q.mu.Lock()
-	for i, j := range q.waiting {
-		if j == job && !job.leading {
-			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
-			s.m.sendWaiting.Set(float64(len(q.waiting)))
-			q.mu.Unlock()
-			for k := range job.ps {
-				if job.ps[k].err == nil {
-					job.ps[k].err = job.ctx.Err()
-				}
+	if !job.taken {
+		for i, j := range q.waiting {
+			if j == job {
+				q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+				break
 			}
-			return
 		}
-	}
-	leading := job.leading
-	q.mu.Unlock()
-	if leading {
-		<-job.lead // handed over just now: the commit must run
-		q.run(s)
+		s.m.sendWaiting.Set(float64(len(q.waiting)))
+		q.mu.Unlock()
+		for k := range job.ps {
+			if job.ps[k].err == nil {
+				job.ps[k].err = job.ctx.Err()
+			}
+		}
 		return
 	}
+	q.mu.Unlock()
 	<-job.done // in a commit: it answers
 }
 
-// run is the leader's: it takes the waiting calls (up to maxCommitSays
-// says, at least one call), commits their says, answers them, and hands
-// the next commit to the first call still waiting, if any.
-func (q *sendQueue) run(s *Messages) {
-	if s.beforeCommit != nil {
-		s.beforeCommit()
-	}
-	q.linger()
-	q.mu.Lock()
-	n, says := 0, 0
-	for n < len(q.waiting) && (n == 0 || says+len(q.waiting[n].ps) <= maxCommitSays) {
-		says += len(q.waiting[n].ps)
-		n++
-	}
-	jobs := append([]*sendJob(nil), q.waiting[:n]...)
-	q.waiting = append(q.waiting[:0], q.waiting[n:]...)
-	s.m.sendWaiting.Set(float64(len(q.waiting)))
-	q.mu.Unlock()
+// commits is the committer: it takes the waiting calls (up to
+// maxCommitSays says, at least one call), commits their says, answers
+// them, and goes on with the calls that came meanwhile; it ends when none
+// wait.
+func (q *sendQueue) commits(s *Messages) {
+	for {
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
+		q.linger()
+		q.mu.Lock()
+		if len(q.waiting) == 0 { // their contexts ended while they waited
+			q.busy = false
+			q.mu.Unlock()
+			return
+		}
+		n, says := 0, 0
+		for n < len(q.waiting) && (n == 0 || says+len(q.waiting[n].ps) <= maxCommitSays) {
+			q.waiting[n].taken = true
+			says += len(q.waiting[n].ps)
+			n++
+		}
+		jobs := append([]*sendJob(nil), q.waiting[:n]...)
+		q.waiting = append(q.waiting[:0], q.waiting[n:]...)
+		s.m.sendWaiting.Set(float64(len(q.waiting)))
+		q.mu.Unlock()
 
-	s.m.commitSays.Observe(float64(says))
-	s.commit(jobs)
-	for _, j := range jobs {
-		close(j.done)
-	}
+		s.m.commitSays.Observe(float64(says))
+		s.commit(jobs)
+		for _, j := range jobs {
+			close(j.done)
+		}
 
-	q.mu.Lock()
-	if len(q.waiting) == 0 {
-		q.busy = false
-	} else {
-		next := q.waiting[0]
-		next.leading = true
-		close(next.lead)
+		q.mu.Lock()
+		if len(q.waiting) == 0 {
+			q.busy = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
 	}
-	q.mu.Unlock()
 }
 
 // linger waits out the send window (Config.SendWindow) since the last

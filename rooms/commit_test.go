@@ -56,6 +56,25 @@ func (n commitNode) waiting(t *testing.T) int {
 	return 0
 }
 
+// sendSeconds returns the node's SendMany calls that chatd_rooms_send_seconds
+// timed, and how many of them took over a second.
+func (n commitNode) sendSeconds(t *testing.T) (calls, slow uint64) {
+	mfs, err := n.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "chatd_rooms_send_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			calls, slow = h.GetSampleCount(), h.GetSampleCount()
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() <= 1 {
+					slow = h.GetSampleCount() - b.GetCumulativeCount()
+				}
+			}
+		}
+	}
+	return calls, slow
+}
+
 // evalshas returns the EVALSHA calls of INFO commandstats.
 func evalshas(t *testing.T, r *redistest.Redis) int {
 	t.Helper()
@@ -102,20 +121,23 @@ func seatCallers(t *testing.T, ns []commitNode, perNode int) []caller {
 	return cs
 }
 
-// stallAndSend pauses the server, has every caller send its batch at once
+// stallAndSend pauses the server, holds each node's committer before its
+// next commit (holdFirstCommits), has every caller send its batch at once
 // from its own goroutine (as the say workers of a node's connections do),
-// waits until on each node all calls but the one in flight wait for the
-// next commit (want: perNode-1; perNode when the first leader is held in
-// beforeCommit), calls then, resumes the server after hold, and returns
-// each caller's replies.
+// waits until on each node every call waits, releases the committers then
+// (the commits go out, to a server that does not answer), resumes the
+// server after hold, and returns each caller's replies. Held, a node's first
+// commit carries every call: a committer not held may take the first
+// calls alone when they come before the others.
 func stallAndSend(t *testing.T, r *redistest.Redis, ns []commitNode, cs []caller, batches [][]SendRequest,
-	queued func(perNode int) int, then func(), hold time.Duration) [][]SendReply {
+	hold time.Duration) [][]SendReply {
 	t.Helper()
 	ctx := context.Background()
 	perNode := map[int]int{}
 	for _, c := range cs {
 		perNode[c.node]++
 	}
+	release := holdFirstCommits(ns)
 	r.Server.Pause(t)
 	out := make([][]SendReply, len(cs))
 	var wg sync.WaitGroup
@@ -127,23 +149,17 @@ func stallAndSend(t *testing.T, r *redistest.Redis, ns []commitNode, cs []caller
 		}()
 	}
 	for n := range ns {
-		require.Eventually(t, func() bool { return ns[n].waiting(t) == queued(perNode[n]) },
+		require.Eventually(t, func() bool { return ns[n].waiting(t) == perNode[n] },
 			30*time.Second, time.Millisecond, "node %d: the calls wait for a commit", n)
 	}
-	then()
+	release()
 	time.Sleep(hold)
 	r.Server.Resume(t)
 	wg.Wait()
 	return out
 }
 
-func allButOne(perNode int) int { return perNode - 1 }
-
-// allHeld is stallAndSend's queued for nodes whose leader is held
-// (holdFirstCommits): every call waits.
-func allHeld(perNode int) int { return perNode }
-
-// holdFirstCommits holds each node's next leader before it takes the
+// holdFirstCommits holds each node's next committer before it takes the
 // waiting calls, until release: its commit then carries every call that
 // came meanwhile.
 func holdFirstCommits(ns []commitNode) (release func()) {
@@ -164,13 +180,13 @@ func holdFirstCommits(ns []commitNode) (release func()) {
 // TestSendCommitsTheSaysOfConcurrentCalls: the says of a node's concurrent
 // SendMany calls (one per connection's say worker) share round trips and
 // script calls. 3 nodes, 6 senders each in two lobbies, each sending one
-// say at once while the first commit of its node is held up: each node
-// sends one commit for the first call (its script, which claims the key
-// and counts the say too on a Redis that is not a Cluster) and one for the
-// other five (a script per lobby), 3 EVALSHA per node for 6 says. Before the group commit each call was its
-// own pipeline and each keyed say claimed its key in a script: 3 EVALSHA
-// per keyed say, 2 per unkeyed one (45 for these 18 says). Each say is
-// answered with its message, stored once.
+// say at once while the committer of its node is held before its first
+// commit: each node sends one commit for the six calls, a script per
+// lobby (which claims the keys and counts the says too on a Redis that is
+// not a Cluster), 2 EVALSHA per node for 6 says. Before the group commit
+// each call was its own pipeline and each keyed say claimed its key in a
+// script: 3 EVALSHA per keyed say, 2 per unkeyed one (45 for these 18
+// says). Each say is answered with its message, stored once.
 func TestSendCommitsTheSaysOfConcurrentCalls(t *testing.T) {
 	t.Parallel()
 	r := redistest.Own(t, redistest.Options{})
@@ -188,10 +204,10 @@ func TestSendCommitsTheSaysOfConcurrentCalls(t *testing.T) {
 		batches[i] = c.says("one", 1)
 	}
 	require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
-	out := stallAndSend(t, r, ns, cs, batches, allButOne, func() {}, 0)
+	out := stallAndSend(t, r, ns, cs, batches, 0)
 	calls := evalshas(t, r)
 	t.Logf("EVALSHA for %d says from %d calls on %d nodes: %d", len(cs), len(cs), len(ns), calls)
-	assert.Equal(t, 3*len(ns), calls, "per node: 1 for the first call, 2 for the five that waited")
+	assert.Equal(t, 2*len(ns), calls, "per node: one commit, a script per lobby")
 	for i, c := range cs {
 		require.Len(t, out[i], 1)
 		require.NoError(t, out[i][0].Err, c.user)
@@ -235,16 +251,25 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 	for i, c := range cs {
 		batches[i] = c.says("first", 5)
 	}
-	// Each node's first leader is held before it takes the waiting calls,
-	// so that one commit carries all eight; the server is paused past the
-	// read timeout while that commit is in flight.
-	release := holdFirstCommits(ns)
+	// Each node's commit carries all eight calls (stallAndSend), and the
+	// server is paused past the read timeout while it is in flight.
 	// One run of a node's commit is a script call per lobby (on a Redis
 	// that is not a Cluster the scripts claim the keys and count the says
 	// too): every node's scripts are held up and sent again.
 	runs := scriptCalls(t, r.Server.Addr)
-	out := stallAndSend(t, r, ns, cs, batches, allHeld, release, 1500*time.Millisecond)
+	out := stallAndSend(t, r, ns, cs, batches, 1500*time.Millisecond)
 	assert.Greater(t, scriptCalls(t, r.Server.Addr)-runs, 3*len(ns), "Redis ran node 1's scripts twice")
+	for n := range ns {
+		var perNode uint64
+		for _, c := range cs {
+			if c.node == n {
+				perNode++
+			}
+		}
+		calls, slow := ns[n].sendSeconds(t)
+		assert.Equal(t, 2+perNode, calls, "node %d: every call with says is timed, the warm-ups too", n)
+		assert.Equal(t, perNode, slow, "node %d: the calls held up past the read timeout took over a second", n)
+	}
 
 	history := func(room string) []Message {
 		h, err := ns[0].s.Messages.History(ctx, room, "", MaxHistoryLimit)
@@ -284,10 +309,7 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 		check(t, "first", out, 1)
 	})
 	t.Run("the same batches again: keyed ones answered as duplicates, unkeyed ones new says", func(t *testing.T) {
-		// Held again: a leader not held may take more than its own call
-		// into its commit when two come at once (a loaded CI machine did),
-		// and then fewer than all but one wait.
-		again := stallAndSend(t, r, ns, cs, batches, allHeld, holdFirstCommits(ns), 0)
+		again := stallAndSend(t, r, ns, cs, batches, 0)
 		for i, c := range cs {
 			for _, rep := range again[i] {
 				assert.Equal(t, c.keyed, rep.Duplicate, c.user)
@@ -378,7 +400,7 @@ func TestSendWindow(t *testing.T) {
 		}
 		assert.Equal(t, 1, evalshas(t, r), "one commit for the five calls")
 		got := sleeps()
-		require.Len(t, got, 1, "its leader waited out the window once")
+		require.Len(t, got, 1, "its committer waited out the window once")
 		assert.LessOrEqual(t, got[0], window)
 	})
 
@@ -474,8 +496,8 @@ func TestOneCommitOfSaysWithOtherRates(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Client.ConfigResetStat(ctx).Err())
 
-	// The leader (alice's call) is held before it takes the waiting calls,
-	// until the system's call waits: one commit carries both.
+	// The committer is held before it takes alice's call,
+	// until the system's call waits behind it: one commit carries both.
 	gate := make(chan struct{})
 	var once sync.Once
 	s.Messages.beforeCommit = func() { once.Do(func() { <-gate }) }
@@ -490,14 +512,14 @@ func TestOneCommitOfSaysWithOtherRates(t *testing.T) {
 		s.Messages.q.mu.Lock()
 		defer s.Messages.q.mu.Unlock()
 		return s.Messages.q.busy
-	}, 5*time.Second, time.Millisecond, "alice's call leads")
+	}, 5*time.Second, time.Millisecond, "alice's call started the committer")
 	wg.Go(func() {
 		system = s.Messages.SendMany(ctx, []SendRequest{{Room: room.ID, Text: "the system"}}, SendOptions{System: true})
 	})
 	require.Eventually(t, func() bool {
 		s.Messages.q.mu.Lock()
 		defer s.Messages.q.mu.Unlock()
-		return len(s.Messages.q.waiting) == 2 // the leader's own call is there until it takes them
+		return len(s.Messages.q.waiting) == 2 // alice's call is there until the committer takes it
 	}, 5*time.Second, time.Millisecond, "the system's call waits behind alice's")
 	close(gate)
 	wg.Wait()

@@ -292,11 +292,15 @@
 // own (EVALSHA, its 7 keys and 17 arguments), on one of many pooled
 // connections: Redis's cost per say was its per-call and per-read cost,
 // 3–4 × a bare PUBLISH, whatever the script did inside. SendMany is a group
-// commit instead, node-wide (one Messages per node): the call that finds
-// no commit in flight sends its says at once; calls that come in while it
-// is in flight wait and go out together in the next commit, which the
-// first of them runs — no goroutine of its own, no timer, no added latency
-// on an idle node, and the busier the node, the more says per round trip.
+// commit instead, node-wide (one Messages per node): a call that finds no
+// commit in flight starts the node's committer, which sends its says at
+// once; calls that come in while a commit is in flight wait and go out
+// together in the next, which the committer sends as soon as the last is
+// answered, and it ends when none wait — no timer, no added latency on an
+// idle node, and the busier the node, the more says per round trip. (The
+// first of the waiting calls used to run the next commit itself: that
+// hand-over made the next commit wait for a CPU, and doubled the time the
+// answered callers waited for one on a busy node.)
 // A commit is one pipeline with one message_send.lua call per lobby (at
 // most 64 says each, looped over in the script: all of a lobby's keys
 // share its hash tag, so on Redis Cluster that is one script on one
@@ -312,7 +316,9 @@
 // refuses does not stop the next one; a Redis error reply to a script call
 // of several says fails all of them and is not taken as "not sent" (the
 // script may have stored the first ones). chatd_rooms_send_commit_says
-// shows says per commit, chatd_rooms_send_waiting_calls the calls waiting.
+// shows says per commit, chatd_rooms_send_waiting_calls the calls waiting,
+// and chatd_rooms_send_seconds how long a call took (its wait and its
+// commit).
 //
 // A group commit shares a script call only among the says that came
 // during the last round trip: on a node whose round trips are short next

@@ -44,8 +44,8 @@ type Messages struct {
 	// ever deleted, so once read it has nothing more to tell.
 	claimMarkRead atomic.Bool
 
-	// beforeCommit, when set (tests), runs in the leader's call before it
-	// takes the waiting calls into its commit.
+	// beforeCommit, when set (tests), runs in the committer before it
+	// takes the waiting calls into its next commit.
 	beforeCommit func()
 }
 

@@ -21,6 +21,7 @@ type metrics struct {
 	sweepErrors                       prometheus.Counter
 	commitSays                        prometheus.Observer // says per send commit
 	sendWaiting                       prometheus.Gauge    // SendMany calls waiting for a commit
+	sendSeconds                       prometheus.Observer // a SendMany call: its wait and its commit
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -71,8 +72,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Namespace: "chatd", Subsystem: "rooms", Name: "send_waiting_calls",
 		Help: "SendMany calls waiting for the send commit in flight to end (they go out together in the next).",
 	})
+	sendSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "chatd", Subsystem: "rooms", Name: "send_seconds",
+		Help:    "How long a SendMany call with says to send took: its wait for a send commit and that commit's round trip (the say's time in Redis as its sender sees it, before any fan-out).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100 µs .. 3.3 s
+	})
 	if reg != nil {
 		commitSays = promreg.Register(reg, commitSays)
+		sendSeconds = promreg.Register(reg, sendSeconds)
 		sendWaiting = promreg.Register(reg, sendWaiting)
 		joins = promreg.Register(reg, joins)
 		joinSeconds = promreg.Register(reg, joinSeconds)
@@ -99,5 +106,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sweepErrors:   sweepErrors,
 		commitSays:    commitSays,
 		sendWaiting:   sendWaiting,
+		sendSeconds:   sendSeconds,
 	}
 }
