@@ -240,7 +240,8 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 	ctx := context.Background()
 	ns := commitNodes(t, r, 3, &redis.Options{MaxRetries: 1, ReadTimeout: time.Second,
 		MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
-	cs := seatCallers(t, ns, 8)
+	const perNode = 8
+	cs := seatCallers(t, ns, perNode)
 	for _, n := range ns {
 		for _, c := range cs[:2] {
 			_, err := n.s.Messages.Send(ctx, c.room, c.user, "warm-up", SendOptions{})
@@ -260,15 +261,9 @@ func TestSendCommitSurvivesAClientRetry(t *testing.T) {
 	out := stallAndSend(t, r, ns, cs, batches, 1500*time.Millisecond)
 	assert.Greater(t, scriptCalls(t, r.Server.Addr)-runs, 3*len(ns), "Redis ran node 1's scripts twice")
 	for n := range ns {
-		var perNode uint64
-		for _, c := range cs {
-			if c.node == n {
-				perNode++
-			}
-		}
 		calls, slow := ns[n].sendSeconds(t)
-		assert.Equal(t, 2+perNode, calls, "node %d: every call with says is timed, the warm-ups too", n)
-		assert.Equal(t, perNode, slow, "node %d: the calls held up past the read timeout took over a second", n)
+		assert.Equal(t, uint64(2+perNode), calls, "node %d: every call with says is timed, the warm-ups too", n)
+		assert.Equal(t, uint64(perNode), slow, "node %d: the calls held up past the read timeout took over a second", n)
 	}
 
 	history := func(room string) []Message {
