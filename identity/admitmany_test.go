@@ -90,3 +90,54 @@ func TestAdmitMany(t *testing.T) {
 	assert.Equal(t, "h", h)
 	assert.Empty(t, reg.AdmitMany(ctx, nil))
 }
+
+// cmdCounter counts the commands a client sends in pipelines.
+type cmdCounter struct{ n atomic.Int64 }
+
+func (*cmdCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestAdmitManyAsksOncePerHolderAndName: a guest's connections renewed in
+// one call (two tabs, the same token) cost one script, and each is
+// answered its reply — renewed, or refused when the name is another's —
+// while another holder's admission of the same name is asked apart.
+func TestAdmitManyAsksOncePerHolderAndName(t *testing.T) {
+	t.Parallel()
+	r := redistest.Own(t, redistest.Options{})
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
+	t.Cleanup(func() { _ = c.Close() })
+	cmds := &cmdCounter{}
+	c.AddHook(cmds)
+	reg := New(c, Config{Prefix: r.Prefix, TTL: fixed(time.Hour), Registerer: prometheus.NewRegistry()})
+	require.NoError(t, reg.Claim(ctx, "warm", "h"), "the scripts are loaded")
+	require.NoError(t, reg.Admit(ctx, "warm", "h", hour()))
+	require.NoError(t, reg.Claim(ctx, "Tabs", "h"))
+	require.NoError(t, reg.Claim(ctx, "taken", "x"))
+
+	before, renewed := cmds.n.Load(), count(t, reg, "admit", "renewed")
+	errs := reg.AdmitMany(ctx, []Admission{
+		{Name: "Tabs", Holder: "h", Expires: hour()},
+		{Name: "taken", Holder: "h", Expires: hour()},
+		{Name: "tabs", Holder: "h", Expires: hour()}, // the same name, folded
+		{Name: "taken", Holder: "h", Expires: hour()},
+		{Name: "Tabs", Holder: "h", Expires: hour()},
+		{Name: "tabs", Holder: "other", Expires: hour()}, // another holder: its own script
+	})
+	require.Len(t, errs, 6)
+	for _, i := range []int{0, 2, 4} {
+		assert.NoError(t, errs[i], "admission %d renewed", i)
+	}
+	for _, i := range []int{1, 3, 5} {
+		assert.ErrorIs(t, errs[i], ErrNotHolder, "admission %d", i)
+	}
+	assert.Equal(t, int64(3), cmds.n.Load()-before, "one script per holder and name")
+	assert.Equal(t, 3.0, count(t, reg, "admit", "renewed")-renewed, "every admission counted, as Admit counts it")
+	assert.Equal(t, 3.0, count(t, reg, "admit", "not_holder"))
+}

@@ -282,15 +282,20 @@ const admitBatch = 64
 // the names of all its connections (realtime/chat's presence tick) calls
 // it: one at a time, 6,000 of them were 6,000 round trips on one
 // goroutine, about a second of it on a busy host, and 100,000 more than a
-// presence tick.
+// presence tick. Admissions of one holder for one name (a guest's two
+// tabs: their connections are renewed in the same tick) ask Redis once,
+// and each is answered that script's reply, as Admit would have answered
+// it: the second script would only have renewed the claim again.
 func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 	errs := make([]error, len(as))
 	type ask struct {
-		i   int
-		c   claimant
-		cmd *redis.Cmd
+		i    int
+		c    claimant
+		cmd  *redis.Cmd
+		same []int // the other admissions of c in as, answered its reply
 	}
 	var asks []ask
+	asked := map[claimant]int{} // an ask's place in asks
 	now, ttl := r.now(), r.TTL()
 	r.mu.Lock()
 	live := r.liveLocked()
@@ -308,6 +313,11 @@ func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 		case live && r.mem.cached(c, now, a.Expires, ttl/4):
 			r.m.calls.WithLabelValues("admit", "cached").Inc()
 		default:
+			if k, ok := asked[c]; ok {
+				asks[k].same = append(asks[k].same, i)
+				continue
+			}
+			asked[c] = len(asks)
 			asks = append(asks, ask{i: i, c: c})
 		}
 	}
@@ -323,8 +333,10 @@ func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 		})
 		for _, b := range batch {
 			res, err := b.cmd.Slice()
-			a := as[b.i]
-			errs[b.i] = r.admitReply(b.c, a.Name, now, a.Expires, gen, res, err)
+			for _, i := range append([]int{b.i}, b.same...) {
+				a := as[i]
+				errs[i] = r.admitReply(b.c, a.Name, now, a.Expires, gen, res, err)
+			}
 		}
 	}
 	return errs
