@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -51,6 +53,11 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, p []byte) {
+		var fast, slow Frame
+		fastErr, slowErr := decodeFrame(p, &fast), DecodeJSON(p, &slow)
+		if !reflect.DeepEqual(fast, slow) || fmt.Sprint(fastErr) != fmt.Sprint(slowErr) {
+			t.Fatalf("%q: decodeFrame read %+v (%v), DecodeJSON %+v (%v)", p, fast, fastErr, slow, slowErr)
+		}
 		fr, err := Decode(p)
 		if err == nil {
 			if fr.Type == "" {
@@ -188,4 +195,16 @@ func jsonDepth(p []byte) (int, bool) {
 func isObject(p []byte) bool {
 	p = bytes.TrimSpace(p)
 	return len(p) > 0 && p[0] == '{'
+}
+
+// BenchmarkDecode is a node's decode of a say frame, the frame every
+// sender sends: its allocations are paid per say on the reader.
+func BenchmarkDecode(b *testing.B) {
+	p := []byte(`{"type":"say","room":"general-3","text":"fb 1 17 204 1764504000123456789 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx","ref":"p1-204-1764504000123456789"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(p); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
