@@ -46,11 +46,23 @@ func Tag(kind, id string) string {
 }
 
 // Key returns prefix:{kind:id}:parts... — a key in the slot of unit kind:id.
+// It is built in one allocation of its final size: a node builds several
+// keys for every message it sends, and a builder that grows as it goes
+// (and a tag made apart) allocated four to six times a key.
 func (s Space) Key(kind, id string, parts ...string) string {
+	prefix := s.Prefix()
+	n := len(prefix) + len(kind) + len(id) + 4 // ":{" ":" "}"
+	for _, p := range parts {
+		n += 1 + len(p)
+	}
 	var b strings.Builder
-	b.WriteString(s.Prefix())
+	b.Grow(n)
+	b.WriteString(prefix)
+	b.WriteString(":{")
+	b.WriteString(kind)
 	b.WriteByte(':')
-	b.WriteString(Tag(kind, id))
+	b.WriteString(id)
+	b.WriteByte('}')
 	for _, p := range parts {
 		b.WriteByte(':')
 		b.WriteString(p)

@@ -136,3 +136,12 @@ func TestREADMEListsThePermanentKinds(t *testing.T) {
 	}
 	assert.Equal(t, want, strings.Split(m[1], ", "), "README.md lists the Names of keyspace.Permanent, in order")
 }
+
+// TestKeyAllocatesOnce: a key is one allocation, whatever its parts.
+func TestKeyAllocatesOnce(t *testing.T) {
+	s := New("chatd")
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = s.Key("lobby", "general", "said", "alice", "s1:0123456789abcdef0123456789abcdef")
+	})
+	assert.Equal(t, 1.0, allocs)
+}
