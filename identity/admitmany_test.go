@@ -16,16 +16,30 @@ import (
 	"github.com/chatd/chatd/names"
 )
 
-// pipeCounter counts the pipelines a client sends.
-type pipeCounter struct{ n atomic.Int64 }
+// pipeCounter counts the pipelines a client sends (n), and their
+// commands (cmds).
+type pipeCounter struct{ n, cmds atomic.Int64 }
 
 func (*pipeCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (*pipeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (p *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		p.n.Add(1)
+		p.cmds.Add(int64(len(cmds)))
 		return next(ctx, cmds)
 	}
+}
+
+// countedRegistry is a registry on a Redis of its own whose client counts
+// its pipelines, not started: no cache, every admission that is not
+// refused on the node asks Redis.
+func countedRegistry(t *testing.T) (*redistest.Redis, *Registry, *pipeCounter) {
+	r := redistest.Own(t, redistest.Options{})
+	c := redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
+	t.Cleanup(func() { _ = c.Close() })
+	pipes := &pipeCounter{}
+	c.AddHook(pipes)
+	return r, New(c, Config{Prefix: r.Prefix, TTL: fixed(time.Hour), Registerer: prometheus.NewRegistry()}), pipes
 }
 
 // TestAdmitMany: each admission is answered as Admit would have answered
@@ -34,14 +48,8 @@ func (p *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // pipelines of admitBatch, not one round trip each.
 func TestAdmitMany(t *testing.T) {
 	t.Parallel()
-	r := redistest.Own(t, redistest.Options{})
+	r, reg, pipes := countedRegistry(t)
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
-	t.Cleanup(func() { _ = c.Close() })
-	pipes := &pipeCounter{}
-	c.AddHook(pipes)
-	// not started: no cache, every admission that is not refused here asks Redis
-	reg := New(c, Config{Prefix: r.Prefix, TTL: fixed(time.Hour), Registerer: prometheus.NewRegistry()})
 	other := New(r.Client, Config{Prefix: r.Prefix, TTL: fixed(time.Hour)})
 
 	const n = 600
@@ -91,37 +99,20 @@ func TestAdmitMany(t *testing.T) {
 	assert.Empty(t, reg.AdmitMany(ctx, nil))
 }
 
-// cmdCounter counts the commands a client sends in pipelines.
-type cmdCounter struct{ n atomic.Int64 }
-
-func (*cmdCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (*cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (p *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		p.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // TestAdmitManyAsksOncePerHolderAndName: a guest's connections renewed in
 // one call (two tabs, the same token) cost one script, and each is
 // answered its reply — renewed, or refused when the name is another's —
 // while another holder's admission of the same name is asked apart.
 func TestAdmitManyAsksOncePerHolderAndName(t *testing.T) {
 	t.Parallel()
-	r := redistest.Own(t, redistest.Options{})
+	_, reg, pipes := countedRegistry(t)
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
-	t.Cleanup(func() { _ = c.Close() })
-	cmds := &cmdCounter{}
-	c.AddHook(cmds)
-	reg := New(c, Config{Prefix: r.Prefix, TTL: fixed(time.Hour), Registerer: prometheus.NewRegistry()})
 	require.NoError(t, reg.Claim(ctx, "warm", "h"), "the scripts are loaded")
 	require.NoError(t, reg.Admit(ctx, "warm", "h", hour()))
 	require.NoError(t, reg.Claim(ctx, "Tabs", "h"))
 	require.NoError(t, reg.Claim(ctx, "taken", "x"))
 
-	before, renewed := cmds.n.Load(), count(t, reg, "admit", "renewed")
+	before, renewed := pipes.cmds.Load(), count(t, reg, "admit", "renewed")
 	errs := reg.AdmitMany(ctx, []Admission{
 		{Name: "Tabs", Holder: "h", Expires: hour()},
 		{Name: "taken", Holder: "h", Expires: hour()},
@@ -137,7 +128,7 @@ func TestAdmitManyAsksOncePerHolderAndName(t *testing.T) {
 	for _, i := range []int{1, 3, 5} {
 		assert.ErrorIs(t, errs[i], ErrNotHolder, "admission %d", i)
 	}
-	assert.Equal(t, int64(3), cmds.n.Load()-before, "one script per holder and name")
+	assert.Equal(t, int64(3), pipes.cmds.Load()-before, "one script per holder and name")
 	assert.Equal(t, 3.0, count(t, reg, "admit", "renewed")-renewed, "every admission counted, as Admit counts it")
 	assert.Equal(t, 3.0, count(t, reg, "admit", "not_holder"))
 }
