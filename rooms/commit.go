@@ -393,6 +393,7 @@ func (s *Messages) commit(jobs []*sendJob) {
 		rate, burst float64
 	}
 	open := map[callOf]*group{}
+	durable := s.durable()
 	for _, p := range live {
 		c := callOf{p.lobby, p.rate, p.burst}
 		if p.rate == 0 {
@@ -408,14 +409,13 @@ func (s *Messages) commit(jobs []*sendJob) {
 			open[c] = g
 			groups = append(groups, g)
 		}
-		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !s.cluster); err != nil {
+		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !s.cluster, durable); err != nil {
 			p.err = err
 			continue
 		}
 		p.at = len(g.ps)
 		g.ps = append(g.ps, p)
 	}
-	durable := s.durable()
 	countKeys := []string{messagesTotalKey(s.ks), countedKey(s.ks, call)}
 	var counted *redis.Cmd
 	var chunks [][]*prepared // each script call's says
@@ -473,7 +473,12 @@ func (s *Messages) commit(jobs []*sendJob) {
 			if !stored && p.refresh != "" {
 				s.historyNotRefreshed(p.refresh)
 			}
-			if stored && durable {
+			// A duplicate answers an earlier call's message, which may
+			// still be on the master alone (that call answered
+			// ErrNotReplicated): it is acked on the same terms as the
+			// first, once a replica holds it. Its script rewrote its
+			// record (flag d), so the WAIT covers it on any Redis.
+			if (stored || p.reply.Duplicate) && durable {
 				p.err = s.replicated(p)
 			}
 			switch {
@@ -513,7 +518,7 @@ func inScript(yes bool) string {
 // ts is now. claim says whether the script claims p's key (a Redis that is
 // not a Cluster; on a Cluster bindKeys did). It returns an error when the
 // event cannot be encoded.
-func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, now time.Time, claim bool) error {
+func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, now time.Time, claim, durable bool) error {
 	pre, post, err := splitEvent(p.m)
 	if err != nil {
 		return err
@@ -542,6 +547,9 @@ func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, 
 		claimKey = p.claim
 		flags |= sayFlagKey
 	}
+	if durable {
+		flags |= sayFlagDurable
+	}
 	if k := p.lobby + "/" + strconv.Itoa(p.seq); s.historyDue(now, k) {
 		flags |= sayFlagRefresh
 		p.refresh = k
@@ -553,16 +561,20 @@ func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, 
 
 // message_send.lua's flags of a say (its +8): s, no seat checked (the
 // system's or the backend's say); k, its key is bound in the script; r,
-// the history's TTL is refreshed. One argument rather than three: each
-// is a string Redis parses and Lua interns.
+// the history's TTL is refreshed; d, a WAIT follows (Config.Durability
+// "replica"): a replay rewrites its record, so that the WAIT covers a
+// write of its own connection. One argument rather than four: each is a
+// string Redis parses and Lua interns.
 const (
 	sayFlagSystem = 1 << iota
 	sayFlagKey
 	sayFlagRefresh
+	sayFlagDurable
 )
 
 // sayFlags spells each set of flags, without an allocation a say.
-var sayFlags = [8]string{"", "s", "k", "sk", "r", "sr", "kr", "skr"}
+var sayFlags = [16]string{"", "s", "k", "sk", "r", "sr", "kr", "skr",
+	"d", "sd", "kd", "skd", "rd", "srd", "krd", "skrd"}
 
 // cutLast slices s around the last sep.
 func cutLast(s string, sep byte) (before, after string, found bool) {

@@ -401,6 +401,17 @@
 // call afterwards — runs on another pooled connection, whose own writes
 // are none, and answers at once.
 //
+// A keyed say's retry is acked on the same terms: its earlier message may
+// be on the master alone (that call answered ErrNotReplicated), so the
+// Duplicate is answered ErrNotReplicated too until a replica holds it.
+// Its script writes nothing new, and WAIT is documented to cover only
+// writes made on its own connection: so under "replica" the replay
+// rewrites its record as it is (SET KEEPTTL XX, flag d of
+// message_send.lua), a write of this connection that replicates after the
+// message, and the WAIT behind it covers that. (Redis 7.0 measurably
+// covers other connections' writes too, after any command on the
+// connection; chatd does not lean on it. The shop's replays do the same.)
+//
 // # ReadMarks: unread counts
 //
 // ReadMarks.MarkRead keeps each user's last-read id per room in

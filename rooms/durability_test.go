@@ -132,6 +132,47 @@ func TestDurabilityReplica(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond, "acked again once the replica is back")
 	})
 
+	t.Run("a keyed say's retry is acked on the terms of its first send", func(t *testing.T) {
+		send := func() SendReply {
+			return s.Messages.SendMany(ctx, []SendRequest{{Room: "dur-1", User: "alice", Text: "once", Key: "s1:c-1"}}, SendOptions{})[0]
+		}
+		sets := func() int { return int(redistest.CallsAt(t, r.Server.Addr, "set")) }
+		rep.Pause(t)
+		first := send()
+		require.ErrorIs(t, first.Err, ErrNotReplicated)
+		require.NotEmpty(t, first.Message.ID)
+
+		before := sets()
+		again := send()
+		assert.ErrorIs(t, again.Err, ErrNotReplicated, "the replica does not hold the message yet: no ack")
+		assert.True(t, again.Duplicate)
+		assert.Equal(t, first.Message.ID, again.Message.ID, "the first message, not a second")
+		assert.Equal(t, 1, sets()-before, "the replay rewrote its record, for the WAIT to cover")
+
+		rep.Resume(t)
+		require.Eventually(t, func() bool {
+			r := send()
+			return r.Err == nil && r.Duplicate && r.Message.ID == first.Message.ID
+		}, 10*time.Second, 50*time.Millisecond, "acked as the first message once the replica holds it")
+		h, err := s.Messages.History(ctx, "dur-1", "", MaxHistoryLimit)
+		require.NoError(t, err)
+		n := 0
+		for _, m := range h {
+			if m.Text == "once" {
+				n++
+			}
+		}
+		assert.Equal(t, 1, n, "stored once")
+
+		mode = DurabilityNone
+		defer func() { mode = DurabilityReplica }()
+		before = sets()
+		plain := send()
+		require.NoError(t, plain.Err)
+		assert.True(t, plain.Duplicate)
+		assert.Equal(t, before, sets(), "without a WAIT a replay writes nothing")
+	})
+
 	t.Run("after NOSCRIPT the script is sent again behind a WAIT of its own", func(t *testing.T) {
 		require.NoError(t, r.Client.ScriptFlush(ctx).Err())
 		before := waitCalls(t, r.Server.Addr)

@@ -84,7 +84,9 @@ type SendResult struct {
 // replica holds. It returns an error wrapping ErrNotReplicated when none
 // acknowledged it in time (or WAIT failed): the message was stored and
 // published all the same, and the result is filled in along with the error
-// (Message.ID says which), but a failover now may lose it.
+// (Message.ID says which), but a failover now may lose it. A Duplicate
+// (a keyed say sent again) is answered so too while no replica holds the
+// first message.
 func (s *Messages) Send(ctx context.Context, roomID, user, text string, opt SendOptions) (SendResult, error) {
 	out := s.SendMany(ctx, []SendRequest{{Room: roomID, User: user, Text: text}}, opt)
 	return out[0].SendResult, out[0].Err

@@ -72,6 +72,12 @@
 --          r  the node refreshes the history's TTL with this send (at
 --             most once per room per IdleTTL/48, as Renew does); without
 --             it the TTL is set only on a history this send creates
+--          d  a WAIT follows this call on its connection (durability
+--             "replica"): a say answered from its record (-4) rewrites
+--             the record as it is (SET KEEPTTL XX), so the WAIT covers a
+--             write of this connection that replicates after the say
+--             itself. WAIT is documented to cover only its connection's
+--             writes, and a replay otherwise writes nothing
 --
 -- Returns one reply per say, in order, each as follows: {id, rest}: the
 -- stream id "ms-seq" of the new message, published as ARGV[5] .. id
@@ -185,6 +191,9 @@ local function say(k, a)
         return {-3}
       end
       local call, id, ts = string.match(prev, ' (%S+) (%S+) (%S+)$')
+      if string.find(flags, 'd', 1, true) then
+        redis.call('SET', KEYS[k + 4], prev, 'KEEPTTL', 'XX')
+      end
       return {-4, id, ts, call, rest(room)}
     end
   end
@@ -194,6 +203,9 @@ local function say(k, a)
       local call, r, h, id, ts = string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
       if r ~= room or h ~= hash then
         return {-3}
+      end
+      if flags ~= '' and string.find(flags, 'd', 1, true) then
+        redis.call('SET', said, rec, 'KEEPTTL', 'XX')
       end
       return {-4, id, ts, call, rest(room)}
     end
