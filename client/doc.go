@@ -30,7 +30,10 @@
 // calls makes a fresh random key and sends the same key on every retry, so
 // the server stores the post or purchase once (purchases are deduplicated
 // by key, and message and score posts on servers that deduplicate them
-// too). A purchase answered 409 conflict is retried with its key as well.
+// too). A purchase answered 409 conflict is retried with its key as well,
+// and so is a keyed call answered 503 not_durable (applied, no replica
+// holds it yet: the retry answers the first result once one does), on the
+// same node.
 // A request that never reached a node (the dial failed) is always retried.
 // Sign-in, grants without WithIdempotencyKey, notices and polls are not
 // repeated after an unknown outcome: a repeat would claim, grant or post

@@ -114,8 +114,14 @@ func retryable(err error, cl call) (retry, move bool) {
 	if errors.As(err, &e) {
 		switch e.Status {
 		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			// not_durable was stored: sending it again would store it twice
-			return cl.safe && e.Code != errcode.NotDurable, true
+			if e.Code == errcode.NotDurable {
+				// The write was applied and waits for a replica: sent
+				// again with its key it answers the first result once a
+				// replica holds it, and stores nothing again; without
+				// one it would be stored twice. The node is not at fault.
+				return cl.safe && cl.key != "", false
+			}
+			return cl.safe, true
 		case http.StatusConflict:
 			// a purchase that lost its transaction: nothing was bought
 			return cl.key != "" && e.Code == errcode.Conflict, false

@@ -136,6 +136,34 @@ func TestNoRetryWhereARepeatWouldDoubleIt(t *testing.T) {
 	assert.Len(t, a.requests(), 4, "1 + Retries")
 }
 
+// A keyed post answered 503 not_durable (stored, no replica holds it yet)
+// is sent again with its key, to the same node, until a replica does; a
+// call without a key is not, as a repeat would store it twice.
+func TestNotDurableIsRetriedWithItsKey(t *testing.T) {
+	ctx := ctxT(t)
+	notDurable := answer(503, "", `{"error":{"code":"not_durable","message":"no replica acknowledged it in time"}}`)
+	a := &answers{seq: []func(http.ResponseWriter){notDurable, notDurable,
+		answer(200, "", `{"message":{"id":"1764504000123-000001","room":"general-1","from":"alice","text":"hi","ts":"2026-11-30T12:00:00.123Z"}}`)}}
+	other := &answers{}
+	c, err := client.New(client.Config{NodeURLs: []string{a.serve(t).URL, other.serve(t).URL}, Token: "t", Backoff: fast})
+	require.NoError(t, err)
+	m, err := c.Post(ctx, "general-1", "hi")
+	require.NoError(t, err)
+	assert.Equal(t, "1764504000123-000001", m.ID)
+	reqs := a.requests()
+	require.Len(t, reqs, 3, "sent again while no replica held it")
+	for _, r := range reqs {
+		assert.Equal(t, reqs[0].Header.Get("Idempotency-Key"), r.Header.Get("Idempotency-Key"), "with its key each time")
+	}
+	assert.Empty(t, other.requests(), "on the same node: it is not at fault")
+
+	a = &answers{seq: []func(http.ResponseWriter){notDurable}}
+	c, _ = client.New(client.Config{BaseURL: a.serve(t).URL, Token: "t", Backoff: fast})
+	_, err = c.Grant(ctx, "bob", 5)
+	assert.ErrorIs(t, err, client.ErrNotDurable)
+	assert.Len(t, a.requests(), 1, "a grant without a key is not repeated")
+}
+
 // A node that refuses connections is skipped for the next node URL, and
 // stays skipped.
 func TestDeadNodeIsSkipped(t *testing.T) {
