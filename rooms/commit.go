@@ -392,19 +392,29 @@ func (s *Messages) commit(jobs []*sendJob) {
 		lobby       string
 		rate, burst float64
 	}
+	callFor := func(p *prepared) callOf {
+		if p.rate == 0 {
+			return callOf{lobby: p.lobby} // no bucket: its size is not read
+		}
+		return callOf{p.lobby, p.rate, p.burst}
+	}
+	left := map[callOf]int{} // each call's says not yet in a group
+	for _, p := range live {
+		left[callFor(p)]++
+	}
 	open := map[callOf]*group{}
 	durable := s.durable()
 	for _, p := range live {
-		c := callOf{p.lobby, p.rate, p.burst}
-		if p.rate == 0 {
-			c.burst = 0 // no bucket: its size is not read
-		}
+		c := callFor(p)
 		g := open[c]
 		if g == nil || len(g.ps) == maxScriptSays {
+			// sized for its says (and the counter's key): not grown say by say
+			says := min(left[c], maxScriptSays)
+			left[c] -= says
 			g = &group{
-				keys: []string{roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)},
-				args: []any{now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
-					s.claimMode(now), p.rate, p.burst, p.lobby + "-"},
+				keys: append(make([]string, 0, 4+4*says+1), roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)),
+				args: append(make([]any, 0, 12+8*says), now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
+					s.claimMode(now), p.rate, p.burst, p.lobby+"-"),
 			}
 			open[c] = g
 			groups = append(groups, g)
@@ -572,9 +582,15 @@ const (
 	sayFlagDurable
 )
 
-// sayFlags spells each set of flags, without an allocation a say.
-var sayFlags = [16]string{"", "s", "k", "sk", "r", "sr", "kr", "skr",
-	"d", "sd", "kd", "skd", "rd", "srd", "krd", "skrd"}
+// sayFlags spells each set of flags, each made an interface value once:
+// a say's argument then costs no allocation.
+var sayFlags = func() (a [16]any) {
+	for i, f := range [16]string{"", "s", "k", "sk", "r", "sr", "kr", "skr",
+		"d", "sd", "kd", "skd", "rd", "srd", "krd", "skrd"} {
+		a[i] = f
+	}
+	return a
+}()
 
 // cutLast slices s around the last sep.
 func cutLast(s string, sep byte) (before, after string, found bool) {
