@@ -63,9 +63,8 @@ func benchSendConcurrent(b *testing.B, publish, serial bool, records string) {
 		}
 	}
 	opt := SendOptions{Rate: 1e6, Burst: 1e6} // the bucket is taken, never empty
-	ev, err := splitEventFor(rooms[0])
-	require.NoError(b, err)
-	_, err = s.Messages.Send(ctx, rooms[0], "u0", "warm-up", opt) // scripts loaded, TTL set
+	ev := eventFor(rooms[0])
+	_, err := s.Messages.Send(ctx, rooms[0], "u0", "warm-up", opt) // scripts loaded, TTL set
 	require.NoError(b, err)
 	require.NoError(b, r.Client.Publish(ctx, "warm-up", "x").Err())
 	require.NoError(b, r.Client.ConfigResetStat(ctx).Err())
@@ -114,9 +113,8 @@ func commandCallsQuiet(tb testing.TB, r *redistest.Redis) (calls, evalsha float6
 	return measuredCalls(stats), float64(stats["evalsha"])
 }
 
-// splitEventFor returns the first half of a message event of room, for the
+// eventFor returns a message event of room with an empty text, for the
 // publish floor's payload.
-func splitEventFor(room string) (string, error) {
-	pre, post, err := splitEvent(Message{Room: room, From: "u0", Text: ""})
-	return pre + "0000000000000-000000" + post, err
+func eventFor(room string) string {
+	return eventStart + "0000000000000-000000" + eventAfterID(Message{Room: room, From: "u0", Text: ""})
 }

@@ -413,16 +413,13 @@ func (s *Messages) commit(jobs []*sendJob) {
 			left[c] -= says
 			g = &group{
 				keys: append(make([]string, 0, 4+4*says+1), roomsKey(s.ks, p.lobby), membersKey(s.ks, p.lobby), leasesKey(s.ks, p.lobby), restKey(s.ks, p.lobby)),
-				args: append(make([]any, 0, 12+8*says), now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), "", channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
+				args: append(make([]any, 0, 12+8*says), now.UnixMilli(), s.historyMax, s.publish, s.idleTTL.Milliseconds(), eventStart, channelPrefix(s.ks, p.lobby), call, inScript(!s.cluster),
 					s.claimMode(now), p.rate, p.burst, p.lobby+"-"),
 			}
 			open[c] = g
 			groups = append(groups, g)
 		}
-		if err := s.addSay(g.ps == nil, &g.keys, &g.args, p, now, !s.cluster, durable); err != nil {
-			p.err = err
-			continue
-		}
+		s.addSay(&g.keys, &g.args, p, now, !s.cluster, durable)
 		p.at = len(g.ps)
 		g.ps = append(g.ps, p)
 	}
@@ -524,20 +521,10 @@ func inScript(yes bool) string {
 }
 
 // addSay appends p's keys and arguments to its lobby's script call
-// (message_send.lua), the event's first half too when first; the message's
-// ts is now. claim says whether the script claims p's key (a Redis that is
-// not a Cluster; on a Cluster bindKeys did). It returns an error when the
-// event cannot be encoded.
-func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, now time.Time, claim, durable bool) error {
-	pre, post, err := splitEvent(p.m)
-	if err != nil {
-		return err
-	}
-	if first {
-		(*args)[4] = pre
-	} else if (*args)[4] != pre {
-		return fmt.Errorf("rooms: event starts %q, not %q", pre, (*args)[4])
-	}
+// (message_send.lua, whose event starts eventStart); the message's ts is
+// now. claim says whether the script claims p's key (a Redis that is not
+// a Cluster; on a Cluster bindKeys did).
+func (s *Messages) addSay(keys *[]string, args *[]any, p *prepared, now time.Time, claim, durable bool) {
 	// A say without a key is keyed by its place in this commit, for
 	// redisx.CallRecordTTL: go-redis's retry of the pipeline after a read timeout
 	// (the first copy may have run) is then answered by the first copy's
@@ -565,8 +552,7 @@ func (s *Messages) addSay(first bool, keys *[]string, args *[]any, p *prepared, 
 		p.refresh = k
 	}
 	*keys = append(*keys, historyKey(s.ks, p.lobby, p.seq), rateKey(s.ks, p.lobby, p.m.From), said, claimKey)
-	*args = append(*args, p.seq, p.m.From, p.m.Text, post, ttl.Milliseconds(), p.hash, i, sayFlags[flags])
-	return nil
+	*args = append(*args, p.seq, p.m.From, p.m.Text, eventAfterID(p.m), ttl.Milliseconds(), p.hash, i, sayFlags[flags])
 }
 
 // message_send.lua's flags of a say (its +8): s, no seat checked (the

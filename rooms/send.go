@@ -146,17 +146,18 @@ func definite(err error) bool {
 		errors.Is(err, ErrIdempotencyMismatch) || errors.Is(err, errUnexpectedReply) || errors.As(err, &rerr)
 }
 
-// eventStart is every message event up to its message's id (splitEvent).
+// eventStart is every message event up to its message's id: the same for
+// every say, passed once per script call.
 const eventStart = `{"type":"message","message":{"id":"`
 
-// splitEvent encodes the message Event of m with an empty id and returns
-// the bytes before and after the id, for message_send.lua to put the id in.
-// It writes what json.Marshal writes for Event{Type: EventMessage,
-// Message: &m} (FuzzSplitEvent holds it to that), in one allocation: a
-// node encodes the event of every say it sends, and json.Marshal's way
-// (Message's MarshalJSON, its output checked and copied, both halves
-// copied out) took seven.
-func splitEvent(m Message) (pre, post string, err error) {
+// eventAfterID encodes the rest of the message Event of m, after its id,
+// for message_send.lua to join eventStart, the id and it. eventStart + it
+// is what json.Marshal writes for Event{Type: EventMessage, Message:
+// &m} with an empty id (FuzzSplitEvent holds it to that), in one
+// allocation: a node encodes the event of every say it sends, and
+// json.Marshal's way (Message's MarshalJSON, its output checked and
+// copied, both halves copied out) took seven.
+func eventAfterID(m Message) string {
 	var ts [len(protocol.TSLayout) + 8]byte
 	t := m.TS.UTC().AppendFormat(ts[:0], protocol.TSLayout)
 	var b strings.Builder
@@ -170,7 +171,7 @@ func splitEvent(m Message) (pre, post string, err error) {
 	b.WriteString(`,"ts":"`)
 	b.Write(t)
 	b.WriteString(`"}}`)
-	return eventStart, b.String(), nil
+	return b.String()
 }
 
 // writeJSONString writes s as a JSON string as encoding/json writes one:
