@@ -289,10 +289,9 @@ const admitBatch = 64
 func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 	errs := make([]error, len(as))
 	type ask struct {
-		i    int
-		c    claimant
-		cmd  *redis.Cmd
-		same []int // the other admissions of c in as, answered its reply
+		is  []int // the admissions of c in as, answered its reply
+		c   claimant
+		cmd *redis.Cmd
 	}
 	var asks []ask
 	asked := map[claimant]int{} // an ask's place in asks
@@ -314,11 +313,11 @@ func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 			r.m.calls.WithLabelValues("admit", "cached").Inc()
 		default:
 			if k, ok := asked[c]; ok {
-				asks[k].same = append(asks[k].same, i)
+				asks[k].is = append(asks[k].is, i)
 				continue
 			}
 			asked[c] = len(asks)
-			asks = append(asks, ask{i: i, c: c})
+			asks = append(asks, ask{is: []int{i}, c: c})
 		}
 	}
 	r.mu.Unlock()
@@ -333,7 +332,7 @@ func (r *Registry) AdmitMany(ctx context.Context, as []Admission) []error {
 		})
 		for _, b := range batch {
 			res, err := b.cmd.Slice()
-			for _, i := range append([]int{b.i}, b.same...) {
+			for _, i := range b.is {
 				a := as[i]
 				errs[i] = r.admitReply(b.c, a.Name, now, a.Expires, gen, res, err)
 			}
